@@ -1,0 +1,3 @@
+from workflows.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""The `spyre-ci` command line: argparse subcommands discovered in `workflows.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from workflows import commands
+
+
+class CommandError(Exception):
+    """A command cannot go on; the message says what and where, and what to do."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spyre-ci",
+        description="Keep an out-of-tree PyTorch backend green while upstream PyTorch moves.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except CommandError as exc:
+        print(f"spyre-ci: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("spyre-ci: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
