@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from suites.model import Outcome, Status
+from workflows.shard_runner import Limits, run_shard
+
+CRASHY = textwrap.dedent(
+    """
+    import ctypes, os, signal, time
+
+    def test_first():
+        assert 1 + 1 == 2
+
+    def test_segfault():
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+    def test_after_segfault():
+        assert True
+
+    def test_abort():
+        os.abort()
+
+    def test_hang():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(3600)
+
+    def test_fails():
+        assert 2 + 2 == 5, "arithmetic broke"
+
+    def test_last():
+        assert True
+    """
+)
+
+IDS = [f"demo::t::{n}::f32" for n in
+       ("first", "segfault", "after_segfault", "abort", "hang", "fails", "last")]
+
+
+@pytest.fixture()
+def shard_dir(tmp_path: Path) -> Path:
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    return tmp_path
+
+
+def run(shard_dir: Path, ids: list[str], **limits: float) -> tuple[dict[str, Outcome], int]:
+    seen: list[Outcome] = []
+    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    result = run_shard(
+        "s0", ids, shard_dir, limits=Limits(memory_mb=None, **limits),
+        plugin="contract_plugin", env=env, progress=seen.append,
+    )
+    assert [o.id for o in seen] == [o.id for o in result.outcomes]
+    return {o.id: o for o in result.outcomes}, result.subprocesses
+
+
+def test_crash_and_hang_do_not_lose_the_rest_of_the_shard(shard_dir: Path) -> None:
+    outcomes, subprocesses = run(shard_dir, IDS, test_timeout_s=1.0, kill_grace_s=1.0)
+    assert sorted(outcomes) == sorted(IDS)
+    status = {vid.split("::")[2]: o.status for vid, o in outcomes.items()}
+    assert status == {
+        "first": Status.PASSED,
+        "segfault": Status.CRASHED,
+        "after_segfault": Status.PASSED,
+        "abort": Status.CRASHED,
+        "hang": Status.TIMEOUT,
+        "fails": Status.FAILED,
+        "last": Status.PASSED,
+    }
+    assert "SIGSEGV" in outcomes["demo::t::segfault::f32"].message
+    assert "SIGABRT" in outcomes["demo::t::abort::f32"].message
+    assert "arithmetic broke" in outcomes["demo::t::fails::f32"].message
+    assert subprocesses == 4  # one start, then one restart after each crash or hang
+
+
+def test_unknown_plugin_reports_errors_instead_of_looping(shard_dir: Path) -> None:
+    result = run_shard("s1", IDS[:2], shard_dir, limits=Limits(memory_mb=None),
+                       plugin="no_such_plugin_module")
+    assert [o.status for o in result.outcomes] == [Status.ERROR, Status.ERROR]
+    assert "no_such_plugin_module" in result.outcomes[0].message
+    assert result.subprocesses == 1
+
+
+def test_shard_deadline_marks_unrun_tests_timeout(shard_dir: Path) -> None:
+    ids = [IDS[4], IDS[6]]  # the hang, then a test that never gets its turn
+    outcomes, _ = run(shard_dir, ids, test_timeout_s=30.0, shard_timeout_s=2.0)
+    assert outcomes[IDS[4]].status is Status.TIMEOUT
+    assert outcomes[IDS[6]].status is Status.TIMEOUT
+    assert "shard time limit" in outcomes[IDS[6]].message

@@ -1,0 +1,251 @@
+"""Run one shard of variant tests as pytest subprocesses that may crash or hang.
+
+The pytest plugin (`suites.pytest_plugin`) writes a JSON line when each test starts and
+ends. A subprocess that dies (segfault, abort, memory limit) or stops answering leaves one
+started test without an end: that test is recorded as crashed or timeout, and a fresh
+subprocess runs the rest of the shard. Nothing the shard was asked to run goes unreported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suites.model import Outcome, Status
+
+PLUGIN = "suites.pytest_plugin"
+_POLL_S = 0.05
+_STDERR_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-test and per-shard bounds; `memory_mb` caps each subprocess's address space."""
+
+    test_timeout_s: float = 300.0
+    shard_timeout_s: float = 3 * 3600.0
+    memory_mb: int | None = 8192
+    # Extra time a subprocess gets beyond the test timeout before it is killed: the plugin's
+    # own timeout should fire first and report a clean timeout from inside the process.
+    kill_grace_s: float = 10.0
+
+
+@dataclass
+class ShardResult:
+    shard_id: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    junit_paths: list[Path] = field(default_factory=list)
+    subprocesses: int = 0
+    wall_s: float = 0.0
+
+
+ProgressCallback = Callable[[Outcome], None]
+
+
+def pytest_command(
+    ids_file: Path,
+    results_file: Path,
+    junit_file: Path,
+    *,
+    specs: Sequence[str] = (),
+    test_timeout_s: float,
+    plugin: str = PLUGIN,
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line of one shard subprocess (the plugin's documented contract)."""
+    command = [
+        python, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider", "-q",
+        "--spyre-ids", str(ids_file),
+        "--spyre-results", str(results_file),
+        "--spyre-timeout", str(test_timeout_s),
+        f"--junitxml={junit_file}",
+    ]
+    for spec in specs:
+        command += ["--spyre-specs", spec]
+    return command
+
+
+def run_shard(
+    shard_id: str,
+    variant_ids: Sequence[str],
+    workdir: Path,
+    *,
+    limits: Limits = Limits(),
+    specs: Sequence[str] = (),
+    plugin: str = PLUGIN,
+    env: dict[str, str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> ShardResult:
+    """Run every id of the shard; returns one Outcome per id, in completion order."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    result = ShardResult(shard_id)
+    done: dict[str, Outcome] = {}
+    started = time.monotonic()
+
+    def record(outcome: Outcome) -> None:
+        if outcome.id in done:  # a retried subprocess never reports a variant twice
+            return
+        done[outcome.id] = outcome
+        result.outcomes.append(outcome)
+        if progress is not None:
+            progress(outcome)
+
+    while True:
+        remaining = [vid for vid in variant_ids if vid not in done]
+        if not remaining:
+            break
+        left_s = limits.shard_timeout_s - (time.monotonic() - started)
+        if left_s <= 0:
+            for vid in remaining:
+                record(Outcome(vid, Status.TIMEOUT, 0.0, "shard time limit reached before it ran"))
+            break
+        attempt = result.subprocesses
+        result.subprocesses += 1
+        ids_file = workdir / f"{shard_id}.{attempt}.ids"
+        results_file = workdir / f"{shard_id}.{attempt}.jsonl"
+        junit_file = workdir / f"{shard_id}.{attempt}.xml"
+        ids_file.write_text("\n".join(remaining) + "\n", encoding="utf-8")
+        command = pytest_command(
+            ids_file, results_file, junit_file, specs=specs,
+            test_timeout_s=limits.test_timeout_s, plugin=plugin,
+        )
+        ended_before = len(done)
+        _run_subprocess(command, results_file, workdir, limits, left_s, env, record)
+        if junit_file.exists():
+            result.junit_paths.append(junit_file)
+        if len(done) == ended_before:
+            # The subprocess made no progress at all (e.g. it could not collect): report the
+            # rest with its error rather than retrying forever.
+            message = _tail(workdir / f"{shard_id}.{attempt}.stderr")
+            for vid in remaining:
+                record(Outcome(vid, Status.ERROR, 0.0, f"shard subprocess failed: {message}"))
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def _run_subprocess(
+    command: list[str],
+    results_file: Path,
+    workdir: Path,
+    limits: Limits,
+    budget_s: float,
+    env: dict[str, str] | None,
+    record: ProgressCallback,
+) -> None:
+    stem = results_file.with_suffix("")
+    stdout = open(f"{stem}.stdout", "wb")  # noqa: SIM115 - closed below, after the process
+    stderr = open(f"{stem}.stderr", "wb")  # noqa: SIM115
+    results_file.touch()
+    proc = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env={**os.environ, **(env or {})},
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,  # so a kill reaches grandchildren too
+        preexec_fn=_limit_memory(limits.memory_mb),
+    )
+    reader = _ResultsReader(results_file)
+    deadline = time.monotonic() + budget_s
+    current: tuple[str, float] | None = None  # (variant id, monotonic start)
+    killed_for: Status | None = None
+    try:
+        while True:
+            exited = proc.poll() is not None
+            for event in reader.read():
+                if event.get("event") == "start":
+                    current = (str(event["id"]), time.monotonic())
+                elif event.get("event") == "end":
+                    record(Outcome(
+                        str(event["id"]), Status(event["status"]),
+                        float(event.get("duration_s", 0.0)), str(event.get("message", "")),
+                    ))
+                    current = None
+            if exited:
+                break
+            now = time.monotonic()
+            test_overdue = (
+                current is not None
+                and now - current[1] > limits.test_timeout_s + limits.kill_grace_s
+            )
+            if test_overdue or now > deadline:
+                killed_for = Status.TIMEOUT
+            if killed_for is not None:
+                _kill_group(proc)
+                continue
+            time.sleep(_POLL_S)
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+        stdout.close()
+        stderr.close()
+    if current is not None:
+        vid, began = current
+        elapsed = time.monotonic() - began
+        if killed_for is Status.TIMEOUT:
+            record(Outcome(vid, Status.TIMEOUT, elapsed,
+                           f"no result after {elapsed:.0f} s: the test process was killed"))
+        else:
+            record(Outcome(vid, Status.CRASHED, elapsed, _describe_exit(proc.returncode)))
+
+
+class _ResultsReader:
+    """Incremental reader of a JSON-lines file that another process appends to."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = open(path, encoding="utf-8")  # noqa: SIM115 - lives as long as the reader
+        self._partial = ""
+
+    def read(self) -> list[dict[str, object]]:
+        self._partial += self._fh.read()
+        *lines, self._partial = self._partial.split("\n")
+        events = []
+        for line in lines:
+            if line.strip():
+                try:
+                    events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line torn by a crash mid-write carries nothing usable
+        return events
+
+
+def _limit_memory(memory_mb: int | None) -> Callable[[], None] | None:
+    if memory_mb is None:
+        return None
+    limit = memory_mb * 1024 * 1024
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        return f"the test process died with {name} while this test ran"
+    return f"the test process exited with code {returncode} while this test ran"
+
+
+def _tail(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "(no output)"
+    text = text.strip()
+    return text[-_STDERR_TAIL:] if text else "(no output)"
