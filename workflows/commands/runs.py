@@ -1,0 +1,74 @@
+"""`spyre-ci runs list|show`: inspect past runs in History."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from typing import Any
+
+from workflows.cli import CommandError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("runs", help="inspect past runs (list, show)")
+    sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="the most recent runs, newest first")
+    listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    listing.set_defaults(func=list_runs)
+    show = sub.add_parser("show", help="one run: its state, counts and where its outputs are")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="print the stored record as JSON")
+    show.set_defaults(func=show_run)
+
+
+def _history() -> Any:
+    from workflows.history import HistoryError, open_history
+    from workflows.settings import Settings
+
+    settings = Settings.from_env()
+    try:
+        return open_history(settings.state_dir, settings.redis_url)
+    except HistoryError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    from workflows.history import HistoryError
+
+    try:
+        runs = _history().list_runs(args.limit)
+    except HistoryError as exc:
+        raise CommandError(str(exc)) from exc
+    if not runs:
+        print("no runs yet: start one with `spyre-ci run --event FILE`")
+        return 0
+    row = "{:<28} {:<10} {:<20} {:>8} {:>6} {:>4}"
+    print(row.format("run", "state", "updated (UTC)", "selected", "failed", "new"))
+    for run in runs:
+        s = run.summary
+        print(row.format(run.run_id, run.state, _when(run.updated_at), s.get("selected", "-"),
+                         s.get("failed", "-"), s.get("new_failures", "-")))
+    return 0
+
+
+def show_run(args: argparse.Namespace) -> int:
+    from workflows.history import HistoryError
+
+    try:
+        run = _history().get_run(args.run_id)
+    except HistoryError as exc:
+        raise CommandError(str(exc)) from exc
+    if run is None:
+        raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
+    if args.json:
+        print(json.dumps(run.to_json(), indent=2, sort_keys=True))
+        return 0
+    print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
+    for key, value in sorted(run.summary.items()):
+        print(f"  {key}: {value}")
+    return 0

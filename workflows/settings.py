@@ -1,0 +1,22 @@
+"""Where the workflows layer keeps its state, from the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    redis_url: str | None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        default_state = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        return cls(
+            state_dir=Path(env.get("SPYRE_CI_STATE_DIR") or default_state / "spyre-ci"),
+            redis_url=env.get("SPYRE_CI_REDIS_URL") or None,
+        )
