@@ -1,0 +1,219 @@
+"""The CRCR callback body (schema_version "1") and the relay-to-HUD envelope: pure builders.
+
+Beyond the fields the relay and HUD read, the completed callback carries two optional
+fields inside `workflow`, passed verbatim by the relay: `failed_tests` (each failed or
+errored variant with id, message, duration and classification) and `environment`. They
+fill HUD's `failed_tests_json` and `environment` columns (see hud_row.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dashboard_export import ExportError
+from dashboard_export.model import RunRecord, VariantResult, iso_z, parse_time
+from suites.model import Status
+
+SCHEMA_VERSION = "1"
+HUD_BODY_LIMIT = 2 * 1024 * 1024  # HUD answers 413 above this many bytes
+MESSAGE_LIMIT = 4000  # characters of one failure message kept in failed_tests
+EVENT_TYPES = ("pull_request", "push", "nightly", "periodic")
+
+_COUNT_AS = {
+    Status.PASSED: "passed",
+    Status.XPASSED: "passed",
+    Status.FAILED: "failed",
+    Status.ERROR: "failed",
+    Status.TIMEOUT: "failed",
+    Status.CRASHED: "failed",
+    Status.SKIPPED: "skipped",
+    Status.XFAILED: "skipped",  # as pytest's JUnit writes an xfail: a skipped testcase
+}
+
+
+def result_counts(record: RunRecord) -> dict[str, int]:
+    """`{"passed", "failed", "skipped", "total"}` as the callback's `test_results`."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for result in record.results:
+        counts[_COUNT_AS[result.status]] += 1
+    return {**counts, "total": sum(counts.values())}
+
+
+def event_type(record: RunRecord) -> str:
+    """The callback's `event_type`; a rerun reports as the kind of change it re-runs."""
+    kind = record.event.kind
+    if kind in EVENT_TYPES:
+        return kind
+    return "pull_request" if record.event.pr_number else "push"
+
+
+def failed_test(result: VariantResult) -> dict[str, Any]:
+    """One entry of `failed_tests` / `failed_tests_json`."""
+    message = result.outcome.message
+    if len(message) > MESSAGE_LIMIT:
+        cut = len(message) - MESSAGE_LIMIT
+        message = f"{message[:MESSAGE_LIMIT]}... [{cut} more characters truncated]"
+    return {
+        "id": result.id,
+        "suite": result.suite,
+        "status": str(result.status),
+        "message": message,
+        "duration_s": round(result.outcome.duration_s, 6),
+        "classification": str(result.classification) if result.classification else "new",
+        "holdout": result.holdout,
+    }
+
+
+def failed_tests(record: RunRecord) -> list[dict[str, Any]]:
+    """Failed and errored variants, new ones first (what survives truncation matters most)."""
+    rank = {"new": 0, "pre-existing": 1, "flaky": 2}
+    entries = [failed_test(r) for r in record.failures]
+    return sorted(entries, key=lambda e: (rank[e["classification"]], e["id"]))
+
+
+def environment(record: RunRecord) -> dict[str, Any]:
+    """The `environment` object: torch and backend versions, device (HUD's `sdk`/`device`)."""
+    env = record.environment
+    return {
+        "torch_version": env.torch_version,
+        "torch_git_version": env.torch_git_version,
+        "backend": env.backend,
+        "backend_version": env.backend_version,
+        "sdk": f"{env.backend} {env.backend_version}",
+        "device": env.device,
+        **{k: v for k, v in env.extra.items()},
+    }
+
+
+def callback_body(record: RunRecord, status: str = "completed") -> dict[str, Any]:
+    """The body POSTed to the relay's `/github/callback`: client_payload plus `workflow`."""
+    if status not in ("in_progress", "completed"):
+        raise ExportError(f"callback status must be in_progress or completed, not {status!r}")
+    done = status == "completed"
+    workflow: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "status": status,
+        "conclusion": record.effective_conclusion if done else None,
+        "name": record.workflow,
+        "url": record.run_url,
+        "run_id": record.run_id,
+        "run_attempt": str(record.attempt),
+        "job_name": record.job,
+        "check_run_id": record.effective_check_run_id,
+        "started_at": _callback_time(record.started_at),
+        "completed_at": _callback_time(record.completed_at) if done else None,
+        "environment": environment(record),
+    }
+    if done:
+        workflow["test_results"] = result_counts(record)
+        workflow["failed_tests"] = failed_tests(record)
+    if record.artifact_url:
+        workflow["artifact_url"] = record.artifact_url
+    return {
+        "event_type": event_type(record),
+        "delivery_id": record.event.delivery_id,
+        "payload": dict(record.event.payload),
+        "workflow": workflow,
+    }
+
+
+def ci_metrics(record: RunRecord, status: str = "completed") -> dict[str, float | None]:
+    """queue_time (dispatch -> start) and execution_time (start -> end) in seconds."""
+    queued = parse_time(record.queued_at, "queued_at") if record.queued_at else None
+    started = parse_time(record.started_at, "started_at") if record.started_at else None
+    ended = parse_time(record.completed_at, "completed_at") if record.completed_at else None
+    queue = (started - queued).total_seconds() if queued and started else None
+    run = (ended - started).total_seconds() if started and ended and status == "completed" else None
+    return {"queue_time": queue, "execution_time": run}
+
+
+def hud_envelope(
+    callback: Mapping[str, Any],
+    *,
+    verified_repo: str,
+    level: str,
+    queue_time: float | None = None,
+    execution_time: float | None = None,
+) -> dict[str, Any]:
+    """What the relay POSTs to HUD: facts it vouches for, and the callback verbatim."""
+    return {
+        "trusted": {
+            "verified_repo": verified_repo,
+            "downstream_repo_level": level,
+            "ci_metrics": {"queue_time": queue_time, "execution_time": execution_time},
+        },
+        "untrusted": {"callback_payload": dict(callback)},
+    }
+
+
+def envelope_for(record: RunRecord, status: str = "completed") -> dict[str, Any]:
+    """The HUD envelope of a run, as our relay would send it after this callback."""
+    metrics = ci_metrics(record, status)
+    return hud_envelope(
+        callback_body(record, status),
+        verified_repo=record.downstream_repo,
+        level=record.level,
+        queue_time=metrics["queue_time"],
+        execution_time=metrics["execution_time"],
+    )
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    """The exact bytes sent on the wire (compact JSON, UTF-8)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def fit_body(body: Mapping[str, Any], limit: int = HUD_BODY_LIMIT) -> tuple[dict[str, Any], int]:
+    """Shrink `failed_tests` until the encoded body fits `limit` bytes.
+
+    Works on a callback body or a HUD envelope. Dropped entries are replaced by one explicit
+    marker `{"truncated": true, "omitted": n, "total": m}` at the end of the list. Returns the
+    body and the number of entries omitted; raises when even an empty list does not fit,
+    rather than send a body HUD would refuse.
+    """
+    if len(encode(body)) <= limit:
+        return dict(body), 0
+    workflow = _workflow_of(body)
+    entries = list(workflow.get("failed_tests") or [])
+
+    def with_kept(kept: int) -> dict[str, Any]:
+        trimmed = entries[:kept]
+        if kept < len(entries):
+            trimmed.append(
+                {"truncated": True, "omitted": len(entries) - kept, "total": len(entries)}
+            )
+        return _replace_failed(body, trimmed)
+
+    # Largest number of entries that fits: sizes grow with `kept`, so bisect.
+    low, high = 0, len(entries)
+    if len(encode(with_kept(0))) > limit:
+        raise ExportError(
+            f"body is {len(encode(with_kept(0)))} bytes even without failed tests, over the "
+            f"{limit}-byte limit; the upstream webhook payload is too large to send"
+        )
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(encode(with_kept(middle))) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return with_kept(low), len(entries) - low
+
+
+def _workflow_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "untrusted" in body:
+        return body["untrusted"]["callback_payload"]["workflow"]  # type: ignore[no-any-return]
+    return body["workflow"]  # type: ignore[no-any-return]
+
+
+def _replace_failed(body: Mapping[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    if "untrusted" in body:
+        callback = _replace_failed(body["untrusted"]["callback_payload"], entries)
+        return {**body, "untrusted": {**body["untrusted"], "callback_payload": callback}}
+    return {**body, "workflow": {**body["workflow"], "failed_tests": entries}}
+
+
+def _callback_time(value: str | None) -> str | None:
+    return None if value is None else iso_z(parse_time(value))

@@ -1,0 +1,418 @@
+"""The input record of every exporter: one finished run, as plain frozen data with JSON round trip.
+
+The workflows layer builds a `RunRecord` once a run is verified; every builder in this package
+is a pure function of it (plus JUnit files for per-test rows).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from dashboard_export import ExportError
+from relay.events import TriggerEvent
+from suites.model import Outcome, Status, split_variant_id
+
+RECORD_FORMAT = 1
+EPOCH = "1970-01-01 00:00:00.000000000"  # what a non-nullable DateTime64 holds for "no time"
+LEVELS = ("L1", "L2", "L3", "L4")
+CONCLUSIONS = ("success", "failure", "cancelled", "timed_out")
+
+
+class Classification(StrEnum):
+    """Why a failing variant failed, as Verify decided."""
+
+    NEW = "new"  # passes on the baseline, fails here: a regression
+    PRE_EXISTING = "pre-existing"  # fails on the baseline too
+    FLAKY = "flaky"  # failed, then passed on rerun
+
+
+class DiffCategory(StrEnum):
+    """One line of an upgrade diff (old torch -> new torch)."""
+
+    REGRESSED = "regressed"
+    FIXED = "fixed"
+    NEW_FAILING = "new-failing"
+    NEW_PASSING = "new-passing"
+    REMOVED = "removed"
+    UNCHANGED_FAILING = "unchanged-failing"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where the run ran: upstream torch and the backend under test."""
+
+    torch_version: str
+    torch_git_version: str
+    backend: str
+    backend_version: str
+    device: str
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "torch_version": self.torch_version,
+            "torch_git_version": self.torch_git_version,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "device": self.device,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Environment:
+        where = "environment"
+        return cls(
+            torch_version=_req(data, "torch_version", where),
+            torch_git_version=_req(data, "torch_git_version", where),
+            backend=_req(data, "backend", where),
+            backend_version=_req(data, "backend_version", where),
+            device=_req(data, "device", where),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One variant's outcome plus what Verify concluded about it."""
+
+    outcome: Outcome
+    suite: str
+    template: str
+    subject: str
+    classification: Classification | None = None  # set for failures (and flaky passes)
+    holdout: bool = False  # ran only as part of the seeded holdout sample
+
+    @property
+    def id(self) -> str:
+        return self.outcome.id
+
+    @property
+    def status(self) -> Status:
+        return self.outcome.status
+
+    @classmethod
+    def of(
+        cls,
+        outcome: Outcome,
+        classification: Classification | str | None = None,
+        holdout: bool = False,
+    ) -> VariantResult:
+        """Build from an Outcome, taking suite/template/subject from its variant id."""
+        suite, template, subject, _dtype = split_variant_id(outcome.id)
+        return cls(
+            outcome=outcome,
+            suite=suite,
+            template=template,
+            subject=subject,
+            classification=Classification(classification) if classification else None,
+            holdout=holdout,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.outcome.to_json(),
+            "suite": self.suite,
+            "template": self.template,
+            "subject": self.subject,
+            "classification": str(self.classification) if self.classification else None,
+            "holdout": self.holdout,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VariantResult:
+        where = f"results[{data.get('id', '?')}]"
+        try:
+            outcome = Outcome.from_json(data)
+            classification = data.get("classification")
+            return cls(
+                outcome=outcome,
+                suite=_req(data, "suite", where),
+                template=_req(data, "template", where),
+                subject=_req(data, "subject", where),
+                classification=Classification(classification) if classification else None,
+                holdout=bool(data.get("holdout", False)),
+            )
+        except (KeyError, ValueError) as exc:
+            raise ExportError(f"run record {where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What the selector concluded, in the few numbers a reader needs."""
+
+    selected: int
+    inventory: int = 0
+    fallback_reason: str | None = None  # set when the plan fell back to a full run
+    top_reasons: tuple[tuple[str, int], ...] = ()  # (reason, variants it selected)
+    skipped: Mapping[str, int] = field(default_factory=dict)  # reason -> variants not run
+    holdout: int = 0  # size of the seeded holdout sample
+    holdout_misses: tuple[str, ...] = ()  # holdout variants that failed: selector misses
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selected": self.selected,
+            "inventory": self.inventory,
+            "fallback_reason": self.fallback_reason,
+            "top_reasons": [[r, n] for r, n in self.top_reasons],
+            "skipped": dict(self.skipped),
+            "holdout": self.holdout,
+            "holdout_misses": list(self.holdout_misses),
+            "metrics": dict(self.metrics),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlanSummary:
+        return cls(
+            selected=int(_req(data, "selected", "plan")),
+            inventory=int(data.get("inventory", 0)),
+            fallback_reason=data.get("fallback_reason"),
+            top_reasons=tuple((str(r), int(n)) for r, n in data.get("top_reasons", ())),
+            skipped={str(k): int(v) for k, v in (data.get("skipped") or {}).items()},
+            holdout=int(data.get("holdout", 0)),
+            holdout_misses=tuple(data.get("holdout_misses", ())),
+            metrics={str(k): float(v) for k, v in (data.get("metrics") or {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    id: str
+    category: DiffCategory
+    before: Status | None  # None: the variant does not exist on the old version
+    after: Status | None  # None: removed in the new version
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "category": str(self.category),
+            "before": str(self.before) if self.before else None,
+            "after": str(self.after) if self.after else None,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DiffRow:
+        where = f"upgrade.rows[{data.get('id', '?')}]"
+        try:
+            return cls(
+                id=_req(data, "id", where),
+                category=DiffCategory(_req(data, "category", where)),
+                before=Status(data["before"]) if data.get("before") else None,
+                after=Status(data["after"]) if data.get("after") else None,
+                message=data.get("message", ""),
+            )
+        except ValueError as exc:
+            raise ExportError(f"run record {where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class UpgradeDiff:
+    """For version-upgrade runs: how each affected variant moved between two torch versions."""
+
+    from_version: str
+    to_version: str
+    rows: tuple[DiffRow, ...] = ()
+
+    def by_category(self) -> dict[DiffCategory, list[DiffRow]]:
+        grouped: dict[DiffCategory, list[DiffRow]] = {c: [] for c in DiffCategory}
+        for row in self.rows:
+            grouped[row.category].append(row)
+        return grouped
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> UpgradeDiff:
+        return cls(
+            from_version=_req(data, "from_version", "upgrade"),
+            to_version=_req(data, "to_version", "upgrade"),
+            rows=tuple(DiffRow.from_json(r) for r in data.get("rows", ())),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished run of one job: everything every exporter needs."""
+
+    run_id: str  # the workflow run id (HUD `run_id`, S3 `workflow_run_id`)
+    attempt: int
+    downstream_repo: str  # owner/repo that ran the tests (HUD `downstream_repo`)
+    workflow: str
+    job: str
+    event: TriggerEvent
+    environment: Environment
+    results: tuple[VariantResult, ...]
+    started_at: str | None  # ISO 8601 UTC, e.g. 2026-11-29T14:00:00Z
+    completed_at: str | None
+    check_run_id: str = ""  # empty: `{run_id}-{attempt}`, as the relay falls back
+    run_url: str = ""
+    artifact_url: str = ""
+    queued_at: str | None = None  # when the job was dispatched, for HUD's queue_time
+    level: str = "L2"  # allowlist level of downstream_repo
+    conclusion: str | None = None  # None: derived from results (see `effective_conclusion`)
+    plan: PlanSummary | None = None
+    upgrade: UpgradeDiff | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("started_at", "completed_at", "queued_at"):
+            value = getattr(self, name)
+            if value is not None:
+                parse_time(value, name)
+        if self.attempt < 1:
+            raise ExportError(f"run record: attempt must be >= 1, not {self.attempt}")
+        if self.level not in LEVELS:
+            raise ExportError(f"run record: level must be one of {LEVELS}, not {self.level!r}")
+        if self.conclusion is not None and self.conclusion not in CONCLUSIONS:
+            raise ExportError(
+                f"run record: conclusion must be one of {CONCLUSIONS} or null, "
+                f"not {self.conclusion!r}"
+            )
+        seen: set[str] = set()
+        for result in self.results:
+            if result.id in seen:
+                raise ExportError(f"run record: variant {result.id} appears twice in results")
+            seen.add(result.id)
+
+    @property
+    def effective_check_run_id(self) -> str:
+        return self.check_run_id or f"{self.run_id}-{self.attempt}"
+
+    @property
+    def failures(self) -> tuple[VariantResult, ...]:
+        return tuple(r for r in self.results if r.status.is_failure)
+
+    @property
+    def new_failures(self) -> tuple[VariantResult, ...]:
+        # A failure nobody classified counts as new: better a false alarm than a silent one.
+        return tuple(
+            r for r in self.failures
+            if r.classification in (None, Classification.NEW)
+        )
+
+    @property
+    def effective_conclusion(self) -> str:
+        """`failure` when a failure is new (or unclassified); pre-existing and flaky stay green."""
+        if self.conclusion:
+            return self.conclusion
+        return "failure" if self.new_failures else "success"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": RECORD_FORMAT,
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "downstream_repo": self.downstream_repo,
+            "workflow": self.workflow,
+            "job": self.job,
+            "check_run_id": self.check_run_id,
+            "run_url": self.run_url,
+            "artifact_url": self.artifact_url,
+            "level": self.level,
+            "conclusion": self.conclusion,
+            "queued_at": self.queued_at,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+            "event": self.event.to_json(),
+            "environment": self.environment.to_json(),
+            "results": [r.to_json() for r in self.results],
+            "plan": self.plan.to_json() if self.plan else None,
+            "upgrade": self.upgrade.to_json() if self.upgrade else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        if not isinstance(data, Mapping):
+            raise ExportError("run record: not a JSON object")
+        if data.get("format") != RECORD_FORMAT:
+            raise ExportError(
+                f"run record: format {data.get('format')!r} is not {RECORD_FORMAT}; "
+                "re-create it with the pipeline that wrote it"
+            )
+        where = "run record"
+        try:
+            event = TriggerEvent.from_json(_req(data, "event", where))
+        except KeyError as exc:
+            raise ExportError(f"run record: event is missing {exc}") from None
+        plan = data.get("plan")
+        upgrade = data.get("upgrade")
+        return cls(
+            run_id=str(_req(data, "run_id", where)),
+            attempt=int(data.get("attempt", 1)),
+            downstream_repo=_req(data, "downstream_repo", where),
+            workflow=_req(data, "workflow", where),
+            job=_req(data, "job", where),
+            check_run_id=str(data.get("check_run_id") or ""),
+            run_url=data.get("run_url", ""),
+            artifact_url=data.get("artifact_url", ""),
+            level=data.get("level", "L2"),
+            conclusion=data.get("conclusion"),
+            queued_at=data.get("queued_at"),
+            started_at=data.get("started_at"),
+            completed_at=data.get("completed_at"),
+            event=event,
+            environment=Environment.from_json(_req(data, "environment", where)),
+            results=tuple(VariantResult.from_json(r) for r in data.get("results", ())),
+            plan=PlanSummary.from_json(plan) if plan else None,
+            upgrade=UpgradeDiff.from_json(upgrade) if upgrade else None,
+        )
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunRecord:
+        """Read a record written by `save`; errors name the file."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ExportError(f"{path}: no such run record") from None
+        except json.JSONDecodeError as exc:
+            raise ExportError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        try:
+            return cls.from_json(data)
+        except ExportError as exc:
+            raise ExportError(f"{path}: {exc}") from None
+
+
+def parse_time(value: str, name: str = "timestamp") -> datetime:
+    """An ISO 8601 timestamp as an aware UTC datetime; naive times are taken as UTC."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        raise ExportError(
+            f"run record: {name} {value!r} is not an ISO 8601 time (want 2026-11-29T14:00:00Z)"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def iso_z(moment: datetime) -> str:
+    """`2026-11-29T14:00:00Z`: the callback's timestamp form (seconds, UTC, Z)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def datetime64(value: str | None) -> str:
+    """ClickHouse DateTime64(9) text, `YYYY-MM-DD hh:mm:ss.nnnnnnnnn` in UTC."""
+    if not value:
+        return EPOCH
+    moment = parse_time(value)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond * 1000:09d}"
+
+
+def _req(data: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in data or data[key] is None:
+        raise ExportError(f"{where}: missing field {key!r}")
+    return data[key]

@@ -1,0 +1,1 @@
+"""JSON Schemas shipped with dashboard_export (data only)."""
