@@ -20,8 +20,13 @@ PUSH_COMMIT_LIMIT = 2048
 _FILE_KEYS = (("added", "added"), ("modified", "modified"), ("removed", "removed"))
 
 
-class EventError(ValueError):
-    """A delivery or event file that cannot be understood; the message says where."""
+class RelayError(ValueError):
+    """The relay's one error type: a delivery, event file, config or callback that cannot be
+    used; the message names the delivery, file or field and what to do."""
+
+
+# The name other packages already catch for bad deliveries and event files.
+EventError = RelayError
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,9 @@ def scheduled(kind: str, sha: str, repo: str = "pytorch/pytorch") -> TriggerEven
     )
 
 
-def _push(payload: Mapping[str, Any], delivery_id: str, rules: TriggerRules) -> TriggerEvent | Ignored:
+def _push(
+    payload: Mapping[str, Any], delivery_id: str, rules: TriggerRules
+) -> TriggerEvent | Ignored:
     ref = str(payload.get("ref", ""))
     if payload.get("deleted") or payload.get("after") == ZERO_SHA:
         return Ignored(f"push deletes {ref}")

@@ -1,0 +1,329 @@
+"""The GitHub adapter: every GitHub call spyre-ci makes, over github3.py.
+
+Two identities: a token (compare, commit statuses, repository_dispatch) and a GitHub App
+installation (check runs: GitHub only lets Apps write them). `base_url` selects a GitHub
+Enterprise server (tests point it at a local implementation of the same REST endpoints);
+None means api.github.com.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import github3
+import requests
+from github3.exceptions import GitHubError
+
+from relay.config import GitHubConfig
+from relay.events import ChangedFile, RelayError
+
+log = logging.getLogger("relay.github")
+
+COMPARE_FILE_CAP = 300  # GitHub lists at most 300 files for a whole comparison
+COMPARE_PAGE_SIZE = 250
+DISPATCH_KEY_CAP = 10
+DISPATCH_EVENT_TYPE_CAP = 100
+DISPATCH_PAYLOAD_WARN_BYTES = 65_000
+# Installation tokens live one hour; renew well before.
+INSTALLATION_TOKEN_SECONDS = 50 * 60
+_FILE_STATUS = {"added": "added", "removed": "removed", "renamed": "renamed", "copied": "added"}
+
+
+class GitHubUnavailable(RelayError):
+    """GitHub answered 5xx or could not be reached; the call may succeed if retried."""
+
+
+class GitHubAdapter:
+    """Compare, commit statuses, check runs and repository_dispatch against one GitHub."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        app_id: str | int | None = None,
+        installation_id: int | None = None,
+        private_key_pem: bytes | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.base_url = base_url
+        self.token = token
+        # github3.py 4.0.1 puts the app id in the JWT `iss` claim, which PyJWT wants as a str.
+        self.app_id = None if app_id is None else str(app_id)
+        self.installation_id = installation_id
+        self.private_key_pem = private_key_pem
+        self.timeout = timeout
+        self._token_client: github3.GitHub | None = None
+        self._app_client: github3.GitHub | None = None
+        self._app_client_born = 0.0
+        self._repos: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: GitHubConfig) -> GitHubAdapter:
+        key = None
+        if config.private_key_path:
+            try:
+                key = Path(config.private_key_path).read_bytes()
+            except OSError as exc:
+                raise RelayError(
+                    f"github.private_key_path {config.private_key_path}: cannot read: {exc}"
+                ) from None
+        return cls(config.base_url, config.token, config.app_id, config.installation_id, key)
+
+    # -- compare --------------------------------------------------------------------------------
+
+    def compare(self, repo: str, base: str, head: str) -> tuple[tuple[ChangedFile, ...], bool]:
+        """Files changed between `base` and `head`, and whether GitHub's list is truncated.
+
+        GitHub lists files on the first page only, at most 300 for the whole comparison: an
+        answer of 300 files is treated as truncated.
+        """
+        files, truncated, _messages = self.compare_details(repo, base, head)
+        return files, truncated
+
+    def compare_details(
+        self, repo: str, base: str, head: str
+    ) -> tuple[tuple[ChangedFile, ...], bool, tuple[str, ...]]:
+        """`compare` plus every commit message, following the commit pages."""
+        client = self._client()
+        url = f"{self._api_root(client)}/repos/{repo}/compare/{base}...{head}"
+        params: dict[str, Any] | None = {"per_page": COMPARE_PAGE_SIZE, "page": 1}
+        what = f"compare {repo} {base[:12]}...{head[:12]}"
+        first = self._request(client, "GET", url, what, params=params)
+        body = first.json()
+        raw_files = body.get("files") or []
+        messages = [c.get("commit", {}).get("message", "") for c in body.get("commits") or []]
+        next_url = first.links.get("next", {}).get("url")
+        while next_url:
+            page = self._request(client, "GET", next_url, what)
+            messages += [
+                c.get("commit", {}).get("message", "") for c in page.json().get("commits") or []
+            ]
+            next_url = page.links.get("next", {}).get("url")
+        files = tuple(
+            ChangedFile(
+                f["filename"],
+                _FILE_STATUS.get(f.get("status", ""), "modified"),
+                f.get("previous_filename"),
+            )
+            for f in raw_files
+        )
+        return files, len(raw_files) >= COMPARE_FILE_CAP, tuple(messages)
+
+    # -- commit statuses ------------------------------------------------------------------------
+
+    def set_commit_status(
+        self,
+        repo: str,
+        sha: str,
+        state: str,
+        context: str,
+        description: str = "",
+        target_url: str | None = None,
+    ) -> None:
+        """Set a commit status (`state`: error | failure | pending | success)."""
+        if state not in ("error", "failure", "pending", "success"):
+            raise RelayError(
+                f"commit status state must be error/failure/pending/success: {state!r}"
+            )
+        repository = self._repository(self._client(), repo)
+        # GitHub rejects descriptions over 140 characters.
+        created = self._call(
+            f"status {context} on {repo}@{sha[:12]}",
+            repository.create_status,
+            sha,
+            state,
+            target_url,
+            description[:140] or None,
+            context,
+        )
+        if created is None:
+            raise RelayError(f"status {context} on {repo}@{sha[:12]}: GitHub did not create it")
+
+    # -- check runs (GitHub App) ------------------------------------------------------------------
+
+    def create_check_run(
+        self,
+        repo: str,
+        head_sha: str,
+        name: str,
+        external_id: str,
+        status: str,
+        conclusion: str | None = None,
+        output: Mapping[str, Any] | None = None,
+        details_url: str | None = None,
+    ) -> int:
+        """Create a check run as the App installation; returns its id."""
+        repository = self._repository(self._installation(), repo)
+        run = self._call(
+            f"check run {name!r} on {repo}@{head_sha[:12]}",
+            repository.create_check_run,
+            name,
+            head_sha,
+            details_url,
+            external_id,
+            None,
+            status,
+            conclusion,
+            None,
+            dict(output) if output else None,
+        )
+        if run is None:
+            raise RelayError(f"check run {name!r} on {repo}: GitHub did not create it")
+        return int(run.id)
+
+    def update_check_run(
+        self,
+        repo: str,
+        check_run_id: int,
+        status: str | None = None,
+        conclusion: str | None = None,
+        output: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        details_url: str | None = None,
+    ) -> None:
+        """Update a check run's status, conclusion (completes it), output, name or link."""
+        client = self._installation()
+        data = {
+            "status": status,
+            "conclusion": conclusion,
+            "name": name,
+            "details_url": details_url,
+            "output": dict(output) if output else None,
+        }
+        url = f"{self._api_root(client)}/repos/{repo}/check-runs/{int(check_run_id)}"
+        self._request(
+            client,
+            "PATCH",
+            url,
+            f"check run {check_run_id} on {repo}",
+            data=json.dumps({k: v for k, v in data.items() if v is not None}),
+        )
+
+    # -- repository_dispatch ------------------------------------------------------------------
+
+    def dispatch(self, repo: str, event_type: str, client_payload: Mapping[str, Any]) -> None:
+        """Send a `repository_dispatch` to `repo` (GitHub caps: 100-char type, 10 keys)."""
+        if not event_type or len(event_type) > DISPATCH_EVENT_TYPE_CAP:
+            raise RelayError(
+                f"dispatch to {repo}: event_type must be 1 to {DISPATCH_EVENT_TYPE_CAP} "
+                f"characters, not {len(event_type)}"
+            )
+        if len(client_payload) > DISPATCH_KEY_CAP:
+            raise RelayError(
+                f"dispatch to {repo}: client_payload has {len(client_payload)} top-level keys; "
+                f"GitHub allows {DISPATCH_KEY_CAP}"
+            )
+        body = json.dumps({"event_type": event_type, "client_payload": dict(client_payload)})
+        if len(body) > DISPATCH_PAYLOAD_WARN_BYTES:
+            log.warning("dispatch to %s: payload is %d bytes", repo, len(body))
+        client = self._client() if self.token else self._installation()
+        self._request(
+            client,
+            "POST",
+            f"{self._api_root(client)}/repos/{repo}/dispatches",
+            f"dispatch {event_type} to {repo}",
+            data=body,
+        )
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _new_client(self) -> github3.GitHub:
+        client = github3.GitHubEnterprise(self.base_url) if self.base_url else github3.GitHub()
+        client.session.default_read_timeout = self.timeout
+        client.session.default_connect_timeout = min(4.0, self.timeout)
+        return client
+
+    def _client(self) -> github3.GitHub:
+        with self._lock:
+            if self._token_client is None:
+                if not self.token:
+                    raise RelayError(
+                        "GitHub token is not configured (github.token or SPYRE_CI_GITHUB_TOKEN)"
+                    )
+                client = self._new_client()
+                client.login(token=self.token)
+                self._token_client = client
+            return self._token_client
+
+    def _installation(self) -> github3.GitHub:
+        if not (self.app_id and self.installation_id and self.private_key_pem):
+            raise RelayError(
+                "check runs need a GitHub App: set github.app_id, github.installation_id and "
+                "github.private_key_path (or SPYRE_CI_GITHUB_APP_ID, ..._INSTALLATION_ID, "
+                "..._PRIVATE_KEY)"
+            )
+        with self._lock:
+            fresh = time.monotonic() - self._app_client_born < INSTALLATION_TOKEN_SECONDS
+            if self._app_client is not None and fresh:
+                return self._app_client
+            client = self._new_client()
+            self._call(
+                f"installation token for app {self.app_id}",
+                client.login_as_app_installation,
+                self.private_key_pem,
+                self.app_id,
+                self.installation_id,
+            )
+            self._app_client = client
+            self._app_client_born = time.monotonic()
+            self._repos = {k: v for k, v in self._repos.items() if k[0] != "app"}
+            return client
+
+    def _repository(self, client: github3.GitHub, repo: str) -> Any:
+        owner, _, name = repo.partition("/")
+        if not owner or not name:
+            raise RelayError(f"repository must be owner/repo, not {repo!r}")
+        kind = "app" if client is self._app_client else "token"
+        cached = self._repos.get((kind, repo))
+        if cached is not None:
+            return cached
+        found = self._call(f"repository {repo}", client.repository, owner, name)
+        if found is None:
+            raise RelayError(f"repository {repo}: not found or not visible to this identity")
+        self._repos[(kind, repo)] = found
+        return found
+
+    @staticmethod
+    def _api_root(client: github3.GitHub) -> str:
+        return str(client.session.base_url).rstrip("/")
+
+    def _request(
+        self, client: github3.GitHub, method: str, url: str, what: str, **kwargs: Any
+    ) -> requests.Response:
+        try:
+            response = client.session.request(method, url, **kwargs)
+        except requests.RequestException as exc:
+            raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
+        if response.status_code >= 500:
+            raise GitHubUnavailable(f"{what}: GitHub answered {response.status_code}")
+        if response.status_code >= 400:
+            raise RelayError(
+                f"{what}: GitHub answered {response.status_code}: {_message(response)}"
+            )
+        return response
+
+    @staticmethod
+    def _call(what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except requests.RequestException as exc:
+            raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
+        except GitHubError as exc:
+            code = getattr(exc, "code", None) or 0
+            if code >= 500:
+                raise GitHubUnavailable(f"{what}: GitHub answered {code}") from exc
+            raise RelayError(f"{what}: GitHub answered {code}: {exc.msg}") from exc
+
+
+def _message(response: requests.Response) -> str:
+    try:
+        return str(response.json().get("message", ""))[:300]
+    except ValueError:
+        return response.text[:300]

@@ -1,0 +1,110 @@
+"""Prometheus metrics kept in Redis, so every gunicorn worker process adds to the same counters.
+
+A process that cannot reach Redis keeps its increments and adds them on the next write that
+succeeds, so the 503s of an outage are counted once Redis is back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable
+
+import redis
+
+PREFIX = "spyre-ci:metrics"
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# The event label comes from a request header: keep its values to a known set.
+KNOWN_EVENTS = frozenset(
+    {
+        "push",
+        "pull_request",
+        "check_run",
+        "check_suite",
+        "repository_dispatch",
+        "ping",
+        "nightly",
+        "periodic",
+        "callback",
+    }
+)
+_SEP = "|"
+
+
+class Metrics:
+    """Counters and one latency histogram, stored as Redis hashes."""
+
+    def __init__(self, client: redis.Redis, prefix: str = PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._pending: Counter[tuple[str, str]] = Counter()
+        self._pending_float: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def observe(self, event: str, outcome: str, seconds: float | None = None) -> None:
+        """Count one delivery (`event`, `outcome` such as accepted/duplicate/unauthorized)."""
+        event = event if event in KNOWN_EVENTS else "other"
+        with self._lock:
+            self._pending[(f"{self.prefix}:deliveries", f"{event}{_SEP}{outcome}")] += 1
+            if seconds is not None:
+                bucket = next((str(b) for b in BUCKETS if seconds <= b), "+Inf")
+                self._pending[(f"{self.prefix}:latency", bucket)] += 1
+                self._pending[(f"{self.prefix}:latency", "count")] += 1
+                self._pending_float[(f"{self.prefix}:latency", "sum")] += seconds
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending and not self._pending_float:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for (key, name), amount in self._pending.items():
+            pipe.hincrby(key, name, amount)
+        for (key, name), amount in self._pending_float.items():
+            pipe.hincrbyfloat(key, name, amount)
+        try:
+            pipe.execute()
+        except redis.RedisError:
+            return  # kept; added on the next successful write
+        self._pending.clear()
+        self._pending_float.clear()
+
+    def render(self, queue_depths: Iterable[tuple[str, int | None]] = ()) -> str:
+        """The Prometheus text exposition of every counter (raises redis.RedisError)."""
+        with self._lock:
+            self._flush()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(f"{self.prefix}:deliveries")
+        pipe.hgetall(f"{self.prefix}:latency")
+        deliveries, latency = pipe.execute()
+        lines = [
+            "# HELP spyre_ci_deliveries_total Webhook and callback requests by event and outcome.",
+            "# TYPE spyre_ci_deliveries_total counter",
+        ]
+        for name, value in sorted((_text(k), int(v)) for k, v in deliveries.items()):
+            event, _, outcome = name.partition(_SEP)
+            lines.append(
+                f'spyre_ci_deliveries_total{{event="{event}",outcome="{outcome}"}} {value}'
+            )
+        lat = {_text(k): _text(v) for k, v in latency.items()}
+        lines += [
+            "# HELP spyre_ci_delivery_seconds Time to answer a webhook delivery.",
+            "# TYPE spyre_ci_delivery_seconds histogram",
+        ]
+        cumulative = 0
+        for bound in [*map(str, BUCKETS), "+Inf"]:
+            cumulative += int(lat.get(bound, 0))
+            lines.append(f'spyre_ci_delivery_seconds_bucket{{le="{bound}"}} {cumulative}')
+        lines.append(f"spyre_ci_delivery_seconds_sum {float(lat.get('sum', 0.0))}")
+        lines.append(f"spyre_ci_delivery_seconds_count {int(lat.get('count', 0))}")
+        lines += [
+            "# HELP spyre_ci_queue_depth Entries enqueued and not yet acknowledged.",
+            "# TYPE spyre_ci_queue_depth gauge",
+        ]
+        for queue, depth in queue_depths:
+            if depth is not None:
+                lines.append(f'spyre_ci_queue_depth{{queue="{queue}"}} {depth}')
+        return "\n".join(lines) + "\n"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

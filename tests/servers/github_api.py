@@ -1,0 +1,754 @@
+"""A local GitHub REST API (the `/api/v3` of GitHub Enterprise) for tests.
+
+Implements what spyre-ci's GitHub adapter uses, with payloads shaped like GitHub's documented
+examples so `github3.GitHubEnterprise(server.url)` parses them:
+
+- `GET  /repos/{owner}/{repo}`                              repository
+- `GET  /repos/{owner}/{repo}/compare/{base}...{head}`       files on page 1 only, at most 300
+  for the whole comparison; commits paginated by `per_page`/`page` with a `Link` header
+- `POST /repos/{owner}/{repo}/statuses/{sha}`                commit status (token auth)
+- `POST /repos/{owner}/{repo}/check-runs`                    check run (installation token)
+- `GET|PATCH /repos/{owner}/{repo}/check-runs/{id}`          (installation token)
+- `POST /app/installations/{id}/access_tokens`               RS256 app JWT -> installation token
+- `POST /repos/{owner}/{repo}/dispatches`                    repository_dispatch (422 over
+  GitHub's limits: `event_type` > 100 chars, `client_payload` > 10 top-level keys)
+
+Everything received is recorded in `server.requests` (method, path, query, headers, json).
+
+Use it as a context manager or through the `github_api` fixture (import it into a conftest)::
+
+    with GitHubAPIServer() as gh:
+        gh.add_comparison("pytorch/pytorch", base, head, files=["a.py"], commits=["msg"])
+        adapter = GitHubAdapter(base_url=gh.url, token=gh.token, app_id=gh.app_id,
+                                installation_id=gh.installation_id,
+                                private_key_pem=gh.private_key_pem)
+        ...
+        assert gh.statuses[("pytorch/pytorch", sha)][-1]["state"] == "success"
+        gh.fail_next("POST", r"/statuses/", status=502)   # inject an outage
+
+Any repository is known on first use; unknown comparisons answer 404 like GitHub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+COMPARE_FILE_CAP = 300
+DISPATCH_KEY_CAP = 10
+DISPATCH_EVENT_TYPE_CAP = 100
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str  # without the /api/v3 prefix and without the query
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    json: Any = None
+
+
+@dataclass
+class _Comparison:
+    files: list[dict[str, Any]]
+    commits: list[str]
+    status: str = "ahead"
+
+
+@dataclass
+class _Failure:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    times: int
+
+
+@dataclass
+class GitHubAPIServer:
+    """The server; `url` is the GitHub Enterprise base URL (`{url}/api/v3` is the API root)."""
+
+    token: str = "ghp_spyreci_test_token"
+    app_id: str = "424242"
+    installation_id: int = 31337
+    requests: list[RecordedRequest] = field(default_factory=list)
+    statuses: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    dispatches: list[dict[str, Any]] = field(default_factory=list)
+    installation_tokens: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.private_key_pem: bytes = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+        self._public_key = key.public_key()
+        self._comparisons: dict[tuple[str, str, str], _Comparison] = {}
+        self._failures: list[_Failure] = []
+        self._ids = itertools.count(1000)
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> GitHubAPIServer:
+        handler = type("Handler", (_Handler,), {"api": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> GitHubAPIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "start() the server first"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def api_url(self) -> str:
+        return self.url + "/api/v3"
+
+    # -- test set-up and inspection ------------------------------------------------------------
+
+    def add_comparison(
+        self,
+        repo: str,
+        base: str,
+        head: str,
+        files: Sequence[str | dict[str, Any]],
+        commits: Sequence[str] = ("change",),
+    ) -> None:
+        """Register `GET compare/{base}...{head}`; files as paths or GitHub file objects."""
+        entries = []
+        for item in files:
+            entry = {"filename": item, "status": "modified"} if isinstance(item, str) else item
+            entries.append(_file_object(repo, head, entry))
+        self._comparisons[(repo, base, head)] = _Comparison(entries, list(commits))
+
+    def fail_next(self, method: str, path_regex: str, status: int = 502, times: int = 1) -> None:
+        """Answer the next `times` matching requests with `status` (after recording them)."""
+        self._failures.append(_Failure(method.upper(), re.compile(path_regex), status, times))
+
+    def find(self, method: str, path_regex: str) -> list[RecordedRequest]:
+        """Recorded requests whose method matches and whose path matches `path_regex`."""
+        pattern = re.compile(path_regex)
+        return [r for r in self.requests if r.method == method.upper() and pattern.search(r.path)]
+
+    # -- request handling ------------------------------------------------------------------------
+
+    def _handle(self, req: RecordedRequest) -> tuple[int, Any, dict[str, str]]:
+        with self._lock:
+            self.requests.append(req)
+            for failure in self._failures:
+                if (
+                    failure.times > 0
+                    and failure.method == req.method
+                    and failure.pattern.search(req.path)
+                ):
+                    failure.times -= 1
+                    return failure.status, {"message": "Injected failure"}, {}
+        for method, pattern, name in _ROUTES:
+            match = pattern.fullmatch(req.path)
+            if match and method == req.method:
+                return getattr(self, name)(req, **match.groupdict())
+        return 404, _not_found(), {}
+
+    def _auth(self, req: RecordedRequest, installation: bool = False) -> tuple[int, Any] | None:
+        header = req.headers.get("authorization", "")
+        scheme, _, credential = header.partition(" ")
+        if scheme.lower() not in ("token", "bearer") or not credential:
+            return 401, {
+                "message": "Requires authentication",
+                "documentation_url": "https://docs.github.com/rest",
+            }
+        if credential in self.installation_tokens:
+            return None
+        if installation:
+            return 403, {
+                "message": "You must authenticate via a GitHub App.",
+                "documentation_url": "https://docs.github.com/rest/checks/runs",
+            }
+        if credential != self.token:
+            return 401, {
+                "message": "Bad credentials",
+                "documentation_url": "https://docs.github.com/rest",
+            }
+        return None
+
+    def _repository(self, req: RecordedRequest, owner: str, repo: str) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        return 200, repository_object(self.api_url, f"{owner}/{repo}"), {}
+
+    def _compare(
+        self, req: RecordedRequest, owner: str, repo: str, base: str, head: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        comparison = self._comparisons.get((f"{owner}/{repo}", base, head))
+        if comparison is None:
+            return 404, _not_found(), {}
+        per_page = min(int(req.query.get("per_page", ["250"])[0]), 250)
+        page = int(req.query.get("page", ["1"])[0])
+        total = len(comparison.commits)
+        chunk = comparison.commits[(page - 1) * per_page : page * per_page]
+        api = f"{self.api_url}/repos/{owner}/{repo}"
+        body: dict[str, Any] = {
+            "url": f"{api}/compare/{base}...{head}",
+            "html_url": f"{self.url}/{owner}/{repo}/compare/{base}...{head}",
+            "permalink_url": f"{self.url}/{owner}/{repo}/compare/{base[:7]}...{head[:7]}",
+            "diff_url": f"{self.url}/{owner}/{repo}/compare/{base}...{head}.diff",
+            "patch_url": f"{self.url}/{owner}/{repo}/compare/{base}...{head}.patch",
+            "base_commit": commit_object(api, base, "base"),
+            "merge_base_commit": commit_object(api, base, "base"),
+            "status": comparison.status,
+            "ahead_by": total,
+            "behind_by": 0,
+            "total_commits": total,
+            "commits": [
+                commit_object(api, _sha(f"{head}-{(page - 1) * per_page + i}"), message)
+                for i, message in enumerate(chunk)
+            ],
+        }
+        # GitHub lists files on the first page only, at most 300 for the whole comparison.
+        if page == 1:
+            body["files"] = comparison.files[:COMPARE_FILE_CAP]
+        headers = {}
+        last = max(1, -(-total // per_page))
+        if page < last:
+            base_link = f"{api}/compare/{base}...{head}?per_page={per_page}"
+            headers["Link"] = (
+                f'<{base_link}&page={page + 1}>; rel="next", <{base_link}&page={last}>; rel="last"'
+            )
+        return 200, body, headers
+
+    def _create_status(
+        self, req: RecordedRequest, owner: str, repo: str, sha: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        data = req.json if isinstance(req.json, dict) else {}
+        if data.get("state") not in ("error", "failure", "pending", "success"):
+            return 422, _invalid("state", "Status", data.get("state")), {}
+        now = _now()
+        status_id = next(self._ids)
+        status = {
+            "url": f"{self.api_url}/repos/{owner}/{repo}/statuses/{sha}",
+            "avatar_url": "https://avatars.example/u/1",
+            "id": status_id,
+            "node_id": f"SC_{status_id}",
+            "state": data["state"],
+            "description": data.get("description"),
+            "target_url": data.get("target_url"),
+            "context": data.get("context", "default"),
+            "created_at": now,
+            "updated_at": now,
+            "creator": user_object(self.api_url, "spyre-ci-bot"),
+        }
+        with self._lock:
+            self.statuses.setdefault((f"{owner}/{repo}", sha), []).append(status)
+        return 201, status, {}
+
+    def _access_token(self, req: RecordedRequest, installation_id: str) -> tuple[int, Any, dict]:
+        header = req.headers.get("authorization", "")
+        if not header.lower().startswith("bearer "):
+            return 401, {"message": "A JSON web token could not be decoded"}, {}
+        try:
+            claims = jwt.decode(
+                header.split(" ", 1)[1],
+                self._public_key,
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"]},
+            )
+        except jwt.PyJWTError as exc:
+            return 401, {"message": f"A JSON web token could not be decoded: {exc}"}, {}
+        if str(claims["iss"]) != self.app_id:
+            return 401, {"message": "Integration not found"}, {}
+        if claims["exp"] - claims["iat"] > 600 + 60:
+            return 401, {"message": "'Expiration time' claim ('exp') is too far in the future"}, {}
+        if int(installation_id) != self.installation_id:
+            return 404, _not_found(), {}
+        token = f"ghs_{next(self._ids)}installation"
+        with self._lock:
+            self.installation_tokens.append(token)
+        expires = datetime.now(UTC) + timedelta(hours=1)
+        return (
+            201,
+            {
+                "token": token,
+                "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "permissions": {"checks": "write", "statuses": "write", "contents": "write"},
+                "repository_selection": "all",
+            },
+            {},
+        )
+
+    def _create_check_run(
+        self, req: RecordedRequest, owner: str, repo: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req, installation=True)
+        if denied:
+            return (*denied, {})
+        data = req.json if isinstance(req.json, dict) else {}
+        for required in ("name", "head_sha"):
+            if not data.get(required):
+                return 422, _invalid(required, "CheckRun", None), {}
+        problem = _check_run_problem(data)
+        if problem:
+            return 422, problem, {}
+        run_id = next(self._ids)
+        run = check_run_object(self.api_url, self.url, f"{owner}/{repo}", run_id, self.app_id, data)
+        with self._lock:
+            self.check_runs[run_id] = run
+        return 201, run, {}
+
+    def _get_check_run(
+        self, req: RecordedRequest, owner: str, repo: str, run_id: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req, installation=True)
+        if denied:
+            return (*denied, {})
+        run = self.check_runs.get(int(run_id))
+        if run is None or run["_repo"] != f"{owner}/{repo}":
+            return 404, _not_found(), {}
+        return 200, _public(run), {}
+
+    def _update_check_run(
+        self, req: RecordedRequest, owner: str, repo: str, run_id: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req, installation=True)
+        if denied:
+            return (*denied, {})
+        run = self.check_runs.get(int(run_id))
+        if run is None or run["_repo"] != f"{owner}/{repo}":
+            return 404, _not_found(), {}
+        data = req.json if isinstance(req.json, dict) else {}
+        problem = _check_run_problem({**{"status": run["status"]}, **data})
+        if problem:
+            return 422, problem, {}
+        with self._lock:
+            for key in (
+                "name",
+                "details_url",
+                "external_id",
+                "status",
+                "conclusion",
+                "started_at",
+                "completed_at",
+            ):
+                if key in data:
+                    run[key] = data[key]
+            if data.get("conclusion"):
+                run["status"] = "completed"
+                run["completed_at"] = run.get("completed_at") or _now()
+            if isinstance(data.get("output"), dict):
+                run["output"].update(data["output"])
+            run.setdefault("_updates", []).append(data)
+        return 200, _public(run), {}
+
+    def _dispatch(self, req: RecordedRequest, owner: str, repo: str) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        data = req.json if isinstance(req.json, dict) else None
+        if data is None or not isinstance(data.get("event_type"), str) or not data["event_type"]:
+            return 422, _invalid("event_type", "RepositoryDispatch", None), {}
+        if len(data["event_type"]) > DISPATCH_EVENT_TYPE_CAP:
+            return 422, {"message": "event_type is too long (maximum is 100 characters)"}, {}
+        payload = data.get("client_payload", {})
+        if not isinstance(payload, dict):
+            return 422, {"message": "client_payload must be an object"}, {}
+        if len(payload) > DISPATCH_KEY_CAP:
+            return (
+                422,
+                {
+                    "message": "No more than 10 properties are allowed; "
+                    f"{len(payload)} were supplied."
+                },
+                {},
+            )
+        with self._lock:
+            self.dispatches.append({"repo": f"{owner}/{repo}", **data})
+        return 204, None, {}
+
+
+_SHA = r"[^/]+"
+_ROUTES: list[tuple[str, re.Pattern[str], str]] = [
+    ("GET", re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"), "_repository"),
+    (
+        "GET",
+        re.compile(
+            rf"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/compare/(?P<base>{_SHA})\.\.\.(?P<head>{_SHA})"
+        ),
+        "_compare",
+    ),
+    (
+        "POST",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/statuses/(?P<sha>[^/]+)"),
+        "_create_status",
+    ),
+    (
+        "POST",
+        re.compile(r"/app/installations/(?P<installation_id>\d+)/access_tokens"),
+        "_access_token",
+    ),
+    (
+        "POST",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs"),
+        "_create_check_run",
+    ),
+    (
+        "GET",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<run_id>\d+)"),
+        "_get_check_run",
+    ),
+    (
+        "PATCH",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<run_id>\d+)"),
+        "_update_check_run",
+    ),
+    ("POST", re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/dispatches"), "_dispatch"),
+]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: GitHubAPIServer
+    protocol_version = "HTTP/1.1"
+
+    def _serve(self) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        if not path.startswith("/api/v3/"):
+            self._send(404, _not_found(), {})
+            return
+        req = RecordedRequest(
+            method=self.command,
+            path=path.removeprefix("/api/v3"),
+            query=parse_qs(parts.query),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            json=parsed,
+        )
+        if body and parsed is None:
+            self.api.requests.append(req)
+            self._send(400, {"message": "Problems parsing JSON"}, {})
+            return
+        status, payload, headers = self.api._handle(req)
+        self._send(status, payload, headers)
+
+    do_GET = do_POST = do_PATCH = _serve
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+        data = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-GitHub-Request-Id", f"SPYRE:{time.monotonic_ns():x}")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # keep test output clean; requests are recorded instead
+
+
+@pytest.fixture()
+def github_api() -> Iterator[GitHubAPIServer]:
+    """A running GitHubAPIServer, stopped after the test."""
+    with GitHubAPIServer() as server:
+        yield server
+
+
+# -- realistic payload builders -------------------------------------------------------------------
+
+
+def user_object(api: str, login: str, user_id: int = 1, kind: str = "User") -> dict[str, Any]:
+    url = f"{api}/users/{login}"
+    return {
+        "login": login,
+        "id": user_id,
+        "node_id": f"U_{user_id}",
+        "avatar_url": f"https://avatars.example/u/{user_id}",
+        "gravatar_id": "",
+        "url": url,
+        "html_url": url.replace("/api/v3/users", ""),
+        "followers_url": f"{url}/followers",
+        "following_url": f"{url}/following{{/other_user}}",
+        "gists_url": f"{url}/gists{{/gist_id}}",
+        "starred_url": f"{url}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{url}/subscriptions",
+        "organizations_url": f"{url}/orgs",
+        "repos_url": f"{url}/repos",
+        "events_url": f"{url}/events{{/privacy}}",
+        "received_events_url": f"{url}/received_events",
+        "type": kind,
+        "site_admin": False,
+    }
+
+
+def repository_object(api: str, full_name: str) -> dict[str, Any]:
+    owner, name = full_name.split("/")
+    url = f"{api}/repos/{full_name}"
+    web = api.removesuffix("/api/v3")
+    repo: dict[str, Any] = {
+        "id": abs(hash(full_name)) % 10**9,
+        "node_id": f"R_{name}",
+        "name": name,
+        "full_name": full_name,
+        "owner": user_object(api, owner, kind="Organization"),
+        "private": False,
+        "html_url": f"{web}/{full_name}",
+        "description": f"{name} repository",
+        "fork": False,
+        "url": url,
+        "homepage": None,
+        "language": "Python",
+        "forks_count": 0,
+        "stargazers_count": 0,
+        "watchers_count": 0,
+        "size": 1024,
+        "default_branch": "main",
+        "open_issues_count": 0,
+        "has_issues": True,
+        "has_projects": True,
+        "has_wiki": False,
+        "has_pages": False,
+        "has_downloads": True,
+        "archived": False,
+        "disabled": False,
+        "pushed_at": "2026-11-01T00:00:00Z",
+        "created_at": "2016-08-13T05:26:41Z",
+        "updated_at": "2026-11-01T00:00:00Z",
+        "clone_url": f"{web}/{full_name}.git",
+        "git_url": f"git://example/{full_name}.git",
+        "ssh_url": f"git@example:{full_name}.git",
+        "svn_url": f"{web}/{full_name}",
+        "mirror_url": None,
+        "network_count": 0,
+        "subscribers_count": 0,
+        "permissions": {"admin": False, "push": True, "pull": True},
+    }
+    for key, suffix in {
+        "archive_url": "{archive_format}{/ref}",
+        "assignees_url": "assignees{/user}",
+        "blobs_url": "git/blobs{/sha}",
+        "branches_url": "branches{/branch}",
+        "collaborators_url": "collaborators{/collaborator}",
+        "comments_url": "comments{/number}",
+        "commits_url": "commits{/sha}",
+        "compare_url": "compare/{base}...{head}",
+        "contents_url": "contents/{+path}",
+        "contributors_url": "contributors",
+        "deployments_url": "deployments",
+        "downloads_url": "downloads",
+        "events_url": "events",
+        "forks_url": "forks",
+        "git_commits_url": "git/commits{/sha}",
+        "git_refs_url": "git/refs{/sha}",
+        "git_tags_url": "git/tags{/sha}",
+        "hooks_url": "hooks",
+        "issue_comment_url": "issues/comments{/number}",
+        "issue_events_url": "issues/events{/number}",
+        "issues_url": "issues{/number}",
+        "keys_url": "keys{/key_id}",
+        "labels_url": "labels{/name}",
+        "languages_url": "languages",
+        "merges_url": "merges",
+        "milestones_url": "milestones{/number}",
+        "notifications_url": "notifications{?since,all,participating}",
+        "pulls_url": "pulls{/number}",
+        "releases_url": "releases{/id}",
+        "stargazers_url": "stargazers",
+        "statuses_url": "statuses/{sha}",
+        "subscribers_url": "subscribers",
+        "subscription_url": "subscription",
+        "tags_url": "tags",
+        "teams_url": "teams",
+        "trees_url": "git/trees{/sha}",
+    }.items():
+        repo[key] = f"{url}/{suffix}"
+    return repo
+
+
+def commit_object(api: str, sha: str, message: str) -> dict[str, Any]:
+    author = {"name": "Upstream Dev", "email": "dev@example.com", "date": "2026-11-01T00:00:00Z"}
+    return {
+        "sha": sha,
+        "node_id": f"C_{sha[:10]}",
+        "url": f"{api}/commits/{sha}",
+        "html_url": f"{api}/commit/{sha}".replace("/api/v3/repos", ""),
+        "comments_url": f"{api}/commits/{sha}/comments",
+        "commit": {
+            "url": f"{api}/git/commits/{sha}",
+            "author": author,
+            "committer": author,
+            "message": message,
+            "tree": {"url": f"{api}/git/trees/{sha}", "sha": sha},
+            "comment_count": 0,
+            "verification": {
+                "verified": False,
+                "reason": "unsigned",
+                "signature": None,
+                "payload": None,
+            },
+        },
+        "author": None,
+        "committer": None,
+        "parents": [],
+    }
+
+
+def check_run_object(
+    api: str, web: str, repo: str, run_id: int, app_id: str, data: dict[str, Any]
+) -> dict[str, Any]:
+    status = data.get("status", "queued")
+    if data.get("conclusion"):
+        status = "completed"
+    output = {
+        "title": None,
+        "summary": None,
+        "text": None,
+        "annotations_count": 0,
+        "annotations_url": f"{api}/repos/{repo}/check-runs/{run_id}/annotations",
+    }
+    if isinstance(data.get("output"), dict):
+        output.update({k: data["output"].get(k) for k in ("title", "summary", "text")})
+    return {
+        "_repo": repo,
+        "id": run_id,
+        "node_id": f"CR_{run_id}",
+        "head_sha": data["head_sha"],
+        "external_id": data.get("external_id", ""),
+        "url": f"{api}/repos/{repo}/check-runs/{run_id}",
+        "html_url": f"{web}/{repo}/runs/{run_id}",
+        "details_url": data.get("details_url"),
+        "status": status,
+        "conclusion": data.get("conclusion"),
+        "started_at": data.get("started_at") or _now(),
+        "completed_at": data.get("completed_at") or (_now() if data.get("conclusion") else None),
+        "output": output,
+        "name": data["name"],
+        "check_suite": {"id": 5},
+        "app": {
+            "id": int(app_id),
+            "slug": "spyre-ci",
+            "node_id": "A_1",
+            "owner": user_object(api, "spyre-ci", 9, "Organization"),
+            "name": "spyre-ci",
+            "description": "spyre-ci",
+            "external_url": web,
+            "html_url": f"{web}/apps/spyre-ci",
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+            "permissions": {"checks": "write"},
+            "events": [],
+        },
+        "pull_requests": [],
+    }
+
+
+def _public(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if not k.startswith("_")}
+
+
+_CHECK_STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "pending")
+_CONCLUSIONS = (
+    "action_required",
+    "cancelled",
+    "failure",
+    "neutral",
+    "success",
+    "skipped",
+    "stale",
+    "timed_out",
+)
+
+
+def _check_run_problem(data: dict[str, Any]) -> dict[str, Any] | None:
+    if data.get("status") is not None and data["status"] not in _CHECK_STATUSES:
+        return _invalid("status", "CheckRun", data["status"])
+    if data.get("conclusion") is not None and data["conclusion"] not in _CONCLUSIONS:
+        return _invalid("conclusion", "CheckRun", data["conclusion"])
+    if data.get("status") == "completed" and not data.get("conclusion"):
+        return {"message": 'Invalid request.\n\n"conclusion" wasn\'t supplied.'}
+    return None
+
+
+def _file_object(repo: str, head: str, entry: dict[str, Any]) -> dict[str, Any]:
+    name = entry["filename"]
+    status = entry.get("status", "modified")
+    obj = {
+        "sha": _sha(name),
+        "filename": name,
+        "status": status,
+        "additions": entry.get("additions", 1),
+        "deletions": entry.get("deletions", 0),
+        "changes": entry.get("changes", 1),
+        "blob_url": f"https://example/{repo}/blob/{head}/{name}",
+        "raw_url": f"https://example/{repo}/raw/{head}/{name}",
+        "contents_url": f"https://example/repos/{repo}/contents/{name}?ref={head}",
+        "patch": entry.get("patch", "@@ -1 +1 @@\n-old\n+new"),
+    }
+    if status == "renamed":
+        obj["previous_filename"] = entry["previous_filename"]
+    return obj
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _not_found() -> dict[str, str]:
+    return {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+
+
+def _invalid(field_name: str, resource: str, value: Any) -> dict[str, Any]:
+    return {
+        "message": "Validation Failed",
+        "errors": [{"resource": resource, "field": field_name, "code": "invalid", "value": value}],
+        "documentation_url": "https://docs.github.com/rest",
+    }
