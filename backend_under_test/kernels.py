@@ -1,0 +1,321 @@
+"""The kernels of the `spyre` device: a few explicit ones and one boxed fallback.
+
+Every device tensor's bytes live in a CPU storage (see `memory.py`), so a kernel runs the
+CPU implementation on CPU *aliases* of its device arguments: in-place ops and views need no
+copies, and a fresh CPU result is adopted as device memory without copying either. The
+Spyre rules (`rules.py`) are applied here, per op *name*, before anything runs; per-op
+decisions are computed once and cached (`OpPlan`), which keeps the small-op path short.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._C import DispatchKey, DispatchKeySet
+
+from backend_under_test import memory, rules, stats
+
+aten = torch.ops.aten
+CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
+_CPU = torch.device("cpu")
+_EMPTY_CPU_STORAGE = torch.UntypedStorage(0)
+_set_storage = aten.set_.source_Storage_storage_offset
+_DEVICE_TYPE = "privateuseone"  # replaced by the backend's name at registration
+
+
+def _is_device(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == _DEVICE_TYPE
+
+
+# --- tensors over device storages ---
+
+def wrap(storage: torch.UntypedStorage, size: Any, stride: Any, offset: int,
+         dtype: torch.dtype) -> torch.Tensor:
+    """A device tensor viewing `storage` with the given geometry."""
+    tensor = torch._C._acc.create_empty_tensor([0], dtype)
+    # set_ touches metadata only, so the CPU kernel is correct on a device tensor.
+    _set_storage.redispatch(CPU_KEYS, tensor, storage, offset, size, stride)
+    return tensor
+
+
+def host_alias(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor over the same bytes and geometry as a device tensor (no copy)."""
+    storage = tensor.untyped_storage()
+    owner = memory.host_storage(storage) if storage.data_ptr() else _EMPTY_CPU_STORAGE
+    alias = torch.empty(0, dtype=tensor.dtype)
+    alias.set_(owner, tensor.storage_offset(), tensor.size(), tensor.stride())
+    # conj and neg bits are lazy views: without them fft and friends read the wrong values.
+    if tensor.is_conj():
+        torch._C._set_conj(alias, True)
+    if tensor.is_neg():
+        torch._C._set_neg(alias, True)
+    if tensor.requires_grad:
+        alias.requires_grad_(False)
+    return alias
+
+
+def to_device(result: torch.Tensor) -> torch.Tensor:
+    """The device tensor that takes over a CPU kernel's fresh result."""
+    cpu_storage = result.untyped_storage()
+    device_storage = memory.device_storage_for(cpu_storage.data_ptr()) if (
+        cpu_storage.data_ptr()) else None
+    if device_storage is None:
+        device_storage = memory.adopt(cpu_storage)
+    tensor = wrap(device_storage, result.size(), result.stride(), result.storage_offset(),
+                  result.dtype)
+    if result.is_conj():
+        torch._C._set_conj(tensor, True)
+    if result.is_neg():
+        torch._C._set_neg(tensor, True)
+    return tensor
+
+
+def new_empty(size: Any, stride: Any, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised device tensor."""
+    nbytes = 0
+    if all(s > 0 for s in size):
+        nbytes = (1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True)))
+        nbytes *= dtype.itemsize
+    return wrap(memory.allocate(nbytes), size, stride, 0, dtype)
+
+
+def _contiguous_strides(size: Any, memory_format: torch.memory_format | None) -> list[int]:
+    # The CPU meta computation knows every memory format; ask it rather than re-derive.
+    probe = torch.empty(size, dtype=torch.uint8, device="meta",
+                        memory_format=memory_format or torch.contiguous_format)
+    return list(probe.stride())
+
+
+# --- explicit kernels ---
+
+def empty_memory_format(size: Any, dtype: torch.dtype | None = None, layout: Any = None,
+                        device: Any = None, pin_memory: bool | None = None,
+                        memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    dtype = dtype or torch.get_default_dtype()
+    rules.check_dtype(dtype, "allocation")
+    return new_empty(size, _contiguous_strides(size, memory_format), dtype)
+
+
+def empty_strided(size: Any, stride: Any, dtype: torch.dtype | None = None, layout: Any = None,
+                  device: Any = None, pin_memory: bool | None = None) -> torch.Tensor:
+    dtype = dtype or torch.get_default_dtype()
+    rules.check_dtype(dtype, "allocation")
+    return new_empty(size, stride, dtype)
+
+
+def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    src_on_device = _is_device(src)
+    dst_on_device = _is_device(dst)
+    if dst_on_device:
+        rules.check_dtype(dst.dtype, "copy to the device")
+    source = host_alias(src) if src_on_device else src
+    target = host_alias(dst) if dst_on_device else dst
+    target.copy_(source)
+    sticks = rules.transfer_sticks(dst.shape, dst.element_size())
+    if src_on_device and dst_on_device:
+        stats.record_device_copy(sticks, dst.numel())
+    elif dst_on_device:
+        stats.record_transfer("h2d", sticks)
+    else:
+        stats.record_transfer("d2h", rules.transfer_sticks(src.shape, src.element_size()))
+    return dst
+
+
+def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    if dst.shape != src.shape:
+        dst.resize_(src.shape)
+    return _copy_from(src, dst)
+
+
+def resize_(tensor: torch.Tensor, size: Any,
+            memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    stride = _contiguous_strides(size, memory_format)
+    numel = 1
+    for s in size:
+        numel *= s
+    needed = (tensor.storage_offset() + numel) * tensor.element_size() if numel else 0
+    storage = tensor.untyped_storage()
+    if needed > storage.nbytes():
+        fresh = memory.allocate(needed)
+        if storage.nbytes():
+            memory.host_storage(fresh)[: storage.nbytes()].copy_(memory.host_storage(storage))
+        storage = fresh
+    _set_storage.redispatch(CPU_KEYS, tensor, storage, tensor.storage_offset(), size, stride)
+    return tensor
+
+
+def _local_scalar_dense(tensor: torch.Tensor) -> Any:
+    stats.record_transfer("d2h", 1)
+    return host_alias(tensor).item()
+
+
+def _convolution_on_host(op: Any, *args: Any) -> Any:
+    return fallback(op, *args)
+
+
+# --- the boxed fallback ---
+
+@dataclass(frozen=True)
+class OpPlan:
+    """What the fallback does for one op overload, decided once."""
+
+    name: str  # aten op name without namespace or overload: the key of every rule
+    is_view: bool  # returns an alias of an input without writing: metadata only
+    mutated: tuple[int | str, ...]  # positions / names of arguments the op writes
+    unlowerable: bool
+    fp16: bool  # in FP16_COMPUTE_OPS (whether it applies is a runtime switch)
+
+
+@functools.cache
+def plan_for(op: torch._ops.OpOverload) -> OpPlan:
+    """The cached per-op decisions of the fallback."""
+    schema = op._schema
+    name = schema.name.split("::", 1)[-1]
+    is_view = any(r.alias_info is not None and not r.alias_info.is_write
+                  for r in schema.returns)
+    mutated: list[int | str] = []
+    for index, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            mutated.append(argument.name if argument.kwarg_only else index)
+    base = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+    return OpPlan(
+        name=base,
+        is_view=is_view and not mutated,
+        mutated=tuple(mutated),
+        unlowerable=base in rules.UNLOWERABLE_OPS,
+        fp16=base in rules.FP16_COMPUTE_OPS,
+    )
+
+
+class _Call:
+    """One fallback call: maps device arguments to host aliases and results back."""
+
+    __slots__ = ("aliases", "sticks", "elements")
+
+    def __init__(self) -> None:
+        self.aliases: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.sticks = 0
+        self.elements = 0
+
+    def to_host(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.device.type != _DEVICE_TYPE:
+                return value
+            alias = host_alias(value)
+            self.aliases[id(alias)] = (value, alias)
+            self.sticks += rules.transfer_sticks(value.shape, value.element_size())
+            return alias
+        if isinstance(value, (list, tuple)) and value and any(
+                isinstance(v, torch.Tensor) for v in value):
+            return type(value)(self.to_host(v) for v in value)
+        if isinstance(value, torch.device) and value.type == _DEVICE_TYPE:
+            return _CPU
+        return value
+
+    def to_device(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            known = self.aliases.get(id(value))
+            if known is not None:
+                return known[0]
+            rules.check_dtype(value.dtype, "op result")
+            self.sticks += rules.transfer_sticks(value.shape, value.element_size())
+            self.elements += value.numel()
+            return to_device(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.to_device(v) for v in value)
+        return value
+
+    def sync_mutated(self) -> None:
+        """Re-point device tensors whose host alias a CPU kernel resized or re-set."""
+        for device_tensor, alias in self.aliases.values():
+            if (alias.untyped_storage().data_ptr() == device_tensor.untyped_storage().data_ptr()
+                    and alias.shape == device_tensor.shape
+                    and alias.stride() == device_tensor.stride()
+                    and alias.storage_offset() == device_tensor.storage_offset()):
+                continue
+            cpu_storage = alias.untyped_storage()
+            storage = memory.device_storage_for(cpu_storage.data_ptr()) if (
+                cpu_storage.data_ptr()) else None
+            if storage is None:
+                storage = memory.adopt(cpu_storage)
+            _set_storage.redispatch(CPU_KEYS, device_tensor, storage, alias.storage_offset(),
+                                    alias.size(), alias.stride())
+
+
+def _fp16_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """Run a matmul-family op or softmax in float16 and hand back the requested dtype."""
+    def narrow(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.bfloat16):
+            return value.to(torch.float16)
+        return value
+
+    written: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def narrow_written(value: Any) -> Any:
+        result = narrow(value)
+        if result is not value:
+            written.append((value, result))
+        return result
+
+    new_args = list(args)
+    for index, value in enumerate(args):
+        new_args[index] = narrow_written(value) if index in plan.mutated else narrow(value)
+    new_kwargs = {k: narrow_written(v) if k in plan.mutated else narrow(v)
+                  for k, v in kwargs.items()}
+    requested = next((v.dtype for v in args if isinstance(v, torch.Tensor)
+                      and v.is_floating_point()), torch.float32)
+    result = op(*new_args, **new_kwargs)
+    for original, narrowed in written:
+        original.copy_(narrowed)
+    if written:
+        return _replace_written(result, written)
+    if isinstance(result, torch.Tensor) and result.dtype == torch.float16 != requested:
+        return result.to(requested)
+    return result
+
+
+def _replace_written(result: Any, written: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    by_id = {id(narrowed): original for original, narrowed in written}
+    if isinstance(result, torch.Tensor):
+        return by_id.get(id(result), result)
+    if isinstance(result, (list, tuple)):
+        return type(result)(by_id.get(id(r), r) for r in result)
+    return result
+
+
+def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """Run any aten op on the device: rules first, then the CPU kernel on host aliases."""
+    plan = plan_for(op)
+    if plan.is_view:
+        # Views only compute geometry; the CPU kernel does that on the device tensor itself.
+        return op.redispatch(CPU_KEYS, *args, **kwargs)
+    if plan.unlowerable and not rules.SWITCHES.permissive:
+        stats.record_rejected(plan.name)
+        rules.check_op(plan.name, args)
+    call = _Call()
+    host_args = tuple(call.to_host(a) for a in args)
+    host_kwargs = {k: call.to_host(v) for k, v in kwargs.items()} if kwargs else kwargs
+    if plan.fp16 and rules.fp16_compute_applies(plan.name):
+        result = _fp16_call(op, plan, host_args, host_kwargs)
+        stats.count_fp16()
+    else:
+        result = op(*host_args, **host_kwargs)
+    if plan.mutated:
+        call.sync_mutated()
+    out = call.to_device(result)
+    stats.record_op(plan.name, call.sticks, call.elements, _flops(plan.name, host_args))
+    return out
+
+
+def _flops(name: str, args: tuple[Any, ...]) -> float:
+    """Multiply-adds of the matmul family (0 for everything else)."""
+    if name in ("mm", "addmm", "bmm", "baddbmm", "addbmm"):
+        a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() >= 2:
+            batch = a.shape[0] if a.dim() == 3 else 1
+            return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    return 0.0

@@ -1,0 +1,120 @@
+"""Counters of the emulated device, read through `torch.spyre.stats()`."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from backend_under_test import memory, rules
+
+_LOCK = threading.Lock()
+
+
+class _Totals:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.ops_executed = 0
+        self.ops_by_name: Counter[str] = Counter()
+        self.kernel_time_us = 0.0
+        self.op_sticks = 0
+        self.flops = 0.0
+        self.scratchpad_spills = 0
+        self.h2d_transfers = 0
+        self.h2d_sticks = 0
+        self.d2h_transfers = 0
+        self.d2h_sticks = 0
+        self.device_copies = 0
+        self.fp16_compute_ops = 0
+        self.rejected_ops = 0
+        self.compiled_graphs = 0
+        self.compile_rejections = 0
+
+
+TOTALS = _Totals()
+
+
+def record_op(name: str, sticks: int, elements: int, flops: float) -> None:
+    """Account one executed op with its estimated kernel time."""
+    cost = rules.op_cost(sticks, elements, flops)
+    with _LOCK:
+        TOTALS.ops_executed += 1
+        TOTALS.ops_by_name[name] += 1
+        TOTALS.kernel_time_us += cost.kernel_us
+        TOTALS.op_sticks += sticks
+        TOTALS.flops += flops
+        if cost.spilled:
+            TOTALS.scratchpad_spills += 1
+
+
+def record_device_copy(sticks: int, elements: int) -> None:
+    """A device-to-device copy is a kernel too."""
+    TOTALS.device_copies += 1
+    record_op("copy_", 2 * sticks, elements, 0.0)
+
+
+def record_transfer(direction: str, sticks: int) -> None:
+    """Account one host<->device transfer in sticks."""
+    with _LOCK:
+        if direction == "h2d":
+            TOTALS.h2d_transfers += 1
+            TOTALS.h2d_sticks += sticks
+        else:
+            TOTALS.d2h_transfers += 1
+            TOTALS.d2h_sticks += sticks
+
+
+def record_rejected(name: str) -> None:
+    with _LOCK:
+        TOTALS.rejected_ops += 1
+
+
+def count_fp16() -> None:
+    with _LOCK:
+        TOTALS.fp16_compute_ops += 1
+
+
+def record_compiled_graph(rejected: bool = False) -> None:
+    with _LOCK:
+        if rejected:
+            TOTALS.compile_rejections += 1
+        else:
+            TOTALS.compiled_graphs += 1
+
+
+def snapshot() -> dict[str, Any]:
+    """Every counter as plain data (the value of `torch.spyre.stats()`)."""
+    counters = memory.COUNTERS
+    with _LOCK:
+        return {
+            "ops_executed": TOTALS.ops_executed,
+            "ops_by_name": dict(TOTALS.ops_by_name.most_common()),
+            "estimated_kernel_time_us": round(TOTALS.kernel_time_us, 3),
+            "op_sticks": TOTALS.op_sticks,
+            "flops": TOTALS.flops,
+            "scratchpad_spills": TOTALS.scratchpad_spills,
+            "h2d_transfers": TOTALS.h2d_transfers,
+            "h2d_sticks": TOTALS.h2d_sticks,
+            "d2h_transfers": TOTALS.d2h_transfers,
+            "d2h_sticks": TOTALS.d2h_sticks,
+            "device_copies": TOTALS.device_copies,
+            "fp16_compute_ops": TOTALS.fp16_compute_ops,
+            "rejected_ops": TOTALS.rejected_ops,
+            "compiled_graphs": TOTALS.compiled_graphs,
+            "compile_rejections": TOTALS.compile_rejections,
+            "allocated_bytes": counters.allocated,
+            "peak_allocated_bytes": counters.peak,
+            "allocations": counters.allocations,
+            "frees": counters.frees,
+            "permissive": rules.SWITCHES.permissive,
+            "fp16_compute": rules.SWITCHES.fp16_compute,
+        }
+
+
+def reset() -> None:
+    """Zero the op and transfer counters (memory counters follow the live allocations)."""
+    with _LOCK:
+        TOTALS.reset()
+    memory.reset_peak()
