@@ -1,0 +1,122 @@
+"""The files publisher: one run's every format, validated, written under an output directory.
+
+```
+DIR/run.json                                   the RunRecord (input of a re-export)
+DIR/callback.json                              completed CRCR callback body
+DIR/hud/envelope.json                          the relay-to-HUD body (size-capped)
+DIR/hud/crcr_workflow_job.json                 the HUD row
+DIR/hud/{test_run,test_run_summary,failed_test_runs}/<workflow_run_id>/<attempt>
+                                               gzip JSON lines, upstream S3 key layout
+DIR/report.html, DIR/report.md                 the report
+```
+`DIR/junit/` and `DIR/plan.json` belong to the pipeline; JUnit found in `DIR/junit/` feeds the
+per-test rows. Every file is written whole under a temporary name and renamed, and content
+is deterministic, so exporting a run again replaces each file with the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dashboard_export import ExportError
+from dashboard_export.crcr import callback_body, envelope_for, fit_body
+from dashboard_export.hud_row import workflow_job_row
+from dashboard_export.junit import case_id, read_junit_dir
+from dashboard_export.model import RunRecord
+from dashboard_export.report import render_html, render_markdown
+from dashboard_export.stats import cases_from_results, collections, object_key
+from dashboard_export.validation import validate
+
+
+def per_test_collections(
+    record: RunRecord, junit_dir: str | Path | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The three per-test collections, from JUnit where there is some, else from the results.
+
+    A variant with a result but no testcase (a crashed worker writes none) still gets a row.
+    """
+    cases: list[dict[str, Any]] = []
+    if junit_dir is not None and Path(junit_dir).is_dir():
+        cases = read_junit_dir(junit_dir)
+    seen = {case_id(c) for c in cases}
+    cases += [c for c in cases_from_results(record) if c["name"] not in seen]
+    return collections(cases, record)
+
+
+def write_run(
+    record: RunRecord, out_dir: str | Path, junit_dir: str | Path | None = None
+) -> dict[str, Path]:
+    """Write every format of one run under `out_dir`; returns {artifact name: path}.
+
+    `junit_dir` defaults to `out_dir/junit`. Everything is validated against its schema
+    before anything is written, so a bad record leaves no half export behind.
+    """
+    out = Path(out_dir)
+    junit = Path(junit_dir) if junit_dir is not None else out / "junit"
+    callback, _ = fit_body(callback_body(record, "completed"))
+    envelope, _ = fit_body(envelope_for(record, "completed"))
+    row = workflow_job_row(envelope)
+    validate("callback", callback)
+    validate("hud_envelope", envelope)
+    validate("crcr_workflow_job", row)
+    per_test = per_test_collections(record, junit)
+    for name, rows in per_test.items():
+        for index, item in enumerate(rows):
+            try:
+                validate(name, item)
+            except ExportError as exc:
+                raise ExportError(f"{name} row {index} ({item.get('name')}): {exc}") from None
+
+    written: dict[str, Path] = {}
+
+    def put(name: str, relative: str, data: bytes) -> None:
+        path = out / relative
+        atomic_write(path, data)
+        written[name] = path
+
+    put("run", "run.json", _json_bytes(record.to_json()))
+    put("callback", "callback.json", _json_bytes(callback))
+    put("hud_envelope", "hud/envelope.json", _json_bytes(envelope))
+    put("crcr_workflow_job", "hud/crcr_workflow_job.json", _json_bytes(row))
+    for name, rows in per_test.items():
+        put(name, f"hud/{object_key(name, record)}", gzip_json_lines(rows))
+    put("report_html", "report.html", render_html(record).encode("utf-8"))
+    put("report_md", "report.md", render_markdown(record).encode("utf-8"))
+    return written
+
+
+def gzip_json_lines(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """Rows as gzip-compressed JSON lines, as upstream uploads a collection (mtime 0)."""
+    text = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as fh:
+        fh.write(text.encode("utf-8"))
+    return buffer.getvalue()
+
+
+def read_json_lines(path: str | Path) -> list[dict[str, Any]]:
+    """Read a collection file written by `write_run`."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write whole or not at all: a crash never leaves half a file under the final name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _json_bytes(document: Any) -> bytes:
+    return (json.dumps(document, indent=1, ensure_ascii=False) + "\n").encode("utf-8")

@@ -1,0 +1,147 @@
+"""Thin HTTP publishers: HUD `POST /crcr/results` and the CRCR relay callback.
+
+Builders decide what to send; these only send it. HUD's contract: header
+`x-hud-internal-bot`, 10 s timeout, body at most 2 MB (else 413), 4xx returned as is,
+5xx and network errors retried after 1, 2 and 4 s, then raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import requests
+
+from dashboard_export import ExportError
+from dashboard_export.crcr import HUD_BODY_LIMIT, callback_body, encode, envelope_for, fit_body
+from dashboard_export.model import RunRecord
+from dashboard_export.validation import validate
+
+HUD_PATH = "/crcr/results"
+HUD_AUTH_HEADER = "x-hud-internal-bot"
+TIMEOUT_S = 10.0
+RETRY_DELAYS_S = (1.0, 2.0, 4.0)
+_BODY_SHOWN = 500  # characters of an error response quoted in an ExportError
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a publisher sent and what came back."""
+
+    url: str
+    status: int
+    body: str
+    attempts: int
+    bytes_sent: int
+    omitted_failed_tests: int = 0
+
+
+def post_json(
+    url: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    session: requests.Session | None = None,
+    timeout: float = TIMEOUT_S,
+    retry_delays: Sequence[float] = RETRY_DELAYS_S,
+    sleep: Callable[[float], None] = time.sleep,
+    what: str = "POST",
+) -> Delivery:
+    """POST compact JSON; retry 5xx and network errors after each delay; raise on 4xx.
+
+    `sleep` is injectable so tests check the back-off without waiting for it.
+    """
+    data = encode(body)
+    http = session or requests.Session()
+    all_headers = {"Content-Type": "application/json", **headers}
+    attempts = 0
+    last_problem = ""
+    for delay in (*retry_delays, None):
+        attempts += 1
+        try:
+            response = http.post(url, data=data, headers=all_headers, timeout=timeout)
+        except requests.RequestException as exc:
+            last_problem = f"network error: {exc.__class__.__name__}: {exc}"
+        else:
+            if response.status_code < 400:
+                return Delivery(url, response.status_code, response.text, attempts, len(data))
+            if response.status_code < 500:
+                raise ExportError(
+                    f"{what} {url} answered {response.status_code}: "
+                    f"{response.text[:_BODY_SHOWN]}"
+                )
+            last_problem = f"{response.status_code}: {response.text[:_BODY_SHOWN]}"
+        if delay is not None:
+            sleep(delay)
+    raise ExportError(f"{what} {url} failed after {attempts} attempts; last: {last_problem}")
+
+
+def publish_hud(
+    envelope: Mapping[str, Any],
+    hud_url: str,
+    bot_key: str,
+    *,
+    session: requests.Session | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    require_https: bool = True,
+) -> Delivery:
+    """POST one relay-to-HUD envelope to `{hud_url}/crcr/results`.
+
+    The body is trimmed to HUD's 2 MB cap (failed tests dropped behind an explicit marker)
+    and validated first: an invalid or oversized body is never sent.
+    """
+    if not bot_key:
+        raise ExportError("HUD bot key is empty; set HUD_BOT_KEY (the x-hud-internal-bot secret)")
+    if require_https and not hud_url.startswith("https://"):
+        raise ExportError(f"HUD_API_URL must be https, not {hud_url!r}")
+    fitted, omitted = fit_body(envelope, HUD_BODY_LIMIT)
+    validate("hud_envelope", fitted)
+    delivery = post_json(
+        hud_url.rstrip("/") + HUD_PATH, fitted, {HUD_AUTH_HEADER: bot_key},
+        session=session, sleep=sleep, what="HUD",
+    )
+    return replace(delivery, omitted_failed_tests=omitted)
+
+
+def publish_run_to_hud(
+    record: RunRecord,
+    hud_url: str,
+    bot_key: str,
+    *,
+    status: str = "completed",
+    session: requests.Session | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    require_https: bool = True,
+) -> Delivery:
+    """Build the run's envelope and publish it (HUD keeps one row per dynamoKey)."""
+    return publish_hud(
+        envelope_for(record, status), hud_url, bot_key,
+        session=session, sleep=sleep, require_https=require_https,
+    )
+
+
+def publish_callback(
+    record: RunRecord,
+    callback_url: str,
+    token: str,
+    *,
+    status: str = "completed",
+    session: requests.Session | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Delivery:
+    """POST the run's CRCR callback to the relay with `Authorization: Bearer <token>`.
+
+    The relay answers 400 to a duplicate or out-of-order callback; that is surfaced, since
+    only the caller knows whether the state was already reported.
+    """
+    if not token:
+        raise ExportError("callback token is empty; pass the OIDC token the relay verifies")
+    body, omitted = fit_body(callback_body(record, status))
+    validate("callback", body)
+    delivery = post_json(
+        callback_url, body, {"Authorization": f"Bearer {token}"},
+        session=session, sleep=sleep, what="CRCR callback",
+    )
+    return replace(delivery, omitted_failed_tests=omitted)

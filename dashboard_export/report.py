@@ -1,0 +1,494 @@
+"""The per-run report people read: a self-contained HTML page and a Markdown summary.
+
+Both render one `Summary`, computed once from the RunRecord: what changed, what the
+selector concluded, results by suite, new failures with their messages, flaky, holdout
+misses, timings, and for upgrade runs the regression / fix table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from dashboard_export.crcr import ci_metrics, result_counts
+from dashboard_export.model import Classification, DiffCategory, DiffRow, RunRecord, VariantResult
+from suites.model import Status
+
+FILES_SHOWN = 30  # changed files listed before "and N more"
+SLOWEST_SHOWN = 10
+MESSAGE_SHOWN = 1500  # characters of a failure message in the report
+STATUS_COLUMNS = tuple(Status)
+
+
+@dataclass(frozen=True)
+class SuiteLine:
+    suite: str
+    counts: dict[str, int]
+    total: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything the report shows, computed from the record (pure)."""
+
+    record: RunRecord
+    counts: dict[str, int]
+    suites: tuple[SuiteLine, ...]
+    new: tuple[VariantResult, ...]
+    pre_existing: tuple[VariantResult, ...]
+    flaky: tuple[VariantResult, ...]
+    slowest: tuple[VariantResult, ...]
+    test_seconds: float
+    metrics: dict[str, float | None]
+
+
+def summarize(record: RunRecord) -> Summary:
+    """Group a run's results the way the report presents them."""
+    by_suite: dict[str, list[VariantResult]] = defaultdict(list)
+    for result in record.results:
+        by_suite[result.suite].append(result)
+    suites = []
+    for suite in sorted(by_suite):
+        counts = {str(s): 0 for s in STATUS_COLUMNS}
+        for result in by_suite[suite]:
+            counts[str(result.status)] += 1
+        seconds = sum(r.outcome.duration_s for r in by_suite[suite])
+        suites.append(SuiteLine(suite, counts, len(by_suite[suite]), seconds))
+    failures = record.failures
+    return Summary(
+        record=record,
+        counts=result_counts(record),
+        suites=tuple(suites),
+        new=record.new_failures,
+        pre_existing=tuple(r for r in failures if r.classification is Classification.PRE_EXISTING),
+        # Flaky: failed then passed on rerun; Verify may record it on a passing outcome too.
+        flaky=tuple(r for r in record.results if r.classification is Classification.FLAKY),
+        slowest=tuple(
+            sorted(record.results, key=lambda r: -r.outcome.duration_s)[:SLOWEST_SHOWN]
+        ),
+        test_seconds=sum(r.outcome.duration_s for r in record.results),
+        metrics=ci_metrics(record),
+    )
+
+
+def _short(message: str) -> str:
+    if len(message) <= MESSAGE_SHOWN:
+        return message
+    return f"{message[:MESSAGE_SHOWN]}... [{len(message) - MESSAGE_SHOWN} more characters]"
+
+
+def _title(record: RunRecord) -> str:
+    return f"{record.downstream_repo} / {record.workflow} / {record.job}"
+
+
+def _change_line(record: RunRecord) -> str:
+    event = record.event
+    parts = [f"{event.kind} on {event.repo}", f"head {event.head_sha[:12] or '?'}"]
+    if event.base_sha:
+        parts.append(f"base {event.base_sha[:12]}")
+    if event.pr_number:
+        parts.append(f"PR #{event.pr_number}")
+    parts.append(f"delivery {event.delivery_id}")
+    return ", ".join(parts)
+
+
+def _files_line(record: RunRecord) -> str:
+    event = record.event
+    n = len(event.files)
+    if not n:
+        return "no changed-file list in the event" + (
+            "" if event.files_complete else " (the selector had to fetch or assume it)"
+        )
+    note = "" if event.files_complete else " (incomplete list)"
+    return f"{n} changed file{'s' if n != 1 else ''}{note}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
+
+
+def _env_line(record: RunRecord) -> str:
+    env = record.environment
+    return (
+        f"torch {env.torch_version} ({env.torch_git_version[:12]}), "
+        f"{env.backend} {env.backend_version} on {env.device}"
+    )
+
+
+def _diff_groups(record: RunRecord) -> list[tuple[DiffCategory, list[DiffRow]]]:
+    if record.upgrade is None:
+        return []
+    return list(record.upgrade.by_category().items())
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def render_markdown(record: RunRecord) -> str:
+    """A GitHub-flavoured Markdown summary (fits a job summary or a PR comment)."""
+    s = summarize(record)
+    plan = record.plan
+    out: list[str] = []
+    verdict = record.effective_conclusion
+    out.append(f"# {_title(record)}: {verdict}")
+    out.append("")
+    out.append(
+        f"Run {record.run_id} attempt {record.attempt}"
+        + (f" ([log]({record.run_url}))" if record.run_url else "")
+        + f". {_env_line(record)}."
+    )
+    out.append("")
+    c = s.counts
+    out.append(
+        f"**{c['total']} variants**: {c['passed']} passed, {c['failed']} failed "
+        f"({len(s.new)} new, {len(s.pre_existing)} pre-existing), {c['skipped']} skipped; "
+        f"{len(s.flaky)} flaky."
+    )
+    out += ["", "## What changed", "", f"- {_change_line(record)}", f"- {_files_line(record)}"]
+    for changed in record.event.files[:FILES_SHOWN]:
+        out.append(f"  - `{changed.path}` ({changed.status})")
+    if len(record.event.files) > FILES_SHOWN:
+        out.append(f"  - and {len(record.event.files) - FILES_SHOWN} more")
+    for message in record.event.commit_messages[:5]:
+        first = message.strip().splitlines()[0] if message.strip() else ""
+        if first:
+            out.append(f"- commit: {first}")
+    out += ["", "## What the selector concluded", ""]
+    if plan is None:
+        out.append("No plan recorded (every requested variant ran).")
+    else:
+        out.append(
+            f"Selected {plan.selected} of {plan.inventory or '?'} variants"
+            + (f"; **fell back to a full run**: {plan.fallback_reason}" if plan.fallback_reason
+               else "")
+            + f"; holdout sample {plan.holdout}."
+        )
+        out += _md_table(["top reason", "variants"], [[r, str(n)] for r, n in plan.top_reasons])
+        out += _md_table(
+            ["not run because", "variants"], [[r, str(n)] for r, n in plan.skipped.items()]
+        )
+        if plan.metrics:
+            out += _md_table(
+                ["metric", "value"], [[k, f"{v:.4g}"] for k, v in sorted(plan.metrics.items())]
+            )
+    out += ["", "## Results by suite", ""]
+    out += _md_table(
+        ["suite", *(str(st) for st in STATUS_COLUMNS), "total", "time"],
+        [[line.suite, *(str(line.counts[str(st)]) for st in STATUS_COLUMNS), str(line.total),
+          _seconds(line.seconds)] for line in s.suites],
+    )
+    out += ["", f"## New failures ({len(s.new)})", ""]
+    if not s.new:
+        out.append("None.")
+    for result in s.new:
+        out += [f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
+                "", "```", _short(result.outcome.message) or "(no message)", "```", ""]
+    out += ["", f"## Pre-existing failures ({len(s.pre_existing)})", ""]
+    out += [f"- `{r.id}` ({r.status}): {_first_line(r.outcome.message)}" for r in s.pre_existing]
+    out += ["", f"## Flaky ({len(s.flaky)})", ""]
+    out += [f"- `{r.id}` (final: {r.status}) {_first_line(r.outcome.message)}".rstrip()
+            for r in s.flaky]
+    misses = plan.holdout_misses if plan else ()
+    out += ["", f"## Holdout misses ({len(misses)})", ""]
+    if misses:
+        out.append("Failures found only by the random holdout sample: the selector missed them.")
+        out += [f"- `{vid}`" for vid in misses]
+    else:
+        out.append("None.")
+    out += ["", "## Timings", ""]
+    out.append(
+        f"- queued {_seconds(s.metrics['queue_time'])}, ran {_seconds(s.metrics['execution_time'])}"
+        f", test time {_seconds(s.test_seconds)}"
+    )
+    out += [f"- slowest: `{r.id}` {_seconds(r.outcome.duration_s)}" for r in s.slowest[:5]]
+    if record.upgrade is not None:
+        up = record.upgrade
+        out += ["", f"## Upgrade {up.from_version} -> {up.to_version}", ""]
+        out += _md_table(
+            ["category", "variants"],
+            [[str(cat), str(len(rows))] for cat, rows in _diff_groups(record)],
+        )
+        for category, rows in _diff_groups(record):
+            if rows and category is not DiffCategory.UNCHANGED_FAILING:
+                out += ["", f"### {category}", ""]
+                out += _md_table(
+                    ["variant", "before", "after", "message"],
+                    [[f"`{r.id}`", str(r.before or "-"), str(r.after or "-"),
+                      _first_line(r.message)] for r in rows],
+                )
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    if not rows:
+        return []
+    cells = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]
+    return ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in cells), ""]
+
+
+def _first_line(message: str) -> str:
+    stripped = message.strip()
+    return stripped.splitlines()[0][:200] if stripped else ""
+
+
+# ---------------------------------------------------------------- HTML
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
+  color:#1f2328;background:#f6f8fa}
+main{max-width:1180px;margin:0 auto;padding:24px}
+header,section{background:#fff;border:1px solid #d0d7de;border-radius:8px;margin-bottom:16px}
+header{padding:16px 20px}section{padding:14px 20px}
+h1{font-size:22px;margin:0 0 6px}
+h2{font-size:17px;margin:0 0 10px}
+.badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff;
+  font-size:13px;vertical-align:middle}
+.success{background:#1a7f37}.failure{background:#cf222e}.cancelled,.timed_out{background:#6e7781}
+.muted{color:#57606a}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin-top:12px}
+.card{flex:1;min-width:110px;border:1px solid #d0d7de;border-radius:6px;padding:8px 12px}
+.card b{display:block;font-size:22px}
+.card.bad b{color:#cf222e}.card.good b{color:#1a7f37}.card.warn b{color:#9a6700}
+table{border-collapse:collapse;width:100%;margin:6px 0 10px}
+th,td{border-bottom:1px solid #d8dee4;padding:5px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa;font-weight:600}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+td.zero{color:#afb8c1}
+.hot{color:#cf222e;font-weight:600}
+table.narrow{width:auto;min-width:50%}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f6f8fa;
+  padding:1px 4px;border-radius:4px;word-break:break-all}
+pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff8f8;
+  border:1px solid #ffcecb;border-radius:6px;padding:8px 10px;white-space:pre-wrap;
+  word-break:break-word;margin:4px 0 12px;max-height:320px;overflow:auto}
+.failure-item h3{font-size:14px;margin:12px 0 2px}
+.tag{font-size:12px;border-radius:10px;padding:1px 8px;background:#eaeef2;color:#424a53}
+.tag.new{background:#ffebe9;color:#a40e26}.tag.flaky{background:#fff8c5;color:#7d4e00}
+.tag.regressed{background:#ffebe9;color:#a40e26}.tag.fixed{background:#dafbe1;color:#116329}
+ul{margin:4px 0;padding-left:22px}
+.bar{display:flex;height:10px;border-radius:5px;overflow:hidden;margin-top:10px;background:#eaeef2}
+.bar span{display:block}
+"""
+
+_BAR_COLOURS = {"passed": "#2da44e", "failed": "#cf222e", "skipped": "#afb8c1"}
+
+
+def render_html(record: RunRecord) -> str:
+    """A self-contained page (inline CSS, no scripts, no external assets)."""
+    s = summarize(record)
+    e = escape
+    verdict = record.effective_conclusion
+    c = s.counts
+    parts: list[str] = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(_title(record))}: {e(verdict)}</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        "<header>",
+        f'<h1>{e(_title(record))} <span class="badge {e(verdict)}">{e(verdict)}</span></h1>',
+        f'<div class="muted">run {e(record.run_id)} attempt {record.attempt}'
+        + (f' · <a href="{e(record.run_url)}">run log</a>' if record.run_url else "")
+        + f" · {e(_env_line(record))}</div>",
+        '<div class="cards">',
+        _card("variants", c["total"], ""),
+        _card("passed", c["passed"], "good"),
+        _card("new failures", len(s.new), "bad" if s.new else "good"),
+        _card("pre-existing", len(s.pre_existing), "warn" if s.pre_existing else ""),
+        _card("flaky", len(s.flaky), "warn" if s.flaky else ""),
+        _card("skipped", c["skipped"], ""),
+        "</div>",
+        _bar(c),
+        "</header>",
+    ]
+    parts += _html_change(record)
+    parts += _html_plan(record)
+    parts += _html_suites(s)
+    parts += _html_failures(s)
+    parts += _html_timings(s)
+    parts += _html_upgrade(record)
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _card(label: str, value: int, kind: str) -> str:
+    label_html = f'<span class="muted">{escape(label)}</span>'
+    return f'<div class="card {kind}"><b>{value}</b>{label_html}</div>'
+
+
+def _bar(counts: dict[str, int]) -> str:
+    total = counts["total"] or 1
+    spans = "".join(
+        f'<span style="width:{100 * counts[k] / total:.2f}%;background:{colour}" '
+        f'title="{k}: {counts[k]}"></span>'
+        for k, colour in _BAR_COLOURS.items() if counts[k]
+    )
+    return f'<div class="bar">{spans}</div>'
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: int = 0) -> str:
+    """Rows of already-escaped cells; the last `numeric` columns are right-aligned numbers."""
+    if not rows:
+        return '<p class="muted">None.</p>'
+    first_num = len(header) - numeric
+    head = "".join(
+        f'<th class="n">{escape(h)}</th>' if i >= first_num else f"<th>{escape(h)}</th>"
+        for i, h in enumerate(header)
+    )
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            if i >= first_num:
+                cls = "n zero" if str(cell) in ("0", "0 ms") else "n"
+                cells.append(f'<td class="{cls}">{cell}</td>')
+            else:
+                cells.append(f"<td>{cell}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    narrow = ' class="narrow"' if len(header) <= 2 else ""
+    return f"<table{narrow}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _html_change(record: RunRecord) -> list[str]:
+    event = record.event
+    out = ["<section><h2>What changed</h2>", f"<p>{escape(_change_line(record))}</p>",
+           f"<p>{escape(_files_line(record))}</p>"]
+    if event.files:
+        out.append("<ul>")
+        for changed in event.files[:FILES_SHOWN]:
+            out.append(f"<li><code>{escape(changed.path)}</code> "
+                       f'<span class="muted">{escape(changed.status)}</span></li>')
+        if len(event.files) > FILES_SHOWN:
+            out.append(f"<li>and {len(event.files) - FILES_SHOWN} more</li>")
+        out.append("</ul>")
+    messages = [m.strip().splitlines()[0] for m in event.commit_messages[:5] if m.strip()]
+    if messages:
+        out.append("<p>Commits:</p><ul>")
+        out += [f"<li>{escape(m)}</li>" for m in messages]
+        out.append("</ul>")
+    out.append("</section>")
+    return out
+
+
+def _html_plan(record: RunRecord) -> list[str]:
+    plan = record.plan
+    out = ["<section><h2>What the selector concluded</h2>"]
+    if plan is None:
+        out.append('<p class="muted">No plan recorded (every requested variant ran).</p>')
+        return [*out, "</section>"]
+    fallback = (f" <b>Fell back to a full run:</b> {escape(plan.fallback_reason)}."
+                if plan.fallback_reason else "")
+    out.append(f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants;"
+               f" holdout sample {plan.holdout}.{fallback}</p>")
+    out.append(_html_table(["top reason", "variants"],
+                           [[escape(r), n] for r, n in plan.top_reasons], numeric=1))
+    if plan.skipped:
+        out.append(_html_table(["not run because", "variants"],
+                               [[escape(r), n] for r, n in plan.skipped.items()], numeric=1))
+    if plan.metrics:
+        out.append(_html_table(["metric", "value"],
+                               [[escape(k), f"{v:.4g}"] for k, v in sorted(plan.metrics.items())],
+                               numeric=1))
+    misses = plan.holdout_misses
+    out.append(f"<h2>Holdout misses ({len(misses)})</h2>")
+    if misses:
+        out.append("<p>Failures found only by the random holdout sample: "
+                   "the selector missed them.</p><ul>")
+        out += [f"<li><code>{escape(v)}</code></li>" for v in misses]
+        out.append("</ul>")
+    else:
+        out.append('<p class="muted">None: the holdout sample found nothing the plan missed.</p>')
+    out.append("</section>")
+    return out
+
+
+def _html_suites(s: Summary) -> list[str]:
+    shown = [st for st in STATUS_COLUMNS if any(line.counts[str(st)] for line in s.suites)]
+    rows = []
+    for line in s.suites:
+        cells: list[Any] = [escape(line.suite)]
+        for st in shown:
+            n = line.counts[str(st)]
+            cells.append(f'<span class="hot">{n}</span>' if st.is_failure and n else n)
+        rows.append([*cells, line.total, _seconds(line.seconds)])
+    table = _html_table(["suite", *(str(st) for st in shown), "total", "time"], rows,
+                        numeric=len(shown) + 2)
+    return ["<section><h2>Results by suite</h2>", table, "</section>"]
+
+
+def _html_failures(s: Summary) -> list[str]:
+    out = [f"<section><h2>New failures ({len(s.new)})</h2>"]
+    if not s.new:
+        out.append('<p class="muted">None.</p>')
+    for result in s.new:
+        tag = '<span class="tag new">new</span>'
+        if result.holdout:
+            tag += ' <span class="tag">holdout</span>'
+        out += [
+            '<div class="failure-item">',
+            f"<h3><code>{escape(result.id)}</code> {tag} "
+            f'<span class="muted">{escape(str(result.status))}, '
+            f"{_seconds(result.outcome.duration_s)}</span></h3>",
+            f"<pre>{escape(_short(result.outcome.message) or '(no message)')}</pre>",
+            "</div>",
+        ]
+    out.append(f"<h2>Pre-existing failures ({len(s.pre_existing)})</h2>")
+    out.append(_html_table(
+        ["variant", "status", "message"],
+        [[f"<code>{escape(r.id)}</code>", escape(str(r.status)),
+          escape(_first_line(r.outcome.message))] for r in s.pre_existing],
+    ))
+    out.append(f"<h2>Flaky ({len(s.flaky)})</h2>")
+    out.append(_html_table(
+        ["variant", "final status", "message"],
+        [[f'<code>{escape(r.id)}</code> <span class="tag flaky">flaky</span>',
+          escape(str(r.status)), escape(_first_line(r.outcome.message))] for r in s.flaky],
+    ))
+    out.append("</section>")
+    return out
+
+
+def _html_timings(s: Summary) -> list[str]:
+    m = s.metrics
+    return [
+        "<section><h2>Timings</h2>",
+        f"<p>Queued {_seconds(m['queue_time'])} · ran {_seconds(m['execution_time'])} · "
+        f"test time {_seconds(s.test_seconds)}</p>",
+        _html_table(["slowest variants", "status", "time"],
+                    [[f"<code>{escape(r.id)}</code>", escape(str(r.status)),
+                      _seconds(r.outcome.duration_s)] for r in s.slowest], numeric=1),
+        "</section>",
+    ]
+
+
+def _html_upgrade(record: RunRecord) -> list[str]:
+    if record.upgrade is None:
+        return []
+    up = record.upgrade
+    groups = _diff_groups(record)
+    out = [f"<section><h2>Upgrade {escape(up.from_version)} → {escape(up.to_version)}</h2>",
+           _html_table(["category", "variants"],
+                       [[f'<span class="tag {cat}">{escape(str(cat))}</span>', len(rows)]
+                        for cat, rows in groups], numeric=1)]
+    for category, rows in groups:
+        if not rows or category is DiffCategory.UNCHANGED_FAILING:
+            continue
+        out.append(f"<h2>{escape(str(category)).capitalize()} ({len(rows)})</h2>")
+        out.append(_html_table(
+            ["variant", "before", "after", "message"],
+            [[f"<code>{escape(r.id)}</code>", escape(str(r.before or "-")),
+              escape(str(r.after or "-")), escape(_first_line(r.message))] for r in rows],
+        ))
+    out.append("</section>")
+    return out
