@@ -1,0 +1,115 @@
+"""ChangeSet: what changed upstream, as the Scout reads it (paths, patches, messages, labels)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from relay.events import TriggerEvent
+from selector.diff import FilePatch, parse_unified_diff
+
+
+@dataclass(frozen=True)
+class ChangedPath:
+    path: str
+    status: str  # added | modified | removed | renamed | copied
+    previous_path: str | None = None
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """One upstream change. `complete` is False when the list of paths may be partial."""
+
+    paths: tuple[ChangedPath, ...] = ()
+    patches: Mapping[str, FilePatch] = field(default_factory=dict)  # by path
+    complete: bool = True
+    truncated: bool = False
+    commit_messages: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    kind: str = "push"  # push | pull_request | nightly | periodic | rerun | diff
+    head_sha: str = ""
+    base_sha: str | None = None
+    repo: str = "pytorch/pytorch"
+    delivery_id: str = ""
+    rerun: str | None = None  # "failed" | "full" | None, as TriggerEvent.rerun
+
+    @property
+    def path_names(self) -> tuple[str, ...]:
+        return tuple(p.path for p in self.paths)
+
+    @classmethod
+    def from_diff(
+        cls,
+        text: str,
+        *,
+        source: str = "<diff>",
+        head_sha: str = "",
+        base_sha: str | None = None,
+        commit_messages: tuple[str, ...] = (),
+        labels: tuple[str, ...] = (),
+    ) -> ChangeSet:
+        """A change known only by its unified diff (which lists every file it touches)."""
+        parsed = parse_unified_diff(text, source)
+        return cls(
+            paths=tuple(ChangedPath(f.path, f.status, f.previous_path) for f in parsed.files),
+            patches={f.path: f for f in parsed.files},
+            complete=True,
+            truncated=parsed.truncated,
+            commit_messages=commit_messages,
+            labels=labels,
+            kind="diff",
+            head_sha=head_sha,
+            base_sha=base_sha,
+            delivery_id=head_sha,
+        )
+
+    @classmethod
+    def from_event(
+        cls, event: TriggerEvent, diff_text: str | None = None, *, diff_source: str = "<diff>"
+    ) -> ChangeSet:
+        """A change from a trigger, with the diff of its whole range when one is known.
+
+        A diff covers every file of the range, so it makes an incomplete file list complete
+        (a pull request payload lists no files); paths only the event names are kept too.
+        """
+        paths = {f.path: ChangedPath(f.path, f.status, f.previous_path) for f in event.files}
+        patches: dict[str, FilePatch] = {}
+        complete = event.files_complete
+        truncated = event.truncated
+        if diff_text is not None:
+            parsed = parse_unified_diff(diff_text, diff_source)
+            for f in parsed.files:
+                paths[f.path] = ChangedPath(f.path, f.status, f.previous_path)
+                patches[f.path] = f
+            complete = True
+            truncated = truncated or parsed.truncated
+        return cls(
+            paths=tuple(paths.values()),
+            patches=patches,
+            complete=complete,
+            truncated=truncated,
+            commit_messages=event.commit_messages,
+            labels=event.labels,
+            kind=event.kind,
+            head_sha=event.head_sha,
+            base_sha=event.base_sha,
+            repo=event.repo,
+            delivery_id=event.delivery_id,
+            rerun=event.rerun,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready digest (the plan records it; patches are not repeated)."""
+        return {
+            "kind": self.kind,
+            "repo": self.repo,
+            "head_sha": self.head_sha,
+            "base_sha": self.base_sha,
+            "delivery_id": self.delivery_id,
+            "files": len(self.paths),
+            "files_with_patch": sum(1 for p in self.paths if p.path in self.patches),
+            "complete": self.complete,
+            "truncated": self.truncated,
+            "labels": list(self.labels),
+        }

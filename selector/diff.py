@@ -1,0 +1,200 @@
+"""A unified-diff parser for `git diff` / GitHub compare output (pure: text in, records out).
+
+Understands `diff --git` headers, renames and copies, new and deleted files, binary files,
+and hunks with the function context git prints after the second `@@`. A hunk that ends
+before its header's line counts are used up marks the diff as truncated (GitHub cuts long
+diffs that way), which the Scout treats as an incomplete change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from selector.errors import SelectorError
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+_GIT_HEADER = re.compile(r"^diff --git (?:\"?a/(.+?)\"?) (?:\"?b/(.+?)\"?)$")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One `@@` block: header numbers, git's function context, and its lines."""
+
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    context: str  # text after the second `@@` (enclosing function or YAML entry), may be ""
+    lines: tuple[str, ...]  # each starts with " ", "+" or "-" (a "\" marker line is dropped)
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return tuple(line[1:] for line in self.lines if line.startswith("+"))
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        return tuple(line[1:] for line in self.lines if line.startswith("-"))
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """The diff of one file."""
+
+    path: str  # new path ("b/"), or the old one for a deleted file
+    status: str  # added | modified | removed | renamed | copied
+    previous_path: str | None = None
+    hunks: tuple[Hunk, ...] = ()
+    binary: bool = False
+
+
+@dataclass(frozen=True)
+class ParsedDiff:
+    files: tuple[FilePatch, ...]
+    truncated: bool = False
+
+
+def parse_unified_diff(text: str, source: str = "<diff>") -> ParsedDiff:
+    """Parse `git diff` output (several files); `source` names the input in errors."""
+    files: list[FilePatch] = []
+    truncated = False
+    lines = text.splitlines()
+    pos = 0
+    # Anything before the first file header (a `git format-patch` mail header) is skipped.
+    while pos < len(lines) and not _starts_file(lines, pos):
+        pos += 1
+    while pos < len(lines):
+        patch, pos, cut = _parse_file(lines, pos, source)
+        files.append(patch)
+        truncated = truncated or cut
+    if not files and text.strip():
+        raise SelectorError(
+            f"{source}: no `diff --git` or `---`/`+++` file header found; give the output of "
+            "`git diff` (or a GitHub `.diff`)"
+        )
+    return ParsedDiff(tuple(files), truncated)
+
+
+def _starts_file(lines: list[str], pos: int) -> bool:
+    line = lines[pos]
+    if line.startswith("diff --git "):
+        return True
+    return (
+        line.startswith("--- ")
+        and pos + 1 < len(lines)
+        and lines[pos + 1].startswith("+++ ")
+    )
+
+
+def _strip_prefix(name: str) -> str | None:
+    name = name.split("\t", 1)[0].strip().strip('"')
+    if name == "/dev/null":
+        return None
+    if name.startswith(("a/", "b/")):
+        return name[2:]
+    return name
+
+
+def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int, bool]:
+    old: str | None = None
+    new: str | None = None
+    status = "modified"
+    binary = False
+    renamed_from: str | None = None
+    header_line = pos + 1
+    if lines[pos].startswith("diff --git "):
+        match = _GIT_HEADER.match(lines[pos])
+        if match is None:
+            raise SelectorError(
+                f"{source}:{header_line}: cannot read the file names in {lines[pos]!r}"
+            )
+        old, new = match.group(1), match.group(2)
+        pos += 1
+        # Extended header lines up to the first `---`, hunk or next file.
+        while pos < len(lines) and not lines[pos].startswith(("--- ", "@@", "diff --git ")):
+            line = lines[pos]
+            if line.startswith("new file mode"):
+                status = "added"
+            elif line.startswith("deleted file mode"):
+                status = "removed"
+            elif line.startswith("rename from "):
+                status, renamed_from = "renamed", line[len("rename from "):]
+            elif line.startswith("rename to "):
+                new = line[len("rename to "):]
+            elif line.startswith("copy from "):
+                status, renamed_from = "copied", line[len("copy from "):]
+            elif line.startswith("copy to "):
+                new = line[len("copy to "):]
+            elif line.startswith(("Binary files ", "GIT binary patch")):
+                binary = True
+            pos += 1
+    if pos < len(lines) and lines[pos].startswith("--- "):
+        minus = _strip_prefix(lines[pos][4:])
+        if pos + 1 >= len(lines) or not lines[pos + 1].startswith("+++ "):
+            raise SelectorError(f"{source}:{pos + 1}: `---` line without the `+++` line after it")
+        plus = _strip_prefix(lines[pos + 1][4:])
+        if minus is None:
+            status = "added"
+        if plus is None:
+            status = "removed"
+        old = minus if minus is not None else old
+        new = plus if plus is not None else new
+        pos += 2
+    hunks: list[Hunk] = []
+    truncated = False
+    while pos < len(lines) and lines[pos].startswith("@@"):
+        hunk, pos, cut = _parse_hunk(lines, pos, source)
+        hunks.append(hunk)
+        truncated = truncated or cut
+    # Skip anything else until the next file (e.g. a trailing `-- ` mail signature).
+    while pos < len(lines) and not _starts_file(lines, pos):
+        pos += 1
+    path = new if status != "removed" else (old or new)
+    if path is None:
+        raise SelectorError(f"{source}:{header_line}: a file diff without a file name")
+    previous = renamed_from or (old if status == "renamed" else None)
+    if status == "modified" and old and new and old != new:
+        status, previous = "renamed", old
+    return FilePatch(path, status, previous, tuple(hunks), binary), pos, truncated
+
+
+def _parse_hunk(lines: list[str], pos: int, source: str) -> tuple[Hunk, int, bool]:
+    match = _HUNK.match(lines[pos])
+    if match is None:
+        raise SelectorError(f"{source}:{pos + 1}: malformed hunk header {lines[pos]!r}")
+    old_start, old_count = int(match.group(1)), int(match.group(2) or 1)
+    new_start, new_count = int(match.group(3)), int(match.group(4) or 1)
+    context = match.group(5).strip()
+    pos += 1
+    body: list[str] = []
+    old_left, new_left = old_count, new_count
+    while pos < len(lines) and (old_left > 0 or new_left > 0):
+        line = lines[pos]
+        if line.startswith("\\"):  # "\ No newline at end of file"
+            pos += 1
+            continue
+        tag = line[:1] or " "  # some tools strip the space of empty context lines
+        if tag == "+":
+            new_left -= 1
+        elif tag == "-":
+            old_left -= 1
+        elif tag == " ":
+            old_left -= 1
+            new_left -= 1
+        else:
+            break  # the hunk ended early: the diff was cut
+        body.append(line if line else " ")
+        pos += 1
+    while pos < len(lines) and lines[pos].startswith("\\"):
+        pos += 1
+    cut = old_left > 0 or new_left > 0
+    return Hunk(old_start, old_count, new_start, new_count, context, tuple(body)), pos, cut
+
+
+def iter_changed_lines(patch: FilePatch) -> Iterator[tuple[Hunk, int, str]]:
+    """(hunk, index in hunk, text) of every added or removed line."""
+    for hunk in patch.hunks:
+        for i, line in enumerate(hunk.lines):
+            if line[:1] in "+-":
+                yield hunk, i, line[1:]

@@ -1,0 +1,7 @@
+"""The selector's one exception type."""
+
+from __future__ import annotations
+
+
+class SelectorError(ValueError):
+    """Input the selector cannot use; the message names the file, line or field and the fix."""

@@ -1,0 +1,98 @@
+"""Heuristics driven by the change itself: watch globs, op names, test templates, impact map."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from selector.globs import first_match
+from selector.heuristics.base import RetrieveContext, Score
+from selector.opnames import family_of, op_key
+
+EXACT_OP = 1.0
+FAMILY_OP = 0.6
+WEAK_EXACT_OP = 0.5
+WEAK_FAMILY_OP = 0.4
+WATCH = 0.5
+TEMPLATE = 0.7
+IMPACT_OP = 0.9
+IMPACT_FUNCTION = 0.8
+
+
+def _keep_best(scores: dict[str, Score], ids: Iterable[str], score: Score) -> None:
+    for vid in ids:
+        old = scores.get(vid)
+        if old is None or score.value > old.value:
+            scores[vid] = score
+
+
+class WatchGlobs:
+    """A suite lists the upstream paths it cares about (`watch:`); a changed path matches."""
+
+    name = "watch"
+
+    def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
+        scores: dict[str, Score] = {}
+        paths = [p.path for p in ctx.facts.paths]
+        for globs, ids in ctx.index.by_watch.items():
+            for path in paths:
+                glob = first_match(globs, path)
+                if glob is not None:
+                    _keep_best(scores, ids, Score(WATCH, f"watch glob {glob!r} matches {path}"))
+                    break
+        return scores
+
+
+class OpMatch:
+    """Touched ops reach variants of the same op (aliases, in-place, out, refs) or family."""
+
+    name = "op_match"
+
+    def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
+        scores: dict[str, Score] = {}
+        index = ctx.index
+        for op in ctx.facts.ops:
+            where = op.evidence[0] if op.evidence else "the change"
+            key = op_key(op.name)
+            family = family_of(op.name, index.aliases)
+            exact_ids = index.by_op.get(key, ())
+            exact = WEAK_EXACT_OP if op.weak else EXACT_OP
+            related = WEAK_FAMILY_OP if op.weak else FAMILY_OP
+            _keep_best(scores, exact_ids, Score(exact, f"op {op.name} touched ({where})"))
+            _keep_best(
+                scores,
+                index.by_family.get(family, ()),
+                Score(related, f"same op family {family!r} as touched op {op.name} ({where})"),
+            )
+        return scores
+
+
+class TemplateChanged:
+    """An upstream test function changed (test/test_ops.py `test_compare_cpu`)."""
+
+    name = "template"
+
+    def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
+        scores: dict[str, Score] = {}
+        for template in ctx.facts.templates:
+            ids = ctx.index.by_template.get(template, ())
+            _keep_best(scores, ids, Score(TEMPLATE, f"upstream test_{template} changed"))
+        return scores
+
+
+class ImpactMapMatch:
+    """A traced run saw this variant execute a changed function or dispatch a touched op."""
+
+    name = "impact_map"
+
+    def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
+        if ctx.impact is None:
+            return {}
+        by_function, by_op = ctx.impact.inverted()
+        scores: dict[str, Score] = {}
+        for function in ctx.facts.functions:
+            ids = by_function.get(function, ())
+            _keep_best(scores, ids, Score(IMPACT_FUNCTION, f"executes changed {function}"))
+        for op in ctx.facts.ops:
+            ids = by_op.get(op_key(op.name), ())
+            _keep_best(scores, ids, Score(IMPACT_OP, f"dispatches touched aten::{op.name}"))
+        return scores

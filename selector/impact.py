@@ -1,0 +1,68 @@
+"""Impact map: per variant, the torch Python functions it executed and the aten ops it
+dispatched, as recorded by a tracing run (`spyre-ci impact-map`). Plain data.
+
+JSON form: `{"format": 1, "torch_version": "...", "variants": {"<id>": {"functions":
+["torch/nn/functional.py:softmax", ...], "aten_ops": ["aten::_softmax", ...]}}}`; function
+entries are `<path in the PyTorch repository>:<function name>`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from selector.errors import SelectorError
+from selector.opnames import op_key
+
+IMPACT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ImpactMap:
+    functions: Mapping[str, frozenset[str]] = field(default_factory=dict)  # id -> functions
+    aten_ops: Mapping[str, frozenset[str]] = field(default_factory=dict)  # id -> aten ops
+    torch_version: str = ""
+
+    def inverted(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """(function -> ids, op_key -> ids)."""
+        by_function: dict[str, set[str]] = defaultdict(set)
+        by_op: dict[str, set[str]] = defaultdict(set)
+        for vid, names in self.functions.items():
+            for name in names:
+                by_function[name].add(vid)
+        for vid, ops in self.aten_ops.items():
+            for op in ops:
+                by_op[op_key(op)].add(vid)
+        return by_function, by_op
+
+    def to_json(self) -> dict[str, Any]:
+        ids = sorted(set(self.functions) | set(self.aten_ops))
+        return {
+            "format": IMPACT_FORMAT,
+            "torch_version": self.torch_version,
+            "variants": {
+                vid: {
+                    "functions": sorted(self.functions.get(vid, ())),
+                    "aten_ops": sorted(self.aten_ops.get(vid, ())),
+                }
+                for vid in ids
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "impact map") -> ImpactMap:
+        if data.get("format") != IMPACT_FORMAT:
+            raise SelectorError(
+                f"{source}: format {data.get('format')!r} is not {IMPACT_FORMAT}; "
+                "record it again with `spyre-ci impact-map`"
+            )
+        variants = data.get("variants")
+        if not isinstance(variants, Mapping):
+            raise SelectorError(f"{source}: 'variants' must be an object of variant id -> entry")
+        return cls(
+            functions={v: frozenset(e.get("functions", ())) for v, e in variants.items()},
+            aten_ops={v: frozenset(e.get("aten_ops", ())) for v, e in variants.items()},
+            torch_version=str(data.get("torch_version", "")),
+        )

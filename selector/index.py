@@ -1,0 +1,77 @@
+"""Lookups over an Inventory, built once and reused by every heuristic (and across plans)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from selector.aliases import alias_index
+from selector.opnames import compact, family_of, op_key
+from suites.model import Inventory, Variant
+
+
+@dataclass(frozen=True)
+class InventoryIndex:
+    inventory: Inventory
+    aliases: Mapping[str, str]
+    ids: tuple[str, ...]
+    by_id: Mapping[str, Variant]
+    by_op: Mapping[str, tuple[str, ...]]  # op_key(subject) -> ids
+    by_family: Mapping[str, tuple[str, ...]]  # family -> ids
+    by_template: Mapping[str, tuple[str, ...]]
+    by_watch: Mapping[tuple[str, ...], tuple[str, ...]]  # distinct watch tuple -> ids
+    family_of_id: Mapping[str, str]
+    op_of_id: Mapping[str, str]
+    families: frozenset[str]
+    compact_families: Mapping[str, str]  # compact(name) -> family, for file-stem guesses
+
+    @classmethod
+    def build(
+        cls, inventory: Inventory, extra_families: Mapping[str, tuple[str, ...]] | None = None
+    ) -> InventoryIndex:
+        aliases = alias_index(dict(extra_families or {}))
+        by_op: dict[str, list[str]] = defaultdict(list)
+        by_family: dict[str, list[str]] = defaultdict(list)
+        by_template: dict[str, list[str]] = defaultdict(list)
+        by_watch: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        family_of_id: dict[str, str] = {}
+        op_of_id: dict[str, str] = {}
+        memo: dict[str, tuple[str, str]] = {}  # subjects repeat across dtypes and templates
+        for v in inventory.variants:
+            key = (v.subject, v.family)
+            cached = memo.get(f"{v.subject}\0{v.family}")
+            if cached is None:
+                family = family_of(v.family, aliases) if v.family else family_of(v.subject, aliases)
+                cached = (op_key(v.subject), family)
+                memo[f"{key[0]}\0{key[1]}"] = cached
+            op, family = cached
+            op_of_id[v.id] = op
+            family_of_id[v.id] = family
+            by_op[op].append(v.id)
+            by_family[family].append(v.id)
+            by_template[v.template].append(v.id)
+            if v.watch:
+                by_watch[v.watch].append(v.id)
+        families = frozenset(by_family) | frozenset(aliases.values())
+        compact_families = {compact(n): f for n, f in aliases.items()}
+        for name in (*by_family, *by_op):
+            compact_families.setdefault(compact(name), family_of(name, aliases))
+        return cls(
+            inventory=inventory,
+            aliases=aliases,
+            ids=tuple(v.id for v in inventory.variants),
+            by_id=inventory.by_id(),
+            by_op={k: tuple(v) for k, v in by_op.items()},
+            by_family={k: tuple(v) for k, v in by_family.items()},
+            by_template={k: tuple(v) for k, v in by_template.items()},
+            by_watch={k: tuple(v) for k, v in by_watch.items()},
+            family_of_id=family_of_id,
+            op_of_id=op_of_id,
+            families=families,
+            compact_families=compact_families,
+        )
+
+    def knows_op(self, name: str) -> bool:
+        """True when `name` is an op the inventory tests or the alias table lists."""
+        return op_key(name) in self.by_op or family_of(name, self.aliases) in self.families

@@ -1,0 +1,348 @@
+"""Stages 2 and 3: score every variant with the heuristics, then decide what runs.
+
+`plan()` is the entry point the workflows call. It never reads files: the caller hands in the
+ChangeSet, the Inventory, the History snapshot and, when it has them, the previous inventory
+and an impact map.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from selector.changeset import ChangeSet
+from selector.errors import SelectorError
+from selector.heuristics import REGISTRY, Heuristic, RetrieveContext
+from selector.history import History
+from selector.impact import ImpactMap
+from selector.index import InventoryIndex
+from selector.scout import FULL_RUN_LABELS, ChangeFacts, scout
+from selector.shard import Shard, shard_lpt
+from suites.model import Expectation, Inventory
+
+PLAN_FORMAT = 1
+# Heuristics whose variants run whatever the budget and the threshold say.
+MANDATORY = ("failing", "new")
+
+SKIP_DECLARED = "declared skip in the suite spec"
+SKIP_NO_MATCH = "no heuristic matched"
+SKIP_THRESHOLD = "score at or below the threshold"
+SKIP_COUNT_BUDGET = "over the count budget"
+SKIP_TIME_BUDGET = "over the time budget"
+SKIP_NOTHING = "nothing to run for this change"
+SKIP_NOT_FAILING = "not failing (re-run of failed tests)"
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """Knobs of stages 2 and 3; the defaults are the safe ones."""
+
+    budget_count: int | None = None
+    budget_seconds: float | None = None
+    holdout_rate: float = 0.02
+    shards: int = 1
+    threshold: float = 0.0  # selected when the summed score is above it
+    default_duration_s: float = 1.0  # for variants the History never timed
+    force_full: bool = False
+    trial: frozenset[str] = frozenset()  # heuristics recorded but not counted
+    disabled: frozenset[str] = frozenset()
+    full_run_labels: tuple[str, ...] = FULL_RUN_LABELS
+    extra_families: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    seed: str | None = None  # holdout seed; the head sha when None
+
+    def __post_init__(self) -> None:
+        if self.budget_count is not None and self.budget_seconds is not None:
+            raise SelectorError("give a budget by count or by time, not both")
+        if self.budget_count is not None and self.budget_count < 0:
+            raise SelectorError(f"budget_count must be >= 0, not {self.budget_count}")
+        if self.budget_seconds is not None and self.budget_seconds < 0:
+            raise SelectorError(f"budget_seconds must be >= 0, not {self.budget_seconds}")
+        if not 0.0 <= self.holdout_rate <= 1.0:
+            raise SelectorError(f"holdout rate must be within [0, 1], not {self.holdout_rate}")
+        if self.shards < 1:
+            raise SelectorError(f"shards must be at least 1, not {self.shards}")
+        unknown = (self.trial | self.disabled) - set(REGISTRY)
+        if unknown:
+            raise SelectorError(
+                f"unknown heuristic(s) {', '.join(sorted(unknown))}; known: "
+                f"{', '.join(REGISTRY)}"
+            )
+
+
+@dataclass(frozen=True)
+class Reason:
+    heuristic: str
+    score: float
+    reason: str
+    trial: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"heuristic": self.heuristic, "score": self.score, "reason": self.reason,
+                "trial": self.trial}
+
+
+@dataclass(frozen=True)
+class Selected:
+    id: str
+    score: float
+    reasons: tuple[Reason, ...]
+    duration_s: float
+    mandatory: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "score": round(self.score, 4),
+                "reasons": [r.to_json() for r in self.reasons],
+                "duration_s": self.duration_s, "mandatory": self.mandatory}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What runs for one change, and why (stages 1-3)."""
+
+    decision: str  # none | targeted | full | rerun-failed
+    fallback: str | None  # why a full run, or None
+    selected: tuple[Selected, ...]
+    holdout: tuple[str, ...]
+    shards: tuple[Shard, ...]
+    skipped: Mapping[str, int]  # reason -> count of variants not run
+    budget: Mapping[str, Any]
+    facts: ChangeFacts
+    change: Mapping[str, Any]
+    totals: Mapping[str, Any]
+    trial: Mapping[str, Any]
+    # Reasons of variants that scored but were not selected (for `--why`); sparse.
+    unselected: Mapping[str, tuple[tuple[Reason, ...], str]] = field(default_factory=dict)
+
+    @property
+    def selected_ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.selected)
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """Everything to run: the selection, then the holdout."""
+        return (*self.selected_ids, *self.holdout)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT,
+            "decision": self.decision,
+            "fallback": self.fallback,
+            "selected": [s.to_json() for s in self.selected],
+            "holdout": list(self.holdout),
+            "shards": [s.to_json() for s in self.shards],
+            "skipped": dict(self.skipped),
+            "budget": dict(self.budget),
+            "totals": dict(self.totals),
+            "trial": dict(self.trial),
+            "change": dict(self.change),
+            "change_facts": self.facts.to_json(),
+        }
+
+
+def plan(
+    changes: ChangeSet,
+    inventory: Inventory | InventoryIndex,
+    history: History | None = None,
+    config: PlanConfig | None = None,
+    *,
+    previous: Inventory | None = None,
+    impact: ImpactMap | None = None,
+    heuristics: Iterable[Heuristic] | None = None,
+) -> Plan:
+    """Scout, retrieve and plan. Pass an `InventoryIndex` to reuse lookups across plans."""
+    config = config or PlanConfig()
+    history = history or History()
+    index = (
+        inventory if isinstance(inventory, InventoryIndex)
+        else InventoryIndex.build(inventory, config.extra_families)
+    )
+    facts = scout(changes, index, config.full_run_labels)
+    plugins = [h for h in (heuristics or REGISTRY.values()) if h.name not in config.disabled]
+    ctx = RetrieveContext(facts, index, history, previous, impact)
+    reasons = _retrieve(ctx, plugins, config.trial) if facts.decision != "none" else {}
+    return _decide(changes, facts, index, history, config, reasons)
+
+
+def _retrieve(
+    ctx: RetrieveContext, plugins: Iterable[Heuristic], trial: frozenset[str]
+) -> dict[str, list[Reason]]:
+    reasons: dict[str, list[Reason]] = {}
+    for plugin in plugins:
+        is_trial = plugin.name in trial
+        for vid, score in plugin.score(ctx).items():
+            reasons.setdefault(vid, []).append(
+                Reason(plugin.name, score.value, score.reason, is_trial)
+            )
+    return reasons
+
+
+def _counted(reasons: list[Reason]) -> float:
+    return sum(r.score for r in reasons if not r.trial)
+
+
+def _decide(
+    changes: ChangeSet,
+    facts: ChangeFacts,
+    index: InventoryIndex,
+    history: History,
+    config: PlanConfig,
+    reasons: dict[str, list[Reason]],
+) -> Plan:
+    variants = index.inventory.variants
+    declared_skip = {v.id for v in variants if v.expectation is Expectation.SKIP}
+    eligible = [vid for vid in index.ids if vid not in declared_skip]
+    durations = {vid: history.duration(vid, config.default_duration_s) for vid in eligible}
+    skipped: Counter[str] = Counter()
+    if declared_skip:
+        skipped[SKIP_DECLARED] = len(declared_skip)
+    fallback = None
+    if config.force_full:
+        fallback = "full run requested"
+    elif facts.decision == "blind":
+        fallback = "; ".join(facts.reasons)
+    scores = {vid: _counted(rs) for vid, rs in reasons.items()}
+    mandatory = {
+        vid for vid, rs in reasons.items()
+        if any(r.heuristic in MANDATORY and r.score > 0 and not r.trial for r in rs)
+        and vid not in declared_skip
+    }
+    budget: dict[str, Any] = {"kind": "none", "limit": None, "used": 0, "applied": False}
+    unselected: dict[str, tuple[tuple[Reason, ...], str]] = {}
+    if fallback is not None:
+        decision = "full"
+        chosen = sorted(eligible, key=lambda v: (-scores.get(v, 0.0), v))
+        full_reason = Reason("fallback", 0.0, f"full run: {fallback}")
+        extra = {vid: [full_reason] for vid in chosen}
+        if config.budget_count is not None or config.budget_seconds is not None:
+            budget["not_applied"] = "a full run ignores the budget"
+    elif facts.decision == "none":
+        decision, chosen, extra = "none", [], {}
+        skipped[SKIP_NOTHING] += len(eligible)
+    else:
+        decision = facts.decision
+        extra = {}
+        if decision == "rerun-failed":
+            pool = [v for v in eligible if (h := history.get(v)) is not None and h.failing]
+            skipped[SKIP_NOT_FAILING] += len(eligible) - len(pool)
+            mandatory &= set(pool)
+        else:
+            pool = eligible
+        chosen, budget = _fit(pool, scores, mandatory, durations, config, skipped, reasons,
+                              unselected)
+    chosen_set = set(chosen)
+    holdout: tuple[str, ...] = ()
+    if decision in ("targeted",) and config.holdout_rate > 0:
+        pool = sorted(v for v in eligible if v not in chosen_set)
+        k = min(len(pool), max(1, round(config.holdout_rate * len(pool)))) if pool else 0
+        rng = random.Random(config.seed or changes.head_sha or "spyre-ci")
+        holdout = tuple(sorted(rng.sample(pool, k)))
+        for vid in holdout:
+            reason = unselected.pop(vid, None)
+            skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
+    selected = tuple(
+        Selected(vid, scores.get(vid, 0.0), tuple(reasons.get(vid, ())) + tuple(extra.get(vid, ())),
+                 durations[vid], vid in mandatory)
+        for vid in chosen
+    )
+    run = [*chosen, *holdout]
+    shards = shard_lpt(run, durations, config.shards) if run else ()
+    total_s = sum(durations.values())
+    selected_s = sum(durations[v] for v in chosen)
+    totals = {
+        "variants": len(variants),
+        "eligible": len(eligible),
+        "selected": len(chosen),
+        "holdout": len(holdout),
+        "selected_s": round(selected_s, 3),
+        "holdout_s": round(sum(durations[v] for v in holdout), 3),
+        "eligible_s": round(total_s, 3),
+        "ratio_count": round(len(chosen) / len(eligible), 6) if eligible else 0.0,
+        "ratio_time": round(selected_s / total_s, 6) if total_s else 0.0,
+    }
+    return Plan(
+        decision=decision,
+        fallback=fallback,
+        selected=selected,
+        holdout=holdout,
+        shards=shards,
+        skipped={k: n for k, n in sorted(skipped.items()) if n > 0},
+        budget=budget,
+        facts=facts,
+        change=changes.summary(),
+        totals=totals,
+        trial=_trial_summary(reasons, config, chosen_set),
+        unselected=unselected,
+    )
+
+
+def _fit(
+    pool: list[str],
+    scores: Mapping[str, float],
+    mandatory: set[str],
+    durations: Mapping[str, float],
+    config: PlanConfig,
+    skipped: Counter[str],
+    reasons: Mapping[str, list[Reason]],
+    unselected: dict[str, tuple[tuple[Reason, ...], str]],
+) -> tuple[list[str], dict[str, Any]]:
+    """Mandatory variants first, then by score (cheaper first on ties) within the budget."""
+    must = sorted((v for v in pool if v in mandatory), key=lambda v: (-scores[v], v))
+    candidates: list[str] = []
+    for vid in pool:
+        if vid in mandatory:
+            continue
+        if vid not in reasons:
+            skipped[SKIP_NO_MATCH] += 1
+        elif scores[vid] <= config.threshold:
+            skipped[SKIP_THRESHOLD] += 1
+            unselected[vid] = (tuple(reasons[vid]), SKIP_THRESHOLD)
+        else:
+            candidates.append(vid)
+    candidates.sort(key=lambda v: (-scores[v], durations[v], v))
+    chosen = list(must)
+    if config.budget_count is not None:
+        room = max(0, config.budget_count - len(chosen))
+        over = candidates[room:]
+        chosen += candidates[:room]
+        budget = {"kind": "count", "limit": config.budget_count, "used": len(chosen),
+                  "applied": True, "mandatory": len(must)}
+        for vid in over:
+            unselected[vid] = (tuple(reasons[vid]), SKIP_COUNT_BUDGET)
+        skipped[SKIP_COUNT_BUDGET] += len(over)
+    elif config.budget_seconds is not None:
+        used = sum(durations[v] for v in must)
+        for vid in candidates:
+            if used + durations[vid] <= config.budget_seconds:
+                chosen.append(vid)
+                used += durations[vid]
+            else:
+                unselected[vid] = (tuple(reasons[vid]), SKIP_TIME_BUDGET)
+                skipped[SKIP_TIME_BUDGET] += 1
+        budget = {"kind": "time", "limit": config.budget_seconds, "used": round(used, 3),
+                  "applied": True, "mandatory": len(must)}
+    else:
+        chosen += candidates
+        budget = {"kind": "none", "limit": None, "used": len(chosen), "applied": False}
+    return chosen, budget
+
+
+def _trial_summary(
+    reasons: Mapping[str, list[Reason]], config: PlanConfig, chosen: set[str]
+) -> dict[str, Any]:
+    """For each trial heuristic: how many it scored and which it alone would have added."""
+    summary: dict[str, Any] = {}
+    for name in sorted(config.trial):
+        scored, would_add = 0, []
+        for vid, rs in reasons.items():
+            mine = [r for r in rs if r.heuristic == name]
+            if not mine:
+                continue
+            scored += 1
+            if vid not in chosen and _counted(rs) + sum(r.score for r in mine) > config.threshold:
+                would_add.append(vid)
+        summary[name] = {"scored": scored, "would_add": len(would_add),
+                         "would_add_sample": sorted(would_add)[:10]}
+    return summary

@@ -1,0 +1,214 @@
+"""Stage 4, Verify: after the run, on recorded outcomes (pure).
+
+1. `to_rerun(outcomes)`: the failures to run again.
+2. `verify(plan, outcomes, reruns, history, inventory)`: flaky vs real, new vs pre-existing
+   (baseline in History), the expansion set to run next, the History update, the metrics.
+3. `false_green_rate(metrics)`: over many runs, how often selection missed a new failure
+   that the holdout caught while the selection itself was green.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from selector.history import History, HistoryUpdate, OutcomeRecord
+from selector.index import InventoryIndex
+from selector.plan import Plan
+from suites.model import Expectation, Inventory, Outcome, Status
+
+EXPANSION_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class FailureVerdict:
+    id: str
+    first: Status
+    rerun: Status | None  # None when it was not rerun
+    kind: str  # flaky | real | unconfirmed (no rerun outcome: counted as real)
+    novelty: str  # new | pre-existing (only meaningful when not flaky)
+    baseline: Status | None
+    in_holdout: bool
+    message: str = ""
+
+    @property
+    def confirmed_new(self) -> bool:
+        return self.kind != "flaky" and self.novelty == "new"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "first": str(self.first),
+            "rerun": None if self.rerun is None else str(self.rerun), "kind": self.kind,
+            "novelty": self.novelty,
+            "baseline": None if self.baseline is None else str(self.baseline),
+            "in_holdout": self.in_holdout, "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Metrics:
+    selected: int
+    holdout: int
+    eligible: int
+    ratio_count: float
+    ratio_time: float
+    selected_new_failures: int
+    holdout_misses: tuple[str, ...]  # new failures only the holdout found
+    miss_rate: float | None  # holdout misses / holdout size; None without a holdout
+    estimated_missed: float | None  # miss_rate x unselected variants
+    false_green: bool  # the selection was green on new failures, the holdout was not
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selected": self.selected, "holdout": self.holdout, "eligible": self.eligible,
+            "ratio_count": self.ratio_count, "ratio_time": self.ratio_time,
+            "selected_new_failures": self.selected_new_failures,
+            "holdout_misses": list(self.holdout_misses), "miss_rate": self.miss_rate,
+            "estimated_missed": self.estimated_missed, "false_green": self.false_green,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    failures: tuple[FailureVerdict, ...]
+    fixed: tuple[str, ...]  # failing on the baseline, passing now
+    expansion: tuple[str, ...]  # to run next, around confirmed new failures
+    history_update: HistoryUpdate
+    metrics: Metrics
+
+    @property
+    def new_failures(self) -> tuple[str, ...]:
+        return tuple(f.id for f in self.failures if f.confirmed_new)
+
+    @property
+    def flaky(self) -> tuple[str, ...]:
+        return tuple(f.id for f in self.failures if f.kind == "flaky")
+
+    @property
+    def pre_existing(self) -> tuple[str, ...]:
+        return tuple(f.id for f in self.failures
+                     if f.kind != "flaky" and f.novelty == "pre-existing")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "failures": [f.to_json() for f in self.failures],
+            "new_failures": list(self.new_failures),
+            "flaky": list(self.flaky),
+            "pre_existing": list(self.pre_existing),
+            "fixed": list(self.fixed),
+            "expansion": list(self.expansion),
+            "history_update": self.history_update.to_json(),
+            "metrics": self.metrics.to_json(),
+        }
+
+
+def to_rerun(outcomes: Iterable[Outcome]) -> tuple[str, ...]:
+    """The ids whose first run failed: rerun them to tell flaky from real."""
+    return tuple(sorted({o.id for o in outcomes if o.status.is_failure}))
+
+
+def verify(
+    plan: Plan,
+    outcomes: Sequence[Outcome],
+    reruns: Sequence[Outcome],
+    history: History,
+    inventory: Inventory | InventoryIndex,
+    *,
+    on_baseline: bool = True,
+    expansion_limit: int = EXPANSION_LIMIT,
+) -> Verdict:
+    """Judge a finished run. `on_baseline`: the change landed, so results become the baseline."""
+    index = inventory if isinstance(inventory, InventoryIndex) else InventoryIndex.build(inventory)
+    holdout = set(plan.holdout)
+    rerun_by_id: dict[str, list[Status]] = {}
+    for r in reruns:
+        rerun_by_id.setdefault(r.id, []).append(r.status)
+    failures: list[FailureVerdict] = []
+    final: dict[str, Status] = {}
+    fixed: list[str] = []
+    for o in outcomes:
+        entry = history.get(o.id)
+        baseline = entry.baseline if entry else None
+        final[o.id] = o.status
+        if not o.status.is_failure:
+            if baseline is not None and baseline.is_failure:
+                fixed.append(o.id)
+            continue
+        again = rerun_by_id.get(o.id)
+        if again is None:
+            kind, rerun_status = "unconfirmed", None
+        elif any(not s.is_failure for s in again):
+            kind = "flaky"
+            rerun_status = next(s for s in again if not s.is_failure)
+            final[o.id] = rerun_status
+        else:
+            kind, rerun_status = "real", again[-1]
+        novelty = "pre-existing" if baseline is not None and baseline.is_failure else "new"
+        failures.append(FailureVerdict(o.id, o.status, rerun_status, kind, novelty, baseline,
+                                       o.id in holdout, o.message))
+    failures.sort(key=lambda f: f.id)
+    new_ids = [f.id for f in failures if f.confirmed_new]
+    ran = {o.id for o in outcomes}
+    expansion = _expand(new_ids, index, ran, expansion_limit)
+    paths = tuple(p.path for p in plan.facts.paths)
+    update = HistoryUpdate(
+        outcomes=tuple(OutcomeRecord(o.id, o.status, o.duration_s) for o in (*outcomes, *reruns)),
+        mark_flaky=tuple(f.id for f in failures if f.kind == "flaky"),
+        baseline=dict(sorted(final.items())) if on_baseline else {},
+        co_failures={p: tuple(new_ids) for p in paths} if new_ids else {},
+        known_variants=frozenset(index.ids),
+    )
+    return Verdict(tuple(failures), tuple(sorted(fixed)), expansion, update,
+                   _metrics(plan, failures, holdout))
+
+
+def _expand(
+    new_ids: Sequence[str], index: InventoryIndex, ran: set[str], limit: int
+) -> tuple[str, ...]:
+    """Same subject in other dtypes and templates first, then the rest of the op family."""
+    same_subject: dict[str, None] = {}
+    same_family: dict[str, None] = {}
+    for vid in new_ids:
+        variant = index.by_id.get(vid)
+        if variant is None:
+            continue
+        for other in index.by_op.get(index.op_of_id[vid], ()):
+            same_subject[other] = None
+        for other in index.by_family.get(index.family_of_id[vid], ()):
+            same_family[other] = None
+    ordered = [*same_subject, *(v for v in same_family if v not in same_subject)]
+    keep = [
+        v for v in ordered
+        if v not in ran and index.by_id[v].expectation is not Expectation.SKIP
+    ]
+    return tuple(keep[:limit])
+
+
+def _metrics(plan: Plan, failures: Sequence[FailureVerdict], holdout: set[str]) -> Metrics:
+    t = plan.totals
+    selected_new = sum(1 for f in failures if f.confirmed_new and not f.in_holdout)
+    misses = tuple(f.id for f in failures if f.confirmed_new and f.in_holdout)
+    miss_rate = len(misses) / len(holdout) if holdout else None
+    unselected = t["eligible"] - t["selected"]
+    return Metrics(
+        selected=t["selected"],
+        holdout=len(holdout),
+        eligible=t["eligible"],
+        ratio_count=t["ratio_count"],
+        ratio_time=t["ratio_time"],
+        selected_new_failures=selected_new,
+        holdout_misses=misses,
+        miss_rate=miss_rate,
+        estimated_missed=None if miss_rate is None else round(miss_rate * unselected, 3),
+        false_green=selected_new == 0 and bool(misses),
+    )
+
+
+def false_green_rate(runs: Iterable[Metrics]) -> float | None:
+    """Share of runs with a holdout where selection was green but the holdout found a new
+    failure: an estimate of how often a targeted run reports green wrongly."""
+    sampled = [m for m in runs if m.holdout > 0]
+    if not sampled:
+        return None
+    return sum(1 for m in sampled if m.false_green) / len(sampled)
