@@ -46,6 +46,7 @@ def junit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "test_variants.py", "-p", "no:cacheprovider",
          f"--junitxml={out / 'shard-0.xml'}", "-o", "junit_logging=all",
+         "-o", "junit_family=xunit1",  # as PyTorch CI writes it: file and line per testcase
          "-W", "ignore::pytest.PytestUnknownMarkWarning"],
         cwd=work, env=env, capture_output=True, text=True, timeout=120,
     )

@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from dashboard_export import ExportError
+from dashboard_export.crcr import (
+    HUD_BODY_LIMIT,
+    callback_body,
+    encode,
+    envelope_for,
+    fit_body,
+)
+from dashboard_export.hud_row import COLUMNS, dynamo_key, row_for, workflow_job_row
+from dashboard_export.model import RunRecord, VariantResult
+from dashboard_export.validation import errors, validate
+from suites.model import Outcome, Status
+
+SCHEMA_COLUMNS = set(COLUMNS)
+
+
+@pytest.mark.parametrize("status", ["in_progress", "completed"])
+def test_callback_and_envelope_validate(record: RunRecord, status: str) -> None:
+    body = callback_body(record, status)
+    validate("callback", body)
+    validate("hud_envelope", envelope_for(record, status))
+    workflow = body["workflow"]
+    assert workflow["schema_version"] == "1" and workflow["status"] == status
+    assert body["delivery_id"] == record.event.delivery_id
+    assert body["payload"]["pull_request"]["number"] == 4242
+    if status == "in_progress":
+        assert workflow["conclusion"] is None and workflow["completed_at"] is None
+        assert "test_results" not in workflow
+
+
+def test_completed_callback_counts_and_failed_tests(record: RunRecord) -> None:
+    workflow = callback_body(record)["workflow"]
+    # 9 variants: 3 passed (one an xpass), 4 failed (failed x2, error, crashed),
+    # 2 skipped (a skip and an xfail).
+    assert workflow["test_results"] == {"passed": 3, "failed": 4, "skipped": 2, "total": 9}
+    assert workflow["conclusion"] == "failure"
+    assert workflow["started_at"] == "2026-11-29T14:00:05Z"
+    assert workflow["completed_at"] == "2026-11-29T14:07:35Z"
+    failed = {f["id"]: f for f in workflow["failed_tests"]}
+    assert set(failed) == {r.id for r in record.failures}
+    assert failed["sample::module::Linear::float32"]["classification"] == "pre-existing"
+    assert failed["sample::binary_ufunc::mul::float32"]["classification"] == "new"
+    assert failed["sample::binary_ufunc::div::float32"]["duration_s"] == 12.5
+    assert "mul gave 4" in failed["sample::binary_ufunc::mul::float32"]["message"]
+    # New failures come first: they are what survives truncation.
+    assert workflow["failed_tests"][-1]["classification"] == "pre-existing"
+
+
+def test_envelope_trusted_metrics(record: RunRecord) -> None:
+    trusted = envelope_for(record)["trusted"]
+    assert trusted == {
+        "verified_repo": "torch-spyre/torch-spyre",
+        "downstream_repo_level": "L2",
+        "ci_metrics": {"queue_time": 15.0, "execution_time": 450.25},
+    }
+    assert envelope_for(record, "in_progress")["trusted"]["ci_metrics"]["execution_time"] is None
+
+
+def test_workflow_job_row_has_every_column_as_hud_computes_it(record: RunRecord) -> None:
+    row = row_for(record)
+    validate("crcr_workflow_job", row)
+    assert set(row) == SCHEMA_COLUMNS and len(COLUMNS) == 27
+    assert row["dynamoKey"] == (
+        "torch-spyre/torch-spyre/7f6e3a10-1c2d-11f1-8e9a-0242ac120002/spyre-ci/"
+        "variants (shard 1/1)/55501"
+    )
+    assert row["dynamoKey"] == dynamo_key(
+        "torch-spyre/torch-spyre", record.event.delivery_id, "spyre-ci", record.job, "55501"
+    )
+    assert row["pr_number"] == 4242 and row["pytorch_head_sha"] == "b" * 40
+    assert row["upstream_repo"] == "pytorch/pytorch"
+    assert row["run_attempt"] == 2 and row["run_id"] == "9876543210"
+    assert row["started_at"] == "2026-11-29 14:00:05.000000000"
+    assert (row["total_tests"], row["passed_tests"], row["failed_tests"],
+            row["skipped_tests"]) == (9, 3, 4, 2)
+    environment = json.loads(row["environment"])
+    assert environment["torch_version"] == "2.13.0"
+    assert environment["torch_git_version"] == "0123456789abcdef0123"
+    assert environment["backend"] == "spyre-emulator"
+    assert environment["device"] == "spyre-emulated:0"
+    assert environment["sdk"] == "spyre-emulator 0.3.1"
+    failed = json.loads(row["failed_tests_json"])
+    assert {f["classification"] for f in failed} == {"new", "pre-existing"}
+
+
+def test_head_sha_falls_back_as_hud_does(record: RunRecord) -> None:
+    envelope = envelope_for(record)
+    callback = envelope["untrusted"]["callback_payload"]
+    callback["payload"] = {"head_sha": "c" * 40}
+    assert workflow_job_row(envelope)["pytorch_head_sha"] == "c" * 40
+    callback["payload"] = {}
+    row = workflow_job_row(envelope)
+    assert row["pytorch_head_sha"] == record.event.delivery_id
+    assert row["pr_number"] == 0 and row["upstream_repo"] == "pytorch/pytorch"
+
+
+def test_schemas_reject_what_hud_or_the_relay_would(record: RunRecord) -> None:
+    body = callback_body(record)
+    del body["workflow"]["job_name"]
+    assert any("job_name" in e for e in errors("callback", body))
+    body = callback_body(record, "in_progress")
+    body["workflow"]["test_results"] = {"passed": 0, "failed": 0, "skipped": 0, "total": 0}
+    assert errors("callback", body)
+    row = row_for(record)
+    row["failed_tests_json"] = json.dumps([{"id": "x", "classification": "maybe"}])
+    assert any("failed_tests_json" in e for e in errors("crcr_workflow_job", row))
+    row = row_for(record)
+    row["run_attempt"] = 0
+    with pytest.raises(ExportError, match="invalid crcr_workflow_job"):
+        validate("crcr_workflow_job", row)
+
+
+def _many_failures(record: RunRecord, count: int, message_size: int) -> RunRecord:
+    extra = tuple(
+        VariantResult.of(Outcome(f"big::tmpl::op{i}::float32", Status.FAILED, 0.5,
+                                 "x" * message_size), "new")
+        for i in range(count)
+    )
+    return dataclasses.replace(record, results=record.results + extra)
+
+
+def test_body_over_2mb_is_truncated_with_marker(record: RunRecord) -> None:
+    big = _many_failures(record, 800, 3900)  # ~3.3 MB of failure messages
+    envelope = envelope_for(big)
+    assert len(encode(envelope)) > HUD_BODY_LIMIT
+    fitted, omitted = fit_body(envelope)
+    assert 0 < omitted < 800 and len(encode(fitted)) <= HUD_BODY_LIMIT
+    validate("hud_envelope", fitted)
+    failed = fitted["untrusted"]["callback_payload"]["workflow"]["failed_tests"]
+    assert failed[-1] == {"truncated": True, "omitted": omitted, "total": len(big.failures)}
+    # Counts still tell the whole truth.
+    tests = fitted["untrusted"]["callback_payload"]["workflow"]["test_results"]
+    assert tests["failed"] == len(big.failures)
+    row = workflow_job_row(fitted)
+    validate("crcr_workflow_job", row)
+    assert json.loads(row["failed_tests_json"])[-1]["truncated"] is True
+    # Small bodies pass through untouched.
+    assert fit_body(envelope_for(record)) == (envelope_for(record), 0)
+
+
+def test_body_that_cannot_fit_is_refused(record: RunRecord) -> None:
+    event = dataclasses.replace(record.event, payload={"blob": "y" * (HUD_BODY_LIMIT + 10)})
+    with pytest.raises(ExportError, match="even without failed tests"):
+        fit_body(envelope_for(dataclasses.replace(record, event=event)))
+
+
+def test_long_messages_are_cut_in_failed_tests(record: RunRecord) -> None:
+    big = _many_failures(record, 1, 10_000)
+    entry = next(f for f in callback_body(big)["workflow"]["failed_tests"]
+                 if f["id"].startswith("big::"))
+    assert entry["message"].endswith("[6000 more characters truncated]")

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dashboard_export.layout import read_json_lines, write_run
+from dashboard_export.model import RunRecord
+from dashboard_export.validation import validate
+from tests.dashboard_export.conftest import CRASHED
+
+EXPECTED = {
+    "run.json", "callback.json", "hud/envelope.json", "hud/crcr_workflow_job.json",
+    "hud/test_run/9876543210/2", "hud/test_run_summary/9876543210/2",
+    "hud/failed_test_runs/9876543210/2", "report.html", "report.md",
+}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_write_run_leaves_every_format_valid(record: RunRecord, junit_dir: Path,
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    written = write_run(record, out, junit_dir=junit_dir)
+    assert {str(p.relative_to(out)) for p in written.values()} == EXPECTED
+    validate("callback", json.loads((out / "callback.json").read_text()))
+    validate("hud_envelope", json.loads((out / "hud/envelope.json").read_text()))
+    validate("crcr_workflow_job", json.loads((out / "hud/crcr_workflow_job.json").read_text()))
+    assert RunRecord.load(out / "run.json") == record
+    for collection in ("test_run", "test_run_summary", "failed_test_runs"):
+        rows = read_json_lines(out / "hud" / collection / "9876543210" / "2")
+        assert rows, collection
+        for row in rows:
+            validate(collection, row)
+
+    runs = read_json_lines(out / "hud/test_run/9876543210/2")
+    # 8 testcases from the real JUnit plus the crashed variant that left none.
+    assert len(runs) == 9
+    by_variant = {next(p["value"] for p in r["properties"] if p["name"] == "variant_id"): r
+                  for r in runs}
+    mul = by_variant["sample::binary_ufunc::mul::float32"]
+    assert mul["name"] == "test_mul_float32" and mul["file"] == "test_variants.py"
+    assert mul["invoking_file"] == "shard-0" and mul["workflow_id"] == 9876543210
+    assert mul["job_id"] == 55501 and mul["workflow_run_attempt"] == 2
+    assert mul["result"] == "failure" and mul["failure"][0]["message"].startswith("Assertion")
+    assert by_variant["sample::unary_ufunc::cos::float32"]["status"] == "xfailed"
+    assert by_variant[CRASHED]["status"] == "crashed"
+    assert "captured output from det" in (
+        by_variant["upstream::TestLinalg::test_det::float32"]["system-out"][0]["text"])
+
+    summary = read_json_lines(out / "hud/test_run_summary/9876543210/2")
+    from_junit = next(s for s in summary if s["classname"] == "test_variants")
+    assert (from_junit["tests"], from_junit["failures"], from_junit["errors"],
+            from_junit["skipped"], from_junit["successes"]) == (8, 2, 1, 2, 3)
+    failed = read_json_lines(out / "hud/failed_test_runs/9876543210/2")
+    assert len(failed) == 4  # mul, Linear (error), det, the crash
+
+
+def test_reexport_rewrites_the_same_files_and_nothing_else(record: RunRecord, junit_dir: Path,
+                                                         tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_run(record, out, junit_dir=junit_dir)
+    first = _tree(out)
+    write_run(RunRecord.load(out / "run.json"), out, junit_dir=junit_dir)
+    assert _tree(out) == first
+
+
+def test_junit_under_out_dir_is_used_by_default(record: RunRecord, junit_dir: Path,
+                                                tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "junit").mkdir(parents=True)
+    (out / "junit" / "shard-0.xml").write_bytes((junit_dir / "shard-0.xml").read_bytes())
+    write_run(record, out)
+    names = {r["name"] for r in read_json_lines(out / "hud/test_run/9876543210/2")}
+    assert "test_mul_float32" in names
+    # Without JUnit the rows come from the results, named by variant id.
+    write_run(record, tmp_path / "bare")
+    names = {r["name"] for r in read_json_lines(tmp_path / "bare/hud/test_run/9876543210/2")}
+    assert names == {r.id for r in record.results}

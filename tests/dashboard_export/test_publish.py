@@ -1,0 +1,189 @@
+"""Round trips through the local HUD server (tests/servers/hud.py) and a callback endpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from dashboard_export import ExportError
+from dashboard_export.crcr import envelope_for
+from dashboard_export.hud_row import row_for
+from dashboard_export.model import RunRecord, VariantResult
+from dashboard_export.publish import post_json, publish_callback, publish_hud, publish_run_to_hud
+from suites.model import Outcome, Status
+from tests.conftest import free_port
+from tests.servers.hud import HudServer
+
+KEY = "hud-test-key"
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def _publish(record: RunRecord, hud: HudServer, status: str = "completed",
+             key: str = KEY, sleep: Sleeps | None = None) -> Any:
+    return publish_run_to_hud(record, hud.url, key, status=status,
+                              sleep=sleep if sleep is not None else Sleeps(), require_https=False)
+
+
+def _comparable(row: dict[str, Any]) -> dict[str, Any]:
+    # JSON-in-a-string columns may differ in spacing between two writers, not in content.
+    return {**row, "failed_tests_json": json.loads(row["failed_tests_json"]),
+            "environment": json.loads(row["environment"])}
+
+
+def test_hud_stores_the_row_we_build(record: RunRecord, hud_server: HudServer) -> None:
+    delivery = _publish(record, hud_server)
+    assert delivery.status == 200 and delivery.attempts == 1
+    assert hud_server.received[0].auth == KEY
+    [stored] = hud_server.rows
+    assert _comparable(stored) == _comparable(row_for(record))
+
+
+def test_republishing_never_duplicates(record: RunRecord, hud_server: HudServer) -> None:
+    _publish(record, hud_server, "in_progress")
+    assert hud_server.rows[0]["status"] == "in_progress"
+    _publish(record, hud_server)
+    _publish(record, hud_server)
+    assert hud_server.inserts == 3
+    [row] = hud_server.rows  # one key: (downstream_repo, delivery_id, dynamoKey)
+    assert row["status"] == "completed" and row["conclusion"] == "failure"
+    # Another attempt is another check run id, hence another row.
+    _publish(dataclasses.replace(record, attempt=3, check_run_id=""), hud_server)
+    assert len(hud_server.rows) == 2
+
+
+def test_wrong_key_is_surfaced_with_the_body(record: RunRecord, hud_server: HudServer) -> None:
+    sleeps = Sleeps()
+    with pytest.raises(ExportError, match=r"HUD .* answered 401: .*x-hud-internal-bot"):
+        _publish(record, hud_server, key="not-the-key", sleep=sleeps)
+    assert sleeps == [] and hud_server.rows == []  # 4xx: no retry
+
+
+def test_missing_required_field_is_400(record: RunRecord, hud_server: HudServer) -> None:
+    envelope = envelope_for(record)
+    del envelope["untrusted"]["callback_payload"]["workflow"]["check_run_id"]
+    with pytest.raises(ExportError, match=r"answered 400: .*workflow\.check_run_id"):
+        post_json(hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY},
+                  sleep=Sleeps())
+    # The publisher validates first and never sends such a body.
+    with pytest.raises(ExportError, match="invalid hud_envelope"):
+        publish_hud(envelope, hud_server.url, KEY, sleep=Sleeps(), require_https=False)
+    assert len(hud_server.received) == 1
+
+
+def test_server_refuses_over_2mb_and_publisher_trims(record: RunRecord,
+                                                    hud_server: HudServer) -> None:
+    with pytest.raises(ExportError, match="answered 413"):
+        post_json(hud_server.url + "/crcr/results", {"blob": "z" * (2 * 1024 * 1024)},
+                  {"x-hud-internal-bot": KEY}, sleep=Sleeps())
+    many = tuple(
+        VariantResult.of(Outcome(f"big::tmpl::op{i}::float32", Status.FAILED, 1.0, "m" * 3900),
+                         "new")
+        for i in range(700)
+    )
+    big = dataclasses.replace(record, results=record.results + many)
+    delivery = _publish(big, hud_server)
+    assert delivery.status == 200 and delivery.omitted_failed_tests > 0
+    assert delivery.bytes_sent <= 2 * 1024 * 1024
+    [row] = hud_server.rows
+    failed = json.loads(row["failed_tests_json"])
+    assert failed[-1]["truncated"] is True and row["failed_tests"] == len(big.failures)
+
+
+def test_5xx_is_retried_after_1_2_4_seconds(record: RunRecord, hud_server: HudServer) -> None:
+    hud_server.fail_next(2, 503)
+    sleeps = Sleeps()
+    delivery = _publish(record, hud_server, sleep=sleeps)
+    assert delivery.attempts == 3 and sleeps == [1.0, 2.0]
+    assert len(hud_server.rows) == 1
+
+    hud_server.fail_next(4, 502)
+    sleeps = Sleeps()
+    with pytest.raises(ExportError, match="failed after 4 attempts; last: 502"):
+        _publish(record, hud_server, sleep=sleeps)
+    assert sleeps == [1.0, 2.0, 4.0]
+
+
+def test_network_errors_are_retried(record: RunRecord) -> None:
+    sleeps = Sleeps()
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(ExportError, match="failed after 4 attempts; last: network error"):
+        publish_run_to_hud(record, url, KEY, sleep=sleeps, require_https=False)
+    assert sleeps == [1.0, 2.0, 4.0]
+
+
+def test_hud_url_must_be_https(record: RunRecord) -> None:
+    with pytest.raises(ExportError, match="must be https"):
+        publish_run_to_hud(record, "http://hud.example.invalid", KEY)
+    with pytest.raises(ExportError, match="HUD_BOT_KEY"):
+        publish_run_to_hud(record, "https://hud.example.invalid", "")
+
+
+class _CallbackEndpoint:
+    """The relay's callback contract as far as a sender sees it: bearer auth, one
+    callback per (delivery, run, attempt, job, status), a duplicate is 400."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.bodies: list[dict[str, Any]] = []
+        seen: set[tuple[str, ...]] = set()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.headers.get("Authorization") != f"Bearer {endpoint.token}":
+                    status, reply = 401, "bad token"
+                else:
+                    wf = body["workflow"]
+                    key = (body["delivery_id"], wf["run_id"], str(wf["run_attempt"]),
+                           wf["job_name"], wf["status"])
+                    if key in seen:
+                        status, reply = 400, "duplicate callback"
+                    else:
+                        seen.add(key)
+                        endpoint.bodies.append(body)
+                        status, reply = 200, "ok"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply.encode())
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/github/callback"
+        threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+
+@pytest.fixture()
+def callback_endpoint() -> Iterator[_CallbackEndpoint]:
+    endpoint = _CallbackEndpoint("oidc-token")
+    yield endpoint
+    endpoint.httpd.shutdown()
+    endpoint.httpd.server_close()
+
+
+def test_callback_publisher(record: RunRecord, callback_endpoint: _CallbackEndpoint) -> None:
+    url = callback_endpoint.url
+    publish_callback(record, url, "oidc-token", status="in_progress", sleep=Sleeps())
+    publish_callback(record, url, "oidc-token", sleep=Sleeps())
+    assert [b["workflow"]["status"] for b in callback_endpoint.bodies] == [
+        "in_progress", "completed"]
+    assert callback_endpoint.bodies[1]["workflow"]["test_results"]["total"] == 9
+    with pytest.raises(ExportError, match="answered 400: duplicate callback"):
+        publish_callback(record, url, "oidc-token", sleep=Sleeps())
+    with pytest.raises(ExportError, match="answered 401"):
+        publish_callback(record, url, "wrong", sleep=Sleeps())

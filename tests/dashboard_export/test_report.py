@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import dataclasses
+import re
+from html.parser import HTMLParser
+
+from dashboard_export.model import RunRecord
+from dashboard_export.report import render_html, render_markdown
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _parse(page: str) -> _Collect:
+    collected = _Collect()
+    collected.feed(page)
+    return collected
+
+
+def test_html_report_shows_what_a_reader_needs(record: RunRecord) -> None:
+    page = render_html(record)
+    parsed = _parse(page)
+    text = " ".join(" ".join(parsed.text).split())
+    assert "torch-spyre/torch-spyre / spyre-ci / variants (shard 1/1)" in text
+    assert "failure" in text
+    assert "aten/src/ATen/native/BinaryOps.cpp" in text  # what changed
+    assert "touches aten::mul (BinaryOps.cpp)" in text  # top reason
+    assert "Selected 9 of 1200 variants" in text
+    assert "unrelated to the change" in text  # skipped per reason
+    assert "New failures (3)" in text
+    assert "AssertionError: mul gave 4, expected 5 (tolerance 1e-05)" in text  # message
+    assert "worker exited with signal 11 (SIGSEGV)" in text
+    assert "Pre-existing failures (1)" in text and "spyre device 0 did not answer" in text
+    assert "Flaky (1)" in text and "sample::binary_ufunc::add::float16" in text
+    assert "Holdout misses (1)" in text and "upstream::TestLinalg::test_det::float32" in text
+    assert "Queued 15.0 s" in text and "ran 7.5 min" in text  # timings
+    assert "Upgrade 2.13.0 → 2.14.0" in text and "Regressed (1)" in text and "Fixed (1)" in text
+    # Results by suite: one row per suite with its counts.
+    assert re.search(r"sample 3 1 1 1 1 1 8", text), text
+    # Self-contained: inline CSS, no scripts, no external assets; user text is escaped.
+    assert "<style>" in page
+    assert not [t for t, _ in parsed.tags if t in ("script", "link", "img", "iframe")]
+    assert "<script>" not in page and "half &lt;script&gt;" in page
+    assert [a.get("href") for t, a in parsed.tags if t == "a"] == [record.run_url]
+
+
+def test_markdown_report(record: RunRecord) -> None:
+    text = render_markdown(record)
+    assert text.startswith("# torch-spyre/torch-spyre / spyre-ci / variants (shard 1/1): failure")
+    assert "| sample | 3 | 1 | 1 | 1 | 1 | 0 | 0 | 1 | 8 |" in text
+    assert "AssertionError: mul gave 4" in text
+    assert "## Holdout misses (1)" in text and "## Flaky (1)" in text
+    assert "| `sample::binary_ufunc::mul::float32` | passed | failed |" in text
+
+
+def test_reports_without_plan_or_upgrade(record: RunRecord) -> None:
+    bare = dataclasses.replace(record, plan=None, upgrade=None)
+    assert "No plan recorded" in render_markdown(bare)
+    page = render_html(bare)
+    assert "No plan recorded" in page and "Upgrade" not in page
