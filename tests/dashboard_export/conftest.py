@@ -23,6 +23,7 @@ from dashboard_export.model import (
 )
 from relay.events import ChangedFile, TriggerEvent
 from suites.model import Outcome, Status
+from tests.servers.github_api import github_api  # noqa: F401 - a fixture, used by name
 from tests.servers.hud import HudServer
 
 SAMPLE = Path(__file__).parent / "data" / "variants_sample.py"
