@@ -153,8 +153,13 @@ def scheduled(kind: str, sha: str, repo: str = "pytorch/pytorch") -> TriggerEven
     if kind not in ("nightly", "periodic"):
         raise EventError(f"scheduled trigger kind must be nightly or periodic, not {kind!r}")
     return TriggerEvent(
-        kind=kind, delivery_id=sha, repo=repo, head_sha=sha, files_complete=False,
-        source="cli", upstream_event=kind,
+        kind=kind,
+        delivery_id=sha,
+        repo=repo,
+        head_sha=sha,
+        files_complete=False,
+        source="cli",
+        upstream_event=kind,
     )
 
 

@@ -83,8 +83,14 @@ def test_merged_pull_request_needs_compare() -> None:
         "action": "closed",
         "repository": {"full_name": "pytorch/pytorch"},
         "pull_request": {
-            "number": 7, "merged": True, "merge_commit_sha": SHA_B, "title": "t", "body": None,
-            "head": {"sha": SHA_A}, "base": {"sha": "c" * 40, "ref": "main"}, "labels": [],
+            "number": 7,
+            "merged": True,
+            "merge_commit_sha": SHA_B,
+            "title": "t",
+            "body": None,
+            "head": {"sha": SHA_A},
+            "base": {"sha": "c" * 40, "ref": "main"},
+            "labels": [],
         },
     }
     event = normalize("pull_request", payload, "d-5")

@@ -1,0 +1,206 @@
+"""The relay's HTTP service (Flask, served by gunicorn): webhook, CRCR callback, health, metrics.
+
+Flask because the webhook signature must be checked over the exact raw bytes GitHub signed
+(`request.get_data()`), and every step of a delivery is a short blocking Redis call: WSGI
+sync/gthread workers are the simplest model that fits, and gunicorn scales them over cores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+from flask import Flask, Response, g, request
+
+from relay import signature
+from relay.callback import CallbackService, HudPublisher
+from relay.config import RelayConfig
+from relay.events import Ignored, RelayError, TriggerEvent, normalize
+from relay.fanout import FANOUT_GROUP, FANOUT_STREAM, Fanout, forward_event
+from relay.github import GitHubAdapter
+from relay.intake import QueueUnavailable, RedisIntake, connect
+from relay.metrics import Metrics
+
+log = logging.getLogger("relay")
+
+
+class Relay:
+    """The services one relay process uses, built from its config (tests hand in their own)."""
+
+    def __init__(
+        self,
+        config: RelayConfig,
+        client: redis.Redis | None = None,
+        adapter: GitHubAdapter | None = None,
+        hud: HudPublisher | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client if client is not None else connect(config.redis_url)
+        if adapter is None and (config.github.token or config.github.app_id):
+            adapter = GitHubAdapter.from_config(config.github)
+        self.adapter = adapter
+        self.intake = RedisIntake(self.client)
+        self.outbox = RedisIntake(self.client, stream=FANOUT_STREAM, group=FANOUT_GROUP)
+        self.metrics = Metrics(self.client)
+        self.callbacks = CallbackService(config, self.client, adapter, hud)
+        self.fanout: Fanout | None = None
+        allowlist = self.callbacks.allowlist
+        if config.fanout and allowlist is not None and adapter is not None:
+            self.fanout = Fanout(self.outbox, adapter, allowlist, self.callbacks.state)
+        elif config.fanout and allowlist is not None:
+            log.warning("allowlist set but no GitHub token: CRCR fan-out is off")
+
+    @property
+    def fanout_enabled(self) -> bool:
+        return self.fanout is not None
+
+    def start_background(self, consumer: str, sweep_every: float = 60.0) -> threading.Thread:
+        """A daemon thread that sends fan-out dispatches and runs the 6 h sweeper."""
+        thread = threading.Thread(
+            target=self._background,
+            args=(consumer, sweep_every),
+            name="relay-background",
+            daemon=True,
+        )
+        thread.start()
+        return thread
+
+    def _background(self, consumer: str, sweep_every: float) -> None:
+        next_sweep = 0.0
+        while True:
+            try:
+                if time.monotonic() >= next_sweep:
+                    self.callbacks.sweep()
+                    next_sweep = time.monotonic() + sweep_every
+                if self.fanout is not None:
+                    self.fanout.run_once(consumer, block_ms=1000)
+                else:
+                    time.sleep(1.0)
+            except Exception:  # noqa: BLE001 - keep the loop alive; Redis or GitHub will return
+                log.exception("relay background step failed; retrying in 1 s")
+                time.sleep(1.0)
+
+
+def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:
+    """The WSGI application; `relay` defaults to services built from `config`."""
+    relay = relay or Relay(config)
+    app = Flask("relay")
+    # Werkzeug answers 413 itself, before the body is read, when Content-Length is larger.
+    app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
+    app.extensions["relay"] = relay
+
+    @app.before_request
+    def _start() -> None:
+        g.started = time.perf_counter()
+
+    @app.errorhandler(413)
+    def _too_large(_exc: Exception) -> Response:
+        if request.path == "/github/webhook":
+            _observe(relay, request.headers.get("X-GitHub-Event", ""), "too_large")
+        return _answer(413, "body is over the 25 MB GitHub caps payloads at")
+
+    @app.post("/github/webhook")
+    def webhook() -> Response:
+        event_name = request.headers.get("X-GitHub-Event", "")
+        status, outcome, message, extra = _webhook(relay, config, event_name)
+        _observe(relay, event_name, outcome)
+        return _answer(status, message, **extra)
+
+    @app.post("/github/callback")
+    def callback() -> Response:
+        body = request.get_data(cache=False)
+        status, message, extra = relay.callbacks.handle(request.headers.get("Authorization"), body)
+        relay.metrics.observe("callback", str(status))
+        return _answer(status, message, **extra)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        try:
+            relay.client.ping()
+        except redis.RedisError as exc:
+            return _answer(503, f"redis unreachable: {exc}")
+        return _answer(200, "ok")
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        try:
+            depths = [("intake", relay.intake.depth())]
+            if relay.fanout_enabled:
+                depths.append(("fanout", relay.outbox.depth()))
+            text = relay.metrics.render(depths)
+        except (redis.RedisError, QueueUnavailable) as exc:
+            return _answer(503, f"redis unreachable: {exc}")
+        return Response(text, status=200, mimetype="text/plain; version=0.0.4")
+
+    return app
+
+
+def _webhook(
+    relay: Relay, config: RelayConfig, event_name: str
+) -> tuple[int, str, str, dict[str, Any]]:
+    """(HTTP status, metrics outcome, message, extra JSON fields) for one delivery."""
+    body = request.get_data(cache=False)
+    header = request.headers.get("X-Hub-Signature-256")
+    if not signature.verify(config.webhook_secret, body, header):
+        if header is None and request.headers.get("X-Hub-Signature"):
+            why = "SHA-1 X-Hub-Signature alone is not accepted; send X-Hub-Signature-256"
+        elif header is None:
+            why = "missing X-Hub-Signature-256"
+        else:
+            why = "X-Hub-Signature-256 does not match the body"
+        log.warning("webhook rejected: %s", why)
+        return 401, "unauthorized", why, {}
+    delivery = request.headers.get("X-GitHub-Delivery", "").strip()
+    if not event_name or not delivery:
+        return 400, "bad_request", "X-GitHub-Event and X-GitHub-Delivery are required", {}
+    if len(delivery) > 200:
+        return 400, "bad_request", "X-GitHub-Delivery is longer than 200 characters", {}
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return 400, "bad_request", f"delivery {delivery}: body is not JSON: {exc}", {}
+    if event_name == "ping":
+        return (
+            200,
+            "ping",
+            "pong",
+            {"zen": payload.get("zen") if isinstance(payload, dict) else None},
+        )
+    try:
+        result = normalize(event_name, payload, delivery, config.rules)
+    except RelayError as exc:
+        return 400, "bad_request", str(exc), {}
+    forward = forward_event(event_name, payload, delivery, config) if relay.fanout_enabled else None
+    try:
+        if isinstance(result, TriggerEvent):
+            also = (FANOUT_STREAM,) if forward is not None else ()
+            fresh = relay.intake.accept(delivery, result, also=also)
+        elif forward is not None:
+            fresh = relay.outbox.accept(delivery, forward)
+        else:
+            log.info("delivery %s ignored: %s", delivery, result.reason)
+            return 202, "ignored", result.reason, {"delivery": delivery}
+    except QueueUnavailable as exc:
+        log.error("delivery %s not enqueued: %s", delivery, exc)
+        return 503, "unavailable", "queue unavailable; nothing was recorded, redeliver", {}
+    if not fresh:
+        log.info("delivery %s is a duplicate", delivery)
+        return 202, "duplicate", "already accepted", {"delivery": delivery}
+    if isinstance(result, Ignored):
+        return 202, "forwarded", f"forwarded only ({result.reason})", {"delivery": delivery}
+    return 202, "accepted", "enqueued", {"delivery": delivery}
+
+
+def _observe(relay: Relay, event_name: str, outcome: str) -> None:
+    started = getattr(g, "started", None)
+    elapsed = time.perf_counter() - started if started is not None else None
+    relay.metrics.observe(event_name, outcome, elapsed)
+
+
+def _answer(status: int, message: str, **extra: Any) -> Response:
+    body = {"status": status, "message": message, **extra}
+    return Response(json.dumps(body), status=status, mimetype="application/json")

@@ -1,0 +1,282 @@
+"""The CRCR job state machine in Redis: DISPATCHED -> IN_PROGRESS -> COMPLETED.
+
+Keys (the upstream relay's layout for job state):
+
+- `crcr:dispatch:{delivery_id}:{repo}`   hash {dispatched_at, event_type}: written by fan-out
+  (a job's run id and name are unknown until it calls back, so DISPATCHED lives per repo)
+- `crcr:state:{delivery_id}:{repo}:{run_id}:{run_attempt}:{job_name}`   hash {state,
+  dispatched_at, in_progress_at, completed_at, queue_time, execution_time, conclusion,
+  check_run_id, level, callback}
+- `crcr:in_progress`   sorted set of job keys by in_progress time, for the sweeper
+- `crcr:ratelimit:{repo}`   sorted set of callback times: the sliding window
+
+Everything lives 3 days (`CRCR_STATUS_TTL`). `plan` is a pure function; `commit` applies a
+plan only if the job is still in the state the plan was made from (compare-and-set in Lua),
+so two racing callbacks cannot both move a job.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from relay.events import RelayError
+
+CRCR_STATUS_TTL = 259200  # 3 days
+ZOMBIE_TIMEOUT_SECONDS = 21600  # 6 hours
+RATE_WINDOW_SECONDS = 60
+IN_PROGRESS_SET = "crcr:in_progress"
+DISPATCHED, IN_PROGRESS, COMPLETED, TIMED_OUT = (
+    "DISPATCHED",
+    "IN_PROGRESS",
+    "COMPLETED",
+    "TIMED_OUT",
+)
+SCHEDULED_EVENTS = ("nightly", "periodic")
+
+_COMMIT = """
+local current = redis.call('HGET', KEYS[1], 'state') or ''
+if current ~= ARGV[1] then return current == '' and '-' or current end
+redis.call('HSET', KEYS[1], 'state', ARGV[2], unpack(ARGV, 6))
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+if ARGV[2] == 'IN_PROGRESS' then
+  redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
+else
+  redis.call('ZREM', KEYS[2], KEYS[1])
+end
+return 'OK'
+"""
+
+_RATE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+
+class Rejected(RelayError):
+    """A callback that cannot move its job (no dispatch, duplicate, skipped state): 400."""
+
+
+class StateUnavailable(RelayError):
+    """Redis failed: the state is unknown, so the callback is refused (fail closed, 503)."""
+
+
+@dataclass(frozen=True)
+class JobKey:
+    delivery_id: str
+    repo: str
+    run_id: str
+    run_attempt: str
+    job_name: str
+
+    @property
+    def redis_key(self) -> str:
+        return (
+            f"crcr:state:{self.delivery_id}:{self.repo}:{self.run_id}:"
+            f"{self.run_attempt}:{self.job_name}"
+        )
+
+    @property
+    def dispatch_key(self) -> str:
+        return dispatch_key(self.delivery_id, self.repo)
+
+
+def dispatch_key(delivery_id: str, repo: str) -> str:
+    return f"crcr:dispatch:{delivery_id}:{repo}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a callback does to its job: from `expected` ('' = no state yet) to `state`."""
+
+    expected: str
+    state: str
+    queue_time: float | None = None
+    execution_time: float | None = None
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+
+def plan(
+    status: str,
+    current: Mapping[str, str] | None,
+    dispatched_at: float | None,
+    now: float,
+    where: str,
+) -> Plan:
+    """The transition a callback with `status` asks for, or Rejected (pure)."""
+    state = (current or {}).get("state", "")
+    if status == "in_progress":
+        if dispatched_at is None:
+            raise Rejected(f"{where}: in_progress callback with no prior dispatch")
+        if state:
+            raise Rejected(f"{where}: duplicate in_progress callback (job is {state})")
+        queue_time = max(0.0, now - dispatched_at)
+        return Plan(
+            "",
+            IN_PROGRESS,
+            queue_time,
+            None,
+            {
+                "dispatched_at": repr(dispatched_at),
+                "in_progress_at": repr(now),
+                "queue_time": repr(queue_time),
+            },
+        )
+    if status == "completed":
+        if state == IN_PROGRESS:
+            started = float((current or {})["in_progress_at"])
+            execution = max(0.0, now - started)
+            queue_time = _float((current or {}).get("queue_time"))
+            return Plan(
+                IN_PROGRESS,
+                COMPLETED,
+                queue_time,
+                execution,
+                {
+                    "completed_at": repr(now),
+                    "execution_time": repr(execution),
+                },
+            )
+        if state in (COMPLETED, TIMED_OUT):
+            raise Rejected(f"{where}: duplicate completed callback (job is {state})")
+        if dispatched_at is None:
+            raise Rejected(f"{where}: completed callback with no prior dispatch")
+        raise Rejected(f"{where}: completed callback skips in_progress")
+    raise Rejected(f"{where}: workflow.status must be in_progress or completed, not {status!r}")
+
+
+class CrcrState:
+    """The Redis side of the state machine, rate limit and sweeper."""
+
+    def __init__(self, client: redis.Redis, ttl: int = CRCR_STATUS_TTL) -> None:
+        self.client = client
+        self.ttl = ttl
+        self._commit = client.register_script(_COMMIT)
+        self._rate = client.register_script(_RATE)
+
+    def record_dispatch(self, delivery_id: str, repo: str, event_type: str, now: float) -> bool:
+        """Mark `repo` as dispatched for `delivery_id`; False if it already was."""
+        key = dispatch_key(delivery_id, repo)
+        try:
+            created = self.client.hsetnx(key, "dispatched_at", repr(now))
+            self.client.hset(key, "event_type", event_type)
+            self.client.expire(key, self.ttl)
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"dispatch of {delivery_id} to {repo}: {exc}") from exc
+        return bool(created)
+
+    def dispatched(self, delivery_id: str, repo: str) -> bool:
+        try:
+            return bool(self.client.exists(dispatch_key(delivery_id, repo)))
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"dispatch of {delivery_id} to {repo}: {exc}") from exc
+
+    def read(self, key: JobKey) -> tuple[dict[str, str] | None, float | None]:
+        """(job state hash or None, dispatched_at or None)."""
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(key.redis_key)
+            pipe.hget(key.dispatch_key, "dispatched_at")
+            job, dispatched = pipe.execute()
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"state of {key.redis_key}: {exc}") from exc
+        decoded = {_text(k): _text(v) for k, v in job.items()} if job else None
+        return decoded, (float(_text(dispatched)) if dispatched is not None else None)
+
+    def commit(self, key: JobKey, change: Plan, now: float, extra: Mapping[str, str]) -> None:
+        """Apply `change` if the job is still in `change.expected`; else Rejected."""
+        pairs: list[str] = []
+        for name, value in {**change.fields, **extra}.items():
+            pairs += [name, value]
+        try:
+            answer = self._commit(
+                keys=[key.redis_key, IN_PROGRESS_SET],
+                args=[change.expected, change.state, repr(now), self.ttl, "", *pairs],
+            )
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"state of {key.redis_key}: {exc}") from exc
+        if _text(answer) != "OK":
+            raise Rejected(
+                f"{key.redis_key}: job moved to {_text(answer)} meanwhile; duplicate callback"
+            )
+
+    def annotate(self, key: JobKey, **fields: str) -> None:
+        try:
+            self.client.hset(key.redis_key, mapping=fields)
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"state of {key.redis_key}: {exc}") from exc
+
+    def allow(self, repo: str, per_minute: int, now: float) -> bool:
+        """Sliding-window rate limit per repository; raises StateUnavailable (fail closed)."""
+        try:
+            return bool(
+                self._rate(
+                    keys=[f"crcr:ratelimit:{repo}"],
+                    args=[repr(now), RATE_WINDOW_SECONDS, per_minute, f"{now}:{uuid.uuid4().hex}"],
+                )
+            )
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"rate limit of {repo}: {exc}") from exc
+
+    def sweep(self, now: float, timeout: float = ZOMBIE_TIMEOUT_SECONDS) -> list[dict[str, Any]]:
+        """Mark jobs in progress for longer than `timeout` as timed out; returns their records
+        (the job hash plus `key`) so the caller can report them."""
+        try:
+            stale = self.client.zrangebyscore(IN_PROGRESS_SET, "-inf", now - timeout)
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"sweep: {exc}") from exc
+        swept = []
+        for raw in stale:
+            redis_key = _text(raw)
+            try:
+                answer = self._commit(
+                    keys=[redis_key, IN_PROGRESS_SET],
+                    args=[
+                        IN_PROGRESS,
+                        TIMED_OUT,
+                        repr(now),
+                        self.ttl,
+                        "",
+                        "conclusion",
+                        "timed_out",
+                        "completed_at",
+                        repr(now),
+                    ],
+                )
+                if _text(answer) != "OK":
+                    # Completed meanwhile, or expired: nothing to time out.
+                    self.client.zrem(IN_PROGRESS_SET, redis_key)
+                    continue
+                job = {_text(k): _text(v) for k, v in self.client.hgetall(redis_key).items()}
+            except redis.RedisError as exc:
+                raise StateUnavailable(f"sweep {redis_key}: {exc}") from exc
+            swept.append({"key": redis_key, **job})
+        return swept
+
+
+def callback_of(job: Mapping[str, str]) -> dict[str, Any] | None:
+    """The last callback body stored with a job, if any."""
+    try:
+        value = json.loads(job.get("callback", ""))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

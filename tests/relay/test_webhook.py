@@ -1,0 +1,219 @@
+"""Webhook intake over real HTTP against a real Redis: signatures, dedupe + enqueue, answers."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import redis
+
+from relay.events import TriggerEvent
+from relay.intake import INTAKE_STREAM, RedisIntake
+from relay.signature import sign, verify
+from tests.relay.conftest import SECRET, RedisProcess, RelayHTTP
+
+SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def push(repo: str = "pytorch/pytorch", ref: str = "refs/heads/main", **extra: object) -> dict:
+    payload: dict = {
+        "ref": ref,
+        "before": SHA_A,
+        "after": SHA_B,
+        "created": False,
+        "deleted": False,
+        "forced": False,
+        "base_ref": None,
+        "compare": "https://example/compare",
+        "commits": [
+            {
+                "id": SHA_B,
+                "message": "fix kernel",
+                "added": [],
+                "removed": [],
+                "modified": ["aten/src/ATen/native/Foo.cpp"],
+            }
+        ],
+        "head_commit": {"id": SHA_B},
+        "pusher": {"name": "dev"},
+        "repository": {"full_name": repo},
+    }
+    payload.update(extra)
+    return payload
+
+
+def test_github_documented_signature_vector() -> None:
+    expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert sign(SECRET, b"Hello, World!") == expected
+    assert verify(SECRET, b"Hello, World!", expected)
+    assert not verify(SECRET, b"Hello, World!", expected.upper().replace("SHA256", "sha1"))
+    assert not verify(SECRET, b"Hello, World!", None)
+    assert not verify("", b"Hello, World!", expected)
+
+
+def test_push_is_enqueued_once_and_claimed(relay_http: RelayHTTP) -> None:
+    answer = relay_http.webhook("push", push(), "d-1")
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["message"] == "enqueued"
+    again = relay_http.webhook("push", push(), "d-1")
+    assert again.status_code == 202 and again.json()["message"] == "already accepted"
+    intake = relay_http.relay.intake
+    assert intake.depth() == 1
+    claimed = intake.claim("worker-1")
+    assert claimed is not None and claimed.delivery_id == "d-1"
+    assert isinstance(claimed.event, TriggerEvent)
+    assert claimed.event.head_sha == SHA_B and claimed.event.paths == (
+        "aten/src/ATen/native/Foo.cpp",
+    )
+    assert intake.claim("worker-2") is None  # handed out once
+    intake.ack(claimed)
+    assert intake.depth() == 0
+    assert relay_http.webhook("push", push(), "d-1").json()["message"] == "already accepted"
+
+
+def test_signature_failures_are_401(relay_http: RelayHTTP) -> None:
+    body = json.dumps(push()).encode()
+    wrong = relay_http.webhook("push", push(), "d-2", secret="not the secret")
+    assert wrong.status_code == 401
+    missing = relay_http.webhook("push", push(), "d-3", headers={"X-Hub-Signature-256": ""})
+    assert missing.status_code == 401
+    sha1_only = relay_http.http.post(
+        f"{relay_http.url}/github/webhook",
+        data=body,
+        headers={
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": "d-4",
+            "X-Hub-Signature": "sha1=" + "0" * 40,
+        },
+    )
+    assert sha1_only.status_code == 401 and "SHA-1" in sha1_only.json()["message"]
+    malformed = relay_http.webhook(
+        "push", push(), "d-5", headers={"X-Hub-Signature-256": "sha256=zz"}
+    )
+    assert malformed.status_code == 401
+    assert relay_http.relay.intake.depth() == 0
+
+
+def test_oversized_body_is_413(relay_http: RelayHTTP) -> None:
+    body = b"{" + b" " * (25 * 1024 * 1024) + b"}"
+    answer = relay_http.webhook("push", None, "d-big", raw=body)
+    assert answer.status_code == 413
+
+
+def test_invalid_json_and_missing_headers_are_400(relay_http: RelayHTTP) -> None:
+    assert relay_http.webhook("push", None, "d-6", raw=b"{not json").status_code == 400
+    no_delivery = relay_http.webhook("push", push(), "", headers={"X-GitHub-Delivery": ""})
+    assert no_delivery.status_code == 400
+    bad_push = relay_http.webhook("push", push(after=None), "d-7")
+    assert bad_push.status_code == 400 and "d-7" in bad_push.json()["message"]
+
+
+def test_ping_is_200(relay_http: RelayHTTP) -> None:
+    answer = relay_http.webhook(
+        "ping", {"zen": "Keep it logically awesome.", "hook_id": 1, "hook": {}}, "d-ping"
+    )
+    assert answer.status_code == 200 and answer.json()["zen"] == "Keep it logically awesome."
+
+
+def test_ignored_deliveries_are_202_and_not_enqueued(relay_http: RelayHTTP) -> None:
+    other = relay_http.webhook("push", push(repo="someone/fork"), "d-8")
+    assert other.status_code == 202 and "someone/fork" in other.json()["message"]
+    tag = relay_http.webhook("push", push(ref="refs/tags/v2.13.0"), "d-9")
+    assert tag.status_code == 202 and "not a branch" in tag.json()["message"]
+    deleted = relay_http.webhook("push", push(deleted=True, after="0" * 40), "d-10")
+    assert deleted.status_code == 202 and "deletes" in deleted.json()["message"]
+    issues = relay_http.webhook("issues", {"repository": {"full_name": "pytorch/pytorch"}}, "d-11")
+    assert issues.status_code == 202 and "not handled" in issues.json()["message"]
+    assert relay_http.relay.intake.depth() == 0
+
+
+def test_labelled_pull_request_and_rerun_are_enqueued(relay_http: RelayHTTP) -> None:
+    pr = {
+        "action": "labeled",
+        "label": {"name": "ciflow/crcr/spyre"},
+        "repository": {"full_name": "pytorch/pytorch"},
+        "pull_request": {
+            "number": 7,
+            "labels": [{"name": "ciflow/crcr/spyre"}],
+            "head": {"sha": SHA_B},
+            "base": {"sha": SHA_A, "ref": "main"},
+            "title": "t",
+            "body": None,
+            "merged": False,
+        },
+    }
+    assert relay_http.webhook("pull_request", pr, "d-pr").status_code == 202
+    rerun = {
+        "action": "rerequested",
+        "repository": {"full_name": "pytorch/pytorch"},
+        "check_suite": {"head_sha": SHA_B},
+    }
+    assert relay_http.webhook("check_suite", rerun, "d-rerun").status_code == 202
+    intake = relay_http.relay.intake
+    kinds = []
+    while (claimed := intake.claim("w")) is not None:
+        kinds.append((claimed.event.kind, claimed.event.pr_number, claimed.event.rerun))
+        intake.ack(claimed)
+    assert kinds == [("pull_request", 7, None), ("rerun", None, "full")]
+
+
+def test_redis_outage_is_503_and_redelivery_is_accepted(
+    relay_http: RelayHTTP, redis_proc: RedisProcess
+) -> None:
+    assert relay_http.get("/healthz").status_code == 200
+    redis_proc.stop()
+    down = relay_http.webhook("push", push(), "d-outage")
+    assert down.status_code == 503
+    assert relay_http.get("/healthz").status_code == 503
+    assert relay_http.get("/metrics").status_code == 503
+    redis_proc.start()  # an empty Redis again (no persistence): nothing was half-recorded
+    assert relay_http.get("/healthz").status_code == 200
+    again = relay_http.webhook("push", push(), "d-outage")
+    assert again.status_code == 202 and again.json()["message"] == "enqueued"
+    assert relay_http.relay.intake.depth() == 1
+
+
+def test_failed_enqueue_leaves_no_seen_mark(
+    relay_http: RelayHTTP, redis_proc: RedisProcess
+) -> None:
+    client = redis.Redis.from_url(redis_proc.url)
+    client.set(INTAKE_STREAM, "not a stream")  # XADD now fails inside the script
+    failed = relay_http.webhook("push", push(), "d-retry")
+    assert failed.status_code == 503
+    assert not relay_http.relay.intake.seen("d-retry")
+    client.delete(INTAKE_STREAM)
+    accepted = relay_http.webhook("push", push(), "d-retry")
+    assert accepted.status_code == 202 and accepted.json()["message"] == "enqueued"
+    assert relay_http.relay.intake.depth() == 1
+
+
+def test_metrics_count_deliveries_latency_and_depth(relay_http: RelayHTTP) -> None:
+    relay_http.webhook("push", push(), "m-1")
+    relay_http.webhook("push", push(), "m-1")
+    relay_http.webhook("push", push(), "m-2", secret="wrong")
+    text = relay_http.get("/metrics").text
+    assert 'spyre_ci_deliveries_total{event="push",outcome="accepted"} 1' in text
+    assert 'spyre_ci_deliveries_total{event="push",outcome="duplicate"} 1' in text
+    assert 'spyre_ci_deliveries_total{event="push",outcome="unauthorized"} 1' in text
+    assert 'spyre_ci_delivery_seconds_bucket{le="+Inf"} 3' in text
+    assert "spyre_ci_delivery_seconds_count 3" in text
+    assert 'spyre_ci_queue_depth{queue="intake"} 1' in text
+    # Header values never become label values.
+    relay_http.webhook("x" * 50, {}, "m-3")
+    assert 'event="other"' in relay_http.get("/metrics").text
+    assert not re.search(r'event="x{50}"', relay_http.get("/metrics").text)
+
+
+def test_abandoned_entries_are_reclaimed(redis_proc: RedisProcess) -> None:
+    intake = RedisIntake.from_url(redis_proc.url, reclaim_idle_ms=50)
+    event = TriggerEvent(kind="push", delivery_id="r-1", repo="pytorch/pytorch", head_sha=SHA_B)
+    assert intake.accept("r-1", event)
+    first = intake.claim("crashed-worker")
+    assert first is not None and not first.reclaimed
+    import time
+
+    time.sleep(0.1)
+    second = intake.claim("healthy-worker", block_ms=10)
+    assert second is not None and second.reclaimed and second.entry_id == first.entry_id
+    intake.ack(second)
+    assert intake.claim("healthy-worker") is None and intake.depth() == 0
