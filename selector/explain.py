@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from selector.plan import SKIP_DECLARED, SKIP_NO_MATCH, SKIP_NOTHING, Plan, Reason
-from suites.model import Expectation, Inventory
+from suites.model import Expectation, Inventory, split_variant_id
 
 _TOP = 15
 
@@ -57,6 +57,10 @@ def explain(plan: Plan, top: int = _TOP) -> str:
         by_heuristic = Counter(r.heuristic for s in plan.selected for r in s.reasons)
         out.append("reasons by heuristic: " + ", ".join(
             f"{h} {n}" for h, n in by_heuristic.most_common()))
+        subjects = Counter(split_variant_id(s.id)[2] for s in plan.selected)
+        shown = ", ".join(f"{name} {n}" for name, n in subjects.most_common(20))
+        more = f", ... {len(subjects) - 20} more" if len(subjects) > 20 else ""
+        out.append(f"selected subjects ({len(subjects)}): {shown}{more}")
         out.append(f"top {min(top, len(plan.selected))} selected:")
         for s in sorted(plan.selected, key=lambda s: (-s.score, s.id))[:top]:
             best = max(s.reasons, key=lambda r: r.score)

@@ -262,8 +262,15 @@ def _python_names(patch: FilePatch) -> Iterator[Touch]:
         for symbol, how in _python_symbols(patch.path, hunk.context):
             yield Touch(symbol, patch.path, f"hunk context {how}")
         enclosing: list[tuple[str, str]] = []
-        for line in hunk.lines:
+        for i, line in enumerate(hunk.lines):
             found = list(_python_symbols(patch.path, line[1:]))
+            if line[:1] in "+-" and line[1:].lstrip().startswith("@"):
+                # A changed decorator belongs to the def below it.
+                below = next((_PY_DEF.match(n[1:]) for n in hunk.lines[i + 1:]
+                              if _PY_DEF.match(n[1:])), None)
+                if below:
+                    yield Touch(_qualify(patch.path, below.group(1)), patch.path,
+                                "decorated def")
             if line[:1] in "+-":
                 for symbol, how in found:
                     yield Touch(symbol, patch.path, f"changed {how}")

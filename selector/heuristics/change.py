@@ -26,13 +26,17 @@ def _keep_best(scores: dict[str, Score], ids: Iterable[str], score: Score) -> No
 
 
 class WatchGlobs:
-    """A suite lists the upstream paths it cares about (`watch:`); a changed path matches."""
+    """A suite lists the upstream paths it cares about (`watch:`); a changed path matches.
+
+    Only paths whose patch names no op count: when the patch of a watched file (the OpInfo
+    database, say) names its ops, op matching is the sharper tool for it.
+    """
 
     name = "watch"
 
     def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
         scores: dict[str, Score] = {}
-        paths = [p.path for p in ctx.facts.paths]
+        paths = [p.path for p in ctx.facts.paths if not p.ops]
         for globs, ids in ctx.index.by_watch.items():
             for path in paths:
                 glob = first_match(globs, path)
