@@ -23,6 +23,11 @@ CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
 _CPU = torch.device("cpu")
 _EMPTY_CPU_STORAGE = torch.UntypedStorage(0)
 _set_storage = aten.set_.source_Storage_storage_offset
+_set_storage_handle = _set_storage._handle
+_create_empty = torch._C._acc.create_empty_tensor
+_cpu_empty = torch.empty
+_OWNERS = memory._OWNERS
+_DEVICE_STORAGES = memory._DEVICE_STORAGES
 _DEVICE_TYPE = "privateuseone"  # replaced by the backend's name at registration
 
 
@@ -35,33 +40,65 @@ def _is_device(value: object) -> bool:
 def wrap(storage: torch.UntypedStorage, size: Any, stride: Any, offset: int,
          dtype: torch.dtype) -> torch.Tensor:
     """A device tensor viewing `storage` with the given geometry."""
-    tensor = torch._C._acc.create_empty_tensor([0], dtype)
+    tensor = _create_empty([0], dtype)
     # set_ touches metadata only, so the CPU kernel is correct on a device tensor.
-    _set_storage.redispatch(CPU_KEYS, tensor, storage, offset, size, stride)
+    _set_storage_handle.redispatch_boxed(CPU_KEYS, tensor, storage, offset, size, stride)
     return tensor
 
 
 def host_alias(tensor: torch.Tensor) -> torch.Tensor:
     """A CPU tensor over the same bytes and geometry as a device tensor (no copy)."""
-    storage = tensor.untyped_storage()
-    owner = memory.host_storage(storage) if storage.data_ptr() else _EMPTY_CPU_STORAGE
-    alias = torch.empty(0, dtype=tensor.dtype)
-    alias.set_(owner, tensor.storage_offset(), tensor.size(), tensor.stride())
+    ptr = tensor.untyped_storage().data_ptr()
+    owner = _OWNERS.get(ptr) if ptr else _EMPTY_CPU_STORAGE
+    if owner is None:
+        owner = memory.host_storage(tensor.untyped_storage())  # raises a clear error
+    alias = _cpu_empty(0, dtype=tensor.dtype).set_(
+        owner, tensor.storage_offset(), tensor.size(), tensor.stride())
     # conj and neg bits are lazy views: without them fft and friends read the wrong values.
     if tensor.is_conj():
         torch._C._set_conj(alias, True)
     if tensor.is_neg():
         torch._C._set_neg(alias, True)
-    if tensor.requires_grad:
-        alias.requires_grad_(False)
+    return alias
+
+
+_ALIASES = memory._ALIASES
+_ALIASES_PER_STORAGE = 8
+
+
+def read_alias(tensor: torch.Tensor) -> torch.Tensor:
+    """A cached host alias for an argument the CPU kernel only reads.
+
+    Keyed by storage and geometry, dropped with the storage (see `memory._Release`). Never
+    hand one to a kernel that may resize or re-set its argument.
+    """
+    if tensor.is_complex():
+        return host_alias(tensor)
+    ptr = tensor.untyped_storage().data_ptr()
+    key = (tensor.dtype, tensor.storage_offset(), tensor.size(), tensor.stride())
+    per_storage = _ALIASES.get(ptr)
+    if per_storage is not None:
+        alias = per_storage.get(key)
+        if alias is not None:
+            return alias
+    alias = host_alias(tensor)
+    if ptr:
+        if per_storage is None:
+            per_storage = _ALIASES[ptr] = {}
+        elif len(per_storage) >= _ALIASES_PER_STORAGE:
+            per_storage.clear()
+        per_storage[key] = alias
     return alias
 
 
 def to_device(result: torch.Tensor) -> torch.Tensor:
     """The device tensor that takes over a CPU kernel's fresh result."""
     cpu_storage = result.untyped_storage()
-    device_storage = memory.device_storage_for(cpu_storage.data_ptr()) if (
-        cpu_storage.data_ptr()) else None
+    ptr = cpu_storage.data_ptr()
+    device_storage = None
+    if ptr:
+        known = _DEVICE_STORAGES.get(ptr)
+        device_storage = known() if known is not None else None
     if device_storage is None:
         device_storage = memory.adopt(cpu_storage)
     tensor = wrap(device_storage, result.size(), result.stride(), result.storage_offset(),
@@ -167,6 +204,7 @@ class OpPlan:
     mutated: tuple[int | str, ...]  # positions / names of arguments the op writes
     unlowerable: bool
     fp16: bool  # in FP16_COMPUTE_OPS (whether it applies is a runtime switch)
+    simple: bool  # functional, tensor-returning: eligible for the small-op path
 
 
 @functools.cache
@@ -187,6 +225,8 @@ def plan_for(op: torch._ops.OpOverload) -> OpPlan:
         mutated=tuple(mutated),
         unlowerable=base in rules.UNLOWERABLE_OPS,
         fp16=base in rules.FP16_COMPUTE_OPS,
+        simple=(not mutated and not is_view and base not in rules.FP16_COMPUTE_OPS
+                and len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"),
     )
 
 
@@ -206,7 +246,7 @@ class _Call:
                 return value
             alias = host_alias(value)
             self.aliases[id(alias)] = (value, alias)
-            self.sticks += rules.transfer_sticks(value.shape, value.element_size())
+            self.sticks += _sticks(value.shape, value.dtype)
             return alias
         if isinstance(value, (list, tuple)) and value and any(
                 isinstance(v, torch.Tensor) for v in value):
@@ -221,7 +261,7 @@ class _Call:
             if known is not None:
                 return known[0]
             rules.check_dtype(value.dtype, "op result")
-            self.sticks += rules.transfer_sticks(value.shape, value.element_size())
+            self.sticks += _sticks(value.shape, value.dtype)
             self.elements += value.numel()
             return to_device(value)
         if isinstance(value, (list, tuple)):
@@ -289,13 +329,19 @@ def _replace_written(result: Any, written: list[tuple[torch.Tensor, torch.Tensor
 
 def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     """Run any aten op on the device: rules first, then the CPU kernel on host aliases."""
-    plan = plan_for(op)
+    plan = _PLANS.get(op)
+    if plan is None:
+        plan = _PLANS[op] = plan_for(op)
     if plan.is_view:
         # Views only compute geometry; the CPU kernel does that on the device tensor itself.
-        return op.redispatch(CPU_KEYS, *args, **kwargs)
+        return op._handle.redispatch_boxed(CPU_KEYS, *args, **kwargs)
     if plan.unlowerable and not rules.SWITCHES.permissive:
         stats.record_rejected(plan.name)
         rules.check_op(plan.name, args)
+    if plan.simple and not kwargs:
+        fast = _fast_call(op, plan, args)
+        if fast is not _NOT_SIMPLE:
+            return fast
     call = _Call()
     host_args = tuple(call.to_host(a) for a in args)
     host_kwargs = {k: call.to_host(v) for k, v in kwargs.items()} if kwargs else kwargs
@@ -303,12 +349,55 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         result = _fp16_call(op, plan, host_args, host_kwargs)
         stats.count_fp16()
     else:
-        result = op(*host_args, **host_kwargs)
+        result = op._op(*host_args, **host_kwargs)
     if plan.mutated:
         call.sync_mutated()
     out = call.to_device(result)
     stats.record_op(plan.name, call.sticks, call.elements, _flops(plan.name, host_args))
     return out
+
+
+_PLANS: dict[torch._ops.OpOverload, OpPlan] = {}
+_NOT_SIMPLE = object()
+_sticks = rules.cached_transfer_sticks
+
+
+def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -> Any:
+    """The small-op path: positional tensors and scalars in, one fresh tensor out."""
+    host_args = list(args)
+    sticks = 0
+    for index, value in enumerate(args):
+        if isinstance(value, torch.Tensor):
+            if value.is_cpu:
+                continue
+            host_args[index] = read_alias(value)
+            sticks += _sticks(value.shape, value.dtype)
+        elif isinstance(value, (list, tuple)):
+            return _NOT_SIMPLE
+    result = op._op(*host_args)
+    if type(result) is not torch.Tensor:
+        return _finish_other(plan, args, host_args, result, sticks)
+    dtype = result.dtype
+    if dtype in _REFUSED:
+        rules.check_dtype(dtype, "op result")
+    numel = result.numel()
+    sticks += _sticks(result.shape, dtype)
+    out = to_device(result)
+    stats.record_op(plan.name, sticks, numel, 0.0)
+    return out
+
+
+def _finish_other(plan: OpPlan, args: tuple[Any, ...], host_args: list[Any], result: Any,
+                  sticks: int) -> Any:
+    call = _Call()
+    call.sticks = sticks
+    out = call.to_device(result)
+    stats.record_op(plan.name, call.sticks, call.elements, 0.0)
+    return out
+
+
+_REFUSED = frozenset(d for d in (torch.float64, torch.complex32, torch.complex64,
+                                 torch.complex128))
 
 
 def _flops(name: str, args: tuple[Any, ...]) -> float:

@@ -2,7 +2,7 @@
 
 Every device storage is built by `torch._C._construct_storage_from_data_pointer` over bytes
 that a CPU storage (the *owner*) holds. The owner is kept in a table keyed by the data
-pointer and released by a `weakref.finalize` on the device storage, so device memory lives
+pointer and released by a weak-reference callback on the device storage, so device memory lives
 exactly as long as PyTorch's own reference counting says. Because the owner is an ordinary
 CPU storage, a CPU *alias* of any device tensor is a `set_` away: kernels run on aliases
 without copying.
@@ -38,14 +38,30 @@ _OWNERS: dict[int, torch.UntypedStorage] = {}
 # data pointer -> the device storage over those bytes (weak: the tensors keep it alive).
 _DEVICE_STORAGES: dict[int, weakref.ref[torch.UntypedStorage]] = {}
 _EMPTY_CPU = torch.UntypedStorage(0)
+# data pointer -> {geometry: cached CPU alias}; filled by kernels.read_alias.
+_ALIASES: dict[int, dict[tuple[object, ...], torch.Tensor]] = {}
 
 
-def _release(ptr: int, charged: int) -> None:
-    with _LOCK:
-        _OWNERS.pop(ptr, None)
-        _DEVICE_STORAGES.pop(ptr, None)
-        COUNTERS.allocated -= charged
-        COUNTERS.frees += 1
+class _Release:
+    """Weak-reference callback: frees the host bytes when the device storage dies.
+
+    A callback on the weak reference the table keeps anyway costs less than a separate
+    `weakref.finalize` on the small-op path.
+    """
+
+    __slots__ = ("ptr", "charged")
+
+    def __init__(self, ptr: int, charged: int) -> None:
+        self.ptr = ptr
+        self.charged = charged
+
+    def __call__(self, _dead: object) -> None:
+        with _LOCK:
+            _OWNERS.pop(self.ptr, None)
+            _DEVICE_STORAGES.pop(self.ptr, None)
+            _ALIASES.pop(self.ptr, None)
+            COUNTERS.allocated -= self.charged
+            COUNTERS.frees += 1
 
 
 def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorage:
@@ -53,21 +69,20 @@ def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorag
     ptr = owner.data_ptr()
     if nbytes == 0 or ptr == 0:
         return torch._C._construct_storage_from_data_pointer(0, DEVICE, 0)
-    with _LOCK:
-        known = _DEVICE_STORAGES.get(ptr)
-        existing = known() if known is not None else None
+    known = _DEVICE_STORAGES.get(ptr)
+    if known is not None:
+        existing = known()
         if existing is not None:
             return existing
     storage = torch._C._construct_storage_from_data_pointer(ptr, DEVICE, nbytes)
-    charged = rules.stick_bytes(nbytes)
+    charged = -(-nbytes // rules.STICK_BYTES) * rules.STICK_BYTES
     with _LOCK:
         _OWNERS[ptr] = owner
-        _DEVICE_STORAGES[ptr] = weakref.ref(storage)
+        _DEVICE_STORAGES[ptr] = weakref.ref(storage, _Release(ptr, charged))
         COUNTERS.allocated += charged
         COUNTERS.allocations += 1
         if COUNTERS.allocated > COUNTERS.peak:
             COUNTERS.peak = COUNTERS.allocated
-    weakref.finalize(storage, _release, ptr, charged)
     return storage
 
 

@@ -11,6 +11,7 @@ as `pow.Tensor_Scalar`, `pow.Tensor_Scalar_out` or `pow_.Scalar` depending on th
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -112,6 +113,12 @@ def transfer_sticks(shape: tuple[int, ...] | torch.Size, itemsize: int) -> int:
     return rows * -(-row_bytes // STICK_BYTES)
 
 
+@functools.lru_cache(maxsize=4096)
+def cached_transfer_sticks(shape: torch.Size, dtype: torch.dtype) -> int:
+    """`transfer_sticks` memoised by shape and dtype (the small-op path asks it every op)."""
+    return transfer_sticks(shape, dtype.itemsize)
+
+
 # --- dtypes ---
 
 def check_dtype(dtype: torch.dtype, where: str) -> None:
@@ -185,6 +192,7 @@ class OpCost:
     spilled: bool
 
 
+@functools.lru_cache(maxsize=4096)
 def op_cost(sticks: int, work_elements: int, flops: float) -> OpCost:
     """Estimated kernel time of one executed op (see README "Cost model").
 

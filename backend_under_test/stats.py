@@ -34,19 +34,22 @@ class _Totals:
 
 
 TOTALS = _Totals()
+_op_cost = rules.op_cost
 
 
 def record_op(name: str, sticks: int, elements: int, flops: float) -> None:
     """Account one executed op with its estimated kernel time."""
-    cost = rules.op_cost(sticks, elements, flops)
-    with _LOCK:
-        TOTALS.ops_executed += 1
-        TOTALS.ops_by_name[name] += 1
-        TOTALS.kernel_time_us += cost.kernel_us
-        TOTALS.op_sticks += sticks
-        TOTALS.flops += flops
-        if cost.spilled:
-            TOTALS.scratchpad_spills += 1
+    cost = _op_cost(sticks, elements, flops)
+    # No lock: these are statistics, and the GIL keeps each increment whole.
+    totals = TOTALS
+    totals.ops_executed += 1
+    totals.ops_by_name[name] += 1
+    totals.kernel_time_us += cost.kernel_us
+    totals.op_sticks += sticks
+    if flops:
+        totals.flops += flops
+    if cost.spilled:
+        totals.scratchpad_spills += 1
 
 
 def record_device_copy(sticks: int, elements: int) -> None:
