@@ -394,7 +394,7 @@ def parse_time(value: str, name: str = "timestamp") -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except (ValueError, AttributeError):
         raise ExportError(
-            f"run record: {name} {value!r} is not an ISO 8601 time (want 2026-11-29T14:00:00Z)"
+            f"{name} {value!r} is not an ISO 8601 time (want 2026-11-29T14:00:00Z)"
         ) from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 

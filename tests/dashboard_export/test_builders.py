@@ -28,6 +28,10 @@ def test_callback_and_envelope_validate(record: RunRecord, status: str) -> None:
     validate("hud_envelope", envelope_for(record, status))
     workflow = body["workflow"]
     assert workflow["schema_version"] == "1" and workflow["status"] == status
+    # Beyond what the contract requires, our callbacks always carry these.
+    assert {"event_type", "delivery_id", "payload"} <= set(body)
+    assert {"conclusion", "url", "run_attempt", "started_at", "completed_at",
+            "environment"} <= set(workflow)
     assert body["delivery_id"] == record.event.delivery_id
     assert body["payload"]["pull_request"]["number"] == 4242
     if status == "in_progress":
@@ -105,9 +109,12 @@ def test_schemas_reject_what_hud_or_the_relay_would(record: RunRecord) -> None:
     body = callback_body(record)
     del body["workflow"]["job_name"]
     assert any("job_name" in e for e in errors("callback", body))
-    body = callback_body(record, "in_progress")
-    body["workflow"]["test_results"] = {"passed": 0, "failed": 0, "skipped": 0, "total": 0}
-    assert errors("callback", body)
+    for field, bad in (("status", "done"), ("run_attempt", "0"), ("started_at", "today"),
+                       ("test_results", {"passed": -1, "failed": 0, "skipped": 0, "total": 0}),
+                       ("failed_tests", [{"id": "x", "classification": "maybe"}])):
+        body = callback_body(record)
+        body["workflow"][field] = bad
+        assert any(field in e for e in errors("callback", body)), field
     row = row_for(record)
     row["failed_tests_json"] = json.dumps([{"id": "x", "classification": "maybe"}])
     assert any("failed_tests_json" in e for e in errors("crcr_workflow_job", row))

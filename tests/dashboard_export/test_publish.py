@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from dashboard_export import ExportError
-from dashboard_export.crcr import envelope_for
-from dashboard_export.hud_row import row_for
+from dashboard_export.crcr import envelope_for, hud_envelope
+from dashboard_export.hud_row import row_for, workflow_job_row
 from dashboard_export.model import RunRecord, VariantResult
 from dashboard_export.publish import post_json, publish_callback, publish_hud, publish_run_to_hud
 from suites.model import Outcome, Status
@@ -46,6 +46,20 @@ def test_hud_stores_the_row_we_build(record: RunRecord, hud_server: HudServer) -
     assert hud_server.received[0].auth == KEY
     [stored] = hud_server.rows
     assert _comparable(stored) == _comparable(row_for(record))
+
+
+def test_another_downstreams_minimal_callback_goes_through(hud_server: HudServer) -> None:
+    # The relay forwards every allowlisted repo's callback with this publisher: the contract's
+    # required fields are enough, extra fields pass.
+    callback = {"delivery_id": "d-77", "workflow": {
+        "status": "completed", "run_id": 5, "name": "ci", "job_name": "test",
+        "check_run_id": "5-1", "run_attempt": 1, "started_at": "2026-11-29T10:00:00.123Z",
+        "vendor_field": {"anything": True}}}
+    envelope = hud_envelope(callback, verified_repo="acme/npu", level="L2")
+    publish_hud(envelope, hud_server.url, KEY, sleep=Sleeps(), require_https=False)
+    [row] = hud_server.rows
+    assert row["dynamoKey"] == "acme/npu/d-77/ci/test/5-1"
+    assert _comparable(row) == _comparable(workflow_job_row(envelope))
 
 
 def test_republishing_never_duplicates(record: RunRecord, hud_server: HudServer) -> None:

@@ -70,8 +70,7 @@ class HudServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -118,9 +117,9 @@ class HudServer:
             if value in (None, ""):
                 return 400, {"error": f"missing required field {'.'.join(path)}"}
         row = _row(body)
-        key = (row["downstream_repo"], row["delivery_id"], row["dynamoKey"])
+        table_key = (row["downstream_repo"], row["delivery_id"], row["dynamoKey"])
         with self._lock:
-            self.table[key] = row
+            self.table[table_key] = row
             self.inserts += 1
         return 200, {"ok": True, "dynamoKey": row["dynamoKey"]}
 
