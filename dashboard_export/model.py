@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboard_export import ExportError
+from dashboard_export.validation import errors
 from relay.events import TriggerEvent
 from suites.model import Outcome, Status, split_variant_id
 
@@ -382,6 +383,9 @@ class RunRecord:
             raise ExportError(f"{path}: no such run record") from None
         except json.JSONDecodeError as exc:
             raise ExportError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        problems = errors("run_record", data)
+        if problems:
+            raise ExportError(f"{path}: not a run record: {'; '.join(problems[:5])}")
         try:
             return cls.from_json(data)
         except ExportError as exc:

@@ -162,20 +162,22 @@ def render_markdown(record: RunRecord) -> str:
     for message in record.event.commit_messages[:5]:
         first = message.strip().splitlines()[0] if message.strip() else ""
         if first:
-            out.append(f"- commit: {first}")
+            out.append(f"- commit: {_md(first)}")
     out += ["", "## What the selector concluded", ""]
     if plan is None:
         out.append("No plan recorded (every requested variant ran).")
     else:
         out.append(
             f"Selected {plan.selected} of {plan.inventory or '?'} variants"
-            + (f"; **fell back to a full run**: {plan.fallback_reason}" if plan.fallback_reason
+            + (f"; **fell back to a full run**: {_md(plan.fallback_reason)}"
+               if plan.fallback_reason
                else "")
             + f"; holdout sample {plan.holdout}."
         )
-        out += _md_table(["top reason", "variants"], [[r, str(n)] for r, n in plan.top_reasons])
+        out += _md_table(["top reason", "variants"],
+                         [[_md(r), str(n)] for r, n in plan.top_reasons])
         out += _md_table(
-            ["not run because", "variants"], [[r, str(n)] for r, n in plan.skipped.items()]
+            ["not run because", "variants"], [[_md(r), str(n)] for r, n in plan.skipped.items()]
         )
         if plan.metrics:
             out += _md_table(
@@ -191,12 +193,15 @@ def render_markdown(record: RunRecord) -> str:
     if not s.new:
         out.append("None.")
     for result in s.new:
+        message = _short(result.outcome.message) or "(no message)"
+        fence = _fence(message)
         out += [f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
-                "", "```", _short(result.outcome.message) or "(no message)", "```", ""]
+                "", fence, message, fence, ""]
     out += ["", f"## Pre-existing failures ({len(s.pre_existing)})", ""]
-    out += [f"- `{r.id}` ({r.status}): {_first_line(r.outcome.message)}" for r in s.pre_existing]
+    out += [f"- `{r.id}` ({r.status}): {_md(_first_line(r.outcome.message))}"
+            for r in s.pre_existing]
     out += ["", f"## Flaky ({len(s.flaky)})", ""]
-    out += [f"- `{r.id}` (final: {r.status}) {_first_line(r.outcome.message)}".rstrip()
+    out += [f"- `{r.id}` (final: {r.status}) {_md(_first_line(r.outcome.message))}".rstrip()
             for r in s.flaky]
     misses = plan.holdout_misses if plan else ()
     out += ["", f"## Holdout misses ({len(misses)})", ""]
@@ -224,7 +229,7 @@ def render_markdown(record: RunRecord) -> str:
                 out += _md_table(
                     ["variant", "before", "after", "message"],
                     [[f"`{r.id}`", str(r.before or "-"), str(r.after or "-"),
-                      _first_line(r.message)] for r in rows],
+                      _md(_first_line(r.message))] for r in rows],
                 )
     return "\n".join(out).rstrip() + "\n"
 
@@ -235,6 +240,29 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     cells = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]
     return ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(row) + " |" for row in cells), ""]
+
+
+def _md(text: str) -> str:
+    """User text outside code: no raw HTML reaches the rendered Markdown."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside `text`."""
+    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)),
+                  default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _backtick_runs(line: str) -> list[str]:
+    runs, current = [], ""
+    for char in line:
+        if char == "`":
+            current += char
+        elif current:
+            runs.append(current)
+            current = ""
+    return [*runs, current] if current else runs
 
 
 def _first_line(message: str) -> str:

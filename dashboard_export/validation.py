@@ -19,7 +19,7 @@ from dashboard_export import ExportError
 
 KINDS = (
     "callback", "hud_envelope", "crcr_workflow_job", "test_run", "test_run_summary",
-    "failed_test_runs",
+    "failed_test_runs", "run_record",
 )
 _BASE = "https://spyre-ci.invalid/schemas/"
 

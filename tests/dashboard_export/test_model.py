@@ -8,10 +8,12 @@ import pytest
 
 from dashboard_export import ExportError
 from dashboard_export.model import RunRecord
+from dashboard_export.validation import validate
 from tests.dashboard_export.conftest import make_record
 
 
 def test_record_json_round_trip(record: RunRecord, tmp_path: Path) -> None:
+    validate("run_record", record.to_json())
     assert RunRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
     record.save(tmp_path / "run.json")
     assert RunRecord.load(tmp_path / "run.json") == record
@@ -40,7 +42,7 @@ def test_bad_records_say_what_is_wrong(junit_dir: Path, tmp_path: Path) -> None:
     del data["environment"]["device"]
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ExportError, match=r"run\.json: environment: missing field 'device'"):
+    with pytest.raises(ExportError, match=r"run\.json: not a run record: .*'device' is a requ"):
         RunRecord.load(path)
     path.write_text("{\n  oops")
     with pytest.raises(ExportError, match=r"run\.json:2:\d+: invalid JSON"):

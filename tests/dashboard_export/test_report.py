@@ -61,6 +61,17 @@ def test_markdown_report(record: RunRecord) -> None:
     assert "AssertionError: mul gave 4" in text
     assert "## Holdout misses (1)" in text and "## Flaky (1)" in text
     assert "| `sample::binary_ufunc::mul::float32` | passed | failed |" in text
+    assert "half &lt;script&gt;" in text and "<script>" not in text
+
+
+def test_markdown_fence_outlasts_backticks_in_a_message(record: RunRecord) -> None:
+    first = record.results[2]
+    assert first.status.is_failure
+    tricky = dataclasses.replace(first, outcome=dataclasses.replace(
+        first.outcome, message="expected:\n```\ntensor([1.])\n```"))
+    text = render_markdown(dataclasses.replace(
+        record, results=(tricky, *record.results[3:])))
+    assert "````\nexpected:\n```\ntensor([1.])\n```\n````" in text
 
 
 def test_reports_without_plan_or_upgrade(record: RunRecord) -> None:
