@@ -1,0 +1,183 @@
+"""`spyre-ci serve` (gunicorn, several worker processes) and `spyre-ci trigger`, as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from relay.events import ChangedFile, TriggerEvent
+from relay.intake import RedisIntake
+from relay.signature import sign
+from tests.conftest import REPO_ROOT, free_port
+from tests.relay.conftest import SECRET, RedisProcess
+from tests.servers.github_api import GitHubAPIServer
+
+SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def spyre_ci(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "workflows", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def relay_env(redis_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPYRE_CI_")}
+    env.update(SPYRE_CI_WEBHOOK_SECRET=SECRET, SPYRE_CI_REDIS_URL=redis_url, **extra)
+    return env
+
+
+@pytest.fixture()
+def served(redis_proc: RedisProcess, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    config = tmp_path / "relay.yaml"
+    config.write_text("upstream_repo: pytorch/pytorch\nbranches: [main, release/2.13]\n")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workflows",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--config",
+            str(config),
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO_ROOT,
+        env=relay_env(redis_proc.url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"spyre-ci serve did not come up: {proc.communicate()[0]!r}")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_serve_counts_deliveries_across_worker_processes(served: str) -> None:
+    session = requests.Session()
+    for i in range(30):
+        payload = {
+            "ref": "refs/heads/release/2.13",
+            "before": SHA_A,
+            "after": SHA_B,
+            "repository": {"full_name": "pytorch/pytorch"},
+            "commits": [{"message": "m", "modified": ["a.py"]}],
+        }
+        body = json.dumps(payload).encode()
+        # A fresh connection each time, so both worker processes answer.
+        answer = requests.post(
+            f"{served}/github/webhook",
+            data=body,
+            timeout=10,
+            headers={
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": f"serve-{i % 20}",
+                "X-Hub-Signature-256": sign(SECRET, body),
+                "Connection": "close",
+            },
+        )
+        assert answer.status_code == 202, answer.text
+    text = session.get(f"{served}/metrics", timeout=10).text
+    assert 'spyre_ci_deliveries_total{event="push",outcome="accepted"} 20' in text
+    assert 'spyre_ci_deliveries_total{event="push",outcome="duplicate"} 10' in text
+    assert 'spyre_ci_queue_depth{queue="intake"} 20' in text
+    assert re.search(r'spyre_ci_delivery_seconds_bucket\{le="\+Inf"\} 30', text)
+
+
+def test_serve_without_a_secret_says_what_to_set(redis_proc: RedisProcess) -> None:
+    env = relay_env(redis_proc.url)
+    del env["SPYRE_CI_WEBHOOK_SECRET"]
+    result = spyre_ci("serve", env=env)
+    assert result.returncode == 2 and "SPYRE_CI_WEBHOOK_SECRET" in result.stderr
+
+
+def test_serve_config_errors_name_the_field(redis_proc: RedisProcess, tmp_path: Path) -> None:
+    config = tmp_path / "relay.yaml"
+    config.write_text("branches: 3\n")
+    result = spyre_ci("serve", "--config", str(config), env=relay_env(redis_proc.url))
+    assert result.returncode == 2
+    assert f"{config}: field 'branches' must be a non-empty list" in result.stderr
+
+
+def test_trigger_nightly_enqueues_once(redis_proc: RedisProcess) -> None:
+    env = relay_env(redis_proc.url)
+    first = spyre_ci("trigger", "nightly", "--sha", SHA_B, env=env)
+    assert first.returncode == 0 and "enqueued nightly" in first.stdout
+    second = spyre_ci("trigger", "nightly", "--sha", SHA_B, env=env)
+    assert second.returncode == 0 and "already enqueued" in second.stdout
+    claimed = RedisIntake.from_url(redis_proc.url).claim("w")
+    assert claimed is not None
+    assert claimed.event.kind == "nightly" and claimed.event.head_sha == SHA_B
+    assert claimed.event.delivery_id == SHA_B  # the CRCR contract: nightly delivery = sha
+    bad = spyre_ci("trigger", "nightly", "--sha", "abc", env=env)
+    assert bad.returncode == 2 and "40-hex-digit" in bad.stderr
+
+
+def test_trigger_with_redis_down_is_a_clear_error(redis_proc: RedisProcess) -> None:
+    redis_proc.stop()
+    result = spyre_ci("trigger", "periodic", "--sha", SHA_A, env=relay_env(redis_proc.url))
+    assert result.returncode == 2 and "is Redis at redis://127.0.0.1" in result.stderr
+
+
+def test_complete_files_asks_compare_when_the_payload_is_partial(
+    github_api: GitHubAPIServer,
+) -> None:
+    from relay.changes import complete_files
+    from relay.github import GitHubAdapter
+
+    github_api.add_comparison(
+        "pytorch/pytorch", SHA_A, SHA_B, files=[f"f{i}.py" for i in range(300)], commits=["a", "b"]
+    )
+    adapter = GitHubAdapter(base_url=github_api.url, token=github_api.token)
+    partial = TriggerEvent(
+        kind="pull_request",
+        delivery_id="d",
+        repo="pytorch/pytorch",
+        head_sha=SHA_B,
+        base_sha=SHA_A,
+        files_complete=False,
+    )
+    done = complete_files(partial, adapter)
+    assert len(done.files) == 300 and done.truncated and not done.files_complete
+    assert done.commit_messages == ("a", "b")
+    complete = TriggerEvent(
+        kind="push",
+        delivery_id="d",
+        repo="pytorch/pytorch",
+        head_sha=SHA_B,
+        base_sha=SHA_A,
+        files=(ChangedFile("x.py", "modified"),),
+    )
+    assert complete_files(complete, adapter) is complete
+    assert len(github_api.find("GET", "/compare/")) == 1
