@@ -192,9 +192,9 @@ def _kernel_words(symbol: str) -> str:
 def _cpp_symbols(text: str) -> Iterator[str]:
     for m in _IMPL_MACRO.finditer(text):
         yield m.group(1)
-    m = _CPP_DEF.match(text)
-    if m and m.group(1) not in _CPP_KEYWORDS:
-        yield m.group(1)
+    definition = _CPP_DEF.match(text)
+    if definition and definition.group(1) not in _CPP_KEYWORDS:
+        yield definition.group(1)
 
 
 def _cpp_names(patch: FilePatch) -> Iterator[Touch]:

@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from selector import (
+    History,
+    ImpactMap,
+    InventoryIndex,
+    PlanConfig,
+    SelectorError,
+    VariantHistory,
+    plan,
+)
+from selector.heuristics.base import RetrieveContext, Score
+from selector.plan import SKIP_COUNT_BUDGET, SKIP_NO_MATCH
+from selector.shard import shard_lpt
+from suites.model import Inventory, Status, split_variant_id
+from tests.selector.conftest import diff_change, example_change
+from tests.selector.synthetic import make_variant
+
+SOFTMAX_FAMILY = {
+    "softmax", "softmax.with_dtype", "log_softmax", "log_softmax.with_dtype",
+    "nn.functional.softmax", "nn.functional.log_softmax", "special.softmax",
+    "special.log_softmax", "softmin", "_softmax_backward_data", "masked.softmax",
+    "masked.log_softmax", "nn.Softmax",
+}
+
+
+def subjects(ids: tuple[str, ...]) -> set[str]:
+    return {split_variant_id(v)[2] for v in ids}
+
+
+def test_softmax_push_selects_the_softmax_family_only(index: InventoryIndex) -> None:
+    p = plan(example_change("push_softmax_kernel"), index)
+    assert p.decision == "targeted" and p.fallback is None
+    assert subjects(p.selected_ids) == SOFTMAX_FAMILY
+    assert not subjects(p.selected_ids) & {"abs", "add", "matmul", "nn.functional.gelu"}
+    # every dtype and template of the exact op, with the reason that names the kernel file
+    exact = [s for s in p.selected if split_variant_id(s.id)[2] == "softmax"]
+    assert len(exact) == 8 * 3
+    assert all(s.score == 1.0 for s in exact)
+    assert "SoftMax.cpp" in exact[0].reasons[0].reason
+    assert p.holdout and not set(p.holdout) & set(p.selected_ids)
+
+
+def test_docs_only_selects_nothing(index: InventoryIndex) -> None:
+    p = plan(example_change("push_docs_only"), index)
+    assert (p.decision, p.selected, p.holdout, p.shards) == ("none", (), (), ())
+    assert p.skipped["nothing to run for this change"] == len(index.ids) - 1
+
+
+def test_build_change_falls_back_to_a_full_run(index: InventoryIndex) -> None:
+    p = plan(example_change("push_build_cmake"), index, config=PlanConfig(budget_count=5))
+    assert p.decision == "full"
+    assert "CMakeLists.txt" in (p.fallback or "")
+    assert len(p.selected) == len(index.ids) - 1  # all but the declared skip
+    assert p.budget["not_applied"]
+    assert p.selected[0].reasons[-1].heuristic == "fallback"
+
+
+@pytest.mark.parametrize("name", ["pr_merged_nn_functional", "dispatch_crcr_push"])
+def test_other_examples_are_narrow(index: InventoryIndex, name: str) -> None:
+    p = plan(example_change(name), index)
+    assert p.decision == "targeted"
+    assert 0 < len(p.selected) < 0.1 * len(index.ids)
+
+
+def test_merged_pr_reaches_layer_norm_not_the_whole_opinfo_database(
+    index: InventoryIndex,
+) -> None:
+    p = plan(example_change("pr_merged_nn_functional"), index)
+    assert subjects(p.selected_ids) == {"nn.functional.layer_norm", "nn.LayerNorm"}
+
+
+def test_holdout_is_seeded_by_the_head_sha(index: InventoryIndex) -> None:
+    change = example_change("push_softmax_kernel")
+    first = plan(change, index)
+    assert plan(change, index).holdout == first.holdout
+    other = plan(replace(change, head_sha="0" * 40), index)
+    assert other.holdout != first.holdout
+    pool = len(index.ids) - 1 - len(first.selected)
+    assert len(first.holdout) == round(0.02 * pool)
+    assert plan(change, index, config=PlanConfig(holdout_rate=0)).holdout == ()
+    # holdout variants run but are counted apart from the skipped ones
+    assert sum(first.skipped.values()) + len(first.holdout) + len(first.selected) == len(
+        index.ids
+    )
+
+
+def test_count_budget_keeps_the_best_and_always_the_failing_and_new(
+    inventory: Inventory,
+) -> None:
+    new = make_variant("nn.functional.rms_norm", "compare_cpu", "float16")
+    inv = Inventory("2.13.0", "x", (*inventory.variants, new))
+    failing_id = "ops::compare_cpu::abs::float32"
+    history = History(
+        variants={failing_id: VariantHistory(recent=(Status.PASSED, Status.FAILED))},
+        known_variants=frozenset(v.id for v in inventory.variants),
+    )
+    p = plan(example_change("push_softmax_kernel"), inv, history, PlanConfig(budget_count=10))
+    ids = set(p.selected_ids)
+    assert {failing_id, new.id} <= ids
+    assert len(ids) == 10
+    assert p.skipped[SKIP_COUNT_BUDGET] > 0
+    mandatory = {s.id for s in p.selected if s.mandatory}
+    assert mandatory == {failing_id, new.id}
+    assert all(s.score == 1.0 for s in p.selected)
+
+
+def test_time_budget_uses_history_durations(index: InventoryIndex) -> None:
+    change = example_change("push_softmax_kernel")
+    durations = {vid: VariantHistory(mean_duration_s=0.25) for vid in index.ids}
+    p = plan(change, index, History(variants=durations), PlanConfig(budget_seconds=10.0))
+    assert p.budget["kind"] == "time"
+    assert p.budget["used"] <= 10.0
+    assert len(p.selected) == 40
+    # unknown durations take the default
+    p2 = plan(change, index, None, PlanConfig(budget_seconds=10.0, default_duration_s=2.0))
+    assert len(p2.selected) == 5
+
+
+def test_trial_heuristic_is_recorded_not_counted(index: InventoryIndex) -> None:
+    change = example_change("push_softmax_kernel")
+    counted = plan(change, index)
+    trial = plan(change, index, config=PlanConfig(trial=frozenset({"op_match"})))
+    assert trial.selected == ()
+    assert trial.trial["op_match"]["would_add"] == len(counted.selected)
+    reasons = trial.unselected
+    assert not reasons or all(r.trial for rs, _ in reasons.values() for r in rs)
+
+
+def test_definition_changed_against_the_previous_inventory(inventory: Inventory) -> None:
+    target = "ops::fake::cumsum::bfloat16"
+    changed = tuple(
+        replace(v, fingerprint="beef" * 4) if v.id == target else v for v in inventory.variants
+    )
+    now = Inventory("2.13.0", "x", changed)
+    p = plan(diff_change("test/test_ops_gradients.py"), now, previous=inventory)
+    assert p.selected_ids == (target,)
+    assert p.selected[0].reasons[0].heuristic == "definition"
+
+
+def test_co_failure_and_watch_globs(inventory: Inventory) -> None:
+    view = "ops::compare_cpu::view::float32"
+    history = History(co_failures={"torch/_functorch/aot.py": {view: 3}})
+    p = plan(diff_change("torch/_functorch/aot.py", "test/test_modules.py"), inventory, history)
+    got = {s.id: s.reasons[0] for s in p.selected}
+    assert got["ops::compare_cpu::view::float32"].heuristic == "co_failure"
+    modules = {v for v in got if v.startswith("modules::")}
+    assert len(modules) == 12 and all(got[v].heuristic == "watch" for v in modules)
+
+
+def test_impact_map_links_changed_functions_to_variants(inventory: Inventory) -> None:
+    impact = ImpactMap(
+        functions={"ops::compare_cpu::cat::float32": frozenset({"torch/functional.py:split"})},
+        aten_ops={"ops::out::stack::float16": frozenset({"aten::split_with_sizes.default"})},
+    )
+    body = ("diff --git a/torch/functional.py b/torch/functional.py\n--- a/torch/functional.py\n"
+            "+++ b/torch/functional.py\n@@ -1 +1 @@ def split(\n-a\n+b\n")
+    p = plan(diff_change(body=body), inventory, impact=impact)
+    assert p.selected_ids == ("ops::compare_cpu::cat::float32",)
+    assert p.selected[0].reasons[0].reason == "executes changed torch/functional.py:split"
+
+
+def test_a_plug_in_heuristic(inventory: Inventory) -> None:
+    class Everything:
+        name = "everything"
+
+        def score(self, ctx: RetrieveContext) -> dict[str, Score]:
+            return {vid: Score(0.1, "plug-in") for vid in ctx.index.ids[:3]}
+
+    p = plan(diff_change("torch/_functorch/x.py"), inventory, heuristics=[Everything()])
+    assert len(p.selected) == 3 and p.selected[0].reasons[0].reason == "plug-in"
+
+
+def test_plan_json_contract(index: InventoryIndex) -> None:
+    p = plan(example_change("push_softmax_kernel"), index, config=PlanConfig(shards=3))
+    data = json.loads(json.dumps(p.to_json()))
+    assert data["fallback"] is None
+    assert {"id", "score", "reasons"} <= set(data["selected"][0])
+    assert data["selected"][0]["reasons"][0]["heuristic"] == "op_match"
+    assert data["holdout"] == list(p.holdout)
+    assert SKIP_NO_MATCH in data["skipped"]
+    assert data["change_facts"]["decision"] == "targeted"
+    shard_ids = [v for s in data["shards"] for v in s["ids"]]
+    assert sorted(shard_ids) == sorted([*p.selected_ids, *p.holdout])
+    assert len(data["shards"]) == 3
+
+
+def test_lpt_balances_shards() -> None:
+    durations = {"a": 7.0, "b": 5.0, "c": 4.0, "d": 3.0, "e": 3.0, "f": 2.0}
+    shards = shard_lpt(list(durations), durations, 2)
+    assert sorted(s.estimated_s for s in shards) == [12.0, 12.0]
+    assert len(shard_lpt(["a"], durations, 4)) == 1
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"budget_count": 3, "budget_seconds": 1.0}, "not both"),
+        ({"holdout_rate": 1.5}, "holdout"),
+        ({"trial": frozenset({"nope"})}, "unknown heuristic"),
+        ({"shards": 0}, "shards"),
+    ],
+)
+def test_bad_config(kw: dict[str, object], message: str) -> None:
+    with pytest.raises(SelectorError, match=message):
+        PlanConfig(**kw)  # type: ignore[arg-type]
