@@ -203,24 +203,27 @@ class CallbackService:
         change: Plan,
         current: Mapping[str, str] | None,
     ) -> int | str | None:
-        payload = data.get("payload") or {}
-        pr = payload.get("pull_request") or {}
-        labels = tuple(str(lbl.get("name", "")) for lbl in pr.get("labels") or ())
+        payload = _mapping(data.get("payload"))
+        pr = _mapping(payload.get("pull_request"))
+        labels = tuple(str(_mapping(lbl).get("name", "")) for lbl in _list(pr.get("labels")))
         if self.adapter is None or not entry.wants_check_run(labels):
             return None
         workflow = data["workflow"]
         name = f"crcr/{key.repo}/{workflow['name']}/{key.job_name}"
-        head = str((pr.get("head") or {}).get("sha") or payload.get("head_sha") or key.delivery_id)
-        upstream = str(
-            (payload.get("repository") or {}).get("full_name") or self.config.upstream_repo
+        head = str(
+            _mapping(pr.get("head")).get("sha") or payload.get("head_sha") or key.delivery_id
         )
+        upstream = str(
+            _mapping(payload.get("repository")).get("full_name") or self.config.upstream_repo
+        )
+        number = pr.get("number") if isinstance(pr.get("number"), int) else 0
         try:
             if change.state == "IN_PROGRESS":
                 check_id = self.adapter.create_check_run(
                     upstream,
                     head,
                     name,
-                    f"{key.run_id}:{pr.get('number', 0)}",
+                    f"{key.run_id}:{number}",
                     "in_progress",
                     details_url=workflow.get("url") or None,
                 )
@@ -293,6 +296,14 @@ def _is_outage(exc: Exception) -> bool:
     """dashboard_export retries 5xx and network errors, then says "failed after N attempts";
     anything else (a 4xx, a body its schema refuses) would fail the same way again."""
     return "failed after" in str(exc)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _float(value: str | None) -> float | None:

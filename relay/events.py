@@ -145,7 +145,16 @@ def normalize(
     handler = _HANDLERS.get(event_name)
     if handler is None:
         return Ignored(f"event {event_name!r} is not handled")
-    return handler(payload, delivery_id, rules)
+    try:
+        return handler(payload, delivery_id, rules)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        if isinstance(exc, RelayError):
+            raise
+        # A field of the wrong type (a list where GitHub sends an object, ...): not GitHub's.
+        raise RelayError(
+            f"delivery {delivery_id}: {event_name} payload has a field of an unexpected type "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def scheduled(kind: str, sha: str, repo: str = "pytorch/pytorch") -> TriggerEvent:
@@ -217,7 +226,7 @@ def _pull_request(
         head_sha=str(head_sha or head.get("sha") or ""),
         base_sha=base.get("sha"),
         ref=base.get("ref"),
-        pr_number=pr.get("number"),
+        pr_number=_pr_number(pr, delivery_id),
         files_complete=False,  # a pull request payload never lists its files
         commit_messages=(str(pr.get("title", "")), str(pr.get("body") or "")),
         labels=labels,
@@ -297,6 +306,13 @@ def _files_from_commits(commits: Sequence[Mapping[str, Any]]) -> tuple[ChangedFi
                 else:
                     status[path] = kind
     return tuple(ChangedFile(p, s) for p, s in status.items())
+
+
+def _pr_number(pr: Mapping[str, Any], delivery_id: str) -> int | None:
+    number = pr.get("number")
+    if number is None or (isinstance(number, int) and not isinstance(number, bool)):
+        return number
+    raise RelayError(f"delivery {delivery_id}: pull_request.number must be an integer")
 
 
 def _repo_name(payload: Mapping[str, Any]) -> str:
