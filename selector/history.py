@@ -27,6 +27,7 @@ from typing import Any
 from suites.model import Status
 
 RECENT_LIMIT = 10
+FAILURES = frozenset(s for s in Status if s.is_failure)
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,7 @@ class VariantHistory:
     @property
     def failing(self) -> bool:
         """Failing now: the last run failed, or the baseline is red."""
-        last_bad = self.last is not None and self.last.is_failure
-        return last_bad or (self.baseline is not None and self.baseline.is_failure)
+        return bool(self.recent and self.recent[-1] in FAILURES) or self.baseline in FAILURES
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from selector.aliases import alias_index
 from selector.opnames import compact, family_of, op_key
-from suites.model import Inventory, Variant
+from suites.model import Expectation, Inventory, Variant
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,10 @@ class InventoryIndex:
     inventory: Inventory
     aliases: Mapping[str, str]
     ids: tuple[str, ...]
+    runnable: tuple[str, ...]  # ids without a declared skip, in inventory order
+    runnable_set: frozenset[str]
+    declared_skip: frozenset[str]
+    fingerprints: Mapping[str, str]  # id -> definition fingerprint
     by_id: Mapping[str, Variant]
     by_op: Mapping[str, tuple[str, ...]]  # op_key(subject) -> ids
     by_family: Mapping[str, tuple[str, ...]]  # family -> ids
@@ -39,12 +43,12 @@ class InventoryIndex:
         op_of_id: dict[str, str] = {}
         memo: dict[str, tuple[str, str]] = {}  # subjects repeat across dtypes and templates
         for v in inventory.variants:
-            key = (v.subject, v.family)
-            cached = memo.get(f"{v.subject}\0{v.family}")
+            memo_key = f"{v.subject}\0{v.family}"
+            cached = memo.get(memo_key)
             if cached is None:
-                family = family_of(v.family, aliases) if v.family else family_of(v.subject, aliases)
+                family = family_of(v.family or v.subject, aliases)
                 cached = (op_key(v.subject), family)
-                memo[f"{key[0]}\0{key[1]}"] = cached
+                memo[memo_key] = cached
             op, family = cached
             op_of_id[v.id] = op
             family_of_id[v.id] = family
@@ -57,10 +61,17 @@ class InventoryIndex:
         compact_families = {compact(n): f for n, f in aliases.items()}
         for name in (*by_family, *by_op):
             compact_families.setdefault(compact(name), family_of(name, aliases))
+        ids = tuple(v.id for v in inventory.variants)
+        skip = frozenset(v.id for v in inventory.variants if v.expectation is Expectation.SKIP)
+        runnable = tuple(vid for vid in ids if vid not in skip)
         return cls(
             inventory=inventory,
             aliases=aliases,
-            ids=tuple(v.id for v in inventory.variants),
+            ids=ids,
+            runnable=runnable,
+            runnable_set=frozenset(runnable),
+            declared_skip=skip,
+            fingerprints={v.id: v.fingerprint for v in inventory.variants},
             by_id=inventory.by_id(),
             by_op={k: tuple(v) for k, v in by_op.items()},
             by_family={k: tuple(v) for k, v in by_family.items()},
@@ -71,6 +82,11 @@ class InventoryIndex:
             families=families,
             compact_families=compact_families,
         )
+
+    @classmethod
+    def of(cls, inventory: Inventory | InventoryIndex) -> InventoryIndex:
+        """The index itself, or a new one for a bare Inventory."""
+        return inventory if isinstance(inventory, InventoryIndex) else cls.build(inventory)
 
     def knows_op(self, name: str) -> bool:
         """True when `name` is an op the inventory tests or the alias table lists."""

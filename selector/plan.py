@@ -21,7 +21,7 @@ from selector.impact import ImpactMap
 from selector.index import InventoryIndex
 from selector.scout import FULL_RUN_LABELS, ChangeFacts, scout
 from selector.shard import Shard, shard_lpt
-from suites.model import Expectation, Inventory
+from suites.model import Inventory
 
 PLAN_FORMAT = 1
 # Heuristics whose variants run whatever the budget and the threshold say.
@@ -148,7 +148,7 @@ def plan(
     history: History | None = None,
     config: PlanConfig | None = None,
     *,
-    previous: Inventory | None = None,
+    previous: Inventory | InventoryIndex | None = None,
     impact: ImpactMap | None = None,
     heuristics: Iterable[Heuristic] | None = None,
 ) -> Plan:
@@ -159,9 +159,14 @@ def plan(
         inventory if isinstance(inventory, InventoryIndex)
         else InventoryIndex.build(inventory, config.extra_families)
     )
+    before: Mapping[str, str] | None = None
+    if isinstance(previous, InventoryIndex):
+        before = previous.fingerprints
+    elif previous is not None:
+        before = {v.id: v.fingerprint for v in previous.variants}
     facts = scout(changes, index, config.full_run_labels)
     plugins = [h for h in (heuristics or REGISTRY.values()) if h.name not in config.disabled]
-    ctx = RetrieveContext(facts, index, history, previous, impact)
+    ctx = RetrieveContext(facts, index, history, before, impact)
     reasons = _retrieve(ctx, plugins, config.trial) if facts.decision != "none" else {}
     return _decide(changes, facts, index, history, config, reasons)
 
@@ -191,10 +196,9 @@ def _decide(
     config: PlanConfig,
     reasons: dict[str, list[Reason]],
 ) -> Plan:
-    variants = index.inventory.variants
-    declared_skip = {v.id for v in variants if v.expectation is Expectation.SKIP}
-    eligible = [vid for vid in index.ids if vid not in declared_skip]
-    durations = {vid: history.duration(vid, config.default_duration_s) for vid in eligible}
+    declared_skip = index.declared_skip
+    eligible = index.runnable
+    durations = _Durations(history, config.default_duration_s)
     skipped: Counter[str] = Counter()
     if declared_skip:
         skipped[SKIP_DECLARED] = len(declared_skip)
@@ -225,20 +229,22 @@ def _decide(
         decision = facts.decision
         extra = {}
         if decision == "rerun-failed":
-            pool = [v for v in eligible if (h := history.get(v)) is not None and h.failing]
+            pool = frozenset(v for v, h in history.variants.items()
+                             if h.failing and v in index.runnable_set)
             skipped[SKIP_NOT_FAILING] += len(eligible) - len(pool)
-            mandatory &= set(pool)
+            mandatory &= pool
         else:
-            pool = eligible
+            pool = index.runnable_set
         chosen, budget = _fit(pool, scores, mandatory, durations, config, skipped, reasons,
                               unselected)
     chosen_set = set(chosen)
     holdout: tuple[str, ...] = ()
     if decision in ("targeted",) and config.holdout_rate > 0:
-        pool = sorted(v for v in eligible if v not in chosen_set)
-        k = min(len(pool), max(1, round(config.holdout_rate * len(pool)))) if pool else 0
+        # Inventory order keeps the sample reproducible without sorting 50,000 ids.
+        unchosen = [v for v in eligible if v not in chosen_set]
+        k = min(len(unchosen), max(1, round(config.holdout_rate * len(unchosen))))
         rng = random.Random(config.seed or changes.head_sha or "spyre-ci")
-        holdout = tuple(sorted(rng.sample(pool, k)))
+        holdout = tuple(sorted(rng.sample(unchosen, k))) if unchosen else ()
         for vid in holdout:
             reason = unselected.pop(vid, None)
             skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
@@ -249,10 +255,10 @@ def _decide(
     )
     run = [*chosen, *holdout]
     shards = shard_lpt(run, durations, config.shards) if run else ()
-    total_s = sum(durations.values())
+    total_s = durations.total(index.runnable_set)
     selected_s = sum(durations[v] for v in chosen)
     totals = {
-        "variants": len(variants),
+        "variants": len(index.ids),
         "eligible": len(eligible),
         "selected": len(chosen),
         "holdout": len(holdout),
@@ -278,29 +284,56 @@ def _decide(
     )
 
 
+class _Durations(dict[str, float]):
+    """Historical mean durations, looked up only for the variants a plan touches."""
+
+    def __init__(self, history: History, default: float) -> None:
+        super().__init__()
+        self.history = history
+        self.default = default
+
+    def __missing__(self, vid: str) -> float:
+        entry = self.history.variants.get(vid)
+        mean = None if entry is None else entry.mean_duration_s
+        self[vid] = value = self.default if mean is None else mean
+        return value
+
+    def total(self, ids: frozenset[str]) -> float:
+        """Sum over `ids` without a lookup per id: timed ones from History, the rest default."""
+        timed = 0
+        total = 0.0
+        for vid, entry in self.history.variants.items():
+            if entry.mean_duration_s is not None and vid in ids:
+                timed += 1
+                total += entry.mean_duration_s
+        return total + self.default * (len(ids) - timed)
+
+
 def _fit(
-    pool: list[str],
+    pool: frozenset[str],
     scores: Mapping[str, float],
     mandatory: set[str],
-    durations: Mapping[str, float],
+    durations: _Durations,
     config: PlanConfig,
     skipped: Counter[str],
     reasons: Mapping[str, list[Reason]],
     unselected: dict[str, tuple[tuple[Reason, ...], str]],
 ) -> tuple[list[str], dict[str, Any]]:
     """Mandatory variants first, then by score (cheaper first on ties) within the budget."""
-    must = sorted((v for v in pool if v in mandatory), key=lambda v: (-scores[v], v))
+    must = sorted((v for v in mandatory if v in pool), key=lambda v: (-scores[v], v))
     candidates: list[str] = []
-    for vid in pool:
-        if vid in mandatory:
+    scored = 0
+    # Only scored variants are visited: the rest of the pool is counted, not walked.
+    for vid, rs in reasons.items():
+        if vid in mandatory or vid not in pool:
             continue
-        if vid not in reasons:
-            skipped[SKIP_NO_MATCH] += 1
-        elif scores[vid] <= config.threshold:
+        scored += 1
+        if scores[vid] <= config.threshold:
             skipped[SKIP_THRESHOLD] += 1
-            unselected[vid] = (tuple(reasons[vid]), SKIP_THRESHOLD)
+            unselected[vid] = (tuple(rs), SKIP_THRESHOLD)
         else:
             candidates.append(vid)
+    skipped[SKIP_NO_MATCH] += len(pool) - len(must) - scored
     candidates.sort(key=lambda v: (-scores[v], durations[v], v))
     chosen = list(must)
     if config.budget_count is not None:

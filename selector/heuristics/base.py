@@ -10,7 +10,6 @@ from selector.history import History
 from selector.impact import ImpactMap
 from selector.index import InventoryIndex
 from selector.scout import ChangeFacts
-from suites.model import Inventory
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,8 @@ class RetrieveContext:
     facts: ChangeFacts
     index: InventoryIndex
     history: History
-    previous: Inventory | None = None  # the inventory the last run used
+    # id -> fingerprint of the inventory the last run used (None: not known)
+    previous: Mapping[str, str] | None = None
     impact: ImpactMap | None = None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from selector.heuristics.base import RetrieveContext, Score
+from selector.history import FAILURES
 
 DEFINITION = 1.0
 FAILING = 1.0
@@ -20,13 +21,15 @@ class DefinitionChanged:
     def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
         if ctx.previous is None:
             return {}
-        before = {v.id: v.fingerprint for v in ctx.previous.variants}
+        before = ctx.previous
+        now = ctx.index.fingerprints
         scores: dict[str, Score] = {}
-        for v in ctx.index.inventory.variants:
-            old = before.get(v.id)
-            if old is not None and old != v.fingerprint:
-                scores[v.id] = Score(DEFINITION, f"definition changed ({old[:8]} -> "
-                                                 f"{v.fingerprint[:8]})")
+        # dict views do the set difference in C: 50,000 variants cost a few milliseconds.
+        for vid, fingerprint in now.items() - before.items():
+            old = before.get(vid)
+            if old is not None:
+                scores[vid] = Score(DEFINITION, f"definition changed ({old[:8]} -> "
+                                                f"{fingerprint[:8]})")
         return scores
 
 
@@ -56,14 +59,21 @@ class PreviouslyFailing:
     def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
         scores: dict[str, Score] = {}
         by_id = ctx.index.by_id
+        last_run = Score(FAILING, "failing on the last run")
+        baseline = Score(FAILING, "failing on the baseline")
+        flaky = Score(FLAKY, "known flaky")
         for vid, entry in ctx.history.variants.items():
-            if vid not in by_id:
-                continue
-            if entry.failing:
-                where = "last run" if entry.last and entry.last.is_failure else "baseline"
-                scores[vid] = Score(FAILING, f"failing on the {where}")
+            recent = entry.recent
+            if recent and recent[-1] in FAILURES:
+                score = last_run
+            elif entry.baseline in FAILURES:
+                score = baseline
             elif entry.flaky:
-                scores[vid] = Score(FLAKY, "known flaky")
+                score = flaky
+            else:
+                continue
+            if vid in by_id:
+                scores[vid] = score
         return scores
 
 
@@ -73,13 +83,14 @@ class NewVariant:
     name = "new"
 
     def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
+        ids = ctx.index.fingerprints.keys()
         if ctx.previous is not None:
-            known = frozenset(v.id for v in ctx.previous.variants)
+            new = ids - ctx.previous.keys()
             source = "previous inventory"
         elif ctx.history.known_variants:
-            known = ctx.history.known_variants
+            new = ids - ctx.history.known_variants
             source = "history"
         else:
             return {}  # no record of the past: "new" would mean everything
         reason = Score(NEW, f"new variant (not in the {source})")
-        return {vid: reason for vid in ctx.index.ids if vid not in known}
+        return dict.fromkeys(new, reason)

@@ -66,16 +66,16 @@ def small_inventory() -> Inventory:
 
 
 def large_inventory(size: int = 50_000) -> Inventory:
-    """`size` variants: OPS widened with numbered OpInfo variants, as op_db's long tail."""
-    variants: list[Variant] = []
-    round_ = 0
-    while len(variants) < size:
-        for subject, family in OPS:
-            name = subject if round_ == 0 else f"{subject}.variant{round_}"
-            for template in TEMPLATES:
-                for dtype in DTYPES:
-                    variants.append(make_variant(name, template, dtype, family))
-            if len(variants) >= size:
-                break
-        round_ += 1
+    """`size` variants: OPS, then op_db's long tail as distinct subjects (`op_0001`, ...),
+    each in every template and dtype, so a touched op reaches about as many variants as in
+    the real inventory."""
+    subjects = [*OPS]
+    n = 0
+    while len(subjects) * len(TEMPLATES) * len(DTYPES) < size:
+        n += 1
+        subjects.append((f"op_{n:04d}", ""))
+    variants = [
+        make_variant(subject, template, dtype, family)
+        for subject, family in subjects for template in TEMPLATES for dtype in DTYPES
+    ]
     return Inventory("2.13.0", "synthetic", tuple(variants[:size]))
