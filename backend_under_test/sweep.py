@@ -1,0 +1,215 @@
+"""The OpInfo compare-with-CPU sweep of the spyre device, and its committed manifest.
+
+The sweep runs upstream's `TestCommon.test_compare_cpu` over every OpInfo of `op_db` in
+float32, float16 and bfloat16 (tests/backend_under_test/opinfo_compare_cpu.py) in a pytest
+subprocess. Its JUnit XML is reduced to one outcome per (op, dtype) and every failure is put
+in a named group whose cause is explained; the result is the manifest
+(`backend_under_test/opinfo_manifest.json`) and the table in backend_under_test/README.md.
+
+    python -m backend_under_test.sweep --write            # run the sweep, rewrite both
+    python -m backend_under_test.sweep --junit FILE --write   # from an existing JUnit XML
+
+This module never imports torch: the sweep runs in the subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+SWEEP_MODULE = REPO_ROOT / "tests" / "backend_under_test" / "opinfo_compare_cpu.py"
+MANIFEST = PACKAGE_DIR / "opinfo_manifest.json"
+README = PACKAGE_DIR / "README.md"
+TABLE_START = "<!-- opinfo-table:start -->"
+TABLE_END = "<!-- opinfo-table:end -->"
+_NAME = re.compile(r"^test_compare_cpu_(?P<op>.+)_spyre_(?P<dtype>float32|float16|bfloat16)$")
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """A named cause of failures: matched on the failure message, explained in the README."""
+
+    name: str
+    pattern: str
+    cause: str
+    rule: bool  # True when the failure is a Spyre rule working as intended
+
+
+# Order matters: the first group whose pattern matches the message wins.
+FAILURE_GROUPS = (
+    FailureGroup("rule-dtype", r"spyre does not support dtype torch\.(float64|complex)",
+                 "Spyre rule: float64/complex refused (TypeError naming the dtype); the op "
+                 "or its sample inputs compute in float64 or complex on the device", True),
+    FailureGroup("rule-unlowerable", r"spyre cannot lower aten::",
+                 "Spyre rule: aten::pow / float_power cannot be lowered "
+                 "(NotImplementedError with a rewrite)", True),
+    FailureGroup("rule-fp16-compute", r"(not close|Tensor-likes are not)",
+                 "Spyre rule: matmul-family ops and softmax compute in float16; float32 and "
+                 "bfloat16 results differ from CPU by more than the 1e-3 tolerance", True),
+    FailureGroup("no-device-generator", r"(Generator|generator)",
+                 "Limitation: no device torch.Generator from Python on torch 2.13 (random "
+                 "ops take the CPU generator); a sample passing a device generator fails",
+                 False),
+    FailureGroup("sparse", r"(sparse|Sparse|SparsePrivateUse1)",
+                 "Limitation: sparse layouts on the device need C++ kernels", False),
+    FailureGroup("unexpected-success", r"(Unexpected success|XPASS|unexpectedly succeeded)",
+                 "Upstream expected failure that passes here: the CPU kernel runs the op, so "
+                 "a failure expected of other devices does not happen", False),
+)
+UNEXPLAINED = "unexplained"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    test: str  # test_compare_cpu_<op>_spyre_<dtype>
+    op: str
+    dtype: str
+    status: str  # passed, failed, skipped, xfailed
+    message: str
+
+    @property
+    def group(self) -> str | None:
+        if self.status != "failed":
+            return None
+        return classify(self.message)
+
+
+def classify(message: str) -> str:
+    """The failure group of a failure message (`unexplained` when none matches)."""
+    for group in FAILURE_GROUPS:
+        if re.search(group.pattern, message):
+            return group.name
+    return UNEXPLAINED
+
+
+def parse_junit(path: Path) -> list[Outcome]:
+    """One Outcome per sweep test case in a JUnit XML file."""
+    root = ET.parse(path).getroot()
+    outcomes = []
+    for case in root.iter("testcase"):
+        name = case.get("name", "")
+        match = _NAME.match(name)
+        if match is None:
+            continue
+        status, message = "passed", ""
+        for child in case:
+            text = " ".join(filter(None, [child.get("message"), child.text]))[:4000]
+            if child.tag in ("failure", "error"):
+                status, message = "failed", text
+            elif child.tag == "skipped":
+                xfail = child.get("type") == "pytest.xfail" or "xfail" in (
+                    child.get("message") or "").lower()
+                status, message = ("xfailed" if xfail else "skipped"), text
+        outcomes.append(Outcome(name, match["op"], match["dtype"], status, message))
+    return outcomes
+
+
+def build_manifest(outcomes: Sequence[Outcome], torch_version: str,
+                   seconds: float | None) -> dict[str, object]:
+    """The manifest: counts, failure groups with causes, and the outcome of every test."""
+    counts = Counter(o.status for o in outcomes)
+    groups = Counter(o.group for o in outcomes if o.group)
+    by_dtype: dict[str, Counter[str]] = {}
+    for o in outcomes:
+        by_dtype.setdefault(o.dtype, Counter())[o.status] += 1
+    causes = {g.name: {"cause": g.cause, "spyre_rule": g.rule} for g in FAILURE_GROUPS}
+    causes[UNEXPLAINED] = {"cause": "not explained: a backend bug to fix", "spyre_rule": False}
+    return {
+        "sweep": "TestCommon.test_compare_cpu over op_db, float32/float16/bfloat16",
+        "torch": torch_version,
+        "seconds": round(seconds, 1) if seconds is not None else None,
+        "counts": dict(sorted(counts.items())),
+        "counts_by_dtype": {d: dict(sorted(c.items())) for d, c in sorted(by_dtype.items())},
+        "failure_groups": {name: dict(causes[name], count=count)
+                           for name, count in groups.most_common()},
+        "tests": {o.test: (o.status if o.group is None else f"failed:{o.group}")
+                  for o in sorted(outcomes, key=lambda o: o.test)},
+    }
+
+
+def render_table(manifest: dict[str, object]) -> str:
+    """The README table: outcome counts, then one row per failure group with its cause."""
+    counts: dict[str, int] = manifest["counts"]  # type: ignore[assignment]
+    by_dtype: dict[str, dict[str, int]] = manifest["counts_by_dtype"]  # type: ignore[assignment]
+    groups: dict[str, dict[str, object]] = manifest["failure_groups"]  # type: ignore[assignment]
+    statuses = ["passed", "failed", "skipped", "xfailed"]
+    lines = ["| dtype | " + " | ".join(statuses) + " |", "|---|" + "---:|" * len(statuses)]
+    for dtype, row in by_dtype.items():
+        lines.append(f"| {dtype} | " + " | ".join(str(row.get(s, 0)) for s in statuses) + " |")
+    lines.append("| **all** | " + " | ".join(f"**{counts.get(s, 0)}**" for s in statuses) + " |")
+    lines += ["", "| failure group | tests | Spyre rule? | cause |", "|---|---:|---|---|"]
+    for name, group in groups.items():
+        rule = "yes" if group["spyre_rule"] else "no"
+        lines.append(f"| `{name}` | {group['count']} | {rule} | {group['cause']} |")
+    seconds = manifest.get("seconds")
+    lines += ["", f"torch {manifest['torch']}"
+              + (f"; the sweep took {seconds} s on this machine." if seconds else ".")]
+    return "\n".join(lines)
+
+
+def run_sweep(junit: Path, extra_env: dict[str, str] | None = None,
+              timeout: float = 3600) -> float:
+    """Run the sweep in a pytest subprocess writing `junit`; returns the wall seconds."""
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+         str(SWEEP_MODULE), f"--junitxml={junit}"],
+        cwd=REPO_ROOT, env=dict(os.environ, **(extra_env or {})), timeout=timeout,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+    )
+    return time.monotonic() - started
+
+
+def _torch_version() -> str:
+    probe = "import torch; print(torch.__version__)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
+                          ).stdout.strip()
+
+
+def update_readme(table: str, readme: Path = README) -> None:
+    """Replace the table between the markers in the README."""
+    text = readme.read_text()
+    start, end = text.index(TABLE_START), text.index(TABLE_END)
+    readme.write_text(text[: start + len(TABLE_START)] + "\n" + table + "\n" + text[end:])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m backend_under_test.sweep",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--junit", type=Path, help="reduce this JUnit XML instead of running")
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite the manifest and the README table")
+    args = parser.parse_args(argv)
+    seconds = None
+    junit = args.junit
+    if junit is None:
+        junit = Path(os.environ.get("TMPDIR", "/tmp")) / "spyre-opinfo-sweep.xml"
+        seconds = run_sweep(junit)
+    outcomes = parse_junit(junit)
+    if not outcomes:
+        print(f"{junit}: no sweep test cases found", file=sys.stderr)
+        return 2
+    manifest = build_manifest(outcomes, _torch_version(), seconds)
+    table = render_table(manifest)
+    print(table)
+    if args.write:
+        MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+        update_readme(table)
+    return 1 if UNEXPLAINED in manifest["failure_groups"] else 0  # type: ignore[operator]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
