@@ -371,7 +371,8 @@ class RunRecord:
         )
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        text = json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
+        Path(path).write_text(text + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> RunRecord:

@@ -34,16 +34,17 @@ def run_rows(cases: Iterable[Mapping[str, Any]], record: RunRecord) -> list[dict
     """One `test_run_s3` row per testcase; the run's verified status wins over JUnit's."""
     status_of = {r.id: r.status for r in record.results}
     time_inserted = _inserted(record)
+    job_id, workflow_id = _job_id(record), _workflow_id(record)
     rows = []
     for case in cases:
         vid = case_id(case)
-        status = status_of.get(vid, case_status(case))
+        status = status_of.get(vid) or case_status(case)
         row: dict[str, Any] = {
             "classname": str(case.get("classname", "")),
             "duration": float(case.get("time", 0.0) or 0.0),
             "file": str(case.get("file", "")),
             "invoking_file": str(case.get("invoking_file", "")),
-            "job_id": _job_id(record),
+            "job_id": job_id,
             "line": int(case["line"]) if isinstance(case.get("line"), int) else 0,
             "name": str(case.get("name", "")),
             "properties": [{"name": k, "value": v} for k, v in properties(case).items()],
@@ -53,7 +54,7 @@ def run_rows(cases: Iterable[Mapping[str, Any]], record: RunRecord) -> list[dict
             "time_inserted": time_inserted,
             "type_param": str(case.get("type_param", "")),
             "value_param": str(case.get("value_param", "")),
-            "workflow_id": _workflow_id(record),
+            "workflow_id": workflow_id,
             "workflow_run_attempt": record.attempt,
         }
         for tag in _DETAIL_TAGS:
