@@ -105,7 +105,10 @@ def scout(
         named: list[str] = []
         for touch in touches:
             if rule.area == "upstream_tests" and touch.name.startswith("test_"):
-                templates.add(touch.name[len("test_"):])
+                template = touch.name[len("test_"):]
+                # A new upstream test is not a template any suite reuses.
+                if index is None or template in index.by_template:
+                    templates.add(template)
                 continue
             if touch.path.endswith(".py") and touch.evidence.endswith(("def", "class")):
                 functions[f"{touch.path}:{touch.name.rsplit('.', 1)[-1]}"] = None
