@@ -95,16 +95,25 @@ class History:
         """Parse a snapshot; a bad status names the variant (SelectorError)."""
         from selector.errors import SelectorError
 
+        if not isinstance(data, Mapping):
+            raise SelectorError("history: the snapshot must be a JSON object")
+        for key, kind, name in (("variants", Mapping, "object"),
+                                ("co_failures", Mapping, "object"),
+                                ("known_variants", list, "array")):
+            if key in data and not isinstance(data[key], kind):
+                raise SelectorError(f"history: {key!r} must be a JSON {name}")
         variants: dict[str, VariantHistory] = {}
         for vid, entry in (data.get("variants") or {}).items():
             try:
                 variants[vid] = VariantHistory.from_json(entry)
             except (ValueError, TypeError, AttributeError) as exc:
                 raise SelectorError(f"history: variants[{vid!r}]: {exc}") from None
-        co = {
-            str(path): {str(v): int(n) for v, n in counts.items()}
-            for path, counts in (data.get("co_failures") or {}).items()
-        }
+        co: dict[str, dict[str, int]] = {}
+        for path, counts in (data.get("co_failures") or {}).items():
+            try:
+                co[str(path)] = {str(v): int(n) for v, n in counts.items()}
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise SelectorError(f"history: co_failures[{path!r}]: {exc}") from None
         return cls(variants, co, frozenset(data.get("known_variants", ())))
 
 

@@ -64,12 +64,6 @@ class PlanConfig:
             raise SelectorError(f"holdout rate must be within [0, 1], not {self.holdout_rate}")
         if self.shards < 1:
             raise SelectorError(f"shards must be at least 1, not {self.shards}")
-        unknown = (self.trial | self.disabled) - set(REGISTRY)
-        if unknown:
-            raise SelectorError(
-                f"unknown heuristic(s) {', '.join(sorted(unknown))}; known: "
-                f"{', '.join(REGISTRY)}"
-            )
 
 
 @dataclass(frozen=True)
@@ -165,7 +159,14 @@ def plan(
     elif previous is not None:
         before = {v.id: v.fingerprint for v in previous.variants}
     facts = scout(changes, index, config.full_run_labels)
-    plugins = [h for h in (heuristics or REGISTRY.values()) if h.name not in config.disabled]
+    available = list(heuristics or REGISTRY.values())
+    unknown = (config.trial | config.disabled) - {h.name for h in available}
+    if unknown:
+        raise SelectorError(
+            f"unknown heuristic(s) {', '.join(sorted(unknown))}; known: "
+            f"{', '.join(h.name for h in available)}"
+        )
+    plugins = [h for h in available if h.name not in config.disabled]
     ctx = RetrieveContext(facts, index, history, before, impact)
     reasons = _retrieve(ctx, plugins, config.trial) if facts.decision != "none" else {}
     return _decide(changes, facts, index, history, config, reasons)
@@ -218,16 +219,15 @@ def _decide(
     if fallback is not None:
         decision = "full"
         chosen = sorted(eligible, key=lambda v: (-scores.get(v, 0.0), v))
-        full_reason = Reason("fallback", 0.0, f"full run: {fallback}")
-        extra = {vid: [full_reason] for vid in chosen}
+        tail: tuple[Reason, ...] = (Reason("fallback", 0.0, f"full run: {fallback}"),)
         if config.budget_count is not None or config.budget_seconds is not None:
             budget["not_applied"] = "a full run ignores the budget"
     elif facts.decision == "none":
-        decision, chosen, extra = "none", [], {}
+        decision, chosen, tail = "none", [], ()
         skipped[SKIP_NOTHING] += len(eligible)
     else:
         decision = facts.decision
-        extra = {}
+        tail = ()
         if decision == "rerun-failed":
             pool = frozenset(v for v, h in history.variants.items()
                              if h.failing and v in index.runnable_set)
@@ -249,8 +249,8 @@ def _decide(
             reason = unselected.pop(vid, None)
             skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
     selected = tuple(
-        Selected(vid, scores.get(vid, 0.0), tuple(reasons.get(vid, ())) + tuple(extra.get(vid, ())),
-                 durations[vid], vid in mandatory)
+        Selected(vid, scores.get(vid, 0.0), (*reasons.get(vid, ()), *tail), durations[vid],
+                 vid in mandatory)
         for vid in chosen
     )
     run = [*chosen, *holdout]

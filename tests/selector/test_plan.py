@@ -202,10 +202,30 @@ def test_lpt_balances_shards() -> None:
     [
         ({"budget_count": 3, "budget_seconds": 1.0}, "not both"),
         ({"holdout_rate": 1.5}, "holdout"),
-        ({"trial": frozenset({"nope"})}, "unknown heuristic"),
         ({"shards": 0}, "shards"),
     ],
 )
 def test_bad_config(kw: dict[str, object], message: str) -> None:
     with pytest.raises(SelectorError, match=message):
         PlanConfig(**kw)  # type: ignore[arg-type]
+
+
+def test_unknown_heuristic_names_the_known_ones(inventory: Inventory) -> None:
+    with pytest.raises(SelectorError, match="unknown heuristic.*nope.*known: watch"):
+        plan(diff_change("torch/x.py"), inventory, config=PlanConfig(trial=frozenset({"nope"})))
+
+
+def test_rerun_of_failed_tests_runs_only_what_fails(inventory: Inventory) -> None:
+    from relay.events import TriggerEvent
+    from selector import ChangeSet
+
+    failing = "ops::out::cat::float16"
+    history = History(variants={
+        failing: VariantHistory(recent=(Status.FAILED,)),
+        "ops::out::cat::float32": VariantHistory(recent=(Status.PASSED,), flaky=True),
+    })
+    event = TriggerEvent(kind="rerun", delivery_id="d", repo="pytorch/pytorch",
+                         head_sha="e" * 40, files_complete=False, rerun="failed")
+    p = plan(ChangeSet.from_event(event), inventory, history)
+    assert (p.decision, p.selected_ids, p.holdout) == ("rerun-failed", (failing,), ())
+    assert p.skipped["not failing (re-run of failed tests)"] == len(inventory) - 2

@@ -137,3 +137,23 @@ def test_installed_command_runs_without_torch(inventory_file: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "decision: full (nightly run" in result.stdout
     assert result.stdout.strip().endswith("False 0")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"variants": {"a::b::c::d": {"recent": ["exploded"]}}}', "variants['a::b::c::d']"),
+        ('{"co_failures": []}', "'co_failures' must be a JSON object"),
+        ('{"variants": ', "history.json:1:14: invalid JSON"),
+    ],
+)
+def test_bad_history_file_names_file_and_field(
+    capsys: pytest.CaptureFixture[str], inventory_file: Path, tmp_path: Path,
+    content: str, message: str,
+) -> None:
+    bad = tmp_path / "history.json"
+    bad.write_text(content)
+    code, _, err = run_cli(capsys, "--event", str(EVENTS / "push_softmax_kernel.json"),
+                           "--inventory", str(inventory_file), "--history", str(bad))
+    assert code == 2
+    assert str(bad) in err and message in err

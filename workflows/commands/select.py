@@ -76,7 +76,7 @@ def select(args: argparse.Namespace) -> int:
         inventory = _read_inventory(args.inventory, "--inventory")
         previous = (_read_inventory(args.previous_inventory, "--previous-inventory")
                     if args.previous_inventory else None)
-        history = History.from_json(_read_json(args.history)) if args.history else History()
+        history = _read_history(args.history) if args.history else History()
         impact = (ImpactMap.from_json(_read_json(args.impact_map), str(args.impact_map))
                   if args.impact_map else None)
         config = PlanConfig(
@@ -141,6 +141,15 @@ def _read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+
+
+def _read_history(path: Path) -> Any:
+    from selector import History, SelectorError
+
+    try:
+        return History.from_json(_read_json(path))
+    except SelectorError as exc:
+        raise CommandError(f"{path}: {exc}") from exc
 
 
 def _read_inventory(path: Path, option: str) -> Any:
