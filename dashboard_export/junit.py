@@ -8,6 +8,7 @@ becomes `text`, and child elements (`failure`, `error`, `skipped`, `rerun`, `sys
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -48,7 +49,7 @@ def read_junit_dir(directory: str | Path) -> list[dict[str, Any]]:
     if not directory.is_dir():
         raise ExportError(f"{directory}: no such JUnit directory")
     cases: list[dict[str, Any]] = []
-    for report in sorted(directory.rglob("*.xml")):
+    for report in sorted(directory.rglob("*.xml"), key=_natural):
         for case in read_junit(report):
             case["invoking_file"] = report.stem
             cases.append(case)
@@ -150,6 +151,34 @@ def outcomes(cases: Iterable[Mapping[str, Any]]) -> list[Outcome]:
             )
         found[vid] = outcome
     return list(found.values())
+
+
+def merge_attempts(cases: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One testcase per variant: the last attempt, earlier failed attempts as `rerun` entries.
+
+    A shard reruns failures in new reports (`shard.1.xml`, `shard.2.xml`, ...); upstream's
+    rows keep the final result and list earlier failed tries under `rerun`, as
+    pytest-rerunfailures writes them.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        vid = case_id(case)
+        previous = merged.get(vid)
+        current = dict(case)
+        if previous is not None:
+            reruns = as_list(previous.get("rerun"))
+            for tag in ("failure", "error"):
+                reruns += as_list(previous.get(tag))
+            reruns += as_list(current.get("rerun"))
+            if reruns:
+                current["rerun"] = reruns
+        merged[vid] = current
+    return list(merged.values())
+
+
+def _natural(path: Path) -> list[Any]:
+    # shard-0.10.xml after shard-0.9.xml: attempts sort by number, not by text.
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
 def _number(value: str) -> Any:

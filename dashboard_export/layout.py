@@ -27,7 +27,7 @@ from typing import Any
 from dashboard_export import ExportError
 from dashboard_export.crcr import callback_body, envelope_for, fit_body
 from dashboard_export.hud_row import workflow_job_row
-from dashboard_export.junit import case_id, read_junit_dir
+from dashboard_export.junit import case_id, merge_attempts, read_junit_dir
 from dashboard_export.model import RunRecord
 from dashboard_export.report import render_html, render_markdown
 from dashboard_export.stats import cases_from_results, collections, object_key
@@ -39,11 +39,12 @@ def per_test_collections(
 ) -> dict[str, list[dict[str, Any]]]:
     """The three per-test collections, from JUnit where there is some, else from the results.
 
-    A variant with a result but no testcase (a crashed worker writes none) still gets a row.
+    A variant run more than once (reruns) gets one row, its earlier failures under `rerun`;
+    a variant with a result but no testcase (a crashed worker writes none) still gets a row.
     """
     cases: list[dict[str, Any]] = []
     if junit_dir is not None and Path(junit_dir).is_dir():
-        cases = read_junit_dir(junit_dir)
+        cases = merge_attempts(read_junit_dir(junit_dir))
     seen = {case_id(c) for c in cases}
     cases += [c for c in cases_from_results(record) if c["name"] not in seen]
     return collections(cases, record)

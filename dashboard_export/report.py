@@ -20,6 +20,7 @@ from suites.model import Status
 FILES_SHOWN = 30  # changed files listed before "and N more"
 SLOWEST_SHOWN = 10
 MESSAGE_SHOWN = 1500  # characters of a failure message in the report
+NEW_SHOWN = 200  # new failures shown with their messages; the rest are counted
 STATUS_COLUMNS = tuple(Status)
 
 
@@ -192,11 +193,13 @@ def render_markdown(record: RunRecord) -> str:
     out += ["", f"## New failures ({len(s.new)})", ""]
     if not s.new:
         out.append("None.")
-    for result in s.new:
+    for result in s.new[:NEW_SHOWN]:
         message = _short(result.outcome.message) or "(no message)"
         fence = _fence(message)
         out += [f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
                 "", fence, message, fence, ""]
+    if len(s.new) > NEW_SHOWN:
+        out.append(f"... and {len(s.new) - NEW_SHOWN} more (see hud/failed_test_runs).")
     out += ["", f"## Pre-existing failures ({len(s.pre_existing)})", ""]
     out += [f"- `{r.id}` ({r.status}): {_md(_first_line(r.outcome.message))}"
             for r in s.pre_existing]
@@ -459,7 +462,7 @@ def _html_failures(s: Summary) -> list[str]:
     out = [f"<section><h2>New failures ({len(s.new)})</h2>"]
     if not s.new:
         out.append('<p class="muted">None.</p>')
-    for result in s.new:
+    for result in s.new[:NEW_SHOWN]:
         tag = '<span class="tag new">new</span>'
         if result.holdout:
             tag += ' <span class="tag">holdout</span>'
@@ -471,6 +474,9 @@ def _html_failures(s: Summary) -> list[str]:
             f"<pre>{escape(_short(result.outcome.message) or '(no message)')}</pre>",
             "</div>",
         ]
+    if len(s.new) > NEW_SHOWN:
+        out.append(f'<p class="muted">... and {len(s.new) - NEW_SHOWN} more '
+                   "(see hud/failed_test_runs).</p>")
     out.append(f"<h2>Pre-existing failures ({len(s.pre_existing)})</h2>")
     out.append(_html_table(
         ["variant", "status", "message"],

@@ -78,3 +78,25 @@ def test_junit_under_out_dir_is_used_by_default(record: RunRecord, junit_dir: Pa
     write_run(record, tmp_path / "bare")
     names = {r["name"] for r in read_json_lines(tmp_path / "bare/hud/test_run/9876543210/2")}
     assert names == {r.id for r in record.results}
+
+
+def test_reruns_become_one_row_with_rerun_entries(record: RunRecord, tmp_path: Path) -> None:
+    junit = tmp_path / "junit"
+    junit.mkdir()
+    vid = "sample::binary_ufunc::add::float16"  # classified flaky in the record
+    for attempt, body in ((1, '<failure message="mismatch at index 3">trace</failure>'),
+                          (2, ""), (10, "")):
+        (junit / f"shard-0.{attempt}.xml").write_text(
+            f'<testsuites><testsuite name="pytest"><testcase classname="sample" name="{vid}" '
+            f'time="0.25">{body}</testcase></testsuite></testsuites>'
+        )
+    write_run(record, tmp_path / "out", junit_dir=junit)
+    rows = [r for r in read_json_lines(tmp_path / "out/hud/test_run/9876543210/2")
+            if r["name"] == vid]
+    assert len(rows) == 1
+    [row] = rows
+    assert row["result"] == "success" and row["failure"] == []
+    assert row["rerun"] == [{"type": "", "message": "mismatch at index 3", "text": "trace"}]
+    assert row["invoking_file"] == "shard-0.10"  # the last attempt, in numeric order
+    failed = read_json_lines(tmp_path / "out/hud/failed_test_runs/9876543210/2")
+    assert vid in {r["name"] for r in failed}  # as upstream: reruns count as failed runs
