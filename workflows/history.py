@@ -1,8 +1,10 @@
 """History: what past runs learned, behind one interface with two stores.
 
 `SQLiteHistory` (a file in the state directory) is the embedded default and needs no
-server; `RedisHistory` is shared by every worker when Redis is configured. Both make every
-write idempotent by run: recording the same run twice (a redelivered task) changes nothing.
+server; `RedisHistory` is shared by every worker when Redis is configured. Both hand the
+selector a `selector.History` snapshot and record the `selector.HistoryUpdate` that Verify
+produces, with the semantics of `selector.apply_update`. Every write is idempotent by run:
+applying the same run's update twice (a redelivered task) changes nothing.
 """
 
 from __future__ import annotations
@@ -10,29 +12,18 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from suites.model import Outcome, Status
-
-RECENT = 10  # outcomes kept per variant
+from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
+from suites.model import Status
 
 
 class HistoryError(Exception):
     """A History store cannot be read or written; the message names the store."""
-
-
-@dataclass(frozen=True)
-class VariantRecord:
-    """What History knows of one variant."""
-
-    recent: tuple[str, ...] = ()  # newest first, Status values
-    mean_duration_s: float | None = None
-    flaky: bool = False
-    baseline: str | None = None  # last status on an upstream baseline run
 
 
 @dataclass
@@ -40,7 +31,7 @@ class RunRecord:
     """One run of the pipeline as `spyre-ci runs list/show` presents it."""
 
     run_id: str
-    state: str  # planned | running | finishing | completed | failed
+    state: str  # planned | finishing | completed | failed
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     summary: dict[str, Any] = field(default_factory=dict)
@@ -57,18 +48,14 @@ class RunRecord:
                    dict(data.get("summary", {})))
 
 
-class History(Protocol):
-    def record_outcomes(
-        self, run_id: str, outcomes: Sequence[Outcome], *, flaky: Iterable[str] = (),
-        baseline: bool = False,
-    ) -> None: ...
-
-    def record_cofailures(self, run_id: str, paths: Sequence[str], failing: Sequence[str]) -> None:
+class HistoryStore(Protocol):
+    def snapshot(self, paths: Iterable[str] = ()) -> History:
+        """Every variant's record, and co-failures for the given changed paths."""
         ...
 
-    def variants(self, ids: Iterable[str] | None = None) -> dict[str, VariantRecord]: ...
-
-    def cofailures(self, paths: Iterable[str]) -> dict[str, dict[str, int]]: ...
+    def apply(self, run_id: str, update: HistoryUpdate) -> None:
+        """Record one run's update; a second call for the same run changes nothing."""
+        ...
 
     def save_run(self, run: RunRecord) -> None: ...
 
@@ -79,17 +66,20 @@ class History(Protocol):
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outcome (
-    run_id TEXT NOT NULL, variant TEXT NOT NULL, status TEXT NOT NULL,
-    duration_s REAL NOT NULL, at REAL NOT NULL, baseline INTEGER NOT NULL,
-    PRIMARY KEY (run_id, variant)
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, variant TEXT NOT NULL, status TEXT NOT NULL,
+    duration_s REAL NOT NULL, at REAL NOT NULL, PRIMARY KEY (run_id, seq)
 );
-CREATE INDEX IF NOT EXISTS outcome_variant ON outcome (variant, at);
+CREATE INDEX IF NOT EXISTS outcome_variant ON outcome (variant, at, seq);
 CREATE TABLE IF NOT EXISTS flaky (variant TEXT PRIMARY KEY, run_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS baseline (variant TEXT PRIMARY KEY, status TEXT NOT NULL,
+                                     run_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cofailure (
     run_id TEXT NOT NULL, path TEXT NOT NULL, variant TEXT NOT NULL,
     PRIMARY KEY (run_id, path, variant)
 );
 CREATE INDEX IF NOT EXISTS cofailure_path ON cofailure (path);
+CREATE TABLE IF NOT EXISTS known (one INTEGER PRIMARY KEY CHECK (one = 1), run_id TEXT,
+                                  ids TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS run (run_id TEXT PRIMARY KEY, body TEXT NOT NULL, updated_at REAL);
 """
 
@@ -106,63 +96,49 @@ class SQLiteHistory:
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"{self.path}: cannot open the History database: {exc}") from exc
 
-    def record_outcomes(
-        self, run_id: str, outcomes: Sequence[Outcome], *, flaky: Iterable[str] = (),
-        baseline: bool = False,
-    ) -> None:
+    def apply(self, run_id: str, update: HistoryUpdate) -> None:
         now = time.time()
         with self._db:
             self._db.executemany(
-                "INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, o.id, str(o.status), o.duration_s, now, int(baseline)) for o in outcomes],
+                "INSERT OR IGNORE INTO outcome VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_id, seq, o.id, str(o.status), o.duration_s, now)
+                 for seq, o in enumerate(update.outcomes)],
             )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO flaky VALUES (?, ?)", [(v, run_id) for v in flaky]
-            )
-
-    def record_cofailures(self, run_id: str, paths: Sequence[str], failing: Sequence[str]) -> None:
-        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO flaky VALUES (?, ?)",
+                                 [(v, run_id) for v in update.mark_flaky])
+            self._db.executemany("INSERT OR REPLACE INTO baseline VALUES (?, ?, ?)",
+                                 [(v, str(s), run_id) for v, s in update.baseline.items()])
             self._db.executemany(
                 "INSERT OR IGNORE INTO cofailure VALUES (?, ?, ?)",
-                [(run_id, p, v) for p in paths for v in failing],
+                [(run_id, p, v) for p, ids in update.co_failures.items() for v in ids],
             )
+            if update.known_variants is not None:
+                self._db.execute("INSERT OR REPLACE INTO known VALUES (1, ?, ?)",
+                                 (run_id, json.dumps(sorted(update.known_variants))))
 
-    def variants(self, ids: Iterable[str] | None = None) -> dict[str, VariantRecord]:
-        rows = self._db.execute(
-            "SELECT variant, status, duration_s, baseline FROM outcome ORDER BY at DESC"
-        ).fetchall()
-        wanted = None if ids is None else set(ids)
-        flaky = {row[0] for row in self._db.execute("SELECT variant FROM flaky")}
-        grouped: dict[str, list[tuple[str, float, int]]] = {}
-        for variant, status, duration, is_baseline in rows:
-            if wanted is None or variant in wanted:
-                grouped.setdefault(variant, []).append((status, duration, is_baseline))
-        return {
-            variant: _summarize(
-                [s for s, _, _ in entries][:RECENT],
-                [d for _, d, _ in entries][:RECENT],
-                variant in flaky,
-                next((s for s, _, b in entries if b), None),
-            )
-            for variant, entries in grouped.items()
-        }
-
-    def cofailures(self, paths: Iterable[str]) -> dict[str, dict[str, int]]:
-        result: dict[str, dict[str, int]] = {}
+    def snapshot(self, paths: Iterable[str] = ()) -> History:
+        recent: dict[str, list[tuple[str, float]]] = {}
+        for variant, status, duration in self._db.execute(
+            "SELECT variant, status, duration_s FROM outcome ORDER BY at, run_id, seq"
+        ):
+            recent.setdefault(variant, []).append((status, duration))
+        flaky = {v for (v,) in self._db.execute("SELECT variant FROM flaky")}
+        baseline = dict(self._db.execute("SELECT variant, status FROM baseline").fetchall())
+        co: dict[str, dict[str, int]] = {}
         for path in set(paths):
             for variant, count in self._db.execute(
                 "SELECT variant, COUNT(*) FROM cofailure WHERE path = ? GROUP BY variant", (path,)
             ):
-                result.setdefault(path, {})[variant] = int(count)
-        return result
+                co.setdefault(path, {})[variant] = int(count)
+        row = self._db.execute("SELECT ids FROM known WHERE one = 1").fetchone()
+        known = frozenset(json.loads(row[0])) if row else frozenset()
+        return _history(recent, flaky, baseline, co, known)
 
     def save_run(self, run: RunRecord) -> None:
         run.updated_at = time.time()
         with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO run VALUES (?, ?, ?)",
-                (run.run_id, json.dumps(run.to_json()), run.updated_at),
-            )
+            self._db.execute("INSERT OR REPLACE INTO run VALUES (?, ?, ?)",
+                             (run.run_id, json.dumps(run.to_json()), run.updated_at))
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._db.execute("SELECT body FROM run WHERE run_id = ?", (run_id,)).fetchone()
@@ -175,13 +151,12 @@ class SQLiteHistory:
         return [RunRecord.from_json(json.loads(body)) for (body,) in rows]
 
 
-# Applies one run's outcome to a variant once: the per-run set makes a retried task a no-op.
-_RECORD_OUTCOME = """
+# Appends one run's outcome once: the per-run set makes a retried task a no-op.
+_APPEND_OUTCOME = """
 if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('EXPIRE', KEYS[1], 604800)
-redis.call('LPUSH', KEYS[2], ARGV[2])
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
-if ARGV[4] == '1' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[5]) end
+redis.call('EXPIRE', KEYS[1], 2592000)
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
 return 1
 """
 
@@ -192,10 +167,10 @@ class RedisHistory:
     def __init__(self, url: str, prefix: str = "spyre-ci:history") -> None:
         import redis
 
-        self._redis = redis.Redis.from_url(url, decode_responses=True)
-        self._prefix = prefix
-        self._record = self._redis.register_script(_RECORD_OUTCOME)
         self.url = url
+        self._redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
+        self._prefix = prefix
+        self._append = self._redis.register_script(_APPEND_OUTCOME)
 
     def _key(self, *parts: str) -> str:
         return ":".join((self._prefix, *parts))
@@ -209,65 +184,48 @@ class RedisHistory:
         except redis.RedisError as exc:
             raise HistoryError(f"Redis History at {self.url}: {what} failed: {exc}") from exc
 
-    def record_outcomes(
-        self, run_id: str, outcomes: Sequence[Outcome], *, flaky: Iterable[str] = (),
-        baseline: bool = False,
-    ) -> None:
-        with self._guard("recording outcomes"):
-            pipe = self._redis.pipeline(transaction=False)
-            for o in outcomes:
-                entry = json.dumps([str(o.status), o.duration_s])
-                self._record(
-                    keys=[self._key("applied", run_id), self._key("v", o.id),
-                          self._key("baseline")],
-                    args=[o.id, entry, RECENT, "1" if baseline else "0", str(o.status)],
+    def apply(self, run_id: str, update: HistoryUpdate) -> None:
+        with self._guard(f"recording run {run_id}"):
+            pipe = self._redis.pipeline(transaction=True)
+            for seq, o in enumerate(update.outcomes):
+                self._append(
+                    keys=[self._key("applied", run_id), self._key("v", o.id)],
+                    args=[seq, json.dumps([str(o.status), o.duration_s]), RECENT_LIMIT],
                     client=pipe,
                 )
-            flaky = list(flaky)
-            if flaky:
-                pipe.sadd(self._key("flaky"), *flaky)
-            pipe.execute()
-
-    def record_cofailures(self, run_id: str, paths: Sequence[str], failing: Sequence[str]) -> None:
-        with self._guard("recording co-failures"):
-            pipe = self._redis.pipeline(transaction=True)
-            for path in paths:
-                for variant in failing:
+            if update.mark_flaky:
+                pipe.sadd(self._key("flaky"), *update.mark_flaky)
+            if update.baseline:
+                pipe.hset(self._key("baseline"),
+                          mapping={v: str(s) for v, s in update.baseline.items()})
+            for path, ids in update.co_failures.items():
+                for variant in ids:
                     pipe.sadd(self._key("co", path, variant), run_id)
                     pipe.sadd(self._key("co-index", path), variant)
+            if update.known_variants is not None:
+                pipe.set(self._key("known"), json.dumps(sorted(update.known_variants)))
             pipe.execute()
 
-    def variants(self, ids: Iterable[str] | None = None) -> dict[str, VariantRecord]:
-        with self._guard("reading variant history"):
-            if ids is None:
-                prefix = self._key("v", "")
-                ids = [k[len(prefix):] for k in self._redis.scan_iter(match=prefix + "*")]
-            ids = list(ids)
+    def snapshot(self, paths: Iterable[str] = ()) -> History:
+        with self._guard("reading History"):
+            prefix = self._key("v", "")
+            ids = [k[len(prefix):] for k in self._redis.scan_iter(match=prefix + "*", count=1000)]
             pipe = self._redis.pipeline(transaction=False)
             for vid in ids:
-                pipe.lrange(self._key("v", vid), 0, RECENT - 1)
+                pipe.lrange(self._key("v", vid), 0, -1)
             lists = pipe.execute()
+            recent = {vid: [tuple(json.loads(item)) for item in raw]
+                      for vid, raw in zip(ids, lists, strict=True) if raw}
             flaky = self._redis.smembers(self._key("flaky"))
-            baseline = self._redis.hmget(self._key("baseline"), ids) if ids else []
-        result = {}
-        for vid, raw, base in zip(ids, lists, baseline, strict=True):
-            if not raw:
-                continue
-            entries = [json.loads(item) for item in raw]
-            result[vid] = _summarize(
-                [s for s, _ in entries], [d for _, d in entries], vid in flaky, base
-            )
-        return result
-
-    def cofailures(self, paths: Iterable[str]) -> dict[str, dict[str, int]]:
-        result: dict[str, dict[str, int]] = {}
-        with self._guard("reading co-failures"):
+            baseline = self._redis.hgetall(self._key("baseline"))
+            co: dict[str, dict[str, int]] = {}
             for path in set(paths):
                 for variant in self._redis.smembers(self._key("co-index", path)):
-                    result.setdefault(path, {})[variant] = int(
-                        self._redis.scard(self._key("co", path, variant))
-                    )
-        return result
+                    co.setdefault(path, {})[variant] = int(
+                        self._redis.scard(self._key("co", path, variant)))
+            known_raw = self._redis.get(self._key("known"))
+        known = frozenset(json.loads(known_raw)) if known_raw else frozenset()
+        return _history(recent, flaky, baseline, co, known)  # type: ignore[arg-type]
 
     def save_run(self, run: RunRecord) -> None:
         run.updated_at = time.time()
@@ -289,19 +247,30 @@ class RedisHistory:
         return [run for run in runs if run is not None]
 
 
-def _summarize(
-    statuses: Sequence[str], durations: Sequence[float], flaky: bool, baseline: str | None
-) -> VariantRecord:
-    timed = [d for s, d in zip(statuses, durations, strict=True) if s != str(Status.SKIPPED)]
-    return VariantRecord(
-        recent=tuple(statuses),
-        mean_duration_s=sum(timed) / len(timed) if timed else None,
-        flaky=flaky,
-        baseline=baseline,
-    )
+def _history(
+    recent: Mapping[str, list[tuple[str, float]]],
+    flaky: Iterable[str],
+    baseline: Mapping[str, str],
+    co: Mapping[str, Mapping[str, int]],
+    known: frozenset[str],
+) -> History:
+    """Build the selector's snapshot: the newest RECENT_LIMIT outcomes, oldest first."""
+    flaky = set(flaky)
+    variants: dict[str, VariantHistory] = {}
+    for vid in set(recent) | flaky | set(baseline):
+        kept = list(recent.get(vid, ()))[-RECENT_LIMIT:]
+        timed = [d for s, d in kept if s != Status.SKIPPED]
+        base = baseline.get(vid)
+        variants[vid] = VariantHistory(
+            recent=tuple(Status(s) for s, _ in kept),
+            mean_duration_s=sum(timed) / len(timed) if timed else None,
+            flaky=vid in flaky,
+            baseline=Status(base) if base else None,
+        )
+    return History(variants, co, known)
 
 
-def open_history(state_dir: str | Path, redis_url: str | None = None) -> History:
+def open_history(state_dir: str | Path, redis_url: str | None = None) -> HistoryStore:
     """Redis when a URL is configured, else the SQLite file in the state directory."""
     if redis_url:
         return RedisHistory(redis_url)

@@ -5,56 +5,69 @@ from pathlib import Path
 
 import pytest
 
-from suites.model import Outcome, Status
+from selector.history import History, HistoryUpdate, OutcomeRecord, apply_update
+from suites.model import Status
 from workflows.history import (
-    History,
     HistoryError,
+    HistoryStore,
     RedisHistory,
     RunRecord,
     SQLiteHistory,
     open_history,
 )
 
+FIRST = HistoryUpdate(
+    outcomes=(OutcomeRecord("a", Status.PASSED, 2.0), OutcomeRecord("b", Status.FAILED, 1.0),
+              OutcomeRecord("b", Status.FAILED, 1.5)),
+    baseline={"a": Status.PASSED, "b": Status.FAILED},
+    co_failures={"aten/src/ATen/native/SoftMax.cpp": ("b",)},
+    known_variants=frozenset({"a", "b", "c"}),
+)
+SECOND = HistoryUpdate(
+    outcomes=(OutcomeRecord("a", Status.FAILED, 4.0), OutcomeRecord("a", Status.PASSED, 3.0)),
+    mark_flaky=("a",),
+    co_failures={"aten/src/ATen/native/SoftMax.cpp": ("b",), "torch/nn/functional.py": ("a",)},
+)
+PATHS = ["aten/src/ATen/native/SoftMax.cpp", "torch/nn/functional.py", "README.md"]
+
 
 @pytest.fixture(params=["sqlite", "redis"])
-def history(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[History]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistoryStore]:
     if request.param == "sqlite":
         yield SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     else:
         yield RedisHistory(request.getfixturevalue("redis_server"))
 
 
-def test_outcomes_flaky_and_baseline(history: History) -> None:
-    first = [Outcome("a", Status.PASSED, 2.0), Outcome("b", Status.FAILED, 1.0)]
-    history.record_outcomes("r1", first, baseline=True)
-    history.record_outcomes("r2", [Outcome("a", Status.FAILED, 4.0)], flaky=["a"])
-    records = history.variants()
-    assert records["a"].recent == ("failed", "passed")
-    assert records["a"].mean_duration_s == pytest.approx(3.0)
-    assert records["a"].flaky and not records["b"].flaky
-    assert records["a"].baseline == "passed" and records["b"].baseline == "failed"
-    assert set(history.variants(["b", "zzz"])) == {"b"}
+def test_store_follows_the_selectors_reference_semantics(store: HistoryStore) -> None:
+    store.apply("r1", FIRST)
+    store.apply("r2", SECOND)
+    expected = apply_update(apply_update(History(), FIRST), SECOND)
+    snapshot = store.snapshot(PATHS)
+    assert snapshot.variants == expected.variants
+    assert snapshot.known_variants == frozenset({"a", "b", "c"})
+    assert snapshot.co_failures == {
+        "aten/src/ATen/native/SoftMax.cpp": {"b": 2}, "torch/nn/functional.py": {"a": 1},
+    }
+    a = snapshot.variants["a"]
+    assert a.recent == (Status.PASSED, Status.FAILED, Status.PASSED) and a.flaky
+    assert a.mean_duration_s == pytest.approx(3.0)
 
 
-def test_recording_the_same_run_twice_changes_nothing(history: History) -> None:
-    outcomes = [Outcome("a", Status.PASSED, 1.0)]
-    history.record_outcomes("r1", outcomes)
-    history.record_outcomes("r1", outcomes)  # a redelivered task
-    history.record_cofailures("r1", ["aten/x.cpp"], ["a"])
-    history.record_cofailures("r1", ["aten/x.cpp"], ["a"])
-    assert history.variants()["a"].recent == ("passed",)
-    assert history.cofailures(["aten/x.cpp", "other"]) == {"aten/x.cpp": {"a": 1}}
-    history.record_cofailures("r2", ["aten/x.cpp"], ["a"])
-    assert history.cofailures(["aten/x.cpp"]) == {"aten/x.cpp": {"a": 2}}
+def test_applying_the_same_run_twice_changes_nothing(store: HistoryStore) -> None:
+    store.apply("r1", FIRST)
+    once = store.snapshot(PATHS)
+    store.apply("r1", FIRST)  # a redelivered finish task
+    assert store.snapshot(PATHS) == once
 
 
-def test_runs_listed_newest_first(history: History) -> None:
-    history.save_run(RunRecord("run-1", "completed", summary={"failed": 0}))
-    history.save_run(RunRecord("run-2", "running"))
-    assert [r.run_id for r in history.list_runs()] == ["run-2", "run-1"]
-    run = history.get_run("run-1")
+def test_runs_listed_newest_first(store: HistoryStore) -> None:
+    store.save_run(RunRecord("run-1", "completed", summary={"failed": 0}))
+    store.save_run(RunRecord("run-2", "planned"))
+    assert [r.run_id for r in store.list_runs()] == ["run-2", "run-1"]
+    run = store.get_run("run-1")
     assert run is not None and run.summary == {"failed": 0}
-    assert history.get_run("nope") is None
+    assert store.get_run("nope") is None
 
 
 def test_redis_outage_is_a_clear_error() -> None:

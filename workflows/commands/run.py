@@ -1,0 +1,127 @@
+"""`spyre-ci run`: the main job on the embedded executor (no services, no network)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from workflows.cli import CommandError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="select, run and report the variant tests an upstream change needs",
+        description="Plan with the selector, run the shards as pytest subprocesses on the "
+        "spyre device, verify (reruns, baseline, expansion), update History and export.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--event", type=Path, metavar="FILE",
+                        help="a recorded delivery (see examples/events/); a sibling "
+                        "FILE.patch supplies the diff when the payload carries none")
+    source.add_argument("--diff", type=Path, metavar="FILE.patch",
+                        help="a unified diff in PyTorch's repository layout")
+    parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
+                        help="the Inventory to select from (default: built from the bundled "
+                        "specs for the installed torch, cached in the state directory)")
+    parser.add_argument("--full", action="store_true", help="run every variant, no selection")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--budget", type=int, metavar="N", help="run at most N variants")
+    budget.add_argument("--budget-time", type=float, metavar="SECONDS",
+                        help="fit the selection into this much test time")
+    parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
+                        help="share of unselected variants run apart to measure misses "
+                        "(default 0.02)")
+    parser.add_argument("--out", type=Path, default=Path("out"), metavar="DIR",
+                        help="where results, reports and HUD files go (default ./out)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="pytest subprocesses at a time (default: CPU count)")
+    parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="per-test time limit (default 300)")
+    parser.add_argument("--memory-mb", type=int, default=8192,
+                        help="address-space limit per test subprocess (default 8192)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress line")
+    parser.set_defaults(func=run)
+
+
+def build_request(args: argparse.Namespace) -> Any:
+    """The RunRequest for `run` (and `worker`'s intake): reads the event or diff."""
+    from relay.events import EventError, Ignored, TriggerEvent, load_event_file
+    from workflows import pipeline
+
+    diff_text = None
+    if args.event is not None:
+        try:
+            event = load_event_file(args.event)
+        except EventError as exc:
+            raise CommandError(str(exc)) from exc
+        if isinstance(event, Ignored):
+            raise CommandError(f"{args.event}: this delivery triggers no run: {event.reason}")
+        sibling = args.event.with_suffix(".patch")
+        if sibling.exists():
+            diff_text = sibling.read_text(encoding="utf-8")
+    else:
+        try:
+            diff_text = args.diff.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"{args.diff}: cannot read the diff: {exc.strerror}") from exc
+        event = TriggerEvent(kind="push", delivery_id=f"diff:{args.diff.name}",
+                             repo="pytorch/pytorch", head_sha="", source="cli")
+    run_id = pipeline.run_id_for(event)
+    inventory = args.inventory
+    if inventory is None:
+        from suites.loader import SpecError
+        from workflows.inventory_cache import default_inventory
+        from workflows.settings import Settings
+
+        try:
+            inventory = default_inventory(Settings.from_env().state_dir)
+        except SpecError as exc:
+            raise CommandError(f"the bundled suites do not load: {exc}") from exc
+    return pipeline.RunRequest(
+        run_id=run_id, event=event.to_json(), out_dir=str(args.out), inventory=str(inventory),
+        diff_text=diff_text, full=args.full, budget_count=args.budget,
+        budget_time_s=args.budget_time, holdout=args.holdout, test_timeout_s=args.test_timeout,
+        memory_mb=args.memory_mb, shards=max(1, args.jobs),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from workflows import embedded, pipeline
+    from workflows.history import HistoryError, open_history
+    from workflows.settings import Settings
+
+    request = build_request(args)
+    settings = Settings.from_env()
+    try:
+        history = open_history(settings.state_dir, settings.redis_url)
+        finished = embedded.run(request, history, jobs=args.jobs,
+                                show_progress=not args.no_progress)
+    except (pipeline.PipelineError, HistoryError) as exc:
+        raise CommandError(str(exc)) from exc
+    print_summary(finished)
+    return 1 if finished.new_failures else 0
+
+
+def print_summary(finished: Any) -> None:
+    s = finished.summary
+    print(f"\nrun {finished.planned.request.run_id}  ({s['event']})")
+    if s.get("fallback"):
+        print(f"  full run: {s['fallback']}")
+    print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")
+    width = max((len(k) for k in s["counts"]), default=6)
+    for status, count in sorted(s["counts"].items(), key=lambda kv: -kv[1]):
+        print(f"  {status:<{width}}  {count:>6}")
+    new = finished.new_failures
+    if new:
+        print(f"  NEW FAILURES ({len(new)}):")
+        for vid in new[:20]:
+            print(f"    {vid}: {finished.outcomes[vid].message[:120]}")
+        if len(new) > 20:
+            print(f"    ... and {len(new) - 20} more (see the report)")
+    out = finished.out_dir
+    print(f"  report: {out / 'report.html'}  ({out / 'report.md'})")
+    sys.stdout.flush()

@@ -1,0 +1,147 @@
+"""The distributed executor: Celery on Redis, the same pipeline steps as the embedded one.
+
+    celery -A workflows.distributed worker        (or `spyre-ci worker`)
+
+plan -> chord(one task per shard) -> finish. Delivery is at least once (`acks_late`,
+`task_reject_on_worker_lost`): a worker killed mid-shard gets its shard redelivered. Every
+side effect is keyed by run id and shard index (results in a Redis hash, History idempotent
+by run, exports idempotent by key), so a redelivered task never duplicates a result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+import redis
+from celery import Celery, chord
+
+from suites.model import Outcome
+from workflows import pipeline
+from workflows.history import RedisHistory
+from workflows.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The longest a task may run; the broker's visibility timeout must exceed it, or Redis would
+# hand a still-running shard to a second worker (its default is one hour).
+TASK_TIME_LIMIT_S = 4 * 3600
+VISIBILITY_TIMEOUT_S = TASK_TIME_LIMIT_S + 3600
+_KEY = "spyre-ci:run:{run_id}:{what}"
+_RESULT_TTL_S = 7 * 24 * 3600
+
+
+def _redis_url() -> str:
+    return Settings.from_env().redis_url or "redis://127.0.0.1:6379/0"
+
+
+def make_app(url: str | None = None) -> Celery:
+    url = url or _redis_url()
+    celery_app = Celery("spyre_ci", broker=url, backend=url)
+    celery_app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=TASK_TIME_LIMIT_S,
+        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+        result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
+    )
+    return celery_app
+
+
+app = make_app()
+
+
+def _store() -> redis.Redis:
+    return redis.Redis.from_url(app.conf.broker_url, decode_responses=True)
+
+
+def _history() -> RedisHistory:
+    return RedisHistory(app.conf.broker_url)
+
+
+def _key(run_id: str, what: str) -> str:
+    return _KEY.format(run_id=run_id, what=what)
+
+
+def _load_planned(run_id: str) -> pipeline.PlannedRun:
+    body = _store().get(_key(run_id, "planned"))
+    if body is None:
+        raise pipeline.PipelineError(f"run {run_id}: no stored plan; re-submit the event")
+    return pipeline.PlannedRun.from_json(json.loads(body))
+
+
+@app.task(name="spyre_ci.plan")
+def plan_task(request_json: dict[str, Any]) -> str:
+    """Stage 1-3, then fan out one shard task per shard with `finish` as the chord body."""
+    request = pipeline.RunRequest.from_json(request_json)
+    store = _store()
+    body = store.get(_key(request.run_id, "planned"))
+    if body is None:
+        planned = pipeline.plan(request, _history())
+        store.set(_key(request.run_id, "planned"), json.dumps(planned.to_json()), ex=_RESULT_TTL_S)
+    else:  # a redelivered plan task reuses the stored plan: the same shards, the same keys
+        planned = pipeline.PlannedRun.from_json(json.loads(body))
+    shards = [shard_task.s(request.run_id, index) for index in range(len(planned.shards))]
+    chord(shards)(finish_task.s(request.run_id))
+    return request.run_id
+
+
+@app.task(name="spyre_ci.shard")
+def shard_task(run_id: str, index: int) -> int:
+    """Run one shard; its outcomes land in one hash field, so a rerun overwrites, never adds."""
+    store = _store()
+    if store.hexists(_key(run_id, "shards"), str(index)):
+        return index  # already done by an earlier delivery of this task
+    planned = _load_planned(run_id)
+    outcomes = pipeline.execute_shard(planned.request, f"shard-{index}", planned.shards[index])
+    store.hset(_key(run_id, "shards"), str(index), json.dumps([o.to_json() for o in outcomes]))
+    store.expire(_key(run_id, "shards"), _RESULT_TTL_S)
+    return index
+
+
+@app.task(name="spyre_ci.finish")
+def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
+    """Stage 4, History and export, from every shard's stored outcomes."""
+    planned = _load_planned(run_id)
+    stored = _store().hgetall(_key(run_id, "shards"))
+    missing = [i for i in range(len(planned.shards)) if str(i) not in stored]
+    if missing:
+        raise pipeline.PipelineError(f"run {run_id}: shards {missing} have no stored results")
+    outcomes = [Outcome.from_json(o) for body in stored.values() for o in json.loads(body)]
+
+    def execute(name: str, ids: Any) -> list[Outcome]:
+        return pipeline.execute_shard(planned.request, name, ids)
+
+    finished = pipeline.finish(planned, outcomes, _history(), execute)
+    return finished.summary
+
+
+def submit(request: pipeline.RunRequest) -> str:
+    """Enqueue a run; returns the Celery id of its plan task."""
+    return str(plan_task.delay(request.to_json()).id)
+
+
+def consume_intake(make_request: Any, stop: threading.Event, block_ms: int = 1000) -> None:
+    """Move deliveries from the relay's durable intake into Celery, acking only once sent."""
+    from relay.intake import RedisIntake
+
+    intake = RedisIntake.from_url(app.conf.broker_url)
+    consumer = f"{socket.gethostname()}-{os.getpid()}"
+    while not stop.is_set():
+        claimed = intake.claim(consumer, block_ms=block_ms)
+        if claimed is None:
+            continue
+        request = make_request(claimed.event)
+        submit(request)
+        intake.ack(claimed)
+        log.info("delivery %s -> run %s", claimed.delivery_id, request.run_id)

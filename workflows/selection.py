@@ -1,0 +1,179 @@
+"""Glue between the pipeline steps and the pure packages: the selector and dashboard_export.
+
+The selector's Plan is rebuilt at finish from the same inputs (change, inventory, and the
+History snapshot taken at plan time, which the planned run carries), so a finish task on
+another machine judges exactly the plan that ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import selector
+from dashboard_export.layout import write_run
+from dashboard_export.model import (
+    Classification,
+    Environment,
+    PlanSummary,
+    RunRecord,
+    VariantResult,
+)
+from suites.model import Inventory, Outcome
+
+if TYPE_CHECKING:
+    from workflows.pipeline import FinishedRun, PlannedRun, RunRequest
+
+Execute = Callable[[str, Sequence[str]], list[Outcome]]
+BASELINE_KINDS = ("push", "nightly", "periodic")
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: selector.Plan
+    plan_json: dict[str, Any]
+    shards: list[list[str]]
+    holdout: list[str]
+
+    @property
+    def selected_ids(self) -> tuple[str, ...]:
+        return self.plan.selected_ids
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcomes: dict[str, Outcome]  # final per variant (a flaky failure shows its passing rerun)
+    first: dict[str, Outcome]  # what each variant did on its first run
+    classification: dict[str, str]
+    verdict: selector.Verdict
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.verdict.metrics.to_json()
+
+
+def _config(request: RunRequest) -> selector.PlanConfig:
+    return selector.PlanConfig(
+        budget_count=request.budget_count, budget_seconds=request.budget_time_s,
+        holdout_rate=request.holdout, shards=request.shards, force_full=request.full,
+    )
+
+
+def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
+    changes = selector.ChangeSet.from_event(request.trigger, request.diff_text)
+    result = selector.plan(changes, inventory, history, _config(request))
+    plan_json = result.to_json()
+    shards = [list(shard["ids"]) for shard in plan_json["shards"]]
+    return PlanResult(result, plan_json, [s for s in shards if s], list(result.holdout))
+
+
+def verify(
+    planned: PlannedRun,
+    inventory: Inventory,
+    first: Mapping[str, Outcome],
+    execute: Execute,
+) -> tuple[Verdict, selector.HistoryUpdate]:
+    """Stage 4: rerun failures, judge against the baseline, run the expansion, judge again."""
+    request = planned.request
+    history = selector.History.from_json(planned.history)
+    plan = make_plan(request, inventory, history).plan
+    on_baseline = request.trigger.kind in BASELINE_KINDS
+    outcomes = dict(first)
+    reruns: list[Outcome] = []
+
+    def judge() -> selector.Verdict:
+        if request.rerun_failures:
+            again = [vid for vid in selector.to_rerun(outcomes.values())
+                     if vid not in {r.id for r in reruns}]
+            if again:
+                reruns.extend(execute("rerun", again))
+        return selector.verify(plan, list(outcomes.values()), reruns, history, inventory,
+                               on_baseline=on_baseline)
+
+    verdict = judge()
+    if request.expand and verdict.expansion:
+        outcomes.update({o.id: o for o in execute("expansion", verdict.expansion)})
+        verdict = judge()
+    final = dict(outcomes)
+    rerun_by_id = {r.id: r for r in reruns}
+    classification: dict[str, str] = {}
+    for failure in verdict.failures:
+        if failure.kind == "flaky":
+            classification[failure.id] = str(Classification.FLAKY)
+            final[failure.id] = rerun_by_id.get(failure.id, final[failure.id])
+        else:
+            classification[failure.id] = (
+                str(Classification.NEW) if failure.novelty == "new"
+                else str(Classification.PRE_EXISTING)
+            )
+    return Verdict(final, outcomes, classification, verdict), verdict.history_update
+
+
+def environment() -> Environment:
+    """Where the tests ran: read from the installed distributions, without importing torch."""
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return Environment(
+        torch_version=version("torch"), torch_git_version=_torch_git_version(),
+        backend="backend_under_test (emulated IBM Spyre)", backend_version=version("spyre-ci"),
+        device="spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)",
+    )
+
+
+def _torch_git_version() -> str:
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("torch")
+    if spec is None or spec.origin is None:
+        return "unknown"
+    version_file = Path(spec.origin).parent / "version.py"
+    try:
+        for line in version_file.read_text(encoding="utf-8").splitlines():
+            if line.startswith("git_version"):
+                return line.split("=", 1)[1].strip().strip("'\"")
+    except OSError:
+        pass
+    return "unknown"
+
+
+def export(finished: FinishedRun, completed_at: str, verdict: Verdict) -> None:
+    """Write every output format of the run into its out directory."""
+    request = finished.planned.request
+    plan_json = finished.planned.plan
+    holdout = set(finished.planned.holdout)
+    results = tuple(
+        VariantResult.of(outcome, finished.classification.get(vid), vid in holdout)
+        for vid, outcome in sorted(finished.outcomes.items())
+    )
+    reasons: dict[str, int] = {}
+    for selected in plan_json.get("selected", ()):
+        for reason in selected.get("reasons", ())[:1]:
+            key = f"{reason['heuristic']}: {reason['reason']}"
+            reasons[key] = reasons.get(key, 0) + 1
+    metrics = verdict.verdict.metrics
+    summary = PlanSummary(
+        selected=len(plan_json.get("selected", ())),
+        inventory=int(plan_json.get("totals", {}).get("inventory", 0)),
+        fallback_reason=plan_json.get("fallback"),
+        top_reasons=tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]),
+        skipped={str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
+        holdout=len(holdout),
+        holdout_misses=tuple(metrics.holdout_misses),
+        metrics={k: float(v) for k, v in metrics.to_json().items()
+                 if isinstance(v, int | float) and not isinstance(v, bool)},
+    )
+    record = RunRecord(
+        run_id=request.run_id, attempt=request.attempt, downstream_repo=request.downstream_repo,
+        workflow=request.workflow, job=request.job, event=request.trigger,
+        environment=environment(), results=results, started_at=finished.planned.started_at,
+        completed_at=completed_at, plan=summary,
+    )
+    write_run(record, finished.out_dir)
