@@ -74,7 +74,7 @@ def export(args: argparse.Namespace) -> int:
 def _publish(args: argparse.Namespace, record: Any, out: Path) -> list[str]:
     lines: list[str] = []
     needs_config = args.hud or args.github_status or args.github_check_run
-    config = _config(args.config) if needs_config else None
+    config: Any = _config(args.config) if needs_config else None
     if args.hud:
         from dashboard_export.publish import publish_run_to_hud
 
