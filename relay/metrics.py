@@ -1,12 +1,17 @@
 """Prometheus metrics kept in Redis, so every gunicorn worker process adds to the same counters.
 
-A process that cannot reach Redis keeps its increments and adds them on the next write that
+Each process batches its increments and adds them to Redis at most every `flush_interval`
+seconds (a background thread; /metrics flushes its own process first), so a delivery costs
+no extra Redis round trip and the counters of other processes lag by at most that interval.
+A process that cannot reach Redis keeps its increments and adds them on the next flush that
 succeeds, so the 503s of an outage are counted once Redis is back.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -34,12 +39,18 @@ _SEP = "|"
 class Metrics:
     """Counters and one latency histogram, stored as Redis hashes."""
 
-    def __init__(self, client: redis.Redis, prefix: str = PREFIX) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str = PREFIX, flush_interval: float = 0.1
+    ) -> None:
         self.client = client
         self.prefix = prefix
+        self.flush_interval = flush_interval
         self._pending: Counter[tuple[str, str]] = Counter()
         self._pending_float: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._flusher_pid = 0
 
     def observe(self, event: str, outcome: str, seconds: float | None = None) -> None:
         """Count one delivery (`event`, `outcome` such as accepted/duplicate/unauthorized)."""
@@ -51,27 +62,52 @@ class Metrics:
                 self._pending[(f"{self.prefix}:latency", bucket)] += 1
                 self._pending[(f"{self.prefix}:latency", "count")] += 1
                 self._pending_float[(f"{self.prefix}:latency", "sum")] += seconds
-            self._flush()
+        self._ensure_flusher()
+        self._wake.set()
 
-    def _flush(self) -> None:
-        if not self._pending and not self._pending_float:
+    def flush(self) -> None:
+        """Add this process's pending increments to Redis now (kept if Redis fails)."""
+        with self._lock:
+            counts, sums = self._pending, self._pending_float
+            self._pending, self._pending_float = Counter(), Counter()
+        if not counts and not sums:
             return
-        pipe = self.client.pipeline(transaction=False)
-        for (key, name), amount in self._pending.items():
+        # MULTI/EXEC: all increments land or none do, so a retry never counts twice.
+        pipe = self.client.pipeline(transaction=True)
+        for (key, name), amount in counts.items():
             pipe.hincrby(key, name, amount)
-        for (key, name), amount in self._pending_float.items():
+        for (key, name), amount in sums.items():
             pipe.hincrbyfloat(key, name, amount)
         try:
             pipe.execute()
         except redis.RedisError:
-            return  # kept; added on the next successful write
-        self._pending.clear()
-        self._pending_float.clear()
+            with self._lock:  # kept; added by the next flush that succeeds
+                self._pending.update(counts)
+                self._pending_float.update(sums)
+
+    def _ensure_flusher(self) -> None:
+        # Started lazily in the process that serves: a thread does not survive gunicorn's fork.
+        if self._flusher is not None and self._flusher_pid == os.getpid():
+            return
+        with self._lock:
+            if self._flusher is not None and self._flusher_pid == os.getpid():
+                return
+            self._flusher_pid = os.getpid()
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="metrics-flush", daemon=True
+            )
+            self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self.flush()
+            time.sleep(self.flush_interval)
 
     def render(self, queue_depths: Iterable[tuple[str, int | None]] = ()) -> str:
         """The Prometheus text exposition of every counter (raises redis.RedisError)."""
-        with self._lock:
-            self._flush()
+        self.flush()
         pipe = self.client.pipeline(transaction=False)
         pipe.hgetall(f"{self.prefix}:deliveries")
         pipe.hgetall(f"{self.prefix}:latency")

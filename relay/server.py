@@ -30,6 +30,7 @@ class RelayApplication(BaseApplication):  # type: ignore[misc]
         for key, value in self.options.items():
             self.cfg.set(key, value)
         self.cfg.set("post_worker_init", _start_background)
+        self.cfg.set("worker_exit", _flush_metrics)
 
     def load(self) -> Any:
         return create_app(self.relay_config)
@@ -38,6 +39,12 @@ class RelayApplication(BaseApplication):  # type: ignore[misc]
 def _start_background(worker: Any) -> None:
     relay = worker.wsgi.extensions["relay"]
     relay.start_background(f"{socket.gethostname()}-{os.getpid()}")
+
+
+def _flush_metrics(_server: Any, worker: Any) -> None:
+    relay = getattr(worker, "wsgi", None)
+    if relay is not None:
+        relay.extensions["relay"].metrics.flush()
 
 
 def serve(

@@ -108,10 +108,20 @@ def test_serve_counts_deliveries_across_worker_processes(served: str) -> None:
             },
         )
         assert answer.status_code == 202, answer.text
-    text = session.get(f"{served}/metrics", timeout=10).text
-    assert 'spyre_ci_deliveries_total{event="push",outcome="accepted"} 20' in text
-    assert 'spyre_ci_deliveries_total{event="push",outcome="duplicate"} 10' in text
-    assert 'spyre_ci_queue_depth{queue="intake"} 20' in text
+    # Each process adds its counts to Redis within its flush interval (0.1 s).
+    expected = [
+        'spyre_ci_deliveries_total{event="push",outcome="accepted"} 20',
+        'spyre_ci_deliveries_total{event="push",outcome="duplicate"} 10',
+        'spyre_ci_queue_depth{queue="intake"} 20',
+    ]
+    deadline = time.monotonic() + 5
+    while True:
+        text = session.get(f"{served}/metrics", timeout=10).text
+        if all(line in text for line in expected) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    for line in expected:
+        assert line in text
     assert re.search(r'spyre_ci_delivery_seconds_bucket\{le="\+Inf"\} 30', text)
 
 

@@ -171,6 +171,9 @@ def test_redis_outage_is_503_and_redelivery_is_accepted(
     again = relay_http.webhook("push", push(), "d-outage")
     assert again.status_code == 202 and again.json()["message"] == "enqueued"
     assert relay_http.relay.intake.depth() == 1
+    # The 503 was counted in the process and reaches Redis once it is back.
+    text = relay_http.get("/metrics").text
+    assert 'spyre_ci_deliveries_total{event="push",outcome="unavailable"} 1' in text
 
 
 def test_failed_enqueue_leaves_no_seen_mark(
