@@ -174,7 +174,7 @@ def _yaml_entries(patch: FilePatch, pattern: re.Pattern[str], evidence: str) -> 
             m = pattern.match(line[1:])
             if m:
                 current = m.group(1)
-            if line[:1] not in "+-":
+            if line[:1] not in "+-" or not line[1:].strip():
                 continue
             if current:
                 yield Touch(current, patch.path, evidence)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from selector.areas import classify
 from selector.changeset import ChangeSet
-from selector.diff import FilePatch
+from selector.diff import FilePatch, iter_changed_lines
 from selector.index import InventoryIndex
 from selector.opnames import Touch, canonical, compact, touched_names
 
@@ -17,6 +18,7 @@ NIGHTLY_KINDS = ("nightly", "periodic")
 # PyTorch's own label to turn target determination off for a pull request.
 FULL_RUN_LABELS = ("ci-no-td", "ciflow/crcr/spyre-full")
 _EVIDENCE_LIMIT = 6
+_SCHEMA_EVIDENCE = ("native_functions.yaml func", "derivatives.yaml name")
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,14 @@ class PathFact:
     ops: tuple[str, ...] = ()
     has_patch: bool = False
     unresolved: bool = False  # kernel code whose ops could not be named
+    untested: tuple[str, ...] = ()  # schema entries named that no variant tests (a new op)
+    cosmetic: bool = False  # only comments and blank lines changed
 
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path, "status": self.status, "area": self.area, "policy": self.policy,
             "ops": list(self.ops), "has_patch": self.has_patch, "unresolved": self.unresolved,
+            "untested": list(self.untested), "cosmetic": self.cosmetic,
         }
 
 
@@ -101,8 +106,13 @@ def scout(
     for changed in changes.paths:
         rule = classify(changed.path)
         patch = changes.patches.get(changed.path)
+        if patch is not None and _cosmetic(patch):
+            path_facts.append(PathFact(changed.path, changed.status, rule.area, "none",
+                                       has_patch=True, cosmetic=True))
+            continue
         touches = _touches(changed.path, patch) if rule.policy == "targeted" else []
         named: list[str] = []
+        untested: list[str] = []
         for touch in touches:
             if rule.area == "upstream_tests" and touch.name.startswith("test_"):
                 template = touch.name[len("test_"):]
@@ -114,6 +124,10 @@ def scout(
                 functions[f"{touch.path}:{touch.name.rsplit('.', 1)[-1]}"] = None
             name = _resolve(touch, index)
             if name is None:
+                # A schema entry names an op for sure, even one no variant tests yet (a new
+                # op); a C++ symbol the inventory does not know may be a shared helper.
+                if touch.evidence in _SCHEMA_EVIDENCE:
+                    untested.append(canonical(touch.name))
                 continue
             named.append(name)
             evidence = ops.setdefault(name, [])
@@ -121,10 +135,12 @@ def scout(
             if note not in evidence:
                 evidence.append(note)
             weak_only[name] = weak_only.get(name, True) and touch.weak
-        unresolved = rule.policy == "targeted" and rule.unresolved_is_blind and not named
+        unresolved = (rule.policy == "targeted" and rule.unresolved_is_blind
+                      and not named and not untested)
         path_facts.append(PathFact(
             changed.path, changed.status, rule.area, rule.policy,
             tuple(dict.fromkeys(named)), patch is not None, unresolved,
+            tuple(dict.fromkeys(untested)),
         ))
     touched = tuple(
         TouchedOp(name, tuple(ev[:_EVIDENCE_LIMIT]), weak_only[name]) for name, ev in ops.items()
@@ -144,6 +160,23 @@ def scout(
         risk_reasons=tuple(risk_reasons),
         kind=changes.kind,
         head_sha=changes.head_sha,
+    )
+
+
+# Line comments by file type; a change of only these (and blank lines) changes no behaviour.
+# C/C++ `#` lines are preprocessor directives, and `/* */` blocks are not judged line by line.
+_COMMENTS = {".py": "#", ".pyi": "#", ".yaml": "#", ".yml": "#", ".cpp": "//", ".cc": "//",
+             ".cu": "//", ".cuh": "//", ".h": "//", ".hpp": "//", ".c": "//", ".mm": "//"}
+
+
+def _cosmetic(patch: FilePatch) -> bool:
+    """True when every changed line of a modified text file is blank or a line comment."""
+    marker = _COMMENTS.get(PurePosixPath(patch.path).suffix)
+    if marker is None or patch.status != "modified" or patch.binary or not patch.hunks:
+        return False
+    return all(
+        not text.strip() or text.lstrip().startswith(marker)
+        for _, _, text in iter_changed_lines(patch)
     )
 
 
@@ -195,8 +228,8 @@ def _decide(
         shown = ", ".join(f.path for f in unresolved[:3])
         return "blind", [f"cannot name the ops changed in kernel code: {shown}"]
     if all(f.policy == "none" for f in facts):
-        areas = sorted({f.area for f in facts})
-        return "none", [f"only {' and '.join(areas)} changed: no test result can change"]
+        kinds = sorted({"comments" if f.cosmetic else f.area for f in facts})
+        return "none", [f"only {' and '.join(kinds)} changed: no test result can change"]
     targeted = [f for f in facts if f.policy == "targeted"]
     named = len({op for f in targeted for op in f.ops})
     return "targeted", [
@@ -224,11 +257,14 @@ def _risk(
         return "high", ["a full run is needed"]
     reasons: list[str] = []
     # Test files name no ops by nature; suites watch them through their globs.
-    quiet = [f.path for f in facts if f.policy == "targeted" and not f.ops
+    quiet = [f.path for f in facts if f.policy == "targeted" and not f.ops and not f.untested
              and f.area not in ("upstream_tests", "test_db")]
     if quiet:
         reasons.append(f"{len(quiet)} code path(s) name no op; only watch globs and history "
                        f"cover them (e.g. {quiet[0]})")
+    untested = sorted({op for f in facts for op in f.untested})
+    if untested:
+        reasons.append(f"op(s) no variant tests: {', '.join(untested[:5])}")
     if completeness != "full":
         reasons.append(f"completeness is {completeness}")
     if ops and all(o.weak for o in ops):

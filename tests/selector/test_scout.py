@@ -129,3 +129,50 @@ def test_upstream_test_function_names_a_template(index: InventoryIndex) -> None:
             "     def test_compare_cpu(self, device, dtype, op):\n-        a\n+        b\n")
     facts = scout(diff_change(body=body), index)
     assert facts.templates == ("compare_cpu",)
+
+
+def test_a_new_native_function_is_named_not_blind(index: InventoryIndex) -> None:
+    body = "\n".join([
+        "diff --git a/aten/src/ATen/native/native_functions.yaml "
+        "b/aten/src/ATen/native/native_functions.yaml",
+        "--- a/aten/src/ATen/native/native_functions.yaml",
+        "+++ b/aten/src/ATen/native/native_functions.yaml",
+        "@@ -10,2 +10,6 @@",
+        " - func: abs(Tensor self) -> Tensor",
+        "   variants: function, method",
+        "+",
+        "+- func: spyre_fused_rms(Tensor self, float eps) -> Tensor",
+        "+  dispatch:",
+        "+    CPU: spyre_fused_rms_cpu",
+        "",
+    ])
+    facts = scout(diff_change(body=body), index)
+    assert facts.decision == "targeted"
+    (path,) = facts.paths
+    assert path.untested == ("spyre_fused_rms",) and not path.unresolved
+    assert any("no variant tests: spyre_fused_rms" in r for r in facts.risk_reasons)
+
+
+def test_comment_only_changes_need_nothing(index: InventoryIndex) -> None:
+    body = "\n".join([
+        "diff --git a/c10/core/TensorImpl.h b/c10/core/TensorImpl.h",
+        "--- a/c10/core/TensorImpl.h", "+++ b/c10/core/TensorImpl.h",
+        "@@ -10,3 +10,4 @@ struct C10_API TensorImpl {",
+        "   int x;", "-  // old words", "+  // new words", "+", "   int y;",
+        "diff --git a/torch/nn/functional.py b/torch/nn/functional.py",
+        "--- a/torch/nn/functional.py", "+++ b/torch/nn/functional.py",
+        "@@ -1,2 +1,2 @@ def softmax(", "-    # typo", "+    # fixed", "     return x", "",
+    ])
+    facts = scout(diff_change(body=body), index)
+    assert facts.decision == "none"
+    assert facts.reasons == ("only comments changed: no test result can change",)
+    assert all(p.cosmetic for p in facts.paths)
+
+
+def test_a_preprocessor_line_is_not_a_comment(index: InventoryIndex) -> None:
+    body = "\n".join([
+        "diff --git a/c10/core/TensorImpl.h b/c10/core/TensorImpl.h",
+        "--- a/c10/core/TensorImpl.h", "+++ b/c10/core/TensorImpl.h",
+        "@@ -1,1 +1,1 @@", "-#include <a.h>", "+#include <b.h>", "",
+    ])
+    assert scout(diff_change(body=body), index).decision == "blind"
