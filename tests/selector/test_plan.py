@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from selector.heuristics.base import RetrieveContext, Score
 from selector.plan import SKIP_COUNT_BUDGET, SKIP_NO_MATCH
 from selector.shard import shard_lpt
 from suites.model import Inventory, Status, split_variant_id
+from tests.conftest import REPO_ROOT
 from tests.selector.conftest import diff_change, example_change
 from tests.selector.synthetic import make_variant
 
@@ -229,3 +232,16 @@ def test_rerun_of_failed_tests_runs_only_what_fails(inventory: Inventory) -> Non
     p = plan(ChangeSet.from_event(event), inventory, history)
     assert (p.decision, p.selected_ids, p.holdout) == ("rerun-failed", (failing,), ())
     assert p.skipped["not failing (re-run of failed tests)"] == len(inventory) - 2
+
+
+REAL_INVENTORY = Path(os.environ.get("SPYRE_CI_INVENTORY")
+                      or REPO_ROOT / "tests" / "fixtures" / "inventory-2.13.0.json.gz")
+
+
+@pytest.mark.skipif(not REAL_INVENTORY.exists(), reason="no built inventory in the tree")
+def test_softmax_push_on_the_real_inventory() -> None:
+    index = InventoryIndex.build(Inventory.load(REAL_INVENTORY))
+    p = plan(example_change("push_softmax_kernel"), index)
+    assert {index.family_of_id[v] for v in p.selected_ids} == {"softmax"}
+    assert {"softmax", "log_softmax"} <= subjects(p.selected_ids)
+    assert len(p.selected) < 0.05 * len(index.ids)
