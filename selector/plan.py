@@ -77,6 +77,11 @@ class Reason:
         return {"heuristic": self.heuristic, "score": self.score, "reason": self.reason,
                 "trial": self.trial}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Reason:
+        return cls(data["heuristic"], float(data["score"]), data["reason"],
+                   bool(data.get("trial")))
+
 
 @dataclass(frozen=True)
 class Selected:
@@ -90,6 +95,12 @@ class Selected:
         return {"id": self.id, "score": round(self.score, 4),
                 "reasons": [r.to_json() for r in self.reasons],
                 "duration_s": self.duration_s, "mandatory": self.mandatory}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Selected:
+        return cls(data["id"], float(data["score"]),
+                   tuple(Reason.from_json(r) for r in data.get("reasons", ())),
+                   float(data.get("duration_s", 0.0)), bool(data.get("mandatory")))
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,28 @@ class Plan:
             "change": dict(self.change),
             "change_facts": self.facts.to_json(),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+        """A Plan back from `to_json()` (another process runs Verify); `unselected`, kept
+        only for `why`, is not carried."""
+        if data.get("format") != PLAN_FORMAT:
+            raise SelectorError(
+                f"plan format {data.get('format')!r} is not {PLAN_FORMAT}; plan again"
+            )
+        return cls(
+            decision=data["decision"],
+            fallback=data.get("fallback"),
+            selected=tuple(Selected.from_json(s) for s in data["selected"]),
+            holdout=tuple(data.get("holdout", ())),
+            shards=tuple(Shard.from_json(s) for s in data.get("shards", ())),
+            skipped=dict(data.get("skipped", {})),
+            budget=dict(data.get("budget", {})),
+            facts=ChangeFacts.from_json(data["change_facts"]),
+            change=dict(data.get("change", {})),
+            totals=dict(data["totals"]),
+            trial=dict(data.get("trial", {})),
+        )
 
 
 def plan(

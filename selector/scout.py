@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -40,6 +40,13 @@ class PathFact:
             "untested": list(self.untested), "cosmetic": self.cosmetic,
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PathFact:
+        return cls(data["path"], data["status"], data["area"], data["policy"],
+                   tuple(data.get("ops", ())), bool(data.get("has_patch")),
+                   bool(data.get("unresolved")), tuple(data.get("untested", ())),
+                   bool(data.get("cosmetic")))
+
 
 @dataclass(frozen=True)
 class TouchedOp:
@@ -49,6 +56,10 @@ class TouchedOp:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "evidence": list(self.evidence), "weak": self.weak}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TouchedOp:
+        return cls(data["name"], tuple(data.get("evidence", ())), bool(data.get("weak")))
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,22 @@ class ChangeFacts:
             "functions": list(self.functions),
             "paths": [p.to_json() for p in self.paths],
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChangeFacts:
+        return cls(
+            decision=data["decision"],
+            reasons=tuple(data.get("reasons", ())),
+            paths=tuple(PathFact.from_json(p) for p in data.get("paths", ())),
+            ops=tuple(TouchedOp.from_json(o) for o in data.get("ops", ())),
+            templates=tuple(data.get("templates", ())),
+            functions=tuple(data.get("functions", ())),
+            completeness=data.get("completeness", "full"),
+            risk=data.get("risk", ""),
+            risk_reasons=tuple(data.get("risk_reasons", ())),
+            kind=data.get("kind", ""),
+            head_sha=data.get("head_sha", ""),
+        )
 
 
 def scout(

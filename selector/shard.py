@@ -18,6 +18,10 @@ class Shard:
         return {"index": self.index, "ids": list(self.ids),
                 "estimated_s": round(self.estimated_s, 3)}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Shard:
+        return cls(int(data["index"]), tuple(data["ids"]), float(data["estimated_s"]))
+
 
 def shard_lpt(ids: Sequence[str], durations: Mapping[str, float], count: int) -> tuple[Shard, ...]:
     """Split `ids` into `count` shards (fewer when there are fewer ids) balanced on durations.

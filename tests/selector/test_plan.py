@@ -245,3 +245,15 @@ def test_softmax_push_on_the_real_inventory() -> None:
     assert {index.family_of_id[v] for v in p.selected_ids} == {"softmax"}
     assert {"softmax", "log_softmax"} <= subjects(p.selected_ids)
     assert len(p.selected) < 0.05 * len(index.ids)
+
+
+def test_plan_json_round_trip(index: InventoryIndex) -> None:
+    from selector import Plan
+
+    p = plan(example_change("pr_merged_nn_functional"), index, config=PlanConfig(shards=2))
+    data = json.loads(json.dumps(p.to_json()))
+    again = Plan.from_json(data)
+    assert again.to_json() == p.to_json()
+    assert again.facts == p.facts and again.selected == p.selected
+    with pytest.raises(SelectorError, match="plan format"):
+        Plan.from_json({**data, "format": 99})
