@@ -149,7 +149,10 @@ def load_config(
         if not isinstance(oidc_raw, dict):
             raise RelayError(f"{where}: field 'oidc' must be a mapping")
         try:
-            oidc = OidcConfig(**{k: tuple(v) if k == "issuers" else v for k, v in oidc_raw.items()})
+            oidc_fields: dict[str, Any] = {
+                k: tuple(v) if k == "issuers" else v for k, v in oidc_raw.items()
+            }
+            oidc = OidcConfig(**oidc_fields)
         except TypeError:
             known_o = ", ".join(OidcConfig.__dataclass_fields__)
             raise RelayError(f"{where}: field 'oidc' accepts only {known_o}") from None

@@ -134,11 +134,11 @@ def plan(
         if state == IN_PROGRESS:
             started = float((current or {})["in_progress_at"])
             execution = max(0.0, now - started)
-            queue_time = _float((current or {}).get("queue_time"))
+            waited = _float((current or {}).get("queue_time"))
             return Plan(
                 IN_PROGRESS,
                 COMPLETED,
-                queue_time,
+                waited,
                 execution,
                 {
                     "completed_at": repr(now),
@@ -210,7 +210,7 @@ class CrcrState:
 
     def annotate(self, key: JobKey, **fields: str) -> None:
         try:
-            self.client.hset(key.redis_key, mapping=fields)
+            self.client.hset(key.redis_key, mapping=dict[Any, Any](fields))
         except redis.RedisError as exc:
             raise StateUnavailable(f"state of {key.redis_key}: {exc}") from exc
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 import redis
@@ -46,7 +46,7 @@ class Metrics:
         self.prefix = prefix
         self.flush_interval = flush_interval
         self._pending: Counter[tuple[str, str]] = Counter()
-        self._pending_float: Counter[tuple[str, str]] = Counter()
+        self._pending_float: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -69,21 +69,22 @@ class Metrics:
         """Add this process's pending increments to Redis now (kept if Redis fails)."""
         with self._lock:
             counts, sums = self._pending, self._pending_float
-            self._pending, self._pending_float = Counter(), Counter()
+            self._pending, self._pending_float = Counter(), defaultdict(float)
         if not counts and not sums:
             return
         # MULTI/EXEC: all increments land or none do, so a retry never counts twice.
         pipe = self.client.pipeline(transaction=True)
-        for (key, name), amount in counts.items():
-            pipe.hincrby(key, name, amount)
-        for (key, name), amount in sums.items():
-            pipe.hincrbyfloat(key, name, amount)
+        for (key, name), count in counts.items():
+            pipe.hincrby(key, name, count)
+        for (key, name), total in sums.items():
+            pipe.hincrbyfloat(key, name, total)
         try:
             pipe.execute()
         except redis.RedisError:
             with self._lock:  # kept; added by the next flush that succeeds
                 self._pending.update(counts)
-                self._pending_float.update(sums)
+                for field_key, total in sums.items():
+                    self._pending_float[field_key] += total
 
     def _ensure_flusher(self) -> None:
         # Started lazily in the process that serves: a thread does not survive gunicorn's fork.
