@@ -17,7 +17,9 @@ import redis
 from flask import Flask, Response, g, request
 
 from relay import signature
+from relay.allowlist import load_allowlist
 from relay.callback import CallbackService, HudPublisher
+from relay.callback_auth import BearerAuth
 from relay.config import RelayConfig
 from relay.events import Ignored, RelayError, TriggerEvent, normalize
 from relay.fanout import FANOUT_GROUP, FANOUT_STREAM, Fanout, forward_event
@@ -83,6 +85,16 @@ class Relay:
             except Exception:  # noqa: BLE001 - keep the loop alive; Redis or GitHub will return
                 log.exception("relay background step failed; retrying in 1 s")
                 time.sleep(1.0)
+
+
+def check_config(config: RelayConfig) -> None:
+    """Load everything a worker would load (allowlist, JWKS file, App key), so a bad file is
+    reported once, naming it, before any worker starts. Raises RelayError."""
+    if config.allowlist:
+        load_allowlist(config.allowlist)
+    BearerAuth(config.callback_tokens, config.oidc)
+    if config.github.private_key_path:
+        GitHubAdapter.from_config(config.github)
 
 
 def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:

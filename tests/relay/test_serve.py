@@ -140,6 +140,17 @@ def test_serve_config_errors_name_the_field(redis_proc: RedisProcess, tmp_path: 
     assert f"{config}: field 'branches' must be a non-empty list" in result.stderr
 
 
+def test_serve_refuses_an_allowlist_listing_a_repo_twice(
+    redis_proc: RedisProcess, tmp_path: Path
+) -> None:
+    allowlist = tmp_path / "allowlist.yml"
+    allowlist.write_text("L1:\n  - acme/backend\nL4:\n  - acme/backend\n")
+    env = relay_env(redis_proc.url, SPYRE_CI_ALLOWLIST=str(allowlist))
+    result = spyre_ci("serve", env=env)
+    assert result.returncode == 2
+    assert f"{allowlist}: acme/backend is listed in L1 and L4" in result.stderr
+
+
 def test_trigger_nightly_enqueues_once(redis_proc: RedisProcess) -> None:
     env = relay_env(redis_proc.url)
     first = spyre_ci("trigger", "nightly", "--sha", SHA_B, env=env)

@@ -35,11 +35,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from relay.app import check_config
     from relay.config import load_config
     from relay.events import RelayError
 
     try:
         config = load_config(args.config)
+        check_config(config)
     except RelayError as exc:
         raise CommandError(str(exc)) from None
     if not config.webhook_secret:
