@@ -202,3 +202,132 @@ def test_complete_files_asks_compare_when_the_payload_is_partial(
     )
     assert complete_files(complete, adapter) is complete
     assert len(github_api.find("GET", "/compare/")) == 1
+
+
+def test_serve_answers_503_while_redis_is_down_and_recovers(
+    served: str, redis_proc: RedisProcess
+) -> None:
+    payload = {
+        "ref": "refs/heads/main",
+        "before": SHA_A,
+        "after": SHA_B,
+        "repository": {"full_name": "pytorch/pytorch"},
+        "commits": [],
+    }
+    body = json.dumps(payload).encode()
+    headers = {
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": "outage-1",
+        "X-Hub-Signature-256": sign(SECRET, body),
+    }
+    redis_proc.stop()
+    assert (
+        requests.post(
+            f"{served}/github/webhook", data=body, headers=headers, timeout=10
+        ).status_code
+        == 503
+    )
+    assert requests.get(f"{served}/healthz", timeout=10).status_code == 503
+    redis_proc.start()
+    answer = requests.post(f"{served}/github/webhook", data=body, headers=headers, timeout=10)
+    assert answer.status_code == 202 and answer.json()["message"] == "enqueued"
+
+
+def test_serve_fans_out_and_takes_callbacks(
+    redis_proc: RedisProcess, github_api: GitHubAPIServer, tmp_path: Path
+) -> None:
+    allowlist = tmp_path / "allowlist.yml"
+    allowlist.write_text("L4:\n  - acme/l4-backend\n")
+    key = tmp_path / "app.pem"
+    key.write_bytes(github_api.private_key_pem)
+    port = free_port()
+    env = relay_env(
+        redis_proc.url,
+        SPYRE_CI_ALLOWLIST=str(allowlist),
+        SPYRE_CI_CALLBACK_TOKENS="acme/l4-backend=tok-l4",
+        SPYRE_CI_GITHUB_URL=github_api.url,
+        SPYRE_CI_GITHUB_TOKEN=github_api.token,
+        SPYRE_CI_GITHUB_APP_ID=github_api.app_id,
+        SPYRE_CI_GITHUB_INSTALLATION_ID=str(github_api.installation_id),
+        SPYRE_CI_GITHUB_PRIVATE_KEY=str(key),
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workflows",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{url}/healthz", timeout=1)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "spyre-ci serve did not come up"
+                time.sleep(0.1)
+        payload = {
+            "ref": "refs/heads/main",
+            "before": SHA_A,
+            "after": SHA_B,
+            "repository": {"full_name": "pytorch/pytorch"},
+            "commits": [],
+        }
+        body = json.dumps(payload).encode()
+        requests.post(
+            f"{url}/github/webhook",
+            data=body,
+            timeout=10,
+            headers={
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": "e2e-1",
+                "X-Hub-Signature-256": sign(SECRET, body),
+            },
+        ).raise_for_status()
+        deadline = time.monotonic() + 15
+        while not github_api.dispatches:  # sent by a worker's background thread
+            assert time.monotonic() < deadline, "no repository_dispatch was sent"
+            time.sleep(0.05)
+        (dispatch,) = github_api.dispatches
+        assert dispatch["repo"] == "acme/l4-backend"
+        callback = {
+            **dispatch["client_payload"],
+            "workflow": {
+                "schema_version": "1",
+                "status": "in_progress",
+                "name": "ci",
+                "run_id": "5",
+                "run_attempt": 1,
+                "job_name": "test",
+                "conclusion": None,
+            },
+        }
+        auth = {"Authorization": "Bearer tok-l4"}
+        started = None
+        deadline = time.monotonic() + 5
+        while started is None or started.status_code == 400:
+            # The DISPATCHED record lands just after the dispatch itself.
+            started = requests.post(
+                f"{url}/github/callback", json=callback, headers=auth, timeout=10
+            )
+            assert time.monotonic() < deadline, started.text
+        assert started.status_code == 200, started.text
+        callback["workflow"].update(status="completed", conclusion="success")
+        done = requests.post(f"{url}/github/callback", json=callback, headers=auth, timeout=10)
+        assert done.status_code == 200 and done.json()["execution_time"] >= 0
+        (run,) = github_api.check_runs.values()
+        assert run["name"] == "crcr/acme/l4-backend/ci/test" and run["conclusion"] == "success"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
