@@ -1,0 +1,164 @@
+"""Full run of every bundled variant on spyre through the pytest plugin; records counts and time.
+
+    python benchmarks/suites_full_run.py [--workers 2] [--chunk 400] [--timeout 60]
+        [--work-dir /tmp/suites-full] [--record]
+
+Variants go to pytest subprocesses in chunks (one process per chunk, `--workers` at a time);
+when a process dies, the test it was running is recorded as crashed and the rest of its chunk
+is rerun. `--record` writes the generated expectations files from the failures (then a second
+run should be green). Writes benchmarks/results/suites_full_run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULT = REPO / "benchmarks" / "results" / "suites_full_run.json"
+
+
+def all_ids() -> list[dict[str, str]]:
+    out = subprocess.run([sys.executable, "-m", "workflows.cli", "suites", "expand", "--json"],
+                         cwd=REPO, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dict[str, object]]:
+    """Run ids to completion, restarting after crashes; returns the end records."""
+    ends: dict[str, dict[str, object]] = {}
+    remaining = list(ids)
+    attempt = 0
+    while remaining:
+        attempt += 1
+        ids_file = work / f"{name}-{attempt}.ids"
+        results = work / f"{name}-{attempt}.jsonl"
+        ids_file.write_text("\n".join(remaining) + "\n")
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "suites.pytest_plugin", "-p", "no:cacheprovider",
+             "--spyre-ids", str(ids_file), "--spyre-results", str(results),
+             "--spyre-timeout", str(timeout), "--junitxml", str(work / f"{name}-{attempt}.xml"),
+             "-q", "-o", "addopts="],
+            cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        started: str | None = None
+        if results.exists():
+            for line in results.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if record["event"] == "start":
+                    started = record["id"]
+                else:
+                    ends[record["id"]] = record
+                    started = None
+        if started is not None and started not in ends:
+            ends[started] = {"event": "end", "id": started, "status": "crashed",
+                             "duration_s": 0.0, "message": "the test process died"}
+        new_remaining = [i for i in remaining if i not in ends]
+        if len(new_remaining) == len(remaining):
+            # No progress (e.g. collection failed): record the rest as errors.
+            for vid in new_remaining:
+                ends[vid] = {"event": "end", "id": vid, "status": "error", "duration_s": 0.0,
+                             "message": "pytest made no progress on this chunk"}
+            break
+        remaining = new_remaining
+    return list(ends.values())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--chunk", type=int, default=400)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/suites-full"))
+    parser.add_argument("--record", action="store_true",
+                        help="write the generated expectations files from the failures")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N variants (smoke)")
+    args = parser.parse_args()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    variants = all_ids()
+    if args.limit:
+        variants = variants[: args.limit]
+    ids = [v["id"] for v in variants]
+    chunks: queue.Queue[tuple[int, list[str]]] = queue.Queue()
+    for n, start in enumerate(range(0, len(ids), args.chunk)):
+        chunks.put((n, ids[start:start + args.chunk]))
+    records: list[dict[str, object]] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            try:
+                n, chunk = chunks.get_nowait()
+            except queue.Empty:
+                return
+            got = run_chunk(chunk, args.work_dir, f"chunk{n:03d}", args.timeout)
+            with lock:
+                records.extend(got)
+                print(f"chunk {n}: {Counter(str(r['status']) for r in got)}", flush=True)
+
+    threads = [threading.Thread(target=worker) for _ in range(args.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - started
+    (args.work_dir / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    counts = Counter(str(r["status"]) for r in records)
+    failing = {k: v for k, v in counts.items() if k in ("failed", "error", "timeout", "crashed")}
+    by_suite = Counter(str(r["id"]).split("::", 1)[0] for r in records)
+    if args.record:
+        sys.path.insert(0, str(REPO))
+        from suites.loader import bundled_specs_dir
+        from suites.record import expectation_entries, merge_into_specs, read_results
+
+        entries = expectation_entries(read_results([args.work_dir / "all.jsonl"]))
+        written = merge_into_specs(entries, bundled_specs_dir(), {
+            "ops": "ops.expectations.yaml", "modules": "modules.expectations.yaml",
+            "compile": "compile.expectations.yaml"})
+        print(f"recorded expectations: {written}")
+    import torch
+
+    result = {
+        "name": "suites_full_run",
+        "value": round(wall, 1),
+        "unit": "s",
+        "command": f"python benchmarks/suites_full_run.py --workers {args.workers} "
+                   f"--chunk {args.chunk} --timeout {args.timeout:g}"
+                   + (" --record" if args.record else ""),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
+                   f"python {platform.python_version()}",
+        "notes": "every bundled variant through the pytest plugin on spyre (torch "
+                 f"{torch.__version__}); green = no failed/error/timeout/crashed",
+        "variants": len(ids),
+        "statuses": dict(sorted(counts.items())),
+        "per_suite": dict(sorted(by_suite.items())),
+        "green": not failing and len(records) == len(ids),
+        "workers": args.workers,
+        "recorded": bool(args.record),
+    }
+    if not args.limit:
+        RESULT.parent.mkdir(parents=True, exist_ok=True)
+        RESULT.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0 if result["green"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""Expansion: spec files -> variant tests with expectations, fingerprints and run details.
+
+Imports torch (lazily, inside the functions): it enumerates torch's test databases and, for
+file suites, imports upstream test files.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from suites.lint import lint_paths
+from suites.loader import (
+    Path_,
+    SpecError,
+    SpecFile,
+    load_spec,
+    resolve_test_path,
+    spec_paths,
+)
+from suites.model import Expectation, Variant, variant_id
+from suites.rules import (
+    MODES,
+    TEMPLATE_UPSTREAM,
+    Decision,
+    Rule,
+    Tolerance,
+    VariantKey,
+    canonical_dtype,
+    decide,
+    decide_file_variant,
+    expectation_rules,
+    spec_rules,
+)
+
+DTYPE_NONE = "none"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A variant plus what the runner needs to execute it (not serialised)."""
+
+    variant: Variant
+    kind: str  # "opinfo" | "file"
+    db: str = ""
+    info: Any = None  # OpInfo / ModuleInfo
+    dtype: Any = None  # torch.dtype or None
+    precision: Tolerance | None = None
+    max_samples: int | None = None
+    # File suites.
+    file: Path | None = None
+    device_class: str = ""
+    method: str = ""
+    cpu_move: tuple[str, ...] = ()
+    no_grad: bool = False
+    tags: tuple[str, ...] = ()
+    matched: tuple[Rule, ...] = field(default=(), compare=False)
+
+
+@dataclass
+class Expansion:
+    """Everything the loaded suites expand to, and the suites that cannot run here."""
+
+    planned: list[Planned] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def variants(self) -> list[Variant]:
+        return [p.variant for p in self.planned]
+
+    def by_id(self) -> dict[str, Planned]:
+        return {p.variant.id: p for p in self.planned}
+
+
+def load_suites(paths: Iterable[str | Path] | None = None,
+                env: dict[str, str] | None = None) -> list[SpecFile]:
+    """Load and lint suites (bundled by default); raise SpecError listing every error."""
+    files = spec_paths(paths)
+    problems = [p for p in lint_paths(files, env) if p.severity == "error"]
+    if problems:
+        raise SpecError("\n".join(str(p) for p in problems))
+    return [load_spec(f) for f in files]
+
+
+def expand(specs: Sequence[SpecFile], *, suite: str | None = None,
+           env: dict[str, str] | None = None, keep_trail: bool = False) -> Expansion:
+    """Expand suites into variants (only `suite` when given), in a stable order."""
+    result = Expansion()
+    for spec in specs:
+        if suite is not None and spec.suite_name != suite:
+            continue
+        root = spec.get(("test_suite_config",)) or {}
+        for oi, _ in enumerate(root.get("opinfo") or ()):
+            result.planned.extend(
+                _expand_opinfo(spec, ("test_suite_config", "opinfo", oi), keep_trail))
+        for fi, _ in enumerate(root.get("files") or ()):
+            _expand_file(spec, ("test_suite_config", "files", fi), env, result)
+    seen: dict[str, Planned] = {}
+    for planned in result.planned:
+        vid = planned.variant.id
+        if vid in seen:
+            raise SpecError(f"{planned.variant.rule or seen[vid].variant.rule}: duplicate "
+                            f"variant id {vid!r}; give the suites distinct names")
+        seen[vid] = planned
+    return result
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, canonical_dtype(name))
+
+
+def _select(subjects: Sequence[Any], entry: dict[str, Any]) -> list[Any]:
+    ops = entry.get("ops") or {}
+    include = [i["name"] for i in ops.get("include") or ()] or ["*"]
+    exclude = [i["name"] for i in ops.get("exclude") or ()]
+
+    def hit(subject: Any, patterns: list[str]) -> bool:
+        base = getattr(subject.info, "name", subject.name)
+        names = {subject.name, base, base.removeprefix("torch.")}
+        return any(fnmatch.fnmatchcase(n, p.removeprefix("torch.") if p.startswith("torch.nn")
+                                       else p) for n in names for p in patterns)
+
+    return [s for s in subjects if hit(s, include) and not hit(s, exclude)]
+
+
+def _decorator_rules(info: Any, template: str, dtype: Any, dtype_name: str, subject: str,
+                     source: str) -> tuple[list[Rule], list[Any]]:
+    """OpInfo/ModuleInfo decorators for one upstream test as rules, and the raw decorators."""
+    from suites.fingerprint import applicable_decorators, skip_reason
+
+    cls, test = TEMPLATE_UPSTREAM[template]
+    decorators = applicable_decorators(info, cls, test, "spyre", dtype)
+    rules: list[Rule] = []
+    one = {"templates": (template,), "ops": (subject,), "dtypes": (dtype_name,)}
+    for dec in decorators:
+        qualname = getattr(dec, "__qualname__", type(dec).__qualname__)
+        if qualname == "skip.<locals>.decorator":
+            reason = skip_reason(dec) or "skipped"
+            rules.append(Rule(f"{source} -> {cls}.{test} skip", "opinfo", mode=Expectation.SKIP,
+                              reason=f"OpInfo skip: {reason}", **one))  # type: ignore[arg-type]
+        elif qualname == "expectedFailure" or type(dec).__name__ == "expectedFailure":
+            device = getattr(dec, "device_type", None)
+            if device not in (None, "spyre", "privateuse1"):
+                continue
+            rules.append(Rule(f"{source} -> {cls}.{test} expectedFailure", "opinfo",
+                              mode=Expectation.XFAIL, reason="OpInfo expectedFailure",
+                              **one))  # type: ignore[arg-type]
+        elif type(dec).__name__ in ("onlyCUDA", "onlyCPU", "onlyNativeDeviceTypes", "onlyOn"):
+            rules.append(Rule(f"{source} -> {cls}.{test} {type(dec).__name__}", "opinfo",
+                              mode=Expectation.SKIP,
+                              reason=f"OpInfo {type(dec).__name__}: not for this device",
+                              **one))  # type: ignore[arg-type]
+        elif type(dec).__name__ in ("toleranceOverride", "precisionOverride"):
+            value = dec.d.get(dtype) if dtype is not None else None
+            if value is None:
+                continue
+            tol = (Tolerance(float(value.atol), float(value.rtol))
+                   if hasattr(value, "atol") else Tolerance(float(value), None))
+            rules.append(Rule(f"{source} -> {cls}.{test} {type(dec).__name__}", "opinfo",
+                              precision=tol, **one))  # type: ignore[arg-type]
+    return rules, decorators
+
+
+def _expectations_file(spec: SpecFile, entry: dict[str, Any]) -> list[Rule]:
+    name = entry.get("expectations_file")
+    if not name:
+        return []
+    return expectation_rules(load_spec(spec.path.parent / name))
+
+
+def _expand_opinfo(spec: SpecFile, where: Path_, keep_trail: bool) -> list[Planned]:
+    from suites.databases import family_of, load_db
+    from suites.fingerprint import callable_digest, definition_digest, variant_fingerprint
+    from suites.templates import applies, get_template
+
+    entry = spec.get(where)
+    root = spec.get(("test_suite_config",)) or {}
+    suite = spec.suite_name
+    db = entry["db"]
+    dtypes = [canonical_dtype(d) for d in entry.get("dtypes") or ["float32"]]
+    default_mode = entry.get("unlisted_test_mode", "mandatory_success")
+    default_rule = Rule(
+        source=spec.line_ref(where), kind="default", mode=MODES[default_mode],
+        reason="" if default_mode == "mandatory_success" else f"unlisted_test_mode {default_mode}",
+        timeout_s=entry.get("timeout_s", root.get("timeout_s")),
+        owners=tuple(entry.get("owners") or root.get("owners") or ()),
+        watch=tuple(dict.fromkeys([*(root.get("watch") or ()), *(entry.get("watch") or ())])),
+    )
+    use_decorators = entry.get("opinfo_decorators", True)
+    rules = spec_rules(spec, where)
+    exp_rules = _expectations_file(spec, entry)
+    exp_by_id = {r.id_glob: r for r in exp_rules if r.id_glob and not any(
+        c in r.id_glob for c in "*?[")}
+    exp_globs = [r for r in exp_rules if r not in exp_by_id.values()]
+    decorator_source = spec.line_ref((*where, "opinfo_decorators")) if (
+        "opinfo_decorators" in entry) else spec.line_ref((*where, "db"))
+    subjects = _select(load_db(db), entry)
+    out: list[Planned] = []
+    for template in entry["templates"]:
+        template_digest = callable_digest(get_template(template))
+        template_dtypes = [None] if template == "errors" else dtypes
+        for subject in subjects:
+            info = subject.info
+            definition = definition_digest(info)
+            base_name = str(getattr(info, "name", subject.name))
+            for dtype_name in template_dtypes:
+                dtype = None if dtype_name is None else _torch_dtype(dtype_name)
+                if not applies(template, info, dtype):
+                    continue
+                dname = dtype_name or DTYPE_NONE
+                vid = variant_id(suite, template, subject.name, dname)
+                key = VariantKey(vid, template, subject.name, base_name, dname)
+                dec_rules, decorators = _decorator_rules(
+                    info, template, dtype, dname, subject.name,
+                    f"{decorator_source} ({db} {subject.name})") if use_decorators else ([], [])
+                chain = [default_rule, *dec_rules, *rules, *exp_globs]
+                if vid in exp_by_id:
+                    chain.append(exp_by_id[vid])
+                decision: Decision = decide(key, chain, keep_trail=keep_trail)
+                fingerprint = variant_fingerprint(
+                    definition, decorators, template_digest, dname, str(decision.expectation),
+                    repr(decision.precision))
+                variant = Variant(
+                    id=vid, suite=suite, template=template, subject=subject.name, dtype=dname,
+                    expectation=decision.expectation, reason=decision.reason,
+                    rule=decision.rule, fingerprint=fingerprint,
+                    family=family_of(db, subject.name, info), owners=decision.owners,
+                    watch=decision.watch, timeout_s=decision.timeout_s,
+                )
+                out.append(Planned(
+                    variant=variant, kind="opinfo", db=db, info=info, dtype=dtype,
+                    precision=decision.precision, max_samples=entry.get("max_samples"),
+                    matched=decision.matched,
+                ))
+    return out
+
+
+def file_suite_unavailable(spec: SpecFile, where: Path_,
+                           env: dict[str, str] | None = None) -> tuple[Path | None, str]:
+    """The resolved test file, or why this file suite cannot run here (no torch needed)."""
+    raw = spec.get((*where, "path"))
+    path, missing = resolve_test_path(raw, spec.path, env)
+    if path is None:
+        names = ", ".join(f"${{{m}}}" for m in missing)
+        return None, (f"{spec.location((*where, 'path'))}: test file {raw!r} needs {names}, "
+                      f"which is unset; set {missing[0]} to a PyTorch source checkout to run "
+                      "this suite")
+    if not path.exists():
+        return None, f"{spec.location((*where, 'path'))}: test file {str(path)!r} does not exist"
+    return path, ""
+
+
+def _expand_file(spec: SpecFile, where: Path_, env: dict[str, str] | None,
+                 result: Expansion) -> None:
+    from suites.databases import family_of
+    from suites.fingerprint import callable_digest, definition_digest, variant_fingerprint
+    from suites.upstream import UpstreamError, enumerate_tests
+
+    suite = spec.suite_name
+    path, why = file_suite_unavailable(spec, where, env)
+    if path is None:
+        result.unavailable[suite] = _join(result.unavailable.get(suite), why)
+        return
+    test_type = (env if env is not None else os.environ).get("TORCH_SPYRE_TEST_TYPE", "full")
+    template = path.stem
+    try:
+        tests = list(enumerate_tests(path))
+    except UpstreamError as exc:
+        result.unavailable[suite] = _join(result.unavailable.get(suite), str(exc))
+        return
+    for test in tests:
+        decision = decide_file_variant(
+            spec, where, test.base_name, test.op_name, test.dtype, test_type=test_type,
+            op_formatted=test.op_formatted)
+        if decision is None:
+            continue
+        dname = test.dtype or DTYPE_NONE
+        vid = variant_id(suite, template, test.subject, dname)
+        try:
+            fn_digest = callable_digest(test.function)
+        except (AttributeError, TypeError):
+            fn_digest = test.method
+        fingerprint = variant_fingerprint(
+            fn_digest, [], str(decision.expectation), repr(decision.precision),
+            ",".join(decision.cpu_move))
+        family = family_of("op_db", test.op_name) if test.op_name else test.base_name
+        if test.op_name:
+            from suites.databases import load_db
+
+            for s in load_db("op_db"):
+                if s.info.formatted_name == test.op_formatted:
+                    fingerprint = variant_fingerprint(fingerprint, [], definition_digest(s.info))
+                    break
+        variant = Variant(
+            id=vid, suite=suite, template=template, subject=test.subject, dtype=dname,
+            expectation=decision.expectation, reason=decision.reason, rule=decision.rule,
+            fingerprint=fingerprint, family=family, owners=decision.owners,
+            watch=decision.watch, timeout_s=decision.timeout_s,
+        )
+        result.planned.append(Planned(
+            variant=variant, kind="file", precision=decision.precision, file=path,
+            device_class=test.device_class, method=test.method, cpu_move=decision.cpu_move,
+            no_grad=decision.no_grad, tags=decision.tags,
+        ))
+
+
+def _join(old: str | None, new: str) -> str:
+    return new if not old else f"{old}; {new}"
+
+
+def with_expectation(planned: Planned, expectation: Expectation, reason: str) -> Planned:
+    return replace(planned, variant=replace(planned.variant, expectation=expectation,
+                                            reason=reason))

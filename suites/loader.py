@@ -1,0 +1,260 @@
+"""Safe YAML loading that remembers where every key and value came from.
+
+No torch here: the loader, lint and schema run in the control plane and on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Path_ = tuple[str | int, ...]
+Mark = tuple[int, int]  # 1-based line and column
+
+# ${TORCH_ROOT} and ${TORCH_DEVICE_ROOT}, as torch-spyre expands them.
+_TOKEN = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+
+
+class SpecError(Exception):
+    """A spec cannot be loaded, validated or expanded; the message names file:line:col."""
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """One YAML file: its data and the position of every value and key in it."""
+
+    path: Path
+    data: Any
+    values: dict[Path_, Mark] = field(default_factory=dict)
+    keys: dict[Path_, Mark] = field(default_factory=dict)
+    duplicate_keys: tuple[tuple[Path_, Mark], ...] = ()
+
+    def mark(self, where: Path_, *, key: bool = False) -> Mark:
+        """Position of the value at `where` (or of its key), falling back to the nearest parent."""
+        table = self.keys if key else self.values
+        probe = tuple(where)
+        while probe:
+            if probe in table:
+                return table[probe]
+            if probe in self.values:
+                return self.values[probe]
+            probe = probe[:-1]
+        return self.values.get((), (1, 1))
+
+    def location(self, where: Path_, *, key: bool = False) -> str:
+        """`file:line:col` of a value (or key)."""
+        line, col = self.mark(where, key=key)
+        return f"{self.path}:{line}:{col}"
+
+    def line_ref(self, where: Path_) -> str:
+        """`file:line`, the form a Variant's `rule` carries."""
+        return f"{self.path}:{self.mark(where)[0]}"
+
+    def get(self, where: Path_, default: Any = None) -> Any:
+        node = self.data
+        for part in where:
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                return default
+        return node
+
+    @property
+    def suite_name(self) -> str:
+        """The suite name: `test_suite_config.name`, else the file name without extension."""
+        name = self.get(("test_suite_config", "name"))
+        if isinstance(name, str) and name:
+            return name
+        stem = self.path.name
+        for suffix in (".yaml", ".yml"):
+            if stem.endswith(suffix):
+                stem = stem[: -len(suffix)]
+        return stem
+
+
+class _Problem(Exception):
+    def __init__(self, message: str, mark: Mark) -> None:
+        super().__init__(message)
+        self.message = message
+        self.mark_ = mark
+
+
+_PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+
+
+def _mark(node: yaml.Node) -> Mark:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def parse_yaml(text: str, path: Path) -> SpecFile:
+    """Parse YAML safely; raise SpecError (`file:line:col: message`) on broken YAML."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SpecError(f"{path}:{line}:{col}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}:1:1: invalid YAML: {exc}") from None
+    if root is None:
+        return SpecFile(path=path, data=None, values={(): (1, 1)})
+    values: dict[Path_, Mark] = {}
+    keys: dict[Path_, Mark] = {}
+    dups: list[tuple[Path_, Mark]] = []
+    constructor = yaml.SafeLoader("")
+    try:
+        data = _build(root, (), constructor, values, keys, dups)
+    except _Problem as exc:
+        raise SpecError(f"{path}:{exc.mark_[0]}:{exc.mark_[1]}: {exc.message}") from None
+    finally:
+        constructor.dispose()
+    return SpecFile(path=path, data=data, values=values, keys=keys, duplicate_keys=tuple(dups))
+
+
+def _build(
+    node: yaml.Node,
+    where: Path_,
+    constructor: yaml.SafeLoader,
+    values: dict[Path_, Mark],
+    keys: dict[Path_, Mark],
+    dups: list[tuple[Path_, Mark]],
+) -> Any:
+    values[where] = _mark(node)
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _PLAIN_TAGS:
+        # Only plain mappings and lists: a tag could ask for arbitrary objects.
+        raise _Problem(f"invalid YAML value: tag {node.tag!r} is not allowed", _mark(node))
+    if isinstance(node, yaml.MappingNode):
+        # Merge keys (`<<`) are rare in specs; flatten them the way the safe loader does.
+        constructor.flatten_mapping(node)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _Problem("mapping keys must be plain scalars", _mark(key_node))
+            key = constructor.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                key = str(key)
+            child = (*where, key)
+            if key in out:
+                dups.append((child, _mark(key_node)))
+            keys[child] = _mark(key_node)
+            out[key] = _build(value_node, child, constructor, values, keys, dups)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _build(item, (*where, i), constructor, values, keys, dups)
+            for i, item in enumerate(node.value)
+        ]
+    try:
+        return constructor.construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError as exc:
+        raise _Problem(f"invalid YAML value: {exc.problem}", _mark(node)) from None
+
+
+def load_spec(path: str | Path) -> SpecFile:
+    """Read and parse one spec file (no validation; see `suites.lint`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}:1:1: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}:1:1: cannot read: {exc}") from None
+    return parse_yaml(text, path)
+
+
+def bundled_specs_dir() -> Path:
+    """The folder of specs shipped in the package (`suites/specs`)."""
+    return Path(str(resources.files("suites") / "specs"))
+
+
+def spec_paths(paths: Iterable[str | Path] | None = None) -> list[Path]:
+    """Spec files named by `paths` (files or folders, searched recursively); bundled by default.
+
+    Generated expectations files (`*.expectations.yaml`) are loaded through the spec that
+    references them, not as suites of their own.
+    """
+    roots = [Path(p) for p in paths] if paths else [bundled_specs_dir()]
+    found: list[Path] = []
+    for root in roots:
+        if root.is_dir():
+            found.extend(
+                p for p in sorted(root.rglob("*.y*ml"))
+                if p.suffix in (".yaml", ".yml") and not is_expectations_file(p)
+            )
+        else:
+            found.append(root)
+    return found
+
+
+def is_expectations_file(path: Path) -> bool:
+    return path.name.endswith((".expectations.yaml", ".expectations.yml"))
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) that defines the spec format."""
+    text = (resources.files("suites") / "schema.json").read_text(encoding="utf-8")
+    return dict(json.loads(text))
+
+
+def expand_tokens(value: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """Expand `${NAME}` tokens from the environment; returns the text and the unset names."""
+    environ = os.environ if env is None else env
+    missing: list[str] = []
+
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ or not environ[name]:
+            missing.append(name)
+            return match.group(0)
+        return environ[name]
+
+    return _TOKEN.sub(sub, value), missing
+
+
+def resolve_test_path(raw: str, spec_path: Path,
+                      env: dict[str, str] | None = None) -> tuple[Path | None, list[str]]:
+    """A file entry's path with tokens expanded; None and the unset token names if any.
+
+    Paths built from a token are relative to the working directory (like the variable);
+    plain relative paths are relative to the spec file.
+    """
+    resolved, missing = expand_tokens(raw, env)
+    if missing:
+        return None, missing
+    path = Path(resolved)
+    if not path.is_absolute() and resolved == raw:
+        path = spec_path.parent / path
+    return path.absolute(), []
+
+
+def as_names(value: Any) -> list[str]:
+    """torch-spyre accepts a single string where a list of names is expected."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def item_names(items: Any) -> Iterator[tuple[int, str]]:
+    """(index, name) of a list whose items are strings or mappings with a `name`."""
+    for i, item in enumerate(items or ()):
+        if isinstance(item, str):
+            yield i, item
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            yield i, item["name"]

@@ -1,0 +1,392 @@
+"""pytest plugin that runs suite variants on `spyre`.
+
+Load it explicitly (it is not an auto-loaded entry point):
+
+    python -m pytest -p suites.pytest_plugin --spyre-ids IDS.txt [--spyre-specs PATH ...]
+        [--spyre-results OUT.jsonl] [--spyre-timeout SECONDS] --junitxml OUT.xml -q
+
+When loaded, the plugin owns collection: it collects exactly the variants named in
+`--spyre-ids` (all variants of the specs without it) and nothing from the file system.
+Expectations become skip / xfail / strict xfail marks; each test gets a timeout (SIGALRM) for
+Python-level hangs; `--spyre-results` gets one JSON line before and after each test, flushed,
+so a runner can attribute a crash of the whole process to the last unmatched `start`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from suites.model import Expectation, Status
+
+DEVICE = "spyre"
+_STATE = pytest.StashKey["_State"]()
+
+
+class VariantTimeout(BaseException):
+    """Raised inside a test by the per-test alarm (BaseException: tests must not swallow it)."""
+
+
+class _State:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: IO[str] | None = None
+        self.timeout: float | None = config.getoption("spyre_timeout")
+        self.reports: dict[str, list[pytest.TestReport]] = {}
+        self.started: dict[str, float] = {}
+        self.unavailable: dict[str, str] = {}
+
+    def emit(self, record: dict[str, Any]) -> None:
+        if self.results is None:
+            return
+        self.results.write(json.dumps(record) + "\n")
+        self.results.flush()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("spyre", "spyre-ci suite variants")
+    group.addoption("--spyre-ids", metavar="FILE", default=None,
+                    help="file of variant ids, one per line; collect exactly those")
+    group.addoption("--spyre-specs", metavar="PATH", action="append", default=None,
+                    help="spec file or folder (repeatable); default: the bundled specs")
+    group.addoption("--spyre-results", metavar="OUT.jsonl", default=None,
+                    help="write start/end JSON lines per test, flushed after each line")
+    group.addoption("--spyre-timeout", metavar="SECONDS", type=float, default=None,
+                    help="per-test timeout; the smaller of this and the variant's timeout_s")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    state = _State(config)
+    config.stash[_STATE] = state
+    out = config.getoption("spyre_results")
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        state.results = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed at unconfigure
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.results is not None:
+        state.results.close()
+
+
+def read_ids(path: str | Path) -> list[str]:
+    """Variant ids of an ids file (blank lines and `#` comments ignored), in order, unique."""
+    ids: list[str] = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and line not in ids:
+            ids.append(line)
+    return ids
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> bool:
+    """Collect variants instead of test files."""
+    from suites.expand import expand, load_suites
+    from suites.loader import SpecError
+    from suites.model import split_variant_id
+
+    config = session.config
+    state = config.stash[_STATE]
+    specs_opt = config.getoption("spyre_specs")
+    ids_file = config.getoption("spyre_ids")
+    wanted = read_ids(ids_file) if ids_file else None
+    try:
+        specs = load_suites(specs_opt)
+    except SpecError as exc:
+        raise pytest.UsageError(f"spyre suites do not lint:\n{exc}") from None
+    suites = None
+    if wanted is not None:
+        bad = [i for i in wanted if i.count("::") < 3]
+        if bad:
+            raise pytest.UsageError(f"{ids_file}: not variant ids (suite::template::subject::"
+                                    f"dtype): {', '.join(bad[:10])}")
+        suites = {split_variant_id(i)[0] for i in wanted}
+    _ensure_device()
+    expansion = None
+    planned = []
+    for spec in specs:
+        if suites is not None and spec.suite_name not in suites:
+            continue
+        expansion = expand([spec])
+        planned.extend(expansion.planned)
+        state.unavailable.update(expansion.unavailable)
+    by_id = {p.variant.id: p for p in planned}
+    if wanted is None:
+        chosen = planned
+    else:
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            lines = []
+            for vid in missing[:50]:
+                suite = split_variant_id(vid)[0]
+                why = state.unavailable.get(suite)
+                lines.append(f"  {vid}" + (f"  (suite unavailable: {why})" if why else ""))
+            more = f"\n  ... and {len(missing) - 50} more" if len(missing) > 50 else ""
+            raise pytest.UsageError(
+                f"{len(missing)} unknown variant id(s) in {ids_file} (not in the loaded specs; "
+                "see `spyre-ci suites expand`):\n" + "\n".join(lines) + more)
+        chosen = [by_id[i] for i in wanted]
+    session.ihook.pytest_collectstart(collector=session)
+    items: list[pytest.Item] = []
+    parents: dict[str, SuiteNode] = {}
+    for plan in chosen:
+        suite = plan.variant.suite
+        if suite not in parents:
+            parents[suite] = SuiteNode.from_parent(session, name=suite, nodeid=suite)
+        items.append(VariantItem.from_parent(parents[suite], name=plan.variant.id,
+                                             nodeid=f"{suite}::{plan.variant.id}", plan=plan))
+    session.items = items
+    config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+    config.hook.pytest_collection_finish(session=session)
+    session.testscollected = len(session.items)
+    return True
+
+
+def _ensure_device() -> None:
+    import torch
+
+    if torch._C._get_privateuse1_backend_name() != DEVICE:
+        raise pytest.UsageError(
+            f"the {DEVICE!r} device is not registered: install backend_under_test (a plain "
+            "`import torch` loads it through the torch.backends entry point) and make sure "
+            "TORCH_DEVICE_BACKEND_AUTOLOAD is not 0")
+
+
+class SuiteNode(pytest.Collector):
+    """Groups the variants of one suite (JUnit classname)."""
+
+    def collect(self) -> list[pytest.Item]:  # pragma: no cover - items are made directly
+        return []
+
+
+class VariantItem(pytest.Item):
+    """One variant: a template over a subject and dtype, or one upstream device test."""
+
+    def __init__(self, *, plan: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plan = plan
+        variant = plan.variant
+        if variant.expectation is Expectation.SKIP:
+            self.add_marker(pytest.mark.skip(reason=variant.reason or "skip"))
+        elif variant.expectation in (Expectation.XFAIL, Expectation.XFAIL_STRICT):
+            self.add_marker(pytest.mark.xfail(
+                reason=variant.reason or str(variant.expectation),
+                strict=variant.expectation is Expectation.XFAIL_STRICT, run=True))
+        for tag in plan.tags:
+            if tag.isidentifier():
+                self.add_marker(tag)
+
+    def runtest(self) -> None:
+        timeout = _timeout_for(self.plan.variant.timeout_s,
+                               self.config.stash[_STATE].timeout)
+        with _alarm(timeout) as alarm:
+            try:
+                skip_message = run_variant(self.plan)
+            except BaseException:
+                # unittest (file suites) records any exception, ours included, as an error.
+                if alarm.fired:
+                    raise VariantTimeout(f"no result after {timeout:g} s") from None
+                raise
+            if alarm.fired:
+                raise VariantTimeout(f"no result after {timeout:g} s")
+        if skip_message is not None:
+            if self.plan.variant.expectation in (Expectation.XFAIL, Expectation.XFAIL_STRICT):
+                # As in torch-spyre: a skip inside an xfail counts as the expected failure.
+                raise AssertionError(f"skipped inside xfail: {skip_message}")
+            pytest.skip(skip_message)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        rule = self.plan.variant.rule
+        path, _, line = rule.partition(":")
+        line_no = int(line.split()[0]) - 1 if line.split() and line.split()[0].isdigit() else None
+        return Path(path or "suites"), line_no, self.plan.variant.id
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | Any:
+        if excinfo.errisinstance(VariantTimeout):
+            return f"timeout: {excinfo.value}"
+        if excinfo.errisinstance(AssertionError):
+            return f"{excinfo.typename}: {excinfo.value}"
+        return super().repr_failure(excinfo, style="short")
+
+
+def run_variant(plan: Any) -> str | None:
+    """Run one planned variant; returns a skip message, raises on failure."""
+    if plan.kind == "file":
+        from suites.upstream import run_upstream_test
+
+        precision = plan.precision
+        outcome = run_upstream_test(
+            plan.file, plan.device_class, plan.method, cpu_move=plan.cpu_move,
+            no_grad=plan.no_grad, atol=precision.atol if precision else None,
+            rtol=precision.rtol if precision else None)
+        if outcome.status in ("failed", "error"):
+            raise AssertionError(outcome.message.strip())
+        if outcome.status == "skipped":
+            return outcome.message or "skipped by the upstream test"
+        if outcome.status == "xfailed":
+            pytest.xfail(f"upstream expectedFailure: {outcome.message.strip()[-300:]}")
+        return None
+    from suites.templates import Context, get_template
+    from suites.templates.modules import NoModuleInputs
+    from suites.templates.ops import NoSamples
+
+    precision = plan.precision
+    ctx = Context(atol=precision.atol if precision else None,
+                  rtol=precision.rtol if precision else None,
+                  max_samples=plan.max_samples, template=plan.variant.template)
+    try:
+        get_template(plan.variant.template)(plan.info, plan.dtype, DEVICE, ctx)
+    except (NoSamples, NoModuleInputs) as exc:
+        return str(exc)
+    return None
+
+
+def _timeout_for(variant: float | None, option: float | None) -> float | None:
+    given = [t for t in (variant, option) if t]
+    return min(given) if given else None
+
+
+class _alarm:  # noqa: N801 - used as a context manager
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.fired = False
+
+    def __enter__(self) -> _alarm:
+        if not self.seconds:
+            return self
+
+        def fire(signum: int, frame: Any) -> None:
+            self.fired = True
+            raise VariantTimeout(f"no result after {self.seconds:g} s")
+
+        self.previous = signal.signal(signal.SIGALRM, fire)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.seconds:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(VariantTimeout):
+        # A hang is never the expected failure: report it even under xfail.
+        report.outcome = "failed"
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+        report.spyre_timeout = True  # type: ignore[attr-defined]
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[
+        None, object, object]:
+    state = item.config.stash[_STATE]
+    if not isinstance(item, VariantItem):
+        return (yield)
+    vid = item.plan.variant.id
+    state.reports[vid] = []
+    state.emit({"event": "start", "id": vid})
+    started = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        status, message = _status(state.reports.pop(vid, []))
+        state.emit({"event": "end", "id": vid, "status": str(status),
+                    "duration_s": round(time.monotonic() - started, 6), "message": message})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    config = _CONFIG.get("config")
+    if config is None:
+        return
+    state = config.stash[_STATE]
+    vid = _vid_of(report.nodeid)
+    if vid in state.reports:
+        state.reports[vid].append(report)
+    # JUnit: the test case name is the variant id itself, the classname its suite.
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is not None and vid is not None:
+        reporter = xml.node_reporter(report)
+        reporter.attrs["name"] = vid
+        reporter.attrs["classname"] = vid.split("::", 1)[0]
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG["config"] = session.config
+
+
+def _vid_of(nodeid: str) -> str | None:
+    # nodeid is `<suite>::<variant id>`; the id starts with the suite again.
+    suite, sep, rest = nodeid.partition("::")
+    return rest if sep and rest.startswith(suite + "::") else None
+
+
+def _status(reports: list[pytest.TestReport]) -> tuple[Status, str]:
+    by_when = {r.when: r for r in reports}
+    setup, call, teardown = by_when.get("setup"), by_when.get("call"), by_when.get("teardown")
+    if setup is not None and setup.failed:
+        return Status.ERROR, _message(setup)
+    if setup is not None and setup.skipped:
+        if hasattr(setup, "wasxfail"):
+            return Status.XFAILED, str(setup.wasxfail)
+        return Status.SKIPPED, _skip_message(setup)
+    if call is None:
+        return Status.ERROR, "no call phase"
+    if getattr(call, "spyre_timeout", False):
+        return Status.TIMEOUT, _message(call)
+    if call.skipped and hasattr(call, "wasxfail"):
+        return Status.XFAILED, _message(call)[-500:] or str(call.wasxfail)
+    if call.passed and hasattr(call, "wasxfail"):
+        return Status.XPASSED, str(call.wasxfail)
+    if call.skipped:
+        return Status.SKIPPED, _skip_message(call)
+    if call.failed:
+        return Status.FAILED, _message(call)
+    if teardown is not None and teardown.failed:
+        return Status.ERROR, _message(teardown)
+    return Status.PASSED, ""
+
+
+def _message(report: pytest.TestReport) -> str:
+    text = report.longreprtext or ""
+    return text.strip()[-2000:]
+
+
+def _skip_message(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return _message(report)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return ["spyre suites: variants run on device 'spyre'"]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    state = terminalreporter.config.stash.get(_STATE, None)
+    if state is None:
+        return
+    for suite, why in sorted(state.unavailable.items()):
+        terminalreporter.write_line(f"spyre suite {suite!r} unavailable: {why}")

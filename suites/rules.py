@@ -1,0 +1,374 @@
+"""How a variant's expectation is decided: pure functions over spec data, no torch.
+
+Two rule systems live here:
+
+* OpInfo suites (our extension): an ordered list of `Rule`s; the last matching rule that sets
+  a mode decides it (default from `unlisted_test_mode`, then OpInfo decorators, then the
+  spec's `tests`, then its generated expectations file).
+* torch-spyre file suites: `decide_file_variant` keeps torch-spyre's meanings exactly
+  (entry choice by dtype, disabling filters, unlisted mode, force_xfail, precision).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from suites.loader import Path_, SpecFile, as_names, item_names
+from suites.model import Expectation
+
+# Our templates under the upstream class and test names, so OpInfo skips/xfails apply.
+TEMPLATE_UPSTREAM: dict[str, tuple[str, str]] = {
+    "compare_cpu": ("TestCommon", "test_compare_cpu"),
+    "out": ("TestCommon", "test_out"),
+    "noncontiguous_samples": ("TestCommon", "test_noncontiguous_samples"),
+    "variant_consistency_eager": ("TestCommon", "test_variant_consistency_eager"),
+    "backward": ("TestGradients", "test_fn_grad"),
+    "errors": ("TestCommon", "test_errors"),
+    "compile": ("TestInductorOpInfo", "test_comprehensive"),
+    "module_forward": ("TestModule", "test_forward"),
+}
+
+MODES = {
+    "mandatory_success": Expectation.PASS,
+    "xfail": Expectation.XFAIL,
+    "xfail_strict": Expectation.XFAIL_STRICT,
+    "skip": Expectation.SKIP,
+}
+
+DTYPE_ALIASES = {"half": "float16"}
+
+
+def canonical_dtype(name: str) -> str:
+    name = name.removeprefix("torch.")
+    return DTYPE_ALIASES.get(name, name)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float | None = None
+    rtol: float | None = None
+
+    def to_json(self) -> dict[str, float | None]:
+        return {"atol": self.atol, "rtol": self.rtol}
+
+
+def tolerance_of(data: Any) -> Tolerance | None:
+    if not isinstance(data, dict):
+        return None
+    atol, rtol = data.get("atol"), data.get("rtol")
+    return Tolerance(None if atol is None else float(atol), None if rtol is None else float(rtol))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of an OpInfo suite; `None` filters match everything."""
+
+    source: str  # `file:line`, or a description for rules from torch's databases
+    kind: str  # default | opinfo | tests | expectations
+    templates: tuple[str, ...] | None = None
+    ops: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    id_glob: str | None = None
+    mode: Expectation | None = None
+    reason: str = ""
+    precision: Tolerance | None = None
+    timeout_s: float | None = None
+    owners: tuple[str, ...] = ()
+    watch: tuple[str, ...] = ()
+
+    def matches(self, key: VariantKey) -> bool:
+        if self.id_glob is not None and not (
+            self.id_glob == key.id or fnmatch.fnmatchcase(key.id, self.id_glob)
+        ):
+            return False
+        if self.templates is not None and not any(
+            _template_matches(t, key) for t in self.templates
+        ):
+            return False
+        if self.ops is not None and not any(
+            fnmatch.fnmatchcase(key.subject, p) or fnmatch.fnmatchcase(key.base_name, p)
+            for p in self.ops
+        ):
+            return False
+        return self.dtypes is None or key.dtype in self.dtypes
+
+    def describe(self) -> str:
+        what = f"{self.mode}" if self.mode else "settings"
+        why = f": {self.reason}" if self.reason else ""
+        return f"{self.source} [{self.kind}] {what}{why}"
+
+
+def _template_matches(name: str, key: VariantKey) -> bool:
+    if name == key.template:
+        return True
+    cls, test = TEMPLATE_UPSTREAM.get(key.template, ("", ""))
+    # As in torch-spyre, the class part of `Class::method` is only a label.
+    return name.split("::")[-1] == test
+
+
+@dataclass(frozen=True)
+class VariantKey:
+    id: str
+    template: str
+    subject: str
+    base_name: str  # OpInfo name without variant (`div` for `div.floor_rounding`)
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rules decided for one variant, and which rules matched (for `explain`)."""
+
+    expectation: Expectation = Expectation.PASS
+    reason: str = ""
+    rule: str = ""
+    precision: Tolerance | None = None
+    timeout_s: float | None = None
+    owners: tuple[str, ...] = ()
+    watch: tuple[str, ...] = ()
+    matched: tuple[Rule, ...] = field(default=(), compare=False)
+
+
+def decide(key: VariantKey, rules: Sequence[Rule], *, keep_trail: bool = False) -> Decision:
+    """Apply rules in order; the last one that matches and sets a field wins for that field."""
+    mode, reason, source = Expectation.PASS, "", ""
+    precision: Tolerance | None = None
+    timeout: float | None = None
+    owners: tuple[str, ...] = ()
+    watch: list[str] = []
+    matched: list[Rule] = []
+    for rule in rules:
+        if not rule.matches(key):
+            continue
+        if keep_trail:
+            matched.append(rule)
+        if rule.mode is not None:
+            mode, reason, source = rule.mode, rule.reason, rule.source
+        if rule.precision is not None:
+            precision = rule.precision
+        if rule.timeout_s is not None:
+            timeout = rule.timeout_s
+        if rule.owners:
+            owners = rule.owners
+        watch.extend(w for w in rule.watch if w not in watch)
+    return Decision(mode, reason, source, precision, timeout, owners, tuple(watch), tuple(matched))
+
+
+def spec_rules(spec: SpecFile, entry_where: Path_) -> list[Rule]:
+    """The `tests` rules of one `opinfo` entry, in YAML order."""
+    entry = spec.get(entry_where) or {}
+    out: list[Rule] = []
+    for ti, test in enumerate(entry.get("tests") or ()):
+        where = (*entry_where, "tests", ti)
+        names = test.get("names")
+        ops = test.get("ops")
+        dtypes = test.get("dtypes")
+        mode = test.get("mode")
+        out.append(Rule(
+            source=spec.line_ref(where),
+            kind="tests",
+            templates=tuple(as_names(names)) if names is not None else None,
+            ops=tuple(as_names(ops)) if ops is not None else None,
+            dtypes=tuple(canonical_dtype(d) for d in dtypes) if dtypes is not None else None,
+            mode=MODES[mode] if mode else None,
+            reason=test.get("reason", "") or "",
+            precision=tolerance_of(test.get("precision")),
+            timeout_s=test.get("timeout_s"),
+            owners=tuple(test.get("owners") or ()),
+            watch=tuple(test.get("watch") or ()),
+        ))
+    return out
+
+
+def expectation_rules(spec: SpecFile) -> list[Rule]:
+    """Rules of a generated expectations file, one per id (or id glob)."""
+    out: list[Rule] = []
+    for i, item in enumerate(spec.get(("expectations",)) or ()):
+        out.append(Rule(
+            source=spec.line_ref(("expectations", i)),
+            kind="expectations",
+            id_glob=item["id"],
+            mode=MODES[item["mode"]],
+            reason=item.get("reason", ""),
+            precision=tolerance_of(item.get("precision")),
+            timeout_s=item.get("timeout_s"),
+        ))
+    return out
+
+
+# --- torch-spyre file suites -------------------------------------------------------------
+
+_REGEX_CHARS = set("\\.^$*+?{}[]|()")
+
+
+@dataclass(frozen=True)
+class FileDecision:
+    expectation: Expectation
+    reason: str
+    rule: str
+    precision: Tolerance | None = None
+    cpu_move: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    no_grad: bool = False
+    timeout_s: float | None = None
+    owners: tuple[str, ...] = ()
+    watch: tuple[str, ...] = ()
+    listed: bool = True
+
+
+def _entry_matches(test: dict[str, Any], base_name: str) -> tuple[bool, bool]:
+    """(exact match, regex match) of a test entry's names against a base test name."""
+    exact = regex = False
+    for name in as_names(test.get("names")):
+        method = name.split("::")[-1]
+        if _REGEX_CHARS & set(method):
+            try:
+                if re.fullmatch(method, base_name):
+                    regex = True
+            except re.error:
+                continue
+        elif method == base_name:
+            exact = True
+    return exact, regex
+
+
+def _dtype_items(items: Any) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or ():
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            out[canonical_dtype(item["name"])] = item
+        elif isinstance(item, str):
+            out[canonical_dtype(item)] = {"name": item}
+    return out
+
+
+def _edits(test: dict[str, Any], kind: str) -> dict[str, Any]:
+    edits = test.get("edits") or {}
+    value = edits.get(kind) or {}
+    return value if isinstance(value, dict) else {}
+
+
+def decide_file_variant(
+    spec: SpecFile,
+    file_where: Path_,
+    base_name: str,
+    op: str | None,
+    dtype: str | None,
+    *,
+    test_type: str = "full",
+    op_formatted: str | None = None,
+) -> FileDecision | None:
+    """torch-spyre's per-variant decision; None when the variant is disabled (not collected)."""
+    entry = spec.get(file_where) or {}
+    root = spec.get(("test_suite_config",)) or {}
+    glob = root.get("global") or {}
+    dtype = canonical_dtype(dtype) if dtype else None
+    supported_dtypes = _dtype_items(glob.get("supported_dtypes"))
+    supported_ops = {name: item for _, name in item_names(glob.get("supported_ops"))
+                     for item in [_named(glob.get("supported_ops"), name)]}
+    tests = list(enumerate(entry.get("tests") or ()))
+    exact = [(i, t) for i, t in tests if _entry_matches(t, base_name)[0]]
+    regex = [(i, t) for i, t in tests if _entry_matches(t, base_name)[1] and (i, t) not in exact]
+    candidates = exact + regex
+    chosen: tuple[int, dict[str, Any]] | None = None
+    if candidates:
+        if dtype is not None:
+            for i, t in candidates:
+                include = _dtype_items(_edits(t, "dtypes").get("include"))
+                effective = set(include) or set(supported_dtypes)
+                if dtype in effective:
+                    chosen = (i, t)
+                    break
+        if chosen is None:
+            for i, t in candidates:
+                if not _edits(t, "dtypes"):
+                    chosen = (i, t)
+                    break
+        if chosen is None:
+            chosen = candidates[0]
+    test = chosen[1] if chosen else {}
+    include = _dtype_items(_edits(test, "dtypes").get("include"))
+    exclude = _dtype_items(_edits(test, "dtypes").get("exclude"))
+    # Disabling filters come before the mode.
+    labels = test.get("labels") or []
+    if labels and test_type != "full" and not test_type.startswith("suite_") and (
+        test_type not in labels
+    ):
+        return None
+    if dtype is not None:
+        if dtype in exclude:
+            return None
+        if supported_dtypes and dtype not in supported_dtypes and dtype not in include:
+            op_item = supported_ops.get(op or "") or {}
+            if dtype not in _dtype_items(op_item.get("dtypes")):
+                return None
+    if op is not None:
+        # The op part of a test name is the OpInfo's formatted name (`div_floor_rounding`).
+        shown = op_formatted or op
+        excluded = [n for _, n in item_names(_edits(test, "ops").get("exclude"))]
+        if any(shown == n or shown.startswith(n + "_") for n in excluded):
+            return None
+        included = [n for _, n in item_names(_edits(test, "ops").get("include"))]
+        if "supported_ops" in glob and op not in supported_ops and op not in included:
+            return None
+    if chosen is None:
+        mode = entry.get("unlisted_test_mode", "xfail")
+        where: Path_ = (*file_where, "unlisted_test_mode") if "unlisted_test_mode" in entry \
+            else file_where
+        reason = f"not listed; unlisted_test_mode {mode}"
+        if mode == "skip":
+            return None  # torch-spyre deletes these variants: they are not part of the suite
+    else:
+        mode = test.get("mode", "mandatory_success")
+        where = (*file_where, "tests", chosen[0])
+        reason = test.get("reason") or _comment_free_reason(mode)
+    expectation = MODES[mode]
+    if expectation is Expectation.PASS:
+        op_item = supported_ops.get(op or "") or {}
+        forced = bool(op_item.get("force_xfail"))
+        dtype_item = supported_dtypes.get(dtype or "") or {}
+        forced_dtype = bool(dtype_item.get("force_xfail")) or bool(
+            (include.get(dtype or "") or {}).get("force_xfail"))
+        if forced or forced_dtype:
+            expectation = Expectation.XFAIL
+            reason = (f"force_xfail on op {op}" if forced else f"force_xfail on dtype {dtype}")
+    precision = None
+    if dtype is not None:
+        for source in (include.get(dtype), _dtype_items((supported_ops.get(op or "") or {})
+                                                        .get("dtypes")).get(dtype),
+                       supported_dtypes.get(dtype)):
+            if source and tolerance_of(source.get("precision")):
+                precision = tolerance_of(source.get("precision"))
+                break
+    cpu_move: list[str] = []
+    for _, t in candidates:
+        for item in (_edits(t, "functions").get("cpu_move") or ()):
+            if isinstance(item, dict) and item.get("name") not in cpu_move:
+                cpu_move.append(item["name"])
+    timeout = test.get("timeout_s", entry.get("timeout_s", root.get("timeout_s")))
+    owners = tuple(test.get("owners") or entry.get("owners") or root.get("owners") or ())
+    watch = tuple(dict.fromkeys([*(root.get("watch") or ()), *(entry.get("watch") or ()),
+                                 *(test.get("watch") or ())]))
+    return FileDecision(
+        expectation=expectation, reason=reason, rule=spec.line_ref(where), precision=precision,
+        cpu_move=tuple(cpu_move), tags=tuple(test.get("tags") or ()),
+        no_grad=bool(test.get("no_grad")), timeout_s=timeout, owners=owners, watch=watch,
+        listed=chosen is not None,
+    )
+
+
+def _named(items: Any, name: str) -> dict[str, Any]:
+    for item in items or ():
+        if isinstance(item, str) and item == name:
+            return {"name": item}
+        if isinstance(item, dict) and item.get("name") == name:
+            return item
+    return {}
+
+
+def _comment_free_reason(mode: str) -> str:
+    return "" if mode == "mandatory_success" else f"listed with mode {mode}"

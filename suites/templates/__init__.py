@@ -1,0 +1,37 @@
+"""Our implementations of the checks upstream test_ops.py / test_modules.py make.
+
+Each template is `fn(info, dtype, device, ctx) -> None`, raising on a wrong result. Importing
+this package is cheap; the template modules import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Context:
+    """Per-variant settings a template needs beyond its subject and dtype."""
+
+    atol: float | None = None
+    rtol: float | None = None
+    max_samples: int | None = None
+    # Exact name of the template, for messages.
+    template: str = ""
+
+
+def get_template(name: str) -> Any:
+    """The template function for a name (imports torch)."""
+    from suites.templates import modules, ops
+
+    table = {**ops.TEMPLATES, **modules.TEMPLATES}
+    return table[name]
+
+
+def applies(name: str, info: Any, dtype: Any) -> bool:
+    """Whether a template makes sense for one subject and dtype (imports torch)."""
+    from suites.templates import modules, ops
+
+    table = {**ops.APPLIES, **modules.APPLIES}
+    return bool(table[name](info, dtype))
