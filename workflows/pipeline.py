@@ -71,9 +71,14 @@ class RunRequest:
         return cls(**{**data, "specs": tuple(data.get("specs", ()))})
 
 
-def run_id_for(event: TriggerEvent, attempt: int = 1) -> str:
-    """Stable per delivery: a redelivered or retried task lands on the same run."""
-    digest = hashlib.sha256(f"{event.delivery_id}:{attempt}".encode()).hexdigest()[:10]
+def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = None) -> str:
+    """Stable per delivery: a redelivered or retried task lands on the same run.
+
+    A run started by hand (`started`, a timestamp) is a new run each time, even for the
+    same recorded event.
+    """
+    key = f"{event.delivery_id}:{attempt}:{started or ''}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return f"{event.kind}-{event.head_sha[:8] or 'nosha'}-{digest}"
 
 

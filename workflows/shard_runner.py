@@ -25,6 +25,7 @@ from suites.model import Outcome, Status
 PLUGIN = "suites.pytest_plugin"
 _POLL_S = 0.05
 _STDERR_TAIL = 2000
+_MESSAGE_LIMIT = 1000
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,8 @@ def _run_subprocess(
                 elif event.get("event") == "end":
                     record(Outcome(
                         str(event["id"]), Status(event["status"]),
-                        float(event.get("duration_s", 0.0)), str(event.get("message", "")),
+                        float(event.get("duration_s", 0.0)),
+                        short_message(str(event.get("message", ""))),
                     ))
                     current = None
             if exited:
@@ -216,6 +218,16 @@ class _ResultsReader:
                 except json.JSONDecodeError:
                     continue  # a line torn by a crash mid-write carries nothing usable
         return events
+
+
+def short_message(text: str, limit: int = _MESSAGE_LIMIT) -> str:
+    """The error itself, not the traceback: pytest's `E   ` lines when there are some.
+
+    The whole report stays in the JUnit artifact; outcomes carry what a reader scans.
+    """
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    short = "\n".join(errors) if errors else text.strip()
+    return short if len(short) <= limit else short[: limit - 3] + "..."
 
 
 def _limit_memory(memory_mb: int | None) -> Callable[[], None] | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suites.model import Outcome, Status
-from workflows.shard_runner import Limits, run_shard
+from workflows.shard_runner import Limits, run_shard, short_message
 
 CRASHY = textwrap.dedent(
     """
@@ -91,3 +91,10 @@ def test_shard_deadline_marks_unrun_tests_timeout(shard_dir: Path) -> None:
     assert outcomes[IDS[4]].status is Status.TIMEOUT
     assert outcomes[IDS[6]].status is Status.TIMEOUT
     assert "shard time limit" in outcomes[IDS[6]].message
+
+
+def test_short_message_keeps_the_error_not_the_traceback() -> None:
+    report = "x.py:3: in f\n    g()\nE   TypeError: bad dtype\nE   second line\n"
+    assert short_message(report) == "TypeError: bad dtype\nsecond line"
+    assert short_message("plain message") == "plain message"
+    assert short_message("a" * 5000).endswith("...") and len(short_message("a" * 5000)) == 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
                         help="the Inventory to select from (default: built from the bundled "
                         "specs for the installed torch, cached in the state directory)")
+    parser.add_argument("--specs", action="append", default=[], metavar="PATH",
+                        help="spec file or folder (repeatable; default: the bundled specs)")
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="run at most N variants")
@@ -70,7 +73,7 @@ def build_request(args: argparse.Namespace) -> Any:
             raise CommandError(f"{args.diff}: cannot read the diff: {exc.strerror}") from exc
         event = TriggerEvent(kind="push", delivery_id=f"diff:{args.diff.name}",
                              repo="pytorch/pytorch", head_sha="", source="cli")
-    run_id = pipeline.run_id_for(event)
+    run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
     inventory = args.inventory
     if inventory is None:
         from suites.loader import SpecError
@@ -78,7 +81,7 @@ def build_request(args: argparse.Namespace) -> Any:
         from workflows.settings import Settings
 
         try:
-            inventory = default_inventory(Settings.from_env().state_dir)
+            inventory = default_inventory(Settings.from_env().state_dir, args.specs)
         except SpecError as exc:
             raise CommandError(f"the bundled suites do not load: {exc}") from exc
     return pipeline.RunRequest(
@@ -86,6 +89,7 @@ def build_request(args: argparse.Namespace) -> Any:
         diff_text=diff_text, full=args.full, budget_count=args.budget,
         budget_time_s=args.budget_time, holdout=args.holdout, test_timeout_s=args.test_timeout,
         memory_mb=args.memory_mb, shards=max(1, args.jobs),
+        specs=tuple(str(Path(p).resolve()) for p in args.specs),  # shards run elsewhere
     )
 
 

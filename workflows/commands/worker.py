@@ -1,0 +1,62 @@
+"""`spyre-ci worker`: a Celery worker on Redis that runs plans, shards and finishes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from workflows.cli import CommandError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "worker",
+        help="run pipeline tasks from Redis (Celery); start one per machine, or more",
+        description="A Celery worker for the distributed executor. Needs SPYRE_CI_REDIS_URL. "
+        "With --intake it also moves deliveries the relay accepted into the pipeline.",
+    )
+    parser.add_argument("--concurrency", "-c", type=int, default=os.cpu_count() or 1,
+                        help="task processes (default: CPU count)")
+    parser.add_argument("--intake", action="store_true",
+                        help="also consume the relay's intake queue and start runs")
+    parser.add_argument("--out-root", type=Path, default=Path("runs"),
+                        help="with --intake: each run writes under OUT_ROOT/RUN_ID")
+    parser.add_argument("--inventory", type=Path, help="with --intake: the Inventory to use")
+    parser.add_argument("--loglevel", default="INFO")
+    parser.set_defaults(func=worker)
+
+
+def worker(args: argparse.Namespace) -> int:
+    from workflows.settings import Settings
+
+    settings = Settings.from_env()
+    if not settings.redis_url:
+        raise CommandError("set SPYRE_CI_REDIS_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
+    from workflows import distributed
+
+    stop = threading.Event()
+    if args.intake:
+        from workflows.intake_bridge import request_for_event
+
+        inventory = args.inventory
+        if inventory is None:
+            from workflows.inventory_cache import default_inventory
+
+            inventory = default_inventory(settings.state_dir)
+
+        def make_request(event: Any) -> Any:
+            return request_for_event(event, args.out_root, inventory, shards=args.concurrency)
+
+        threading.Thread(target=distributed.consume_intake, args=(make_request, stop),
+                         daemon=True, name="intake").start()
+    try:
+        distributed.app.worker_main([
+            "worker", f"--concurrency={args.concurrency}", f"--loglevel={args.loglevel}",
+            "--pool=prefork", "--without-gossip", "--without-mingle",
+        ])
+    finally:
+        stop.set()
+    return 0

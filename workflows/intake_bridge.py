@@ -1,0 +1,19 @@
+"""From a delivery the relay accepted to the RunRequest of its run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from relay.events import TriggerEvent
+from workflows import pipeline
+
+
+def request_for_event(
+    event: TriggerEvent, out_root: Path, inventory: Path, *, shards: int = 1
+) -> pipeline.RunRequest:
+    """Runs are keyed by delivery: the same delivery always maps to the same run id and folder."""
+    run_id = pipeline.run_id_for(event)
+    return pipeline.RunRequest(
+        run_id=run_id, event=event.to_json(), out_dir=str(out_root / run_id),
+        inventory=str(inventory), shards=max(1, shards),
+    )
