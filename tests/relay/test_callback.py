@@ -4,9 +4,13 @@ HUD forwarding (local HUD server) and check runs (local GitHub API server)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -319,18 +323,30 @@ def test_nightly_callback_skips_the_state_machine(crcr: Crcr) -> None:
     assert crcr.hud.rows[0]["event_type"] == "nightly"
 
 
-def test_oidc_jwt_names_the_repository(redis_proc: RedisProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["jwks_file", "jwks_url"])
+def test_oidc_jwt_names_the_repository(
+    redis_proc: RedisProcess, tmp_path: Path, source: str
+) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
-    jwks = tmp_path / "jwks.json"
-    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
+    jwks = {"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+    jwks_path = tmp_path / "jwks.json"
+    jwks_path.write_text(json.dumps(jwks))
     allowlist = tmp_path / "allowlist.yml"
     allowlist.write_text(ALLOWLIST)
-    config = base_config(
-        redis_proc.url, allowlist=str(allowlist), oidc=OidcConfig(jwks_file=str(jwks))
-    )
-    service = RelayHTTP(Relay(config, client=connect(redis_proc.url)))
-    try:
+    with ExitStack() as stack:
+        if source == "jwks_file":
+            oidc = OidcConfig(jwks_file=str(jwks_path))
+        else:
+            handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+            httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+            stack.callback(httpd.server_close)
+            stack.callback(httpd.shutdown)
+            oidc = OidcConfig(jwks_url=f"http://127.0.0.1:{httpd.server_port}/jwks.json")
+        config = base_config(redis_proc.url, allowlist=str(allowlist), oidc=oidc)
+        service = RelayHTTP(Relay(config, client=connect(redis_proc.url)))
+        stack.callback(service.stop)
         service.relay.callbacks.state.record_dispatch(
             "d-oidc", "acme/l1-backend", "push", time.time()
         )
@@ -343,9 +359,13 @@ def test_oidc_jwt_names_the_repository(redis_proc: RedisProcess, tmp_path: Path)
         }
         token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
         assert service.callback(body("d-oidc", "in_progress"), token).status_code == 200
-        wrong_aud = jwt.encode(
-            {**claims, "aud": "other"}, key, algorithm="RS256", headers={"kid": "k1"}
-        )
-        assert service.callback(body("d-oidc", "in_progress"), wrong_aud).status_code == 401
-    finally:
-        service.stop()
+        for bad in (
+            {"aud": "other"},
+            {"iss": "https://evil.example"},
+            {"exp": int(time.time()) - 10},
+        ):
+            forged = jwt.encode({**claims, **bad}, key, algorithm="RS256", headers={"kid": "k1"})
+            assert service.callback(body("d-oidc", "in_progress"), forged).status_code == 401
+        other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        unsigned = jwt.encode(claims, other_key, algorithm="RS256", headers={"kid": "k1"})
+        assert service.callback(body("d-oidc", "in_progress"), unsigned).status_code == 401
