@@ -1,4 +1,13 @@
 """The front door: webhook and CRCR callback service, event normalization, GitHub adapter.
 
+- `events`        TriggerEvent and normalization of deliveries (pure); RelayError
+- `signature`     X-Hub-Signature-256
+- `intake`        the durable intake queue (Queue protocol, RedisIntake, Claimed)
+- `config`        YAML + SPYRE_CI_* configuration
+- `app`, `server` the Flask app and its gunicorn runner (`spyre-ci serve`)
+- `metrics`       Prometheus counters kept in Redis
+- `github`        GitHubAdapter over github3.py; `changes` fills changed files via compare
+- `allowlist`, `fanout`, `callback`, `callback_auth`, `crcr_state`   CRCR relay mode
+
 Never imports torch.
 """
