@@ -150,7 +150,11 @@ class CallbackService:
         current, dispatched_at = self.state.read(key)
         change = plan(workflow["status"], current, dispatched_at, now, key.redis_key)
         forwarded = self._forward(data, repo, entry, change.queue_time, change.execution_time)
-        extra = {"callback": json.dumps(data, separators=(",", ":")), "level": entry.level}
+        extra = {
+            "callback": json.dumps(data, separators=(",", ":")),
+            "level": entry.level,
+            "repo": repo,
+        }
         self.state.commit(key, change, now, extra)
         check = self._check_run(key, entry, data, change, current)
         return (
@@ -251,7 +255,7 @@ class CallbackService:
             log.warning("job %s timed out after 6 h in progress", job["key"])
             if body is None or self.allowlist is None:
                 continue
-            repo = job["key"].split(":")[3]
+            repo = job.get("repo", "")
             entry = self.allowlist.get(repo)
             if entry is None:
                 continue
