@@ -40,6 +40,9 @@ def _code_text(code: Any) -> str:
         tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError, IndentationError):
         return repr(getattr(code, "co_code", code))
+    top = tree.body[0] if tree.body else None
+    if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
+        top.name = "_"  # a rename alone changes no result
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
             body = node.body

@@ -93,7 +93,8 @@ test_suite_config:
         ":10:19: unknown op 'linalg.nope*'",
         ":11:25: test_suite_config.opinfo[0].dtypes[1]: 'flaot16' is not one of",
         "did you mean 'float16'?",
-        ":13:11: unknown key 'nmaes' in test_suite_config.opinfo[0].tests[0]; did you mean 'names'?",
+        ":13:11: unknown key 'nmaes' in test_suite_config.opinfo[0].tests[0]",
+        "; did you mean 'names'?",
         ":14:17: test_suite_config.opinfo[0].tests[0].mode: 'xfial' is not one of",
         ":15:11: a xfail rule needs a 'reason'",
         ":17:26: expectations file 'missing.expectations.yaml' does not exist",
@@ -144,8 +145,8 @@ test_suite_config:
     (tmp_path / "two.yaml").write_text(spec + "  name: s\n")
     problems = [str(p) for p in lint_paths([tmp_path / "one.yaml", tmp_path / "two.yaml"])]
     text = "\n".join(problems)
-    assert "a.expectations.yaml:3:10: duplicate id 's::compare_cpu::add::float32' (first at line 2)" \
-        in text
+    assert ("a.expectations.yaml:3:10: duplicate id 's::compare_cpu::add::float32' "
+            "(first at line 2)") in text
     assert "two.yaml:8:3: duplicate key 'name' in test_suite_config" in text
     assert any("two.yaml:" in p and "duplicate suite name 's' (also" in p for p in problems)
 

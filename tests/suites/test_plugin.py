@@ -1,0 +1,98 @@
+"""The pytest plugin contract, in real pytest subprocesses on the spyre device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
+
+SPEC = """\
+test_suite_config:
+  name: plug
+  opinfo:
+    - db: op_db
+      templates: [compare_cpu]
+      ops: {include: [{name: add}, {name: mul}, {name: sub}]}
+      dtypes: [float32]
+      tests:
+        - ops: [mul]
+          mode: xfail_strict
+          reason: strict xfail that passes -> the run is red
+        - ops: [sub]
+          mode: skip
+          reason: not today
+"""
+
+IDS = [
+    "plug::compare_cpu::add::float32",
+    "plug::compare_cpu::mul::float32",
+    "plug::compare_cpu::sub::float32",
+    "tiny::test_tiny_ops::TestTiny::test_ones::none",
+    "tiny::test_tiny_ops::TestTiny::test_wrong::float32",
+    "tiny::test_tiny_ops::TestTiny::test_device_compare::float32",
+    "tiny::test_tiny_ops::TestTiny::test_hangs::none",
+    "tiny::test_tiny_ops::TestTiny::test_vs_cpu_add::float32",
+]
+
+
+def _pytest(tmp_path: Path, ids: list[str], *extra: str,
+            torch_root: str | None = str(UPSTREAM_LIKE)) -> subprocess.CompletedProcess[str]:
+    spec = tmp_path / "plug.yaml"
+    spec.write_text(SPEC)
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("\n".join(ids) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_ROOT"}
+    if torch_root:
+        env["TORCH_ROOT"] = torch_root
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "suites.pytest_plugin", "-p", "no:cacheprovider",
+         "--spyre-ids", str(ids_file), "--spyre-specs", str(spec),
+         "--spyre-specs", str(UPSTREAM_LIKE / "tiny.yaml"),
+         "--spyre-results", str(tmp_path / "out.jsonl"), "--junitxml", str(tmp_path / "out.xml"),
+         "-q", "-o", "addopts=", *extra],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_selected_variants_run_with_results_and_junit(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, IDS)
+    assert result.returncode == 1, result.stdout + result.stderr  # strict xpass + timeout
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    # start before end, for every id, in the order of the ids file.
+    assert [(r["event"], r["id"]) for r in lines] == [
+        (event, vid) for vid in IDS for event in ("start", "end")]
+    status = {r["id"]: r["status"] for r in lines if r["event"] == "end"}
+    assert status == {
+        "plug::compare_cpu::add::float32": "passed",
+        "plug::compare_cpu::mul::float32": "failed",  # XPASS(strict)
+        "plug::compare_cpu::sub::float32": "skipped",
+        "tiny::test_tiny_ops::TestTiny::test_ones::none": "passed",
+        "tiny::test_tiny_ops::TestTiny::test_wrong::float32": "xfailed",
+        "tiny::test_tiny_ops::TestTiny::test_device_compare::float32": "passed",  # cpu_move
+        "tiny::test_tiny_ops::TestTiny::test_hangs::none": "timeout",
+        "tiny::test_tiny_ops::TestTiny::test_vs_cpu_add::float32": "passed",
+    }
+    ends = {r["id"]: r for r in lines if r["event"] == "end"}
+    assert "no result after 2 s" in ends["tiny::test_tiny_ops::TestTiny::test_hangs::none"][
+        "message"]
+    assert ends["plug::compare_cpu::sub::float32"]["message"] == "not today"
+    cases = ET.parse(tmp_path / "out.xml").getroot().iter("testcase")
+    names = {case.get("name"): case for case in cases}
+    assert set(names) == set(IDS)
+    assert names["plug::compare_cpu::add::float32"].get("classname") == "plug"
+    assert names["tiny::test_tiny_ops::TestTiny::test_hangs::none"].find("failure") is not None
+
+
+def test_unknown_and_unavailable_ids_are_a_clear_error(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, ["plug::compare_cpu::addd::float32", IDS[3]], torch_root=None)
+    assert result.returncode == 4
+    assert "2 unknown variant id(s)" in result.stderr
+    assert "  plug::compare_cpu::addd::float32" in result.stderr
+    assert "suite unavailable:" in result.stderr and "${TORCH_ROOT}" in result.stderr
