@@ -179,7 +179,8 @@ def plan(
     impact: ImpactMap | None = None,
     heuristics: Iterable[Heuristic] | None = None,
 ) -> Plan:
-    """Scout, retrieve and plan. Pass an `InventoryIndex` to reuse lookups across plans."""
+    """Scout, retrieve and plan. Pass an `InventoryIndex` to reuse lookups across plans
+    (build it with the same `config.extra_families`: a given index is used as it is)."""
     config = config or PlanConfig()
     history = history or History()
     index = (
@@ -253,6 +254,7 @@ def _decide(
         decision = "full"
         chosen = sorted(eligible, key=lambda v: (-scores.get(v, 0.0), v))
         tail: tuple[Reason, ...] = (Reason("fallback", 0.0, f"full run: {fallback}"),)
+        budget["used"] = len(chosen)
         if config.budget_count is not None or config.budget_seconds is not None:
             budget["not_applied"] = "a full run ignores the budget"
     elif facts.decision == "none":
@@ -272,7 +274,7 @@ def _decide(
                               unselected)
     chosen_set = set(chosen)
     holdout: tuple[str, ...] = ()
-    if decision in ("targeted",) and config.holdout_rate > 0:
+    if decision == "targeted" and config.holdout_rate > 0:
         # Inventory order keeps the sample reproducible without sorting 50,000 ids.
         unchosen = [v for v in eligible if v not in chosen_set]
         k = min(len(unchosen), max(1, round(config.holdout_rate * len(unchosen))))
