@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "tiny.yaml"
 
 
 def free_port() -> int:
@@ -48,3 +50,16 @@ def redis_server(tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Inventory of the tiny suite (16 variants) for the installed torch."""
+    path = tmp_path_factory.mktemp("inventory") / "tiny.json.gz"
+    result = subprocess.run(
+        [sys.executable, "-m", "workflows", "inventory", "--specs", str(TINY_SPEC),
+         "--out", str(path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    return path

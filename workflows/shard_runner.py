@@ -9,6 +9,7 @@ subprocess runs the rest of the shard. Nothing the shard was asked to run goes u
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -109,7 +110,8 @@ def run_shard(
             for vid in remaining:
                 record(Outcome(vid, Status.TIMEOUT, 0.0, "shard time limit reached before it ran"))
             break
-        attempt = result.subprocesses
+        # The pid keeps the files of a redelivered task apart from those of a killed one.
+        attempt = f"{os.getpid()}.{result.subprocesses}"
         result.subprocesses += 1
         ids_file = workdir / f"{shard_id}.{attempt}.ids"
         results_file = workdir / f"{shard_id}.{attempt}.jsonl"
@@ -153,7 +155,7 @@ def _run_subprocess(
         stdout=stdout,
         stderr=stderr,
         start_new_session=True,  # so a kill reaches grandchildren too
-        preexec_fn=_limit_memory(limits.memory_mb),
+        preexec_fn=_child_setup(limits.memory_mb),
     )
     reader = _ResultsReader(results_file)
     deadline = time.monotonic() + budget_s
@@ -230,13 +232,22 @@ def short_message(text: str, limit: int = _MESSAGE_LIMIT) -> str:
     return short if len(short) <= limit else short[: limit - 3] + "..."
 
 
-def _limit_memory(memory_mb: int | None) -> Callable[[], None] | None:
-    if memory_mb is None:
-        return None
-    limit = memory_mb * 1024 * 1024
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup(memory_mb: int | None) -> Callable[[], None]:
+    """Runs in the test subprocess before exec: memory cap, and die with the parent.
+
+    Without the death signal, a worker killed mid-shard would leave its pytest running,
+    writing results nobody reads while the redelivered shard runs the same tests again.
+    """
+    limit = None if memory_mb is None else memory_mb * 1024 * 1024
 
     def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if sys.platform == "linux":
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
     return apply
 

@@ -25,6 +25,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--out-root", type=Path, default=Path("runs"),
                         help="with --intake: each run writes under OUT_ROOT/RUN_ID")
     parser.add_argument("--inventory", type=Path, help="with --intake: the Inventory to use")
+    parser.add_argument("--specs", action="append", default=[], metavar="PATH",
+                        help="with --intake: spec file or folder (default: the bundled specs)")
     parser.add_argument("--loglevel", default="INFO")
     parser.set_defaults(func=worker)
 
@@ -45,10 +47,12 @@ def worker(args: argparse.Namespace) -> int:
         if inventory is None:
             from workflows.inventory_cache import default_inventory
 
-            inventory = default_inventory(settings.state_dir)
+            inventory = default_inventory(settings.state_dir, args.specs)
+        specs = tuple(str(Path(p).resolve()) for p in args.specs)
 
         def make_request(event: Any) -> Any:
-            return request_for_event(event, args.out_root, inventory, shards=args.concurrency)
+            return request_for_event(event, args.out_root.resolve(), inventory, specs=specs,
+                                     shards=args.concurrency)
 
         threading.Thread(target=distributed.consume_intake, args=(make_request, stop),
                          daemon=True, name="intake").start()

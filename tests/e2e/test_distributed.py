@@ -1,0 +1,160 @@
+"""Whole-system runs on a real Redis: the relay takes a signed delivery, a Celery worker runs
+plan -> shards -> finish, results land exported; and a worker killed mid-shard loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay.signature import sign
+from tests.conftest import REPO_ROOT, TINY_SPEC, free_port
+from workflows.history import RedisHistory
+
+SECRET = "e2e-secret"
+pytestmark = pytest.mark.usefixtures("tiny_inventory")
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture()
+def services(redis_server: str, tmp_path: Path, tiny_inventory: Path) -> Iterator[dict[str, Any]]:
+    env = {**os.environ, "SPYRE_CI_REDIS_URL": redis_server, "SPYRE_CI_WEBHOOK_SECRET": SECRET,
+           "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, *args: str) -> subprocess.Popen[bytes]:
+        with open(logs / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "workflows", *args], cwd=tmp_path,
+                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        return proc
+
+    try:
+        yield {"env": env, "start": start, "logs": logs, "redis": redis_server,
+               "runs": tmp_path / "runs", "inventory": tiny_inventory}
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def worker_args(services: dict[str, Any]) -> list[str]:
+    return ["worker", "--concurrency", "2", "--intake", "--inventory", str(services["inventory"]),
+            "--specs", str(TINY_SPEC), "--out-root", str(services["runs"])]
+
+
+def post_delivery(port: int, delivery: str, payload: dict[str, Any]) -> tuple[int, str]:
+    body = json.dumps(payload).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/github/webhook", data=body, method="POST",
+        headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
+                 "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": sign(SECRET, body)},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def listening(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def completed_runs(redis_url: str) -> list[Any]:
+    return [r for r in RedisHistory(redis_url).list_runs() if r.state == "completed"]
+
+
+def test_served_delivery_runs_through_celery_to_exported_results(
+    services: dict[str, Any],
+) -> None:
+    port = free_port()
+    services["start"]("serve", "serve", "--host", "127.0.0.1", "--port", str(port),
+                      "--workers", "1")
+    services["start"]("worker", *worker_args(services))
+    wait_for(lambda: listening(port), 60, "the relay to listen")
+    event = json.loads((REPO_ROOT / "examples/events/push_softmax_kernel.json").read_text())
+
+    status, body = post_delivery(port, "e2e-delivery-1", event["payload"])
+    assert status == 202 and "enqueued" in body, body
+    status, body = post_delivery(port, "e2e-delivery-1", event["payload"])  # GitHub redelivery
+    assert status == 202 and "already" in body, body
+
+    runs = wait_for(lambda: completed_runs(services["redis"]), 420, "the run to complete")
+    time.sleep(3)  # a duplicate run, were there one, would have been planned by now
+    assert len(RedisHistory(services["redis"]).list_runs()) == 1
+    out = Path(runs[0].summary["out_dir"])
+    record = json.loads((out / "run.json").read_text())
+    ids = [r["id"] for r in record["results"]]
+    assert ids and len(ids) == len(set(ids))
+    assert all(i.startswith("tiny::compare_cpu::") for i in ids)
+    assert (out / "callback.json").exists() and (out / "hud" / "crcr_workflow_job.json").exists()
+    assert record["event"]["delivery_id"] == "e2e-delivery-1"
+
+
+def _shard_pytest_parents() -> set[int]:
+    """Pids of the processes (Celery pool children) whose pytest child runs a shard."""
+    out = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True, text=True)
+    parents = set()
+    for line in out.stdout.splitlines():
+        pid, ppid, args = line.strip().split(None, 2)
+        if "suites.pytest_plugin" in args and "shard-" in args:
+            parents.add(int(ppid))
+    return parents
+
+
+def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
+    services: dict[str, Any],
+) -> None:
+    from relay.events import TriggerEvent
+    from workflows import distributed, pipeline
+
+    distributed.app.conf.update(broker_url=services["redis"], result_backend=services["redis"])
+    services["start"]("worker", *worker_args(services)[:3])
+    event = TriggerEvent(kind="nightly", delivery_id="f" * 40, repo="pytorch/pytorch",
+                         head_sha="f" * 40, files_complete=False, source="cli")
+    request = pipeline.RunRequest(
+        run_id="kill-test", event=event.to_json(), out_dir=str(services["runs"] / "kill-test"),
+        inventory=str(services["inventory"]), specs=(str(TINY_SPEC),), shards=2, full=True,
+        holdout=0.0,
+    )
+    distributed.submit(request)
+    victims = wait_for(_shard_pytest_parents, 240, "a shard's pytest to start")
+    victim = sorted(victims)[0]
+    os.kill(victim, signal.SIGKILL)  # the pool child running the shard task
+
+    runs = wait_for(lambda: completed_runs(services["redis"]), 420, "the run to complete")
+    record = json.loads((Path(runs[0].summary["out_dir"]) / "run.json").read_text())
+    ids = [r["id"] for r in record["results"]]
+    assert len(ids) == len(set(ids)) == 16  # every tiny variant, each exactly once
+    log = (services["logs"] / "worker.log").read_text(errors="replace")
+    assert "WorkerLostError" in log or "exited prematurely" in log or "signal 9" in log, log[-3000:]
