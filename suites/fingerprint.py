@@ -46,9 +46,9 @@ def _code_text(code: Any) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(
-                getattr(body[0], "value", None), ast.Constant
-            ) and isinstance(body[0].value.value, str):
+            first = body[0] if body else None
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
                 node.body = body[1:] or [ast.Pass()]
     return ast.unparse(tree)
 

@@ -138,7 +138,8 @@ def _schema_problem(spec: SpecFile, error: jsonschema.ValidationError) -> list[P
         want = error.validator_value
         words = {"array": "a list", "object": "a mapping", "string": "a string",
                  "number": "a number", "integer": "an integer", "boolean": "a boolean"}
-        want_s = " or ".join(words.get(w, w) for w in (want if isinstance(want, list) else [want]))
+        wants = [str(w) for w in (want if isinstance(want, list) else [want])]
+        want_s = " or ".join(words.get(w, w) for w in wants)
         return [Problem(path, line, col,
                         f"{what} must be {want_s}, got {_type_name(error.instance)}")]
     if error.validator == "enum":
@@ -234,12 +235,12 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
                     out.append(Problem(path, line, col,
                                        f"duplicate test name {name!r} in this entry", "warning"))
                 names_seen.setdefault(name, where)
-            edits = test.get("edits") if isinstance(test.get("edits"), dict) else {}
-            ops = edits.get("ops") if isinstance(edits.get("ops"), dict) else {}
+            edits: dict[str, Any] = test["edits"] if isinstance(test.get("edits"), dict) else {}
+            ops: dict[str, Any] = edits["ops"] if isinstance(edits.get("ops"), dict) else {}
             for key in ("include", "exclude"):
                 for i, n in item_names(ops.get(key)):
                     _fix_single(spec, (*tbase, "edits", "ops", key, i, "name"), n, "op_db", out)
-    glob = root.get("global") if isinstance(root.get("global"), dict) else {}
+    glob: dict[str, Any] = root["global"] if isinstance(root.get("global"), dict) else {}
     # torch-spyre only warns about supported_ops that are not in op_db (Spyre kernel names).
     for key, db in (("supported_ops", "op_db"), ("supported_modules", "module_db")):
         for i, name in item_names(glob.get(key)):
@@ -253,9 +254,9 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
             continue
         obase = (*base, "opinfo", oi)
         db = entry["db"]
-        ops = entry.get("ops") if isinstance(entry.get("ops"), dict) else {}
+        selection = entry["ops"] if isinstance(entry.get("ops"), dict) else {}
         for key in ("include", "exclude"):
-            for i, name in item_names(ops.get(key)):
+            for i, name in item_names(selection.get(key)):
                 _fix_single(spec, (*obase, "ops", key, i, "name"), name, db, out, warn=False)
         if db == "module_db" and any(
             t in ("out", "noncontiguous_samples", "variant_consistency_eager", "errors", "compile",

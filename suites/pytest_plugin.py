@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import IO, Any
 
@@ -280,7 +280,9 @@ class _alarm:  # noqa: N801 - used as a context manager
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(VariantTimeout):
         # A hang is never the expected failure: report it even under xfail.

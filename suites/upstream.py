@@ -97,8 +97,9 @@ def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
         for method, fn in sorted(vars(cls).items()):
             if not method.startswith("test") or not callable(fn):
                 continue
-            params = (fn.__defaults__ or ({},))[0] if fn.__defaults__ else {}
-            params = params if isinstance(params, dict) else {}
+            # instantiated_test(self, param_kwargs=...) keeps op/dtype in its default.
+            first = fn.__defaults__[0] if getattr(fn, "__defaults__", None) else None
+            params: dict[str, Any] = first if isinstance(first, dict) else {}
             op = params.get("op")
             dtype = _dtype_name(params.get("dtypes", params.get("dtype")))
             # `@wraps(test)` keeps the generic test's name on the instantiated function.
