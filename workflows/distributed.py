@@ -145,3 +145,18 @@ def consume_intake(make_request: Any, stop: threading.Event, block_ms: int = 100
         submit(request)
         intake.ack(claimed)
         log.info("delivery %s -> run %s", claimed.delivery_id, request.run_id)
+
+
+def resume(run_id: str) -> bool:
+    """Fan out a stored run again: shards with stored results return at once, then finish.
+
+    False when Redis holds no plan for the run (it was not started by this executor, or the
+    state was lost with a Redis that keeps nothing on disk).
+    """
+    body = _store().get(_key(run_id, "planned"))
+    if body is None:
+        return False
+    planned = pipeline.PlannedRun.from_json(json.loads(body))
+    shards = [shard_task.s(run_id, index) for index in range(len(planned.shards))]
+    chord(shards)(finish_task.s(run_id))
+    return True

@@ -5,34 +5,70 @@ Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from suites.model import Outcome
 from workflows import pipeline
-from workflows.history import History
+from workflows.history import HistoryStore
 from workflows.progress import Progress
 
 
-def run(request: pipeline.RunRequest, history: History, jobs: int = 1,
+def run(request: pipeline.RunRequest, history: HistoryStore, jobs: int = 1,
         show_progress: bool = True) -> pipeline.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
     planned = pipeline.plan(request, history)
+    return _execute(planned, history, jobs, show_progress, done={})
+
+
+def resume(run_id: str, history: HistoryStore, jobs: int = 1,
+           show_progress: bool = True) -> pipeline.FinishedRun:
+    """Continue a run that stopped: keep what its shards reported, run the rest, finish."""
+    run = history.get_run(run_id)
+    if run is None:
+        raise pipeline.PipelineError(f"no run {run_id!r} in History")
+    if run.state == "completed":
+        raise pipeline.PipelineError(f"run {run_id} is already completed")
+    planned = pipeline.load_planned(run.summary["out_dir"])
+    done = {
+        f"shard-{i}": pipeline.recorded_outcomes(planned.request.out_dir, f"shard-{i}")
+        for i in range(len(planned.shards))
+    }
+    return _execute(planned, history, jobs, show_progress, done)
+
+
+def _execute(
+    planned: pipeline.PlannedRun,
+    history: HistoryStore,
+    jobs: int,
+    show_progress: bool,
+    done: Mapping[str, Mapping[str, Outcome]],
+) -> pipeline.FinishedRun:
+    request = planned.request
+    kept = [o for outcomes in done.values() for o in outcomes.values()]
     total = sum(len(s) for s in planned.shards)
     progress = Progress(total) if show_progress else None
+    if progress is not None:
+        for outcome in kept:
+            progress(outcome)
 
     def execute(name: str, ids: Sequence[str]) -> list[Outcome]:
         if progress is not None:
             progress.add_total(len(ids))
         return pipeline.execute_shard(request, name, ids, progress)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [
-            pool.submit(pipeline.execute_shard, request, f"shard-{i}", ids, progress)
-            for i, ids in enumerate(planned.shards)
-        ]
-        outcomes = [o for future in futures for o in future.result()]
-    finished = pipeline.finish(planned, outcomes, history, execute)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = []
+            for i, ids in enumerate(planned.shards):
+                name = f"shard-{i}"
+                todo = [v for v in ids if v not in done.get(name, {})]
+                futures.append(pool.submit(pipeline.execute_shard, request, name, todo, progress))
+            outcomes = kept + [o for future in futures for o in future.result()]
+        finished = pipeline.finish(planned, outcomes, history, execute)
+    except BaseException as exc:
+        pipeline.mark_stopped(history, request.run_id, exc)
+        raise
     if progress is not None:
         progress.finish()
     return finished

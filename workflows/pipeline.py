@@ -20,7 +20,9 @@ from relay.events import TriggerEvent
 from suites.model import Inventory, Outcome, Status
 from workflows import selection
 from workflows.history import HistoryStore, RunRecord
-from workflows.shard_runner import Limits, ProgressCallback, run_shard
+from workflows.shard_runner import Limits, ProgressCallback, run_shard, short_message
+
+PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run
 
 
 class PipelineError(Exception):
@@ -143,6 +145,7 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     out = Path(request.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(planned.plan, indent=1) + "\n", encoding="utf-8")
+    (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
     history.save_run(RunRecord(request.run_id, "planned", summary={
         "event": _event_label(request), "selected": len(result.selected_ids),
         "holdout": len(planned.holdout), "fallback": planned.plan.get("fallback"),
@@ -164,6 +167,32 @@ def execute_shard(
     for path in result.junit_paths:
         shutil.copyfile(path, junit / path.name)
     return result.outcomes
+
+
+def load_planned(out_dir: str | Path) -> PlannedRun:
+    path = Path(out_dir) / PLANNED_FILE
+    try:
+        return PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: the run left no plan there; start it again") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise PipelineError(f"{path}: not a readable plan: {exc}") from exc
+
+
+def recorded_outcomes(out_dir: str | Path, shard: str) -> dict[str, Outcome]:
+    """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
+    done: dict[str, Outcome] = {}
+    for path in sorted((Path(out_dir) / "work" / shard).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # torn by the crash that stopped the run
+            if event.get("event") == "end":
+                done[event["id"]] = Outcome(event["id"], Status(event["status"]),
+                                            float(event.get("duration_s", 0.0)),
+                                            short_message(str(event.get("message", ""))))
+    return done
 
 
 ShardExecutor = Callable[[str, Sequence[str]], list[Outcome]]
@@ -218,3 +247,15 @@ def _with_state(
     run = history.get_run(run_id) or RunRecord(run_id, state)
     merged = {**run.summary, **(summary or {})}
     return replace(run, state=state, summary=merged)
+
+
+def mark_stopped(history: HistoryStore, run_id: str, exc: BaseException) -> None:
+    """Record why a run stopped, so `spyre-ci runs show` can say it and how to go on."""
+    why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+    try:
+        run = history.get_run(run_id)
+        if run is not None and run.state != "completed":
+            history.save_run(replace(run, state="stopped",
+                                     summary={**run.summary, "stopped_because": why[:500]}))
+    except Exception:  # noqa: BLE001 - History may be what failed; the original error wins
+        pass

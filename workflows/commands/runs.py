@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 from typing import Any
 
 from workflows.cli import CommandError
@@ -20,6 +21,11 @@ def register(subparsers: Any) -> None:
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="print the stored record as JSON")
     show.set_defaults(func=show_run)
+    resume = sub.add_parser("resume", help="continue a run that stopped (keeps finished tests)")
+    resume.add_argument("run_id")
+    resume.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        help="embedded runs: pytest subprocesses at a time (default: CPU count)")
+    resume.set_defaults(func=resume_run)
 
 
 def _history() -> Any:
@@ -71,4 +77,36 @@ def show_run(args: argparse.Namespace) -> int:
     print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
     for key, value in sorted(run.summary.items()):
         print(f"  {key}: {value}")
+    if run.state != "completed":
+        print(f"  next: the run has not finished ({_STATE_MEANING.get(run.state, run.state)}); "
+              f"`spyre-ci runs resume {run.run_id}` continues it and keeps the tests that "
+              "already reported")
     return 0
+
+
+_STATE_MEANING = {
+    "planned": "planned, shards running or stopped before they all reported",
+    "finishing": "stopped during reruns, expansion or export",
+    "stopped": "stopped by the error above",
+}
+
+
+def resume_run(args: argparse.Namespace) -> int:
+    from workflows import embedded, pipeline
+    from workflows.commands.run import print_summary
+    from workflows.history import HistoryError
+    from workflows.settings import Settings
+
+    settings = Settings.from_env()
+    try:
+        if settings.redis_url:
+            from workflows import distributed
+
+            if distributed.resume(args.run_id):
+                print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
+                return 0
+        finished = embedded.resume(args.run_id, _history(), jobs=args.jobs)
+    except (pipeline.PipelineError, HistoryError) as exc:
+        raise CommandError(str(exc)) from exc
+    print_summary(finished)
+    return 1 if finished.new_failures else 0

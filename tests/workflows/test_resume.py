@@ -1,0 +1,54 @@
+"""A run that stops part-way is explained by `runs show` and finished by `runs resume`,
+without running again the tests that already reported."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+from relay.events import TriggerEvent
+from tests.conftest import TINY_SPEC
+from tests.workflows.conftest import spyre_ci
+from workflows import pipeline
+from workflows.history import SQLiteHistory
+
+
+def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    history = SQLiteHistory(state / "history.sqlite3")
+    event = TriggerEvent(kind="nightly", delivery_id="a" * 40, repo="pytorch/pytorch",
+                         head_sha="a" * 40, files_complete=False, source="cli")
+    request = pipeline.RunRequest(
+        run_id="resume-me", event=event.to_json(), out_dir=str(tmp_path / "out"),
+        inventory=str(tiny_inventory), specs=(str(TINY_SPEC),), full=True, holdout=0.0,
+        shards=2, expand=False,
+    )
+    planned = pipeline.plan(request, history)
+    assert len(planned.shards) == 2
+    # The run stops after its first shard: the second never ran, nothing was verified.
+    pipeline.execute_shard(request, "shard-0", planned.shards[0])
+
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
+    shown = spyre_ci("runs", "show", "resume-me", env=env)
+    assert shown.returncode == 0
+    assert "planned" in shown.stdout and "spyre-ci runs resume resume-me" in shown.stdout
+
+    resumed = spyre_ci("runs", "resume", "resume-me", "--jobs", "2", env=env)
+    assert resumed.returncode in (0, 1), resumed.stderr
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert len(record["results"]) == 16
+    starts: Counter[str] = Counter()
+    for path in (tmp_path / "out" / "work").glob("shard-*/*.jsonl"):
+        for line in path.read_text().splitlines():
+            event_line = json.loads(line)
+            if event_line["event"] == "start":
+                starts[event_line["id"]] += 1
+    assert set(starts) == {r["id"] for r in record["results"]}
+    assert max(starts.values()) == 1  # shard-0's tests were not run again
+    run = history.get_run("resume-me")
+    assert run is not None and run.state == "completed"
+
+    again = spyre_ci("runs", "resume", "resume-me", env=env)
+    assert again.returncode == 2 and "already completed" in again.stderr
