@@ -54,6 +54,9 @@ def make_app(url: str | None = None) -> Celery:
         accept_content=["json"],
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
+        # A shard keeps running through a broker outage; its result is stored when Redis is
+        # back, and acks_late redelivers it if the worker dies meanwhile.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
     )
     return celery_app
 

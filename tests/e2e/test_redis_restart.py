@@ -1,0 +1,113 @@
+"""Redis restarted while a distributed run is between tasks: the run completes, or stops in a
+state that `spyre-ci runs show` explains and `spyre-ci runs resume` finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from relay.events import TriggerEvent
+from tests.conftest import REPO_ROOT, TINY_SPEC, free_port
+from tests.e2e.test_distributed import wait_for
+from workflows.history import RedisHistory
+
+
+class RestartableRedis:
+    """A private redis-server that keeps its data on disk (AOF) across restarts."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.dir = workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        wait_for(lambda: _pings(client), 20, "redis-server to answer")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture()
+def durable_redis(tmp_path: Path) -> Iterator[RestartableRedis]:
+    server = RestartableRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()
+
+
+def test_redis_restart_between_tasks(
+    durable_redis: RestartableRedis, tiny_inventory: Path, tmp_path: Path
+) -> None:
+    from workflows import distributed, pipeline
+
+    env = {**os.environ, "SPYRE_CI_REDIS_URL": durable_redis.url,
+           "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as fh:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "workflows", "worker", "--concurrency", "1"],
+            cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        distributed.app.conf.update(broker_url=durable_redis.url, result_backend=durable_redis.url)
+        event = TriggerEvent(kind="nightly", delivery_id="b" * 40, repo="pytorch/pytorch",
+                             head_sha="b" * 40, files_complete=False, source="cli")
+        request = pipeline.RunRequest(
+            run_id="restart-test", event=event.to_json(), out_dir=str(tmp_path / "out"),
+            inventory=str(tiny_inventory), specs=(str(TINY_SPEC),), full=True, holdout=0.0,
+            shards=2, expand=False,
+        )
+        distributed.submit(request)
+        store = redis.Redis.from_url(durable_redis.url)
+        # With one worker process the shards run one after the other: restart in between.
+        wait_for(lambda: store.hlen("spyre-ci:run:restart-test:shards") >= 1, 300,
+                 "the first shard's results")
+        durable_redis.stop()
+        durable_redis.start()
+
+        history = RedisHistory(durable_redis.url)
+
+        def completed() -> bool:
+            run = history.get_run("restart-test")
+            return run is not None and run.state == "completed"
+
+        try:
+            wait_for(completed, 240, "the run to complete after the restart")
+        except AssertionError:
+            shown = subprocess.run([sys.executable, "-m", "workflows", "runs", "show",
+                                    "restart-test"], env=env, capture_output=True, text=True)
+            assert "runs resume restart-test" in shown.stdout, shown.stdout + shown.stderr
+            resumed = subprocess.run([sys.executable, "-m", "workflows", "runs", "resume",
+                                      "restart-test"], env=env, capture_output=True, text=True)
+            assert resumed.returncode == 0, resumed.stderr
+            wait_for(completed, 240, "the resumed run to complete")
+        record = json.loads((tmp_path / "out" / "run.json").read_text())
+        ids = [r["id"] for r in record["results"]]
+        assert len(ids) == len(set(ids)) == 16
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
