@@ -8,7 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from tests.workflows.conftest import SOFTMAX_PATCH, TINY_SPEC, spyre_ci
+from tests.conftest import TINY_SPEC
+from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 
 WITH_DTYPE_FAILURES = {
     f"tiny::compare_cpu::{op}.with_dtype::{dtype}"
