@@ -139,6 +139,17 @@ class RedisIntake:
     def claim(self, consumer: str, block_ms: int = 0) -> Claimed | None:
         """The next entry for `consumer`: first one abandoned by a silent consumer, else a new
         one, waiting up to `block_ms` (0: do not wait). None when there is nothing."""
+        try:
+            return self._claim(consumer, block_ms)
+        except QueueUnavailable as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The stream or its group is gone (a Redis restarted without persistence, a
+            # stream deleted by hand): create them again rather than fail forever.
+            self._group_ready = False
+            return self._claim(consumer, block_ms)
+
+    def _claim(self, consumer: str, block_ms: int) -> Claimed | None:
         self._ensure_group()
         reclaimed = self._call(
             self.client.xautoclaim,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import redis
 
 from relay.events import TriggerEvent
-from relay.intake import INTAKE_STREAM, RedisIntake
+from relay.intake import INTAKE_STREAM, QueueUnavailable, RedisIntake
 from relay.signature import sign, verify
 from tests.relay.conftest import SECRET, RedisProcess, RelayHTTP
 
@@ -220,3 +221,17 @@ def test_abandoned_entries_are_reclaimed(redis_proc: RedisProcess) -> None:
     assert second is not None and second.reclaimed and second.entry_id == first.entry_id
     intake.ack(second)
     assert intake.claim("healthy-worker") is None and intake.depth() == 0
+
+
+def test_consumers_survive_a_redis_restart(redis_proc: RedisProcess) -> None:
+    intake = RedisIntake.from_url(redis_proc.url)
+    event = TriggerEvent(kind="push", delivery_id="x-1", repo="pytorch/pytorch", head_sha=SHA_B)
+    assert intake.claim("w") is None  # creates the group
+    redis_proc.stop()
+    with pytest.raises(QueueUnavailable):
+        intake.claim("w")
+    redis_proc.start()  # empty: the group is gone
+    assert intake.claim("w") is None
+    assert intake.accept("x-1", event)
+    claimed = intake.claim("w")
+    assert claimed is not None and claimed.delivery_id == "x-1"
