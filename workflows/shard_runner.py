@@ -86,8 +86,13 @@ def run_shard(
     plugin: str = PLUGIN,
     env: dict[str, str] | None = None,
     progress: ProgressCallback | None = None,
+    python: str | None = None,
 ) -> ShardResult:
-    """Run every id of the shard; returns one Outcome per id, in completion order."""
+    """Run every id of the shard; returns one Outcome per id, in completion order.
+
+    `python` is the interpreter of the test subprocesses (default: this one); another
+    environment's (an upgrade run's torch version) must have the project installed.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     result = ShardResult(shard_id)
     done: dict[str, Outcome] = {}
@@ -120,6 +125,7 @@ def run_shard(
         command = pytest_command(
             ids_file, results_file, junit_file, specs=specs,
             test_timeout_s=limits.test_timeout_s, plugin=plugin,
+            python=python or sys.executable,
         )
         ended_before = len(done)
         _run_subprocess(command, results_file, workdir, limits, left_s, env, record)

@@ -1,0 +1,119 @@
+"""The live torch 2.13.0 -> 2.14.1 upgrade diff: variants per version, affected, selected, and
+with --run / --validate the runs on both versions with wall times.
+
+    .venv/bin/python benchmarks/upgrade_diff.py --run [--validate] [--specs PATH]... \
+        [--name upgrade_diff] [--jobs 2]
+
+Runs `spyre-ci upgrade-diff --from 2.13.0 --to 2.14.1 ...` (environments are provisioned
+into, or reused from, the cache) and records `benchmarks/results/<name>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="old", default="2.13.0")
+    parser.add_argument("--to", dest="new", default="2.14.1")
+    parser.add_argument("--run", action="store_true")
+    parser.add_argument("--validate", action="store_true")
+    parser.add_argument("--specs", action="append", default=[])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--name", default="upgrade_diff")
+    parser.add_argument("--notes", default="")
+    parser.add_argument("--out", type=Path, help="keep the run's output here")
+    args = parser.parse_args()
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="upgrade-bench-"))
+    command = [sys.executable, "-m", "workflows", "upgrade-diff", "--from", args.old,
+               "--to", args.new, "--out", str(out), "--jobs", str(args.jobs), "--no-progress"]
+    for spec in args.specs:
+        command += ["--specs", spec]
+    if args.run:
+        command.append("--run")
+    if args.validate:
+        command.append("--validate")
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
+        return done.returncode
+    print(done.stdout)
+    data = json.loads((out / "upgrade.json").read_text(encoding="utf-8"))
+    sel = data["selection"]
+    common = len(set(_ids(data["from_inventory"])) & set(_ids(data["to_inventory"])))
+    record: dict[str, object] = {
+        "name": args.name,
+        "value": round(100 * sel["share"], 2),
+        "unit": "% of the new version's runnable variants selected (incl. holdout)",
+        "command": "  ".join([".venv/bin/python benchmarks/upgrade_diff.py",
+                              *(["--run"] if args.run else []),
+                              *(["--validate"] if args.validate else []),
+                              *[f"--specs {shlex.quote(s)}" for s in args.specs],
+                              f"--jobs {args.jobs}", f"--name {args.name}"]).replace("  ", " "),
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
+                   f"{platform.python_version()}, {platform.system()}; shared with other work",
+        "notes": args.notes,
+        "from_version": data["from_version"],
+        "to_version": data["to_version"],
+        "variants_from": data["variants_from"],
+        "variants_to": data["variants_to"],
+        "common_variants": common,
+        "affected": data["affected"],
+        "changed": len(data["changed"]),
+        "added": len(data["added"]),
+        "removed": len(data["removed"]),
+        "changed_by_what": data["changed_by_what"],
+        "fingerprint_only_changes_ignored": len(data["fingerprint_only_changes_ignored"]),
+        "api": {k: len(v) for k, v in data["api"].items()},
+        "selected": sel["selected"],
+        "holdout": sel["holdout"],
+        "runnable_to": sel["runnable_to"],
+        "share": sel["share"],
+        "details_used": data["details_used"],
+        "diff_notes": data["notes"],
+        "timings_s": data.get("timings", {}),
+        "command_wall_s": round(wall, 1),
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+    }
+    if "run" in data:
+        run = data["run"]
+        record["run"] = {"from": run["from"], "to": run["to"], "categories": run["categories"],
+                         "unchanged_passing": run["unchanged_passing"],
+                         "regressed_ids": [r["id"] for r in run["rows"]
+                                           if r["category"] == "regressed"][:50]}
+    if "validate" in data:
+        val = dict(data["validate"])
+        val["missed_ids"] = val["missed_ids"][:50]
+        record["validate"] = val
+    path = ROOT / "benchmarks" / "results" / f"{args.name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"recorded {path}")
+    return 0
+
+
+def _ids(path: str) -> list[str]:
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [v["id"] for v in json.load(fh)["variants"]]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

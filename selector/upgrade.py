@@ -1,0 +1,448 @@
+"""The version-upgrade diff: what moved between the Inventories of two torch versions.
+
+Pure functions over plain data (no I/O, never torch):
+
+    diff = diff_inventories(old, new, details_old, details_new)   # -> InventoryDiff
+    sel = select_upgrade(diff, old, new, holdout_rate=0.02, seed="2.13.0->2.14.1")
+    sel.run_on_old, sel.run_on_new                                 # what each version runs
+    rows = classify(diff, sel, outcomes_old, outcomes_new)         # regressed, fixed, ...
+
+Fingerprints come from the suites (`Variant.fingerprint`). When both Inventories have
+`details` (per-subject field digests, per-variant decorators, template digests, built next to
+each Inventory by `workflows.upgrade`), every changed variant is named with what changed, and
+only what BOTH versions carry is compared: a field that exists in one version only (2.14 adds
+`backward_dtypesIfXPU` to every OpInfo) cannot mark a variant changed. Without details, the
+fingerprints decide alone and the change is named as far as the Inventory shows it.
+
+Selection reuses the selector's stage-2 heuristics (`definition`, `new`, `op_match`) through a
+`RetrieveContext`: the API-surface diff becomes touched ops, so the op-name rules (aliases,
+in-place, out, refs, families) decide which variants an added, removed or re-signed aten
+overload reaches. A seeded holdout sample of the unselected variants runs too.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from selector.errors import SelectorError
+from selector.heuristics import REGISTRY, RetrieveContext
+from selector.history import History
+from selector.index import InventoryIndex
+from selector.opnames import canonical
+from selector.scout import ChangeFacts, TouchedOp
+from suites.model import Expectation, Inventory, Outcome, Status, Variant
+
+DETAILS_FORMAT = 1
+UPGRADE_HEURISTICS = ("definition", "new", "op_match")
+
+# aten spells namespaced ops with an underscore (`linalg_polar`); op_db with a dot.
+_ATEN_NAMESPACES = ("linalg_", "special_", "fft_")
+
+CHANGED = "changed"
+ADDED = "added"
+REMOVED = "removed"
+SIGNATURE = "signature"
+
+
+@dataclass(frozen=True)
+class VariantChange:
+    """One variant whose definition differs between the versions, and what differs."""
+
+    id: str
+    what: tuple[str, ...]
+    before: str  # fingerprint on the old version
+    after: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "what": list(self.what), "before": self.before,
+                "after": self.after}
+
+
+@dataclass(frozen=True)
+class ApiChange:
+    """An aten overload added, removed, or with a new signature."""
+
+    name: str  # `aten::qr.Q`
+    kind: str  # added | removed | signature
+    before: str | None
+    after: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "before": self.before,
+                "after": self.after}
+
+
+@dataclass(frozen=True)
+class InventoryDiff:
+    from_version: str
+    to_version: str
+    variants_from: int
+    variants_to: int
+    changed: tuple[VariantChange, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    api: tuple[ApiChange, ...]
+    # Variants whose suites fingerprint differs but whose common definition does not
+    # (id -> why they do not count); empty without details.
+    ignored: Mapping[str, str] = field(default_factory=dict)
+    details_used: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def affected(self) -> int:
+        return len(self.changed) + len(self.added) + len(self.removed)
+
+    def api_by_kind(self) -> dict[str, list[ApiChange]]:
+        out: dict[str, list[ApiChange]] = {ADDED: [], REMOVED: [], SIGNATURE: []}
+        for change in self.api:
+            out[change.kind].append(change)
+        return out
+
+    def what_counts(self) -> dict[str, int]:
+        """How many changed variants name each kind of change (`field sample_inputs_func`)."""
+        counts: dict[str, int] = defaultdict(int)
+        for change in self.changed:
+            for what in change.what:
+                counts[what.split(":", 1)[0]] += 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def to_json(self) -> dict[str, Any]:
+        api = self.api_by_kind()
+        return {
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "variants_from": self.variants_from,
+            "variants_to": self.variants_to,
+            "affected": self.affected,
+            "details_used": self.details_used,
+            "notes": list(self.notes),
+            "changed": [c.to_json() for c in self.changed],
+            "changed_by_what": self.what_counts(),
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "fingerprint_only_changes_ignored": dict(self.ignored),
+            "api": {
+                "added": [c.to_json() for c in api[ADDED]],
+                "removed": [c.to_json() for c in api[REMOVED]],
+                "signature_changed": [c.to_json() for c in api[SIGNATURE]],
+            },
+        }
+
+
+def _check_details(details: Mapping[str, Any] | None, which: str) -> Mapping[str, Any] | None:
+    if details is None:
+        return None
+    if details.get("format") != DETAILS_FORMAT:
+        raise SelectorError(f"{which} details: format {details.get('format')!r} is not "
+                            f"{DETAILS_FORMAT}; build them again with the same spyre-ci")
+    for key in ("subjects", "templates", "variants"):
+        if not isinstance(details.get(key), Mapping):
+            raise SelectorError(f"{which} details: field {key!r} is missing or not an object")
+    return details
+
+
+def diff_api(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[ApiChange, ...]:
+    """aten overloads added, removed, or whose schema text changed (sorted by name)."""
+    out = [ApiChange(n, ADDED, None, new[n]) for n in new.keys() - old.keys()]
+    out += [ApiChange(n, REMOVED, old[n], None) for n in old.keys() - new.keys()]
+    out += [ApiChange(n, SIGNATURE, old[n], new[n]) for n in old.keys() & new.keys()
+            if old[n] != new[n]]
+    return tuple(sorted(out, key=lambda c: c.name))
+
+
+def diff_inventories(
+    old: Inventory,
+    new: Inventory,
+    details_old: Mapping[str, Any] | None = None,
+    details_new: Mapping[str, Any] | None = None,
+) -> InventoryDiff:
+    """Changed (named), added and removed variants, and the aten API-surface diff."""
+    d_old = _check_details(details_old, f"torch {old.torch_version}")
+    d_new = _check_details(details_new, f"torch {new.torch_version}")
+    use_details = d_old is not None and d_new is not None
+    before, after = old.by_id(), new.by_id()
+    added = tuple(sorted(after.keys() - before.keys()))
+    removed = tuple(sorted(before.keys() - after.keys()))
+    changed: list[VariantChange] = []
+    ignored: dict[str, str] = {}
+    notes: list[str] = []
+    one_sided: dict[str, set[str]] = defaultdict(set)  # field -> versions' subjects
+    for vid in sorted(before.keys() & after.keys()):
+        a, b = before[vid], after[vid]
+        plain = _plain_changes(a, b)
+        if use_details:
+            assert d_old is not None and d_new is not None
+            what, only_one_side = _detail_changes(vid, a, b, d_old, d_new)
+            for name in only_one_side:
+                one_sided[name].add(a.subject)
+            if what is None:  # no details for this variant (file suites): fingerprints decide
+                what = (_fingerprint_only(a, b),) if a.fingerprint != b.fingerprint else ()
+            what = tuple(dict.fromkeys([*plain, *what]))
+            if what:
+                changed.append(VariantChange(vid, what, a.fingerprint, b.fingerprint))
+            elif a.fingerprint != b.fingerprint:
+                lone = ", ".join(sorted(only_one_side)) or "nothing both versions carry"
+                ignored[vid] = f"only fields one version lacks differ: {lone}"
+        elif a.fingerprint != b.fingerprint or plain:
+            what = tuple(dict.fromkeys([*plain, *([_fingerprint_only(a, b)]
+                                                  if a.fingerprint != b.fingerprint else [])]))
+            changed.append(VariantChange(vid, what, a.fingerprint, b.fingerprint))
+    common = len(before.keys() & after.keys())
+    if not use_details:
+        notes.append("no details beside the inventories: changes are named from the "
+                     "fingerprints and the variant records only")
+    for name, subjects in sorted(one_sided.items()):
+        notes.append(f"field {name} exists in one version only (on {len(subjects)} subjects): "
+                     "not compared")
+    fingerprint_changed = sum(1 for vid in before.keys() & after.keys()
+                              if before[vid].fingerprint != after[vid].fingerprint)
+    if common and fingerprint_changed > 0.9 * common:
+        notes.append(f"the suites fingerprint differs on {fingerprint_changed} of {common} "
+                     "common variants: it sees a change every variant shares"
+                     + ("; the named diff compares only what both versions carry"
+                        if use_details else "; give details to compare only what both carry"))
+    return InventoryDiff(
+        from_version=old.torch_version, to_version=new.torch_version,
+        variants_from=len(old), variants_to=len(new), changed=tuple(changed), added=added,
+        removed=removed, api=diff_api(old.api_surface, new.api_surface), ignored=ignored,
+        details_used=use_details, notes=tuple(notes),
+    )
+
+
+def _plain_changes(a: Variant, b: Variant) -> list[str]:
+    """What the Inventory records itself show (expectations, timeouts)."""
+    out = []
+    if a.expectation != b.expectation:
+        out.append(f"expectation: {a.expectation} -> {b.expectation}")
+    if a.timeout_s != b.timeout_s:
+        out.append(f"timeout_s: {a.timeout_s} -> {b.timeout_s}")
+    return out
+
+
+def _fingerprint_only(a: Variant, b: Variant) -> str:
+    return (f"definition: fingerprint {a.fingerprint[:8]} -> {b.fingerprint[:8]} (OpInfo "
+            "fields, decorators or template; no details to say which)")
+
+
+def _detail_changes(
+    vid: str, a: Variant, b: Variant, d_old: Mapping[str, Any], d_new: Mapping[str, Any]
+) -> tuple[tuple[str, ...] | None, set[str]]:
+    """Named differences of one variant from both versions' details, and one-sided fields."""
+    va, vb = d_old["variants"].get(vid), d_new["variants"].get(vid)
+    if va is None or vb is None:
+        return None, set()
+    what: list[str] = []
+    lone: set[str] = set()
+    sa = d_old["subjects"].get(va.get("subject", ""), {})
+    sb = d_new["subjects"].get(vb.get("subject", ""), {})
+    for name in sorted(sa.keys() | sb.keys()):
+        if name not in sa or name not in sb:
+            lone.add(name)
+        elif sa[name] != sb[name]:
+            what.append(f"field: {name}")
+    ta = d_old["templates"].get(a.template)
+    tb = d_new["templates"].get(b.template)
+    if ta != tb:
+        what.append(f"template: {a.template} source")
+    deco_a, deco_b = list(va.get("decorators", ())), list(vb.get("decorators", ()))
+    if sorted(deco_a) != sorted(deco_b):
+        for text in sorted(set(deco_b) - set(deco_a)):
+            what.append(f"decorator: + {text}")
+        for text in sorted(set(deco_a) - set(deco_b)):
+            what.append(f"decorator: - {text}")
+        if set(deco_a) == set(deco_b):
+            what.append("decorator: count changed")
+    if va.get("precision") != vb.get("precision"):
+        what.append(f"precision: {va.get('precision')} -> {vb.get('precision')}")
+    return tuple(what), lone
+
+
+@dataclass(frozen=True)
+class UpgradeSelection:
+    """What an upgrade run executes on each version, with the reasons for every variant."""
+
+    reasons: Mapping[str, tuple[str, ...]]  # selected id -> "heuristic: reason", ...
+    removed: tuple[str, ...]  # in the old inventory only: run on the old version
+    holdout: tuple[str, ...]  # seeded sample of unselected runnable variants
+    runnable_to: int  # runnable variants of the new inventory (the share's denominator)
+    seed: str
+    api_ops: tuple[str, ...] = ()  # op names the API diff named
+
+    @property
+    def selected(self) -> tuple[str, ...]:
+        return tuple(self.reasons)
+
+    @property
+    def share(self) -> float:
+        """Selected plus holdout over the new inventory's runnable variants."""
+        if not self.runnable_to:
+            return 0.0
+        return round((len(self.reasons) + len(self.holdout)) / self.runnable_to, 6)
+
+    def run_on_old(self, old: Inventory) -> tuple[str, ...]:
+        """Selected and holdout ids the old inventory has (runnable), then the removed ones."""
+        ids = {v.id for v in old.variants if v.expectation is not Expectation.SKIP}
+        chosen = [v for v in (*self.reasons, *self.holdout) if v in ids]
+        return tuple(dict.fromkeys([*chosen, *[v for v in self.removed if v in ids]]))
+
+    def run_on_new(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.reasons, *self.holdout]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "selected": [{"id": vid, "reasons": list(rs)} for vid, rs in self.reasons.items()],
+            "removed": list(self.removed),
+            "holdout": list(self.holdout),
+            "api_ops": list(self.api_ops),
+            "runnable_to": self.runnable_to,
+            "share": self.share,
+        }
+
+
+def api_ops(changes: Iterable[ApiChange]) -> tuple[TouchedOp, ...]:
+    """The ops an API diff touches, named as the selector names ops (with evidence)."""
+    evidence: dict[str, list[str]] = defaultdict(list)
+    for change in changes:
+        name = canonical(change.name)
+        for ns in _ATEN_NAMESPACES:
+            if name.startswith(ns) and len(name) > len(ns):
+                name = ns[:-1] + "." + name[len(ns):]
+                break
+        evidence[name].append(f"aten API: {change.name} {change.kind}")
+    return tuple(TouchedOp(n, tuple(ev)) for n, ev in sorted(evidence.items()))
+
+
+def select_upgrade(
+    diff: InventoryDiff,
+    old: Inventory,
+    new: Inventory | InventoryIndex,
+    *,
+    holdout_rate: float = 0.02,
+    seed: str | None = None,
+    heuristics: Sequence[str] = UPGRADE_HEURISTICS,
+) -> UpgradeSelection:
+    """Changed, new and removed variants, what the API diff reaches, and a seeded holdout.
+
+    `changed` comes from `diff` (so fields one version lacks do not select anything);
+    the selector's `new` and `op_match` heuristics add new variants and the variants of ops
+    the API diff touched, with their reasons.
+    """
+    if not 0.0 <= holdout_rate <= 1.0:
+        raise SelectorError(f"holdout rate must be within [0, 1], not {holdout_rate}")
+    unknown = set(heuristics) - REGISTRY.keys()
+    if unknown:
+        raise SelectorError(f"unknown heuristic(s) {', '.join(sorted(unknown))}; known: "
+                            f"{', '.join(REGISTRY)}")
+    index = InventoryIndex.of(new)
+    ops = api_ops(diff.api)
+    facts = ChangeFacts(
+        decision="targeted", reasons=(f"upgrade torch {diff.from_version} -> {diff.to_version}",),
+        paths=(), ops=ops, templates=(), functions=(), completeness="full", risk="high",
+        risk_reasons=("a new torch release",), kind="upgrade",
+    )
+    # Only the fingerprints of variants the diff calls changed differ from "previous":
+    # the definition heuristic then names exactly the diff's changes (details included).
+    changed = {c.id: c for c in diff.changed}
+    previous: dict[str, str] = {}
+    for v in old.variants:
+        now = index.fingerprints.get(v.id)
+        if now is None:
+            continue  # removed: runs on the old version only
+        if v.id in changed:
+            # A change the records show with an equal fingerprint (a timeout) still counts.
+            previous[v.id] = v.fingerprint if v.fingerprint != now else f"{v.fingerprint}~"
+        else:
+            previous[v.id] = now
+    ctx = RetrieveContext(facts, index, History(), previous, None)
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for name in heuristics:
+        for vid, score in REGISTRY[name].score(ctx).items():
+            if score.value > 0 and vid in index.runnable_set:
+                text = score.reason
+                if name == "definition" and vid in changed:
+                    text = f"{text}: {'; '.join(changed[vid].what)}"
+                reasons[vid].append(f"{name}: {text}")
+    ordered = {vid: tuple(reasons[vid]) for vid in index.runnable if vid in reasons}
+    unchosen = [vid for vid in index.runnable if vid not in ordered]
+    seed = seed or f"{diff.from_version}->{diff.to_version}"
+    holdout: tuple[str, ...] = ()
+    if unchosen and holdout_rate > 0:
+        k = min(len(unchosen), max(1, round(holdout_rate * len(unchosen))))
+        holdout = tuple(sorted(random.Random(seed).sample(unchosen, k)))
+    return UpgradeSelection(ordered, diff.removed, holdout, len(index.runnable), seed,
+                            tuple(o.name for o in ops))
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One variant's outcome on both versions and its DiffCategory value (or None)."""
+
+    id: str
+    category: str | None  # regressed | fixed | new-failing | new-passing | removed |
+    #                       unchanged-failing; None: passing on both (or not compared)
+    before: Status | None
+    after: Status | None
+    message: str = ""
+
+
+def classify(
+    ids_old: Iterable[str],
+    ids_new: Iterable[str],
+    outcomes_old: Mapping[str, Outcome],
+    outcomes_new: Mapping[str, Outcome],
+    removed: Iterable[str],
+    added: Iterable[str],
+) -> list[Moved]:
+    """Per variant that ran: regressed, fixed, new-failing, new-passing, removed, unchanged-failing.
+
+    A failure is `Status.is_failure` (failed, error, timeout, crashed); skipped, xfailed and
+    xpassed count as not failing, as they do for the run's conclusion.
+    """
+    removed_set, added_set = set(removed), set(added)
+    out: list[Moved] = []
+    for vid in sorted(set(ids_old) | set(ids_new)):
+        a, b = outcomes_old.get(vid), outcomes_new.get(vid)
+        before = a.status if a else None
+        after = b.status if b else None
+        message = (b.message if b and b.status.is_failure else
+                   a.message if a and a.status.is_failure else "")
+        if vid in removed_set:
+            category: str | None = "removed"
+        elif vid in added_set:
+            if after is None:
+                continue
+            category = "new-failing" if after.is_failure else "new-passing"
+        elif before is None or after is None:
+            continue  # ran on one side only (a crash of the runner): nothing to compare
+        elif not before.is_failure and after.is_failure:
+            category = "regressed"
+        elif before.is_failure and not after.is_failure:
+            category = "fixed"
+        elif before.is_failure and after.is_failure:
+            category = "unchanged-failing"
+        else:
+            category = None
+        out.append(Moved(vid, category, before, after, message))
+    return out
+
+
+def validation(
+    full: Sequence[Moved], ran: Iterable[str], runnable: int
+) -> dict[str, Any]:
+    """Against a full run of both versions: outcome changes the selection caught and missed."""
+    ran_set = set(ran)
+    moving = [m for m in full if m.category in ("regressed", "fixed", "new-failing", "removed")]
+    caught = [m.id for m in moving if m.id in ran_set]
+    missed = [m.id for m in moving if m.id not in ran_set]
+    return {
+        "outcome_changes": len(moving),
+        "caught": len(caught),
+        "missed": len(missed),
+        "missed_ids": missed,
+        "share_ran": round(len(ran_set) / runnable, 6) if runnable else 0.0,
+    }

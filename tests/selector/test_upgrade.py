@@ -1,0 +1,218 @@
+"""The upgrade diff and selection: on small hand-made Inventories, and on the two committed
+Inventories the tool built for torch 2.13.0 and 2.14.1."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from selector import SelectorError
+from selector.upgrade import (
+    api_ops,
+    classify,
+    diff_api,
+    diff_inventories,
+    select_upgrade,
+    validation,
+)
+from suites.model import Expectation, Inventory, Outcome, Status, Variant, variant_id
+from tests.conftest import REPO_ROOT
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+
+def v(subject: str, template: str = "compare_cpu", dtype: str = "float32", fp: str = "f0",
+      **kw: Any) -> Variant:
+    return Variant(variant_id("ops", template, subject, dtype), "ops", template, subject, dtype,
+                   fingerprint=fp, family=kw.pop("family", subject.split(".")[0]), **kw)
+
+
+def details(subjects: dict[str, dict[str, str]], variants: dict[str, dict[str, Any]],
+            templates: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"format": 1, "subjects": subjects, "variants": variants,
+            "templates": templates or {"compare_cpu": "t1", "out": "t2"}}
+
+
+@pytest.fixture()
+def pair() -> tuple[Inventory, Inventory]:
+    old = Inventory("2.13.0", "aaa", (
+        v("abs", fp="a1"), v("abs", "out", fp="a2"), v("add", fp="b1"), v("add", "out", fp="b2"),
+        v("qr", fp="q1"), v("linalg.qr", fp="lq1", family="qr"), v("cholesky", fp="c1"),
+        v("sin", fp="s1"), v("cos", fp="k1", expectation=Expectation.XFAIL, reason="x"),
+    ), api_surface={"aten::abs": "aten::abs(Tensor self) -> Tensor",
+                    "aten::qr": "aten::qr(Tensor self, bool some=True) -> (Tensor Q, Tensor R)",
+                    "aten::add.Tensor": "aten::add.Tensor(Tensor self, Tensor other) -> Tensor"})
+    new = Inventory("2.14.1", "bbb", (
+        v("abs", fp="A1"), v("abs", "out", fp="a2"), v("add", fp="B1"), v("add", "out", fp="b2"),
+        v("qr", fp="q1"), v("linalg.qr", fp="lq1", family="qr"), v("linalg.polar", fp="p1"),
+        v("sin", fp="s1"), v("cos", fp="K1"),
+    ), api_surface={"aten::abs": "aten::abs(Tensor self) -> Tensor",
+                    "aten::linalg_polar": "aten::linalg_polar(Tensor A) -> (Tensor U, Tensor P)",
+                    "aten::add.Tensor":
+                        "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"})
+    return old, new
+
+
+def test_diff_without_details_names_what_the_records_show(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    diff = diff_inventories(old, new)
+    assert (diff.variants_from, diff.variants_to) == (9, 9)
+    assert [c.id for c in diff.changed] == [
+        "ops::compare_cpu::abs::float32", "ops::compare_cpu::add::float32",
+        "ops::compare_cpu::cos::float32"]
+    cos = diff.changed[2]
+    assert cos.what[0] == "expectation: xfail -> pass"
+    assert "fingerprint k1 -> K1" in cos.what[1]
+    assert diff.added == ("ops::compare_cpu::linalg.polar::float32",)
+    assert diff.removed == ("ops::compare_cpu::cholesky::float32",)
+    assert diff.affected == 5
+    assert not diff.details_used and "no details" in diff.notes[0]
+
+
+def test_api_diff_added_removed_and_signature(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    changes = {(c.name, c.kind) for c in diff_api(old.api_surface, new.api_surface)}
+    assert changes == {("aten::linalg_polar", "added"), ("aten::qr", "removed"),
+                       ("aten::add.Tensor", "signature")}
+    ops = {o.name: o.evidence for o in api_ops(diff_api(old.api_surface, new.api_surface))}
+    # aten's linalg_ spelling meets op_db's linalg. namespace.
+    assert set(ops) == {"linalg.polar", "qr", "add"}
+    assert ops["qr"] == ("aten API: aten::qr removed",)
+
+
+def test_details_name_fields_decorators_and_ignore_one_sided_fields(
+        pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    abs_id, add_id = "ops::compare_cpu::abs::float32", "ops::compare_cpu::add::float32"
+    cos_id = "ops::compare_cpu::cos::float32"
+    d_old = details(
+        {"op_db:abs": {"dtypes": "d1", "sample_inputs_func": "s1"},
+         "op_db:add": {"dtypes": "d1", "sample_inputs_func": "s2"},
+         "op_db:cos": {"dtypes": "d1"}},
+        {abs_id: {"subject": "op_db:abs", "decorators": [], "precision": "None"},
+         add_id: {"subject": "op_db:add", "decorators": ["skip('slow')"], "precision": "None"},
+         cos_id: {"subject": "op_db:cos", "decorators": [], "precision": "None"}})
+    d_new = details(
+        {"op_db:abs": {"dtypes": "d1", "sample_inputs_func": "S1",
+                       "backward_dtypesIfXPU": "x"},
+         "op_db:add": {"dtypes": "d1", "sample_inputs_func": "s2",
+                       "backward_dtypesIfXPU": "x"},
+         "op_db:cos": {"dtypes": "d1", "backward_dtypesIfXPU": "x"}},
+        {abs_id: {"subject": "op_db:abs", "decorators": [], "precision": "None"},
+         add_id: {"subject": "op_db:add", "decorators": [], "precision": "None"},
+         cos_id: {"subject": "op_db:cos", "decorators": [], "precision": "None"}})
+    diff = diff_inventories(old, new, d_old, d_new)
+    named = {c.id: c.what for c in diff.changed}
+    assert named[abs_id] == ("field: sample_inputs_func",)
+    assert named[add_id] == ("decorator: - skip('slow')",)
+    assert named[cos_id] == ("expectation: xfail -> pass",)
+    assert diff.details_used
+    assert any("backward_dtypesIfXPU exists in one version only" in n for n in diff.notes)
+    assert diff.what_counts() == {"decorator": 1, "expectation": 1, "field": 1}
+
+    # A fingerprint that differs only through a one-sided field changes nothing.
+    d_new["subjects"]["op_db:abs"]["sample_inputs_func"] = "s1"
+    diff = diff_inventories(old, new, d_old, d_new)
+    assert abs_id not in {c.id for c in diff.changed}
+    assert "backward_dtypesIfXPU" in diff.ignored[abs_id]
+
+
+def test_bad_details_are_named():
+    inv = Inventory("2.13.0", "a", ())
+    with pytest.raises(SelectorError, match="format 7"):
+        diff_inventories(inv, inv, {"format": 7}, {"format": 7})
+    with pytest.raises(SelectorError, match="'templates' is missing"):
+        diff_inventories(inv, inv, {"format": 1, "subjects": {}, "variants": {}},
+                         {"format": 1, "subjects": {}, "variants": {}, "templates": {}})
+
+
+def test_selection_reuses_selector_heuristics(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    diff = diff_inventories(old, new)
+    sel = select_upgrade(diff, old, new, holdout_rate=0.0)
+    reasons = {vid: " | ".join(rs) for vid, rs in sel.reasons.items()}
+    assert reasons["ops::compare_cpu::abs::float32"].startswith("definition: definition changed")
+    assert "new: new variant" in reasons["ops::compare_cpu::linalg.polar::float32"]
+    # aten::qr removed reaches qr and its family (linalg.qr) through op_match.
+    assert "op_match: op qr touched (aten API: aten::qr removed)" in reasons[
+        "ops::compare_cpu::qr::float32"]
+    assert "same op family 'qr'" in reasons["ops::compare_cpu::linalg.qr::float32"]
+    # add.Tensor's new signature reaches both add variants, changed or not.
+    assert "ops::out::add::float32" in reasons
+    assert "ops::compare_cpu::sin::float32" not in reasons
+    assert sel.removed == ("ops::compare_cpu::cholesky::float32",)
+    assert "ops::compare_cpu::cholesky::float32" in sel.run_on_old(old)
+    assert "ops::compare_cpu::linalg.polar::float32" not in sel.run_on_old(old)
+    assert set(sel.run_on_new()) == set(sel.reasons)
+
+
+def test_holdout_is_seeded_and_apart(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    diff = diff_inventories(old, new)
+    a = select_upgrade(diff, old, new, holdout_rate=0.5, seed="s")
+    b = select_upgrade(diff, old, new, holdout_rate=0.5, seed="s")
+    assert a.holdout == b.holdout and a.holdout
+    assert not set(a.holdout) & set(a.reasons)
+    assert a.share == round((len(a.reasons) + len(a.holdout)) / 9, 6)
+    with pytest.raises(SelectorError, match="holdout rate"):
+        select_upgrade(diff, old, new, holdout_rate=2.0)
+
+
+def test_declared_skips_are_not_selected(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    variants = tuple(replace(x, expectation=Expectation.SKIP, reason="no")
+                     if x.subject == "abs" else x for x in new.variants)
+    new = replace(new, variants=variants)
+    sel = select_upgrade(diff_inventories(old, new), old, new, holdout_rate=0.0)
+    assert not any("::abs::" in vid for vid in sel.reasons)
+
+
+def test_classify_every_category():
+    def o(vid: str, status: Status) -> Outcome:
+        return Outcome(vid, status, 0.1, "boom" if status.is_failure else "")
+
+    old = {"r": o("r", Status.PASSED), "f": o("f", Status.FAILED), "u": o("u", Status.ERROR),
+           "p": o("p", Status.PASSED), "x": o("x", Status.XFAILED),
+           "gone": o("gone", Status.PASSED)}
+    new = {"r": o("r", Status.CRASHED), "f": o("f", Status.PASSED), "u": o("u", Status.FAILED),
+           "p": o("p", Status.PASSED), "x": o("x", Status.TIMEOUT), "n1": o("n1", Status.FAILED),
+           "n2": o("n2", Status.SKIPPED)}
+    rows = {m.id: m for m in classify(old, new, old, new, ["gone"], ["n1", "n2"])}
+    assert {k: m.category for k, m in rows.items()} == {
+        "r": "regressed", "f": "fixed", "u": "unchanged-failing", "p": None, "x": "regressed",
+        "n1": "new-failing", "n2": "new-passing", "gone": "removed"}
+    assert rows["r"].message == "boom" and rows["gone"].after is None
+    check = validation(list(rows.values()), ["r", "gone"], 10)
+    assert check == {"outcome_changes": 5, "caught": 2, "missed": 3,
+                     "missed_ids": ["f", "n1", "x"], "share_ran": 0.2}
+
+
+# ---------------------------------------------------------------- the committed Inventories
+
+@pytest.fixture(scope="module")
+def fixtures() -> tuple[Inventory, Inventory]:
+    return (Inventory.load(FIXTURES / "inventory-2.13.0.json.gz"),
+            Inventory.load(FIXTURES / "inventory-2.14.1.json.gz"))
+
+
+def test_fixture_diff_is_a_real_upgrade(fixtures: tuple[Inventory, Inventory]):
+    old, new = fixtures
+    assert (old.torch_version, new.torch_version) == ("2.13.0", "2.14.1")
+    diff = diff_inventories(old, new)
+    api = diff.api_by_kind()
+    removed = {c.name for c in api["removed"]}
+    # What the spike found on these two releases.
+    assert {"aten::qr", "aten::qr.Q", "aten::cholesky", "aten::cholesky.out"} <= removed
+    assert any(c.name.startswith("aten::linalg_polar") for c in api["added"])
+    assert any("::qr::" in vid or "::cholesky::" in vid for vid in diff.removed)
+    assert any("linalg.polar" in vid for vid in diff.added)
+    # The fingerprints see a real, partial change: not everything, not nothing.
+    common = len({v.id for v in old} & {v.id for v in new})
+    assert 0 < len(diff.changed) < 0.5 * common
+    sel = select_upgrade(diff, old, new)
+    assert set(diff.added) <= set(sel.reasons)
+    assert {c.id for c in diff.changed if c.id in sel.reasons}
+    assert any("op_match" in r for rs in sel.reasons.values() for r in rs)
+    assert sel.share < 0.5

@@ -1,0 +1,160 @@
+"""`spyre-ci upgrade-diff`: the offline form on the committed Inventories (default run), and
+the live run in two provisioned environments (slow)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, TINY_SPEC
+from workflows import upgrade
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+OLD = FIXTURES / "inventory-2.13.0.json.gz"
+NEW = FIXTURES / "inventory-2.14.1.json.gz"
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workflows", "upgrade-diff", *args],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_offline_writes_upgrade_json(tmp_path: Path):
+    result = cli("--from-inventory", str(OLD), "--to-inventory", str(NEW),
+                 "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "upgrade.json").read_text(encoding="utf-8"))
+    for key in ("variants_from", "variants_to", "changed", "added", "removed", "selected"):
+        assert key in data, key
+    assert (data["from_version"], data["to_version"]) == ("2.13.0", "2.14.1")
+    assert data["variants_from"] > 8000 and data["variants_to"] > 8000
+    assert data["details_used"]  # the committed details sit beside the inventories
+    assert all(c["what"] for c in data["changed"])
+    assert {r["id"] for r in data["selected"]} >= set(data["added"])
+    assert all(r["reasons"] for r in data["selected"])
+    assert data["api"]["removed"] and data["api"]["added"]
+    assert 0 < data["selection"]["share"] < 0.5
+    assert "written:" in result.stdout and "selected" in result.stdout
+    # Same inputs, same document (the holdout is seeded).
+    again = cli("--from-inventory", str(OLD), "--to-inventory", str(NEW),
+                "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / "upgrade.json").read_text() == (
+        tmp_path / "upgrade.json").read_text().replace(str(tmp_path), str(tmp_path))
+
+
+def test_offline_without_details_still_diffs(tmp_path: Path):
+    old, new = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    shutil.copyfile(OLD, old)
+    shutil.copyfile(NEW, new)
+    result = cli("--from-inventory", str(old), "--to-inventory", str(new),
+                 "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "out" / "upgrade.json").read_text(encoding="utf-8"))
+    assert not data["details_used"]
+    assert any("no details" in n for n in data["notes"])
+
+
+def test_missing_inventory_is_named(tmp_path: Path):
+    result = cli("--from-inventory", str(tmp_path / "nope.json.gz"), "--to-inventory", str(NEW))
+    assert result.returncode == 2
+    assert "nope.json.gz: no inventory there" in result.stderr
+    assert "spyre-ci inventory --out" in result.stderr
+
+
+@pytest.mark.parametrize("content", [b"not gzip at all", gzip.compress(b"{\"format\": 1"),
+                                     gzip.compress(b"{\"format\": 99}"), gzip.compress(b"[]")])
+def test_corrupt_inventory_is_named(tmp_path: Path, content: bytes):
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(content)
+    result = cli("--from-inventory", str(OLD), "--to-inventory", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}: not a readable inventory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_corrupt_details_are_named(tmp_path: Path):
+    old, new = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    shutil.copyfile(OLD, old)
+    shutil.copyfile(NEW, new)
+    (tmp_path / "b.details.json.gz").write_bytes(b"garbage")
+    result = cli("--from-inventory", str(old), "--to-inventory", str(new))
+    assert result.returncode == 2
+    assert "b.details.json.gz: not readable details" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "give --from VERSION --to VERSION"),
+    (("--from", "2.13.0", "--from-inventory", "x"), "not both"),
+    (("--from-inventory", str(OLD)), "needs both --from-inventory and --to-inventory"),
+    (("--from-inventory", str(OLD), "--to-inventory", str(NEW), "--run"), "need environments"),
+    (("--from", "2.13.0"), "give both --from VERSION and --to VERSION"),
+    (("--from", "2.13.0", "--to", "2.13.0"), "the same version"),
+    (("--from-inventory", str(OLD), "--to-inventory", str(NEW), "--holdout", "3"), "--holdout"),
+])
+def test_usage_errors(args: tuple[str, ...], message: str):
+    result = cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_details_paths_and_spec_keys(tmp_path: Path):
+    assert upgrade.details_path_for("x/inv.json.gz") == Path("x/inv.details.json.gz")
+    assert upgrade.details_path_for("inv.json") == Path("inv.details.json.gz")
+    spec = tmp_path / "s.yaml"
+    spec.write_text("a: 1\n", encoding="utf-8")
+    key = upgrade.specs_key([str(spec)])
+    assert key == upgrade.specs_key([str(spec)])
+    spec.write_text("a: 2\n", encoding="utf-8")
+    assert key != upgrade.specs_key([str(spec)])
+    assert upgrade.default_cache_dir({"SPYRE_CI_ENV_CACHE": "/c"}) == Path("/c")
+    assert upgrade.default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/spyre-ci/envs")
+
+
+def test_shard_runner_takes_another_python(tmp_path: Path, tiny_inventory: Path):
+    """The upgrade run's hook: shards run with a given interpreter (here: this one, by path)."""
+    from suites.model import Inventory
+    from workflows.shard_runner import run_shard
+
+    ids = [v.id for v in Inventory.load(tiny_inventory).variants][:2]
+    result = run_shard("s", ids, tmp_path, specs=[str(TINY_SPEC)], python=sys.executable)
+    assert sorted(o.id for o in result.outcomes) == sorted(ids)
+    ids_file = next(tmp_path.glob("s.*.ids"))
+    assert ids_file.read_text().split() == ids
+
+
+@pytest.mark.slow
+def test_live_upgrade_run_on_two_environments(tmp_path: Path):
+    """Provision (or reuse) torch 2.13.0 and 2.14.1, diff, run and validate the tiny suite."""
+    out = tmp_path / "out"
+    result = cli("--from", "2.13.0", "--to", "2.14.1", "--specs", str(TINY_SPEC),
+                 "--run", "--validate", "--jobs", "2", "--out", str(out), timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads((out / "upgrade.json").read_text(encoding="utf-8"))
+    assert (data["from_version"], data["to_version"]) == ("2.13.0", "2.14.1")
+    assert data["variants_from"] == data["variants_to"] == 12
+    run = data["run"]
+    assert run["from"]["ran"] == len(set(upgrade.load_inventory(
+        data["from_inventory"]).by_id()) & {r["id"] for r in data["selected"]} | set(
+        data["holdout"]) | set(data["removed"]))
+    assert set(run["categories"]) == {"regressed", "fixed", "new-failing", "new-passing",
+                                      "removed", "unchanged-failing"}
+    check = data["validate"]
+    assert check["full"][0]["ran"] == check["full"][1]["ran"] == 12
+    assert check["caught"] + check["missed"] == check["outcome_changes"]
+    record = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert record["upgrade"]["from_version"] == "2.13.0"
+    assert record["environment"]["torch_version"] == "2.14.1"
+    assert "Upgrade 2.13.0 -> 2.14.1" in (out / "report.md").read_text(encoding="utf-8")
+    assert (out / "hud" / "envelope.json").exists()
+    # Provisioning is cached: a second diff reuses both environments and Inventories.
+    again = cli("--from", "2.13.0", "--to", "2.14.1", "--specs", str(TINY_SPEC),
+                "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("reusing") == 4

@@ -1,0 +1,202 @@
+"""`spyre-ci upgrade-diff`: what a torch upgrade can affect, run on both versions.
+
+    spyre-ci upgrade-diff --from 2.13.0 --to 2.14.1 [--run] [--validate] [--out DIR]
+    spyre-ci upgrade-diff --from-inventory A.json.gz --to-inventory B.json.gz [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from workflows.cli import CommandError
+
+
+def register(subparsers: Any) -> None:
+    """Add the `upgrade-diff` command."""
+    parser = subparsers.add_parser(
+        "upgrade-diff",
+        help="diff two torch versions' Inventories, select what the upgrade can affect, "
+        "and (--run) run it on both",
+        description="Provision one environment per torch version (cached), build both "
+        "Inventories, diff them (named changes, aten API diff), select changed, new and "
+        "removed variants plus what the API diff reaches and a holdout; with --run run the "
+        "selection on both versions and report regressed / fixed / new / removed variants. "
+        "The offline form diffs two Inventory files (diff and selection only).",
+    )
+    parser.add_argument("--from", dest="from_version", metavar="VERSION",
+                        help="the torch version upgraded from (e.g. 2.13.0)")
+    parser.add_argument("--to", dest="to_version", metavar="VERSION",
+                        help="the torch version upgraded to (e.g. 2.14.1)")
+    parser.add_argument("--from-inventory", type=Path, metavar="A.json.gz",
+                        help="offline: the old version's Inventory (a sibling "
+                        "A.details.json.gz, when present, names changes field by field)")
+    parser.add_argument("--to-inventory", type=Path, metavar="B.json.gz",
+                        help="offline: the new version's Inventory")
+    parser.add_argument("--out", type=Path, default=Path("out-upgrade"), metavar="DIR",
+                        help="where upgrade.json (and with --run the report and HUD files) "
+                        "go (default ./out-upgrade)")
+    parser.add_argument("--run", action="store_true",
+                        help="run the selection on both versions and report the differences")
+    parser.add_argument("--validate", action="store_true",
+                        help="also run every runnable variant on both versions and report "
+                        "what the selection caught and missed (implies --run)")
+    parser.add_argument("--specs", action="append", default=[], metavar="PATH",
+                        help="spec file or folder (repeatable; default: the bundled specs)")
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help="where the per-version environments live (default "
+                        "$SPYRE_CI_ENV_CACHE or ~/.cache/spyre-ci/envs)")
+    parser.add_argument("--rebuild-inventories", action="store_true",
+                        help="build both Inventories again even when cached")
+    parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
+                        help="share of unaffected variants run as a holdout (default 0.02)")
+    parser.add_argument("--seed", help="holdout seed (default 'FROM->TO')")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="pytest subprocesses at a time per version (default: CPU count)")
+    parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="per-test time limit (default 300)")
+    parser.add_argument("--memory-mb", type=int, default=8192,
+                        help="address-space limit per test subprocess (default 8192)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines")
+    parser.set_defaults(func=cmd_upgrade_diff)
+
+
+def _log(quiet: bool) -> Any:
+    def log(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+    return log
+
+
+def cmd_upgrade_diff(args: argparse.Namespace) -> int:
+    from workflows import upgrade
+
+    offline = args.from_inventory is not None or args.to_inventory is not None
+    online = args.from_version is not None or args.to_version is not None
+    if offline and online:
+        raise CommandError("give --from/--to (versions) or --from-inventory/--to-inventory "
+                           "(files), not both")
+    if not offline and not online:
+        raise CommandError("give --from VERSION --to VERSION, or --from-inventory A.json.gz "
+                           "--to-inventory B.json.gz")
+    if not 0.0 <= args.holdout <= 1.0:
+        raise CommandError(f"--holdout must be within [0, 1], not {args.holdout}")
+    try:
+        if offline:
+            return _offline(args)
+        return _online(args)
+    except upgrade.UpgradeError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _offline(args: argparse.Namespace) -> int:
+    from workflows import upgrade
+
+    if args.from_inventory is None or args.to_inventory is None:
+        raise CommandError("the offline form needs both --from-inventory and --to-inventory")
+    if args.run or args.validate:
+        raise CommandError("--run and --validate need environments: use --from VERSION "
+                           "--to VERSION")
+    old = upgrade.load_inventory(args.from_inventory)
+    new = upgrade.load_inventory(args.to_inventory)
+    d_old = upgrade.load_details(upgrade.details_path_for(args.from_inventory))
+    d_new = upgrade.load_details(upgrade.details_path_for(args.to_inventory))
+    diff, selection = upgrade.diff_and_select(old, new, d_old, d_new, holdout=args.holdout,
+                                              seed=args.seed)
+    sources = {"from_inventory": str(args.from_inventory),
+               "to_inventory": str(args.to_inventory)}
+    data = upgrade.upgrade_json(diff, selection, sources)
+    upgrade.write_json(args.out / "upgrade.json", data)
+    _print_summary(data, args.out / "upgrade.json")
+    return 0
+
+
+def _online(args: argparse.Namespace) -> int:
+    from workflows import upgrade
+    from workflows.shard_runner import Limits
+
+    if not args.from_version or not args.to_version:
+        raise CommandError("give both --from VERSION and --to VERSION")
+    if args.from_version == args.to_version:
+        raise CommandError(f"--from and --to are the same version ({args.from_version})")
+    log = _log(args.no_progress)
+    started_at = _now()
+    timings: dict[str, float] = {}
+    t = time.monotonic()
+    envs = [upgrade.provision(v, args.cache_dir, log=log)
+            for v in (args.from_version, args.to_version)]
+    timings["provision_s"] = time.monotonic() - t
+    built = [upgrade.build_inventory(e, args.specs, log=log, reuse=not args.rebuild_inventories)
+             for e in envs]
+    timings["inventories_s"] = sum(b.seconds for b in built)
+    old, new = built[0].inventory, built[1].inventory
+    t = time.monotonic()
+    diff, selection = upgrade.diff_and_select(old, new, built[0].details, built[1].details,
+                                              holdout=args.holdout, seed=args.seed)
+    timings["diff_select_s"] = time.monotonic() - t
+    sources = {"from_inventory": str(built[0].path), "to_inventory": str(built[1].path),
+               "environments": {e.version: str(e.path) for e in envs},
+               "specs": list(args.specs)}
+    data = upgrade.upgrade_json(diff, selection, sources)
+    out: Path = args.out
+    path = out / "upgrade.json"
+    if args.run or args.validate:
+        limits = Limits(args.test_timeout, 3 * 3600.0, args.memory_mb)
+        kw = {"specs": args.specs, "limits": limits, "jobs": args.jobs,
+              "show_progress": not args.no_progress, "log": log}
+        runs = [
+            upgrade.run_version(envs[0], selection.run_on_old(old), out / "work" / "from", **kw),
+            upgrade.run_version(envs[1], selection.run_on_new(), out / "work" / "to", **kw),
+        ]
+        moved = upgrade.moved_rows(diff, runs[0], runs[1])
+        data["run"] = upgrade.run_section(moved, runs[0], runs[1])
+        if args.validate:
+            data["validate"] = upgrade.validate_full(
+                diff, selection, envs, (old, new), runs, out / "work", **kw)
+        written = upgrade.export_report(out, diff, selection, moved, old, new, envs[1],
+                                        runs[1], started_at, _now())
+        data["report"] = {k: str(v) for k, v in sorted(written.items())}
+    data["timings"] = {k: round(v, 1) for k, v in timings.items()}
+    upgrade.write_json(path, data)
+    _print_summary(data, path)
+    return 0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _print_summary(data: dict[str, Any], path: Path) -> None:
+    sel = data["selection"]
+    api = data["api"]
+    print(f"torch {data['from_version']} -> {data['to_version']}: "
+          f"{data['variants_from']} -> {data['variants_to']} variants; "
+          f"{len(data['changed'])} changed, {len(data['added'])} added, "
+          f"{len(data['removed'])} removed; aten API: {len(api['added'])} added, "
+          f"{len(api['removed'])} removed, {len(api['signature_changed'])} re-signed")
+    if data["changed_by_what"]:
+        top = ", ".join(f"{k} {n}" for k, n in list(data["changed_by_what"].items())[:6])
+        print(f"changed variants name: {top}")
+    print(f"selected {sel['selected']} + holdout {sel['holdout']} of {sel['runnable_to']} "
+          f"runnable ({sel['share']:.1%}); {sel['removed_run_on_old']} removed run on "
+          f"{data['from_version']} only")
+    for note in data["notes"]:
+        print(f"note: {note}")
+    run = data.get("run")
+    if run:
+        cats = ", ".join(f"{k} {n}" for k, n in run["categories"].items())
+        print(f"ran {run['from']['ran']} on {data['from_version']} in {run['from']['wall_s']} s,"
+              f" {run['to']['ran']} on {data['to_version']} in {run['to']['wall_s']} s: {cats}")
+    val = data.get("validate")
+    if val:
+        print(f"validate: {val['outcome_changes']} outcome changes in the full run, "
+              f"{val['caught']} caught, {val['missed']} missed; the selection ran "
+              f"{val['share_ran']:.1%} of the variants")
+    if data.get("report"):
+        print(f"report: {data['report'].get('report.html', '')}")
+    print(f"written: {path}")
