@@ -6,6 +6,9 @@ to `{owner/repo: [oncalls]}`. A repository appears once across all levels.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +17,8 @@ from typing import Any
 import yaml
 
 from relay.events import RelayError
+
+log = logging.getLogger("relay.allowlist")
 
 LEVELS = ("L1", "L2", "L3", "L4")
 
@@ -49,6 +54,54 @@ class Allowlist:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+class AllowlistFile:
+    """An allowlist file, re-read when it changes (checked at most every `check_every` s), so
+    an edited allowlist takes effect without a restart. A change that does not parse is
+    logged and the last good allowlist stays in force."""
+
+    def __init__(self, path: str | Path, check_every: float = 5.0) -> None:
+        self.path = Path(path)
+        self.check_every = check_every
+        self._allowlist = load_allowlist(self.path)
+        self._stamp = self._stat()
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    def current(self) -> Allowlist:
+        now = time.monotonic()
+        if now - self._checked < self.check_every:
+            return self._allowlist
+        with self._lock:
+            self._checked = now
+            stamp = self._stat()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self._allowlist = load_allowlist(self.path)
+                    log.info("%s reloaded: %d repositories", self.path, len(self._allowlist))
+                except RelayError as exc:
+                    log.error(
+                        "%s changed but is invalid, keeping the previous one: %s", self.path, exc
+                    )
+        return self._allowlist
+
+    def get(self, repo: str) -> AllowlistEntry | None:
+        return self.current().get(repo)
+
+    def __iter__(self) -> Iterator[AllowlistEntry]:
+        return iter(self.current())
+
+    def __len__(self) -> int:
+        return len(self.current())
+
+    def _stat(self) -> tuple[int, int]:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return (0, 0)
+        return (info.st_mtime_ns, info.st_size)
 
 
 def load_allowlist(path: str | Path) -> Allowlist:

@@ -18,7 +18,7 @@ from typing import Any
 import redis
 from jsonschema import Draft202012Validator
 
-from relay.allowlist import Allowlist, AllowlistEntry, load_allowlist
+from relay.allowlist import Allowlist, AllowlistEntry, AllowlistFile
 from relay.callback_auth import BearerAuth, Unauthorized
 from relay.config import RelayConfig
 from relay.crcr_state import (
@@ -97,8 +97,8 @@ class CallbackService:
         self.config = config
         self.state = CrcrState(client)
         self.auth = BearerAuth(config.callback_tokens, config.oidc)
-        self.allowlist: Allowlist | None = (
-            load_allowlist(config.allowlist) if config.allowlist else None
+        self.allowlist: Allowlist | AllowlistFile | None = (
+            AllowlistFile(config.allowlist) if config.allowlist else None
         )
         self.adapter = adapter
         self.hud = hud if hud is not None else default_hud_publisher(config)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from relay.allowlist import Allowlist
+from relay.allowlist import Allowlist, AllowlistFile
 from relay.config import RelayConfig
 from relay.crcr_state import CrcrState
 from relay.events import RelayError, TriggerEvent
@@ -71,7 +71,7 @@ class Fanout:
         self,
         outbox: RedisIntake,
         adapter: GitHubAdapter,
-        allowlist: Allowlist,
+        allowlist: Allowlist | AllowlistFile,
         state: CrcrState,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from relay.allowlist import load_allowlist, parse_allowlist
+from relay.allowlist import AllowlistFile, load_allowlist, parse_allowlist
 from relay.config import load_config
 from relay.crcr_state import Rejected, plan
 from relay.events import RelayError
@@ -112,3 +113,17 @@ def test_state_transitions_are_pure() -> None:
     ]:
         with pytest.raises(Rejected, match=why):
             plan(status, current, dispatched, 200.0, "k")
+
+
+def test_allowlist_file_reloads_edits_and_keeps_the_last_good_one(tmp_path: Path) -> None:
+    path = tmp_path / "allowlist.yml"
+    path.write_text("L1:\n  - a/one\n")
+    allowlist = AllowlistFile(path, check_every=0)
+    assert allowlist.get("a/one") is not None and allowlist.get("b/two") is None
+    path.write_text("L1:\n  - a/one\nL4:\n  - b/two\n")
+    os.utime(path, ns=(1, 10**18))  # a distinct mtime even on coarse clocks
+    four = allowlist.get("b/two")
+    assert four is not None and four.level == "L4" and len(allowlist) == 2
+    path.write_text("L1:\n  - a/one\nL2:\n  - a/one\n")  # invalid: listed twice
+    os.utime(path, ns=(1, 2 * 10**18))
+    assert len(allowlist) == 2 and allowlist.get("b/two") is not None
