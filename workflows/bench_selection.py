@@ -1,0 +1,395 @@
+"""The mutation replay benchmark: selection quality measured by execution.
+
+For each mutation of a mutation set (`workflows.mutations`), the selector plans from what it
+would see upstream (the unified diff, the Inventory, a History holding the baseline run's
+statuses and durations); the ground truth is the set of variants whose outcome changes when
+they run with the mutation applied (one pytest subprocess per mutation through the shard
+runner, so a crash or hang costs one variant, not the run). Optionally the ground-truth run
+is restricted to the variants whose impact map touches the mutated code (exact; see
+`workflows.mutations.impact` and docs/selection-benchmark.md).
+
+    record = run_benchmark(BenchConfig(mutations=..., out=..., specs=[...]))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from suites.model import Expectation, Inventory, Outcome, Status
+from workflows.mutations import Mutation, MutationError, load_mutations, subprocess_env
+from workflows.mutations.impact import Trace, touched_variants
+from workflows.mutations.model import check_all
+from workflows.mutations.trace_plugin import OUT_VAR, SESSION
+from workflows.shard_runner import Limits, run_shard
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_MUTATIONS = REPO / "benchmarks" / "selection" / "mutations.yaml"
+DEFAULT_SPECS = REPO / "benchmarks" / "selection" / "specs"
+TRACE_PLUGIN = "workflows.mutations.trace_plugin"
+
+Log = Callable[[str], None]
+
+
+class BenchError(Exception):
+    """The benchmark cannot run; the message names the input and what to do."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    mutations: Path = DEFAULT_MUTATIONS
+    out: Path = Path("out/bench-selection")
+    specs: tuple[str, ...] = (str(DEFAULT_SPECS),)
+    only: tuple[str, ...] = ()  # mutation ids; empty: all
+    restrict: bool = True  # ground truth only on variants the impact map says can change
+    check_restriction: tuple[str, ...] = ()  # also run these mutations unrestricted, compare
+    impact_map: Path | None = None  # a recorded trace; default: record one
+    jobs: int = 1
+    holdout: float = 0.02
+    test_timeout_s: float = 120.0
+    command: str = ""
+
+
+@dataclass
+class MutationResult:
+    mutation: Mutation
+    decision: str
+    fallback: str | None
+    selected: list[str]
+    holdout: list[str]
+    eligible: int
+    ran: int
+    restricted: bool
+    changed: dict[str, str]  # id -> "baseline -> mutated"
+    wall_s: float
+    count_ratio: float
+    time_ratio: float
+    missed_why: dict[str, str] = field(default_factory=dict)
+    unrestricted_changed: dict[str, str] | None = None
+
+    @property
+    def caught(self) -> list[str]:
+        chosen = set(self.selected)
+        return sorted(v for v in self.changed if v in chosen)
+
+    @property
+    def missed(self) -> list[str]:
+        chosen = set(self.selected)
+        return sorted(v for v in self.changed if v not in chosen)
+
+    @property
+    def holdout_found(self) -> list[str]:
+        held = set(self.holdout)
+        return sorted(v for v in self.changed if v in held)
+
+    @property
+    def estimated_missed(self) -> float:
+        """The Verify estimate: holdout miss rate x unselected variants."""
+        if not self.holdout:
+            return 0.0
+        unselected = self.eligible - len(self.selected)
+        return len(self.holdout_found) / len(self.holdout) * unselected
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            **self.mutation.to_json(),
+            "decision": self.decision, "fallback": self.fallback,
+            "failing": len(self.changed), "failing_ids": dict(sorted(self.changed.items())),
+            "selected": len(self.selected), "holdout": len(self.holdout),
+            "caught": self.caught, "missed": self.missed, "missed_why": self.missed_why,
+            "holdout_found": self.holdout_found,
+            "estimated_missed": round(self.estimated_missed, 3),
+            "count_ratio": round(self.count_ratio, 5), "time_ratio": round(self.time_ratio, 5),
+            "ground_truth_ran": self.ran, "ground_truth_restricted": self.restricted,
+            "wall_s": round(self.wall_s, 1),
+        }
+        if self.unrestricted_changed is not None:
+            data["unrestricted_failing_ids"] = dict(sorted(self.unrestricted_changed.items()))
+            data["restriction_exact"] = self.unrestricted_changed == self.changed
+        return data
+
+
+def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
+    """Baseline, (impact map), then every mutation; returns the record (also written)."""
+    import selector
+
+    started = time.monotonic()
+    out = config.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        mutations = load_mutations(config.mutations)
+        if config.only:
+            unknown = sorted(set(config.only) - {m.id for m in mutations})
+            if unknown:
+                raise BenchError(f"{config.mutations}: no mutation with id "
+                                 f"{', '.join(unknown)}")
+            mutations = [m for m in mutations if m.id in config.only]
+        check_all(mutations)
+    except MutationError as exc:
+        raise BenchError(str(exc)) from None
+    specs = tuple(str(Path(s).resolve()) for s in config.specs)
+    inventory = _inventory(specs, out, log)
+    ids = [v.id for v in inventory.variants if v.expectation is not Expectation.SKIP]
+    limits = Limits(test_timeout_s=config.test_timeout_s)
+
+    log(f"baseline: {len(ids)} variants, unmutated")
+    baseline = _run("baseline", ids, out / "work" / "baseline", specs, limits, None)
+    _save_outcomes(out / "baseline.json", baseline)
+    durations = {vid: o.duration_s for vid, o in baseline.items()}
+    total_s = sum(durations.values())
+    history = selector.History(
+        variants={vid: selector.VariantHistory(recent=(o.status,), mean_duration_s=o.duration_s,
+                                               baseline=o.status)
+                  for vid, o in baseline.items()},
+        known_variants=frozenset(inventory.by_id()),
+    )
+    trace = None
+    if config.restrict:
+        trace = _trace(config, ids, out, specs, limits, log)
+    index = selector.InventoryIndex.build(inventory)
+
+    lock = threading.Lock()
+    results: dict[str, MutationResult] = {}
+
+    def one(mutation: Mutation) -> None:
+        result = _replay(mutation, inventory, index, history, baseline, ids, durations, total_s,
+                         trace, config, out, specs, limits)
+        if mutation.id in config.check_restriction and result.restricted:
+            full = _run(mutation.id + ".full", ids, out / "work" / (mutation.id + ".full"),
+                        specs, limits, subprocess_env(mutation, out / "work" / mutation.id))
+            result.unrestricted_changed = _changed(baseline, full)
+        with lock:
+            results[mutation.id] = result
+            log(f"[{len(results)}/{len(mutations)}] {mutation.id}: {result.decision}, "
+                f"selected {len(result.selected)}, failing {len(result.changed)}, caught "
+                f"{len(result.caught)}, missed {len(result.missed)} "
+                f"(ran {result.ran}, {result.wall_s:.0f} s)")
+
+    with ThreadPoolExecutor(max_workers=max(1, config.jobs)) as pool:
+        for future in [pool.submit(one, m) for m in mutations]:
+            future.result()
+    ordered = [results[m.id] for m in mutations]
+    record = _record(config, ordered, inventory, baseline, total_s, trace is not None,
+                     time.monotonic() - started)
+    (out / "selection.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return record
+
+
+def _inventory(specs: Sequence[str], out: Path, log: Log) -> Inventory:
+    from suites.inventory import build_inventory
+    from suites.loader import SpecError
+
+    log(f"inventory of {', '.join(specs)}")
+    try:
+        inventory = build_inventory(list(specs))
+    except SpecError as exc:
+        raise BenchError(f"the benchmark specs do not lint:\n{exc}") from None
+    if not inventory.variants:
+        raise BenchError(f"{', '.join(specs)}: no variants; check the specs")
+    inventory.save(out / "inventory.json.gz")
+    return inventory
+
+
+def _run(name: str, ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits,
+         env: Mapping[str, str] | None) -> dict[str, Outcome]:
+    result = run_shard(name, list(ids), work, limits=limits, specs=list(specs),
+                       env=dict(env) if env else None)
+    return {o.id: o for o in result.outcomes}
+
+
+def _trace(config: BenchConfig, ids: Sequence[str], out: Path, specs: Sequence[str],
+           limits: Limits, log: Log) -> Trace:
+    if config.impact_map is not None:
+        try:
+            data = json.loads(config.impact_map.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BenchError(f"{config.impact_map}: not a readable impact map: {exc}") from None
+        return Trace.from_json(data)
+    log(f"impact map: tracing {len(ids)} variants (functions and aten ops)")
+    data = record_impact_map(ids, out / "work" / "trace", specs, limits)
+    (out / "impact-map.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
+    return Trace.from_json(data)
+
+
+def record_impact_map(ids: Sequence[str], work: Path, specs: Sequence[str],
+                      limits: Limits) -> dict[str, Any]:
+    """Run `ids` once with the tracing plugin; the ImpactMap JSON (selector/impact.py) plus
+    `session` (what ran outside any test: imports and collection)."""
+    from importlib import metadata
+
+    work.mkdir(parents=True, exist_ok=True)
+    trace_file = work / "trace.jsonl"
+    if trace_file.exists():
+        trace_file.unlink()
+    env = {"PYTEST_PLUGINS": TRACE_PLUGIN, OUT_VAR: str(trace_file)}
+    outcomes = _run("trace", ids, work, specs, limits, env)
+    variants: dict[str, dict[str, list[str]]] = {}
+    session = {"functions": set(), "aten_ops": set()}  # type: dict[str, set[str]]
+    for line in trace_file.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if entry["id"] == SESSION:
+            # One per subprocess (a crash starts another): every process's imports count.
+            session["functions"].update(entry["functions"])
+            session["aten_ops"].update(entry["aten_ops"])
+        else:
+            variants[entry["id"]] = {"functions": entry["functions"],
+                                     "aten_ops": entry["aten_ops"]}
+    crashed = [vid for vid, o in outcomes.items()
+               if o.status in (Status.CRASHED, Status.TIMEOUT) or vid not in variants]
+    for vid in crashed:
+        variants.pop(vid, None)  # an incomplete trace must not restrict anything
+    try:
+        torch_version = metadata.version("torch").split("+")[0]
+    except metadata.PackageNotFoundError:
+        torch_version = ""
+    return {"format": 1, "torch_version": torch_version, "variants": variants,
+            "session": {k: sorted(v) for k, v in session.items()},
+            "untraced": sorted(crashed)}
+
+
+def _replay(mutation: Mutation, inventory: Inventory, index: Any, history: Any,
+            baseline: Mapping[str, Outcome], ids: Sequence[str], durations: Mapping[str, float],
+            total_s: float, trace: Trace | None, config: BenchConfig, out: Path,
+            specs: Sequence[str], limits: Limits) -> MutationResult:
+    import selector
+    from selector.explain import why
+
+    changes = selector.ChangeSet.from_diff(mutation.diff, source=mutation.id)
+    plan = selector.plan(changes, index, history,
+                         selector.PlanConfig(holdout_rate=config.holdout, seed=mutation.id))
+    selected = list(plan.selected_ids)
+    touched = touched_variants(mutation, trace, ids) if trace is not None else None
+    to_run = [vid for vid in ids if touched is None or vid in touched]
+    work = out / "work" / mutation.id
+    env = subprocess_env(mutation, work)
+    began = time.monotonic()
+    outcomes = _run(mutation.id, to_run, work, specs, limits, env) if to_run else {}
+    wall = time.monotonic() - began
+    changed = _changed(baseline, outcomes)
+    chosen = set(selected)
+    result = MutationResult(
+        mutation=mutation, decision=plan.decision, fallback=plan.fallback, selected=selected,
+        holdout=list(plan.holdout), eligible=int(plan.totals.get("eligible", len(ids))),
+        ran=len(to_run), restricted=touched is not None, changed=changed, wall_s=wall,
+        count_ratio=len(selected) / len(ids) if ids else 0.0,
+        time_ratio=(sum(durations.get(v, 0.0) for v in selected) / total_s) if total_s else 0.0,
+    )
+    for vid in changed:
+        if vid not in chosen:
+            result.missed_why[vid] = _first_lines(why(plan, vid, inventory), 4)
+    return result
+
+
+def _changed(baseline: Mapping[str, Outcome], outcomes: Mapping[str, Outcome]) -> dict[str, str]:
+    return {vid: f"{baseline[vid].status} -> {o.status}" for vid, o in outcomes.items()
+            if vid in baseline and o.status != baseline[vid].status}
+
+
+def _first_lines(text: str, n: int) -> str:
+    return " | ".join(line.strip() for line in text.splitlines()[:n] if line.strip())
+
+
+def _save_outcomes(path: Path, outcomes: Mapping[str, Outcome]) -> None:
+    path.write_text(json.dumps({vid: o.to_json() for vid, o in sorted(outcomes.items())},
+                               indent=0) + "\n", encoding="utf-8")
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return round(num / den, 5) if den else None
+
+
+def _record(config: BenchConfig, results: Sequence[MutationResult], inventory: Inventory,
+            baseline: Mapping[str, Outcome], total_s: float, restricted: bool,
+            wall_s: float) -> dict[str, Any]:
+    failing = sum(len(r.changed) for r in results)
+    caught = sum(len(r.caught) for r in results)
+    with_failure = [r for r in results if r.changed]
+    caught_some = [r for r in with_failure if r.caught]
+    est_missed = sum(r.estimated_missed for r in results)
+    est_with_failure = [r for r in results if r.caught or r.holdout_found]
+    counts: dict[str, int] = {}
+    for o in baseline.values():
+        counts[str(o.status)] = counts.get(str(o.status), 0) + 1
+    test_recall = _ratio(caught, failing)
+    checks = [r for r in results if r.unrestricted_changed is not None]
+    return {
+        "name": "selection",
+        "value": test_recall,
+        "unit": "test recall (failing variants selected / failing variants)",
+        "command": config.command,
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
+                   f"{platform.python_version()}, {platform.system()} (shared with other work)",
+        "notes": ("benchmark inventory (benchmarks/selection/specs), not the full bundled one; "
+                  "ground truth = variants whose status differs from the unmutated baseline"
+                  + ("; ground-truth runs restricted by the impact map (exact, see "
+                     "docs/selection-benchmark.md)" if restricted else "")),
+        "test_recall": test_recall,
+        "change_recall": _ratio(len(caught_some), len(with_failure)),
+        "count_ratio": _ratio(sum(len(r.selected) for r in results),
+                              sum(r.eligible for r in results)),
+        "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
+        "holdout_estimate": {
+            "test_recall": _ratio(caught, caught + est_missed),
+            "change_recall": _ratio(len(caught_some), len(est_with_failure)),
+            "estimated_missed": round(est_missed, 2),
+            "mutations_with_holdout_failure": sum(1 for r in results if r.holdout_found),
+        },
+        "truth": {"failing": failing, "caught": caught, "missed": failing - caught,
+                  "mutations": len(results), "mutations_with_failure": len(with_failure),
+                  "mutations_caught": len(caught_some)},
+        "aim": {"change_recall": 1.0, "test_recall": 0.99, "time_ratio": 0.10},
+        "inventory": {"specs": [str(Path(s).relative_to(REPO)) if Path(s).is_relative_to(REPO)
+                                else s for s in config.specs],
+                      "variants": len(inventory.variants), "runnable": len(baseline),
+                      "baseline_statuses": counts, "baseline_test_s": round(total_s, 1)},
+        "restriction": {
+            "used": restricted,
+            "checked_against_unrestricted": [r.mutation.id for r in checks],
+            "exact_on_all_checked": all(r.unrestricted_changed == r.changed for r in checks),
+            "variants_run": sum(r.ran for r in results),
+            "variants_unrestricted": len(baseline) * len(results),
+        },
+        "wall_s": round(wall_s, 1),
+        "mutations": [r.to_json() for r in results],
+    }
+
+
+def summary_lines(record: Mapping[str, Any]) -> list[str]:
+    """The figures as a short table for the terminal."""
+    lines = [f"{'mutation':30s} {'decision':9s} {'sel':>4s} {'fail':>4s} {'caught':>6s} "
+             f"{'missed':>6s} {'time%':>6s}"]
+    for m in record["mutations"]:
+        lines.append(f"{m['id'][:30]:30s} {m['decision']:9s} {m['selected']:4d} "
+                     f"{m['failing']:4d} {len(m['caught']):6d} {len(m['missed']):6d} "
+                     f"{100 * m['time_ratio']:6.2f}")
+
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f} %"
+
+    h = record["holdout_estimate"]
+    lines += [
+        f"test recall {pct(record['test_recall'])} (holdout estimate {pct(h['test_recall'])}), "
+        f"change recall {pct(record['change_recall'])} (holdout estimate "
+        f"{pct(h['change_recall'])})",
+        f"selection ratio by count {pct(record['count_ratio'])}, by time "
+        f"{pct(record['time_ratio'])}",
+    ]
+    return lines
+
+
+def command_line() -> str:
+    return " ".join(["spyre-ci", *sys.argv[1:]]) if sys.argv else "spyre-ci bench selection"
