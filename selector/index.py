@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from selector.aliases import alias_index
+from selector.levels import subject_level
 from selector.opnames import compact, family_of, op_key
 from suites.model import Expectation, Inventory, Variant
 
@@ -27,6 +28,7 @@ class InventoryIndex:
     by_watch: Mapping[tuple[str, ...], tuple[str, ...]]  # distinct watch tuple -> ids
     family_of_id: Mapping[str, str]
     op_of_id: Mapping[str, str]
+    level_of_id: Mapping[str, int]  # see selector.levels
     families: frozenset[str]
     compact_families: Mapping[str, str]  # compact(name) -> family, for file-stem guesses
 
@@ -41,16 +43,18 @@ class InventoryIndex:
         by_watch: dict[tuple[str, ...], list[str]] = defaultdict(list)
         family_of_id: dict[str, str] = {}
         op_of_id: dict[str, str] = {}
-        memo: dict[str, tuple[str, str]] = {}  # subjects repeat across dtypes and templates
+        level_of_id: dict[str, int] = {}
+        memo: dict[str, tuple[str, str, int]] = {}  # subjects repeat across dtypes, templates
         for v in inventory.variants:
             memo_key = f"{v.subject}\0{v.family}"
             cached = memo.get(memo_key)
             if cached is None:
                 family = family_of(v.family or v.subject, aliases)
-                cached = (op_key(v.subject), family)
+                cached = (op_key(v.subject), family, subject_level(v.subject))
                 memo[memo_key] = cached
-            op, family = cached
+            op, family, level = cached
             op_of_id[v.id] = op
+            level_of_id[v.id] = level
             family_of_id[v.id] = family
             by_op[op].append(v.id)
             by_family[family].append(v.id)
@@ -79,6 +83,7 @@ class InventoryIndex:
             by_watch={k: tuple(v) for k, v in by_watch.items()},
             family_of_id=family_of_id,
             op_of_id=op_of_id,
+            level_of_id=level_of_id,
             families=families,
             compact_families=compact_families,
         )

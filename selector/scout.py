@@ -12,6 +12,7 @@ from selector.areas import classify
 from selector.changeset import ChangeSet
 from selector.diff import FilePatch, iter_changed_lines
 from selector.index import InventoryIndex
+from selector.levels import LEVEL_MODULE, source_level
 from selector.opnames import Touch, canonical, compact, touched_names
 
 NIGHTLY_KINDS = ("nightly", "periodic")
@@ -53,13 +54,18 @@ class TouchedOp:
     name: str  # canonical op name (namespace kept, overload dropped)
     evidence: tuple[str, ...]  # "path: how"
     weak: bool = False  # only a file-name guess points at it
+    # How high in the stack the change sits (`selector.levels`: 0 ops, 1 nn modules). Family
+    # matches reach variants at this level or above: callers depend on callees, not the reverse.
+    level: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "evidence": list(self.evidence), "weak": self.weak}
+        return {"name": self.name, "evidence": list(self.evidence), "weak": self.weak,
+                "level": self.level}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TouchedOp:
-        return cls(data["name"], tuple(data.get("evidence", ())), bool(data.get("weak")))
+        return cls(data["name"], tuple(data.get("evidence", ())), bool(data.get("weak")),
+                   int(data.get("level", 0)))
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ def scout(
     path_facts: list[PathFact] = []
     ops: dict[str, list[str]] = {}
     weak_only: dict[str, bool] = {}
+    level: dict[str, int] = {}
     templates: set[str] = set()
     functions: dict[str, None] = {}
     for changed in changes.paths:
@@ -162,6 +169,7 @@ def scout(
             if note not in evidence:
                 evidence.append(note)
             weak_only[name] = weak_only.get(name, True) and touch.weak
+            level[name] = min(level.get(name, LEVEL_MODULE), source_level(touch.path))
         unresolved = (rule.policy == "targeted" and rule.unresolved_is_blind
                       and not named and not untested)
         path_facts.append(PathFact(
@@ -170,7 +178,8 @@ def scout(
             tuple(dict.fromkeys(untested)),
         ))
     touched = tuple(
-        TouchedOp(name, tuple(ev[:_EVIDENCE_LIMIT]), weak_only[name]) for name, ev in ops.items()
+        TouchedOp(name, tuple(ev[:_EVIDENCE_LIMIT]), weak_only[name], level[name])
+        for name, ev in ops.items()
     )
     decision, reasons = _decide(changes, path_facts, set(full_run_labels))
     completeness = _completeness(changes, path_facts)

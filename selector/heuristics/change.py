@@ -62,9 +62,11 @@ class OpMatch:
             exact = WEAK_EXACT_OP if op.weak else EXACT_OP
             related = WEAK_FAMILY_OP if op.weak else FAMILY_OP
             _keep_best(scores, exact_ids, Score(exact, f"op {op.name} touched ({where})"))
+            # Callers depend on callees: a family match reaches its level and above only.
+            level = index.level_of_id
             _keep_best(
                 scores,
-                index.by_family.get(family, ()),
+                (v for v in index.by_family.get(family, ()) if level[v] >= op.level),
                 Score(related, f"same op family {family!r} as touched op {op.name} ({where})"),
             )
         return scores

@@ -257,3 +257,18 @@ def test_plan_json_round_trip(index: InventoryIndex) -> None:
     assert again.facts == p.facts and again.selected == p.selected
     with pytest.raises(SelectorError, match="plan format"):
         Plan.from_json({**data, "format": 99})
+
+
+def test_a_module_change_reaches_module_tests_not_the_op_family(inventory: Inventory) -> None:
+    body = ("diff --git a/torch/nn/modules/linear.py b/torch/nn/modules/linear.py\n"
+            "--- a/torch/nn/modules/linear.py\n+++ b/torch/nn/modules/linear.py\n"
+            "@@ -10,1 +10,1 @@ class Linear(Module):\n-a\n+b\n")
+    p = plan(diff_change(body=body), inventory)
+    assert subjects(p.selected_ids) == {"nn.Linear"}
+    # while a kernel change of the same family reaches the module too
+    kernel = ("diff --git a/aten/src/ATen/native/LinearAlgebra.cpp "
+              "b/aten/src/ATen/native/LinearAlgebra.cpp\n"
+              "--- a/aten/src/ATen/native/LinearAlgebra.cpp\n"
+              "+++ b/aten/src/ATen/native/LinearAlgebra.cpp\n"
+              "@@ -10,1 +10,1 @@ TORCH_IMPL_FUNC(addmm_out_cpu)\n-a\n+b\n")
+    assert "nn.Linear" in subjects(plan(diff_change(body=kernel), inventory).selected_ids)
