@@ -34,10 +34,6 @@ class ChangeSet:
     delivery_id: str = ""
     rerun: str | None = None  # "failed" | "full" | None, as TriggerEvent.rerun
 
-    @property
-    def path_names(self) -> tuple[str, ...]:
-        return tuple(p.path for p in self.paths)
-
     @classmethod
     def from_diff(
         cls,

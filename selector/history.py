@@ -38,10 +38,6 @@ class VariantHistory:
     baseline: Status | None = None
 
     @property
-    def last(self) -> Status | None:
-        return self.recent[-1] if self.recent else None
-
-    @property
     def failing(self) -> bool:
         """Failing now: the last run failed, or the baseline is red."""
         return bool(self.recent and self.recent[-1] in FAILURES) or self.baseline in FAILURES
@@ -76,12 +72,6 @@ class History:
 
     def get(self, variant_id: str) -> VariantHistory | None:
         return self.variants.get(variant_id)
-
-    def duration(self, variant_id: str, default: float) -> float:
-        entry = self.variants.get(variant_id)
-        if entry is None or entry.mean_duration_s is None:
-            return default
-        return entry.mean_duration_s
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -119,7 +119,7 @@ def verify(
     expansion_limit: int = EXPANSION_LIMIT,
 ) -> Verdict:
     """Judge a finished run. `on_baseline`: the change landed, so results become the baseline."""
-    index = inventory if isinstance(inventory, InventoryIndex) else InventoryIndex.build(inventory)
+    index = InventoryIndex.of(inventory)
     holdout = set(plan.holdout)
     rerun_by_id: dict[str, list[Status]] = {}
     for r in reruns:
