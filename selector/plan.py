@@ -283,9 +283,12 @@ def _decide(
         for vid in holdout:
             reason = unselected.pop(vid, None)
             skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
+    durations.prefetch(chosen)
+    durations.prefetch(holdout)
+    no_reasons: list[Reason] = []
     selected = tuple(
-        Selected(vid, scores.get(vid, 0.0), (*reasons.get(vid, ()), *tail), durations[vid],
-                 vid in mandatory)
+        Selected(vid, scores.get(vid, 0.0), (*reasons.get(vid, no_reasons), *tail),
+                 durations[vid], vid in mandatory)
         for vid in chosen
     )
     run = [*chosen, *holdout]
@@ -332,6 +335,15 @@ class _Durations(dict[str, float]):
         mean = None if entry is None else entry.mean_duration_s
         self[vid] = value = self.default if mean is None else mean
         return value
+
+    def prefetch(self, ids: Iterable[str]) -> None:
+        """Look many up at once (a full run): one loop instead of a `__missing__` call each."""
+        known, default = self.history.variants, self.default
+        for vid in ids:
+            if vid not in self:
+                entry = known.get(vid)
+                mean = None if entry is None else entry.mean_duration_s
+                self[vid] = default if mean is None else mean
 
     def total(self, ids: frozenset[str]) -> float:
         """Sum over `ids` without a lookup per id: timed ones from History, the rest default."""

@@ -34,7 +34,10 @@ def shard_lpt(ids: Sequence[str], durations: Mapping[str, float], count: int) ->
     heap = [(0.0, i) for i in range(count)]
     members: list[list[str]] = [[] for _ in range(count)]
     loads = [0.0] * count
-    for vid in sorted(ids, key=lambda v: (-durations[v], v)):
+    # Longest first, ties by id: a stable reverse sort keeps the id order among equals.
+    ordered = sorted(ids)
+    ordered.sort(key=durations.__getitem__, reverse=True)
+    for vid in ordered:
         load, i = heapq.heappop(heap)
         members[i].append(vid)
         loads[i] = load + durations[vid]
