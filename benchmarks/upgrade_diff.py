@@ -36,7 +36,16 @@ def main() -> int:
     parser.add_argument("--name", default="upgrade_diff")
     parser.add_argument("--notes", default="")
     parser.add_argument("--out", type=Path, help="keep the run's output here")
+    parser.add_argument("--sample-ops", type=int, default=0, metavar="N",
+                        help="instead of --specs: a spec like suites/specs/ops.yaml over N "
+                        "op_db subjects drawn at random (seeded) from both committed "
+                        "Inventories, for a --validate that fits the time at hand")
+    parser.add_argument("--sample-seed", default="upgrade-validate")
     args = parser.parse_args()
+    sampled: list[str] = []
+    if args.sample_ops:
+        spec, sampled = sample_spec(args.sample_ops, args.sample_seed)
+        args.specs = [str(spec)]
 
     out = args.out or Path(tempfile.mkdtemp(prefix="upgrade-bench-"))
     command = [sys.executable, "-m", "workflows", "upgrade-diff", "--from", args.old,
@@ -64,7 +73,9 @@ def main() -> int:
         "command": "  ".join([".venv/bin/python benchmarks/upgrade_diff.py",
                               *(["--run"] if args.run else []),
                               *(["--validate"] if args.validate else []),
-                              *[f"--specs {shlex.quote(s)}" for s in args.specs],
+                              *([f"--sample-ops {args.sample_ops} --sample-seed "
+                                 f"{args.sample_seed}"] if args.sample_ops else
+                                [f"--specs {shlex.quote(s)}" for s in args.specs]),
                               f"--jobs {args.jobs}", f"--name {args.name}"]).replace("  ", " "),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
@@ -92,6 +103,8 @@ def main() -> int:
         "command_wall_s": round(wall, 1),
         "load_average_1m_at_end": round(os.getloadavg()[0], 2),
     }
+    if sampled:
+        record["sampled_ops"] = sampled
     if "run" in data:
         run = data["run"]
         record["run"] = {"from": run["from"], "to": run["to"], "categories": run["categories"],
@@ -106,6 +119,37 @@ def main() -> int:
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"recorded {path}")
     return 0
+
+
+TEMPLATES = ("compare_cpu", "out", "noncontiguous_samples", "variant_consistency_eager",
+             "backward", "errors")
+
+
+def sample_spec(n: int, seed: str) -> tuple[Path, list[str]]:
+    """A temporary ops spec over `n` seeded-random op_db subjects of either version."""
+    import random
+
+    subjects: set[str] = set()
+    for version in ("2.13.0", "2.14.1"):
+        path = ROOT / "tests" / "fixtures" / f"inventory-{version}.json.gz"
+        subjects |= {i.split("::")[2] for i in _ids(str(path))
+                     if i.startswith("ops::") and not i.split("::")[2].startswith("_refs.")}
+    chosen = sorted(random.Random(seed).sample(sorted(subjects), n))
+    folder = Path(tempfile.mkdtemp(prefix="upgrade-sample-"))
+    expectations = ROOT / "suites" / "specs" / "ops.expectations.yaml"
+    (folder / "ops.expectations.yaml").write_text(expectations.read_text(encoding="utf-8"),
+                                                  encoding="utf-8")
+    include = "\n".join(f"          - {{name: {json.dumps(name)}}}" for name in chosen)
+    spec = folder / "ops.yaml"
+    spec.write_text(
+        "test_suite_config:\n  version: 1\n  name: ops\n  timeout_s: 120\n  opinfo:\n"
+        "    - db: op_db\n"
+        f"      templates: [{', '.join(TEMPLATES)}]\n"
+        "      dtypes: [float32, float16, bfloat16]\n      opinfo_decorators: true\n"
+        "      max_samples: 8\n      unlisted_test_mode: mandatory_success\n"
+        "      expectations_file: ops.expectations.yaml\n"
+        f"      ops:\n        include:\n{include}\n", encoding="utf-8")
+    return spec, chosen
 
 
 def _ids(path: str) -> list[str]:

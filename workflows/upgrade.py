@@ -41,7 +41,8 @@ from workflows.shard_runner import Limits, ProgressCallback, run_shard
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MARKER = ".spyre-ci-env.json"
-EXTRA_PACKAGES = ("expecttest", "numpy", "pyyaml", "jsonschema")
+# pytest: the shard subprocesses are pytest runs of the suites plugin.
+EXTRA_PACKAGES = ("expecttest", "numpy", "pyyaml", "jsonschema", "pytest")
 DETAILS_FORMAT = 1
 
 Log = Callable[[str], None]
@@ -132,6 +133,13 @@ def provision(
         except (OSError, json.JSONDecodeError):
             recorded = {}
         if {k: recorded.get(k) for k in wanted} == wanted and env.installed_torch() == version:
+            missing = [p for p in EXTRA_PACKAGES if p not in recorded.get("packages", ())]
+            if missing:  # made by an older spyre-ci: add what is new, keep the rest
+                log(f"torch {version}: adding {', '.join(missing)} to {env.path}")
+                _run_logged([env.python, "-m", "pip", "install", "--disable-pip-version-check",
+                             *missing], cache / f"torch-{version}.log", log, f"{version} extras")
+                marker.write_text(json.dumps({**recorded, "packages": list(EXTRA_PACKAGES)})
+                                  + "\n", encoding="utf-8")
             log(f"torch {version}: reusing {env.path}")
             return env
     if env.path.exists():
@@ -154,7 +162,8 @@ def provision(
     if got != version:
         raise UpgradeError(f"torch {version}: the environment has torch {got!r} after install;"
                            f" see {log_file}")
-    marker.write_text(json.dumps({**wanted, "created_s": round(time.monotonic() - started, 1)})
+    marker.write_text(json.dumps({**wanted, "packages": list(EXTRA_PACKAGES),
+                                  "created_s": round(time.monotonic() - started, 1)})
                       + "\n", encoding="utf-8")
     log(f"torch {version}: ready in {time.monotonic() - started:.0f} s ({_size(env.path)})")
     return env
@@ -443,7 +452,8 @@ def run_version(
     """Run `ids` on one version with a progress line."""
     from workflows.progress import Progress
 
-    log(f"torch {env.version}: running {len(ids)} variants in {max(1, jobs)} shard(s)")
+    shards = max(1, min(jobs, len(ids)))
+    log(f"torch {env.version}: running {len(ids)} variants in {shards} shard(s)")
     progress = Progress(len(ids)) if show_progress and ids else None
     outcomes, junit, wall = run_ids(env, list(ids), work_dir, specs=specs, limits=limits,
                                     jobs=jobs, progress=progress)
@@ -578,7 +588,7 @@ def export_report(
         kind="periodic", delivery_id=run_id, repo="pytorch/pytorch",
         head_sha=new_inventory.torch_git_version, base_sha=old_inventory.torch_git_version,
         ref=f"v{diff.to_version}", source="cli", upstream_event="upgrade",
-        commit_messages=(f"torch {diff.from_version} -> {diff.to_version}",),
+        commit_messages=(f"upgrade torch {diff.from_version} to {diff.to_version}",),
     )
     record = RunRecord(
         run_id=run_id, attempt=1, downstream_repo="torch-spyre/torch-spyre",

@@ -198,5 +198,5 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
               f"{val['caught']} caught, {val['missed']} missed; the selection ran "
               f"{val['share_ran']:.1%} of the variants")
     if data.get("report"):
-        print(f"report: {data['report'].get('report.html', '')}")
+        print(f"report: {data['report'].get('report_html', '')}")
     print(f"written: {path}")
