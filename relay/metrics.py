@@ -48,6 +48,7 @@ class Metrics:
         self._pending: Counter[tuple[str, str]] = Counter()
         self._pending_float: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._wake = threading.Event()
         self._flusher: threading.Thread | None = None
         self._flusher_pid = 0
@@ -66,25 +67,30 @@ class Metrics:
         self._wake.set()
 
     def flush(self) -> None:
-        """Add this process's pending increments to Redis now (kept if Redis fails)."""
-        with self._lock:
-            counts, sums = self._pending, self._pending_float
-            self._pending, self._pending_float = Counter(), defaultdict(float)
-        if not counts and not sums:
-            return
-        # MULTI/EXEC: all increments land or none do, so a retry never counts twice.
-        pipe = self.client.pipeline(transaction=True)
-        for (key, name), count in counts.items():
-            pipe.hincrby(key, name, count)
-        for (key, name), total in sums.items():
-            pipe.hincrbyfloat(key, name, total)
-        try:
-            pipe.execute()
-        except redis.RedisError:
-            with self._lock:  # kept; added by the next flush that succeeds
-                self._pending.update(counts)
-                for field_key, total in sums.items():
-                    self._pending_float[field_key] += total
+        """Add this process's pending increments to Redis now (kept if Redis fails).
+
+        Flushes are serialized: one that returns has seen every earlier one land, so
+        /metrics never reads Redis while this process's counts are in flight.
+        """
+        with self._flush_lock:
+            with self._lock:
+                counts, sums = self._pending, self._pending_float
+                self._pending, self._pending_float = Counter(), defaultdict(float)
+            if not counts and not sums:
+                return
+            # MULTI/EXEC: all increments land or none do, so a retry never counts twice.
+            pipe = self.client.pipeline(transaction=True)
+            for (key, name), count in counts.items():
+                pipe.hincrby(key, name, count)
+            for (key, name), total in sums.items():
+                pipe.hincrbyfloat(key, name, total)
+            try:
+                pipe.execute()
+            except redis.RedisError:
+                with self._lock:  # kept; added by the next flush that succeeds
+                    self._pending.update(counts)
+                    for field_key, total in sums.items():
+                        self._pending_float[field_key] += total
 
     def _ensure_flusher(self) -> None:
         # Started lazily in the process that serves: a thread does not survive gunicorn's fork.

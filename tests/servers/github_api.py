@@ -31,6 +31,7 @@ Any repository is known on first use; unknown comparisons answer 404 like GitHub
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -93,7 +94,7 @@ class GitHubAPIServer:
     installation_tokens: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        key = _app_key()
         self.private_key_pem: bytes = key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.TraditionalOpenSSL,
@@ -403,6 +404,12 @@ class GitHubAPIServer:
         with self._lock:
             self.dispatches.append({"repo": f"{owner}/{repo}", **data})
         return 204, None, {}
+
+
+@functools.cache
+def _app_key() -> rsa.RSAPrivateKey:
+    """The App's RSA key: one per test process (generating 2048-bit keys is slow)."""
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 _SHA = r"[^/]+"
