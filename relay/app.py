@@ -24,7 +24,7 @@ from relay.config import RelayConfig
 from relay.events import Ignored, RelayError, TriggerEvent, normalize
 from relay.fanout import FANOUT_GROUP, FANOUT_STREAM, Fanout, forward_event
 from relay.github import GitHubAdapter
-from relay.intake import QueueUnavailable, RedisIntake, connect
+from relay.intake import Queue, QueueUnavailable, RedisIntake, connect
 from relay.metrics import Metrics
 
 log = logging.getLogger("relay")
@@ -39,13 +39,15 @@ class Relay:
         client: redis.Redis | None = None,
         adapter: GitHubAdapter | None = None,
         hud: HudPublisher | None = None,
+        intake: Queue | None = None,
     ) -> None:
         self.config = config
         self.client = client if client is not None else connect(config.redis_url)
         if adapter is None and (config.github.token or config.github.app_id):
             adapter = GitHubAdapter.from_config(config.github)
         self.adapter = adapter
-        self.intake = RedisIntake(self.client)
+        # Any Queue can take the triggers; Redis still holds CRCR state, fan-out and metrics.
+        self.intake: Queue = intake if intake is not None else RedisIntake(self.client)
         self.outbox = RedisIntake(self.client, stream=FANOUT_STREAM, group=FANOUT_GROUP)
         self.metrics = Metrics(self.client)
         self.callbacks = CallbackService(config, self.client, adapter, hud)
@@ -188,9 +190,15 @@ def _webhook(
         return 400, "bad_request", str(exc), {}
     forward = forward_event(event_name, payload, delivery, config) if relay.fanout_enabled else None
     try:
-        if isinstance(result, TriggerEvent):
+        if isinstance(result, TriggerEvent) and isinstance(relay.intake, RedisIntake):
             also = (FANOUT_STREAM,) if forward is not None else ()
             fresh = relay.intake.accept(delivery, result, also=also)
+        elif isinstance(result, TriggerEvent):
+            # Another Queue cannot share the Redis script: enqueue, then fill the outbox
+            # (its own dedupe; a redelivery after a failure between the two refills it).
+            fresh = relay.intake.accept(delivery, result)
+            if forward is not None:
+                relay.outbox.accept(delivery, forward)
         elif forward is not None:
             fresh = relay.outbox.accept(delivery, forward)
         else:

@@ -369,3 +369,30 @@ def test_oidc_jwt_names_the_repository(
         other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         unsigned = jwt.encode(claims, other_key, algorithm="RS256", headers={"kid": "k1"})
         assert service.callback(body("d-oidc", "in_progress"), unsigned).status_code == 401
+
+
+def test_fanout_works_behind_another_queue(
+    redis_proc: RedisProcess, github_api: GitHubAPIServer, tmp_path: Path
+) -> None:
+    from tests.relay.test_webhook import ListQueue
+
+    allowlist = tmp_path / "allowlist.yml"
+    allowlist.write_text(ALLOWLIST)
+    config = base_config(redis_proc.url, allowlist=str(allowlist))
+    adapter = GitHubAdapter(base_url=github_api.url, token=github_api.token)
+    queue = ListQueue()
+    relay = Relay(config, client=connect(redis_proc.url), adapter=adapter, intake=queue)
+    service = RelayHTTP(relay)
+    try:
+        payload = {
+            "ref": "refs/heads/main",
+            "before": SHA_A,
+            "after": SHA_B,
+            "repository": {"full_name": "pytorch/pytorch"},
+            "commits": [],
+        }
+        assert service.webhook("push", payload, "q-2").status_code == 202
+        assert relay.fanout is not None and relay.fanout.run_once("f") == 4
+        assert len(queue.events) == 1 and len(github_api.dispatches) == 4
+    finally:
+        service.stop()

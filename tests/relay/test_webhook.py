@@ -235,3 +235,39 @@ def test_consumers_survive_a_redis_restart(redis_proc: RedisProcess) -> None:
     assert intake.accept("x-1", event)
     claimed = intake.claim("w")
     assert claimed is not None and claimed.delivery_id == "x-1"
+
+
+class ListQueue:
+    """Another Queue implementation (as a Celery-backed enqueuer would be): in memory."""
+
+    def __init__(self) -> None:
+        self.events: list[TriggerEvent] = []
+        self.seen: set[str] = set()
+
+    def accept(self, delivery_id: str, event: TriggerEvent) -> bool:
+        if delivery_id in self.seen:
+            return False
+        self.events.append(event)
+        self.seen.add(delivery_id)
+        return True
+
+    def depth(self) -> int:
+        return len(self.events)
+
+
+def test_any_queue_can_take_the_triggers(redis_proc: RedisProcess) -> None:
+    from relay.app import Relay
+    from relay.intake import Queue, connect
+    from tests.relay.conftest import base_config
+
+    queue = ListQueue()
+    assert isinstance(queue, Queue)
+    relay = Relay(base_config(redis_proc.url), client=connect(redis_proc.url), intake=queue)
+    service = RelayHTTP(relay)
+    try:
+        assert service.webhook("push", push(), "q-1").json()["message"] == "enqueued"
+        assert service.webhook("push", push(), "q-1").json()["message"] == "already accepted"
+        assert [e.head_sha for e in queue.events] == [SHA_B]
+        assert 'spyre_ci_queue_depth{queue="intake"} 1' in service.get("/metrics").text
+    finally:
+        service.stop()
