@@ -21,7 +21,6 @@ from backend_under_test import memory, rules, stats
 aten = torch.ops.aten
 CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
 _CPU = torch.device("cpu")
-_EMPTY_CPU_STORAGE = torch.UntypedStorage(0)
 _set_storage = aten.set_.source_Storage_storage_offset
 _set_storage_handle = _set_storage._handle
 _create_empty = torch._C._acc.create_empty_tensor
@@ -46,12 +45,20 @@ def wrap(storage: torch.UntypedStorage, size: Any, stride: Any, offset: int,
     return tensor
 
 
-def host_alias(tensor: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor over the same bytes and geometry as a device tensor (no copy)."""
+def host_alias(tensor: torch.Tensor, writable: bool = False) -> torch.Tensor:
+    """A CPU tensor over the same bytes and geometry as a device tensor (no copy).
+
+    A `writable` alias (for arguments an op writes) sits on a non-resizable storage over the
+    same bytes: a CPU kernel that tried to grow it in place would free bytes the device
+    storage still points at; instead it raises, and the fallback retries (see `fallback`).
+    """
     ptr = tensor.untyped_storage().data_ptr()
-    owner = _OWNERS.get(ptr) if ptr else _EMPTY_CPU_STORAGE
+    # Empty tensors get a storage each: sharing one would make them alias one another.
+    owner = _OWNERS.get(ptr) if ptr else torch.UntypedStorage(0)
     if owner is None:
         owner = memory.host_storage(tensor.untyped_storage())  # raises a clear error
+    if writable:
+        owner = torch._C._construct_storage_from_data_pointer(ptr, _CPU, owner.nbytes())
     alias = _cpu_empty(0, dtype=tensor.dtype).set_(
         owner, tensor.storage_offset(), tensor.size(), tensor.stride())
     # conj and neg bits are lazy views: without them fft and friends read the wrong values.
@@ -240,17 +247,17 @@ class _Call:
         self.sticks = 0
         self.elements = 0
 
-    def to_host(self, value: Any) -> Any:
+    def to_host(self, value: Any, writable: bool = False) -> Any:
         if isinstance(value, torch.Tensor):
             if value.device.type != _DEVICE_TYPE:
                 return value
-            alias = host_alias(value)
+            alias = host_alias(value, writable=True) if writable else read_alias(value)
             self.aliases[id(alias)] = (value, alias)
             self.sticks += _sticks(value.shape, value.dtype)
             return alias
         if isinstance(value, (list, tuple)) and value and any(
                 isinstance(v, torch.Tensor) for v in value):
-            return type(value)(self.to_host(v) for v in value)
+            return type(value)(self.to_host(v, writable) for v in value)
         if isinstance(value, torch.device) and value.type == _DEVICE_TYPE:
             return _CPU
         return value
@@ -268,6 +275,19 @@ class _Call:
             return type(value)(self.to_device(v) for v in value)
         return value
 
+    def fresh(self, device_value: Any, host_value: Any) -> Any:
+        """A fresh, growable host tensor standing in for a written device argument."""
+        if isinstance(device_value, torch.Tensor) and isinstance(host_value, torch.Tensor) and (
+                id(host_value) in self.aliases):
+            del self.aliases[id(host_value)]
+            replacement = torch.empty(0, dtype=device_value.dtype)
+            self.aliases[id(replacement)] = (device_value, replacement)
+            return replacement
+        if isinstance(device_value, (list, tuple)) and isinstance(host_value, (list, tuple)):
+            return type(host_value)(self.fresh(d, h)
+                                    for d, h in zip(device_value, host_value, strict=True))
+        return host_value
+
     def sync_mutated(self) -> None:
         """Re-point device tensors whose host alias a CPU kernel resized or re-set."""
         for device_tensor, alias in self.aliases.values():
@@ -283,6 +303,30 @@ class _Call:
                 storage = memory.adopt(cpu_storage)
             _set_storage.redispatch(CPU_KEYS, device_tensor, storage, alias.storage_offset(),
                                     alias.size(), alias.stride())
+
+
+def _run_on_host(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+    if plan.fp16 and rules.fp16_compute_applies(plan.name):
+        stats.count_fp16()
+        return _fp16_call(op, plan, args, kwargs)
+    try:
+        return op._op(*args, **kwargs)
+    except RuntimeError as error:
+        return _with_scalars(op, error, args, kwargs)
+
+
+def _with_scalars(op: torch._ops.OpOverload, error: RuntimeError, args: Any,
+                  kwargs: dict[str, Any]) -> Any:
+    """Retry a call whose Python-number argument stands where the overload wants a Tensor.
+
+    A wrapped number (`x % 2.5`) reaches a boxed fallback as a plain Python number, and the
+    Tensor overload refuses it. The overload packet picks the Scalar overload, which gives
+    the wrapped-number type promotion the original call had.
+    """
+    if "Expected a value of type 'Tensor'" not in str(error):
+        raise error
+    return op.overloadpacket(*args, **kwargs)
 
 
 def _fp16_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
@@ -343,14 +387,23 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         if fast is not _NOT_SIMPLE:
             return fast
     call = _Call()
-    host_args = tuple(call.to_host(a) for a in args)
-    host_kwargs = {k: call.to_host(v) for k, v in kwargs.items()} if kwargs else kwargs
-    if plan.fp16 and rules.fp16_compute_applies(plan.name):
-        result = _fp16_call(op, plan, host_args, host_kwargs)
-        stats.count_fp16()
-    else:
-        result = op._op(*host_args, **host_kwargs)
-    if plan.mutated:
+    mutated = plan.mutated
+    host_args = tuple(call.to_host(a, i in mutated) for i, a in enumerate(args))
+    host_kwargs = ({k: call.to_host(v, k in mutated) for k, v in kwargs.items()} if kwargs
+                   else kwargs)
+    try:
+        result = _run_on_host(op, plan, host_args, host_kwargs)
+    except RuntimeError as error:
+        if not mutated or "not resizable" not in str(error):
+            raise
+        # The kernel grows an argument it writes (an out= tensor of the wrong size): let it
+        # write fresh host tensors, which sync_mutated then adopts as device memory.
+        host_args = tuple(call.fresh(a, host) if i in mutated else host
+                          for i, (a, host) in enumerate(zip(args, host_args, strict=True)))
+        host_kwargs = {k: call.fresh(kwargs[k], v) if k in mutated else v
+                       for k, v in host_kwargs.items()}
+        result = _run_on_host(op, plan, host_args, host_kwargs)
+    if mutated:
         call.sync_mutated()
     out = call.to_device(result)
     stats.record_op(plan.name, call.sticks, call.elements, _flops(plan.name, host_args))
@@ -374,7 +427,10 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
             sticks += _sticks(value.shape, value.dtype)
         elif isinstance(value, (list, tuple)):
             return _NOT_SIMPLE
-    result = op._op(*host_args)
+    try:
+        result = op._op(*host_args)
+    except RuntimeError as error:
+        result = _with_scalars(op, error, host_args, {})
     if type(result) is not torch.Tensor:
         return _finish_other(plan, args, host_args, result, sticks)
     dtype = result.dtype

@@ -89,6 +89,11 @@ def register_kernels() -> list[torch.library.Library]:
     impl.impl("empty_strided", kernels.empty_strided, key)
     impl.impl("_copy_from", kernels._copy_from, key)
     impl.impl("_copy_from_and_resize", kernels._copy_from_and_resize, key)
+    # The conj/neg fallbacks would materialise a lazily conjugated source with clone(), which
+    # copies with _copy_from again: endless recursion. Our _copy_from carries the bits itself.
+    for lazy_key in ("Conjugate", "Negative"):
+        for name in ("_copy_from", "_copy_from_and_resize"):
+            impl.impl(name, torch.library.fallthrough_kernel, lazy_key)
     impl.impl("resize_", kernels.resize_, key)
     impl.impl("_local_scalar_dense", kernels._local_scalar_dense, key)
     impl.impl("set_", _set_empty, key)
