@@ -58,7 +58,9 @@ def host_alias(tensor: torch.Tensor, writable: bool = False) -> torch.Tensor:
     if owner is None:
         owner = memory.host_storage(tensor.untyped_storage())  # raises a clear error
     if writable:
-        owner = torch._C._construct_storage_from_data_pointer(ptr, _CPU, owner.nbytes())
+        # Exactly the device storage's size: the owner may be larger (whole sticks).
+        owner = torch._C._construct_storage_from_data_pointer(
+            ptr, _CPU, tensor.untyped_storage().nbytes())
     alias = _cpu_empty(0, dtype=tensor.dtype).set_(
         owner, tensor.storage_offset(), tensor.size(), tensor.stride())
     # conj and neg bits are lazy views: without them fft and friends read the wrong values.

@@ -148,3 +148,33 @@ def test_convolution_and_layer_norm(permissive: None) -> None:
     torch.testing.assert_close(conv.cpu(), torch.nn.functional.conv2d(image, weight, padding=1))
     norm = torch.nn.functional.layer_norm(image.to(DEVICE), (8,))
     torch.testing.assert_close(norm.cpu(), torch.nn.functional.layer_norm(image, (8,)))
+
+
+def test_out_tensor_that_must_grow(host: torch.Tensor) -> None:
+    x = host.to(DEVICE)
+    small = torch.empty(2, device=DEVICE)
+    before = small.untyped_storage().nbytes()
+    torch.add(x, 1, out=small)
+    assert small.shape == (4, 6) and small.untyped_storage().nbytes() > before
+    torch.testing.assert_close(small.cpu(), host + 1)
+
+
+def test_python_numbers_where_the_overload_wants_a_tensor() -> None:
+    values = torch.tensor([5.5, -3.0, 1.25], dtype=torch.bfloat16)
+    on_device = values.to(DEVICE)
+    for result, expected in [
+        (torch.remainder(on_device, 2.5), torch.remainder(values, 2.5)),
+        (5.75 % on_device, 5.75 % values),
+        (torch.xlogy(on_device.abs(), 4.125), torch.xlogy(values.abs(), 4.125)),
+    ]:
+        assert result.dtype == expected.dtype == torch.bfloat16
+        assert torch.equal(result.cpu(), expected)
+
+
+def test_lazily_conjugated_copies(permissive: None) -> None:
+    values = torch.randn(3, dtype=torch.complex64)
+    on_device = values.to(DEVICE)
+    assert torch.equal(on_device.conj().clone().cpu(), values.conj())
+    target = torch.empty(3, dtype=torch.complex64, device=DEVICE)
+    target.copy_(on_device.conj())
+    assert torch.equal(target.cpu(), values.conj())
