@@ -66,3 +66,11 @@ def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert result.returncode == 0, result.stderr
     return path
+
+
+@pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path_factory: pytest.TempPathFactory,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the user's History and inventory cache."""
+    monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)

@@ -138,7 +138,7 @@ def load_inventory(path: str | Path) -> Inventory:
 def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     """Selector stages 1-3; the plan is saved as `out_dir/plan.json`."""
     inventory = load_inventory(request.inventory)
-    snapshot = history.snapshot(request.trigger.paths)
+    snapshot = history.snapshot(p.path for p in selection.change_set(request).paths)
     result = selection.make_plan(request, inventory, snapshot)
     planned = PlannedRun(request, result.plan_json, result.shards, result.holdout, now_iso(),
                          snapshot.to_json())

@@ -60,8 +60,12 @@ def _config(request: RunRequest) -> selector.PlanConfig:
     )
 
 
+def change_set(request: RunRequest) -> selector.ChangeSet:
+    return selector.ChangeSet.from_event(request.trigger, request.diff_text)
+
+
 def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
-    changes = selector.ChangeSet.from_event(request.trigger, request.diff_text)
+    changes = change_set(request)
     result = selector.plan(changes, inventory, history, _config(request))
     plan_json = result.to_json()
     shards = [list(shard["ids"]) for shard in plan_json["shards"]]
@@ -161,7 +165,7 @@ def export(finished: FinishedRun, completed_at: str, verdict: Verdict) -> None:
     metrics = verdict.verdict.metrics
     summary = PlanSummary(
         selected=len(plan_json.get("selected", ())),
-        inventory=int(plan_json.get("totals", {}).get("inventory", 0)),
+        inventory=int(plan_json.get("totals", {}).get("variants", 0)),
         fallback_reason=plan_json.get("fallback"),
         top_reasons=tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]),
         skipped={str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},

@@ -14,9 +14,6 @@ from typing import Any
 
 from workflows.cli import CommandError
 
-DEFAULT_INVENTORY = (
-    Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "inventory-2.13.0.json.gz"
-)
 INVENTORY_ENV = "SPYRE_CI_INVENTORY"
 
 
@@ -34,12 +31,15 @@ def register(subparsers: Any) -> None:
     source.add_argument("--diff", type=Path, metavar="FILE.patch",
                         help="a unified diff (git diff) in PyTorch's repository layout")
     parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
-                        default=Path(os.environ.get(INVENTORY_ENV) or DEFAULT_INVENTORY),
-                        help=f"the Inventory to select from (default ${INVENTORY_ENV}, else "
-                        f"{DEFAULT_INVENTORY.relative_to(DEFAULT_INVENTORY.parents[2])})")
+                        default=Path(os.environ[INVENTORY_ENV]) if os.environ.get(INVENTORY_ENV)
+                        else None,
+                        help=f"the Inventory to select from (default ${INVENTORY_ENV}, else the "
+                        "one `spyre-ci run` uses: built from the bundled specs for the "
+                        "installed torch and cached in the state directory)")
     parser.add_argument("--history", type=Path, metavar="FILE.json",
-                        help="a History snapshot (selector.History JSON): durations, failing, "
-                        "flaky, baseline, co-failures")
+                        help="a History snapshot (selector.History JSON) instead of the "
+                        "History store `spyre-ci run` records into (SQLite in the state "
+                        "directory, or Redis with SPYRE_CI_REDIS_URL)")
     parser.add_argument("--previous-inventory", type=Path, metavar="FILE.json.gz",
                         help="the inventory of the last run: finds changed definitions and "
                         "new variants")
@@ -68,15 +68,15 @@ def register(subparsers: Any) -> None:
 
 
 def select(args: argparse.Namespace) -> int:
-    from selector import History, ImpactMap, PlanConfig, SelectorError, plan
+    from selector import ImpactMap, PlanConfig, SelectorError, plan
     from selector.explain import explain, why
 
     try:
         changes = _read_change(args)
-        inventory = _read_inventory(args.inventory, "--inventory")
+        inventory = _read_inventory(args.inventory or _default_inventory(), "--inventory")
         previous = (_read_inventory(args.previous_inventory, "--previous-inventory")
                     if args.previous_inventory else None)
-        history = _read_history(args.history) if args.history else History()
+        history = _read_history(args.history) if args.history else _stored_history(changes)
         impact = (ImpactMap.from_json(_read_json(args.impact_map), str(args.impact_map))
                   if args.impact_map else None)
         config = PlanConfig(
@@ -165,3 +165,26 @@ def _read_inventory(path: Path, option: str) -> Any:
     except (OSError, ValueError, KeyError, EOFError) as exc:
         raise CommandError(f"{path}: not a readable inventory ({option}): {exc}; rebuild it "
                            f"with `spyre-ci inventory --out {path}`") from exc
+
+
+def _default_inventory() -> Path:
+    from suites.loader import SpecError
+    from workflows.inventory_cache import default_inventory
+    from workflows.settings import Settings
+
+    try:
+        return default_inventory(Settings.from_env().state_dir)
+    except SpecError as exc:
+        raise CommandError(f"the bundled suites do not load: {exc}") from exc
+
+
+def _stored_history(changes: Any) -> Any:
+    from workflows.history import HistoryError, open_history
+    from workflows.settings import Settings
+
+    settings = Settings.from_env()
+    try:
+        return open_history(settings.state_dir, settings.redis_url).snapshot(
+            p.path for p in changes.paths)
+    except HistoryError as exc:
+        raise CommandError(str(exc)) from exc

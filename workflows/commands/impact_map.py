@@ -1,0 +1,65 @@
+"""`spyre-ci impact-map`: trace which torch functions and aten ops each variant runs.
+
+The output is the ImpactMap JSON `selector.ImpactMap.from_json` reads (`spyre-ci select
+--impact-map`), plus `session` (what ran outside any test) and `untraced` (variants that
+crashed or hung, whose trace is incomplete). `spyre-ci bench selection` uses it to restrict
+ground-truth runs (docs/selection-benchmark.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from workflows.cli import CommandError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "impact-map", help="record per variant the torch functions and aten ops it runs",
+        description="Run the variants once under a tracer (sys.setprofile over torch's "
+        "Python files, the torch profiler for aten ops) and write the impact map.")
+    parser.add_argument("--out", type=Path, required=True, metavar="FILE.json")
+    parser.add_argument("--specs", action="append", metavar="PATH",
+                        help="spec files or folders (repeatable; default: the bundled specs)")
+    parser.add_argument("--ids", type=Path, metavar="FILE",
+                        help="only these variant ids (one per line)")
+    parser.add_argument("--work", type=Path, metavar="DIR",
+                        help="test artifacts (default: next to --out)")
+    parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS")
+    parser.set_defaults(func=impact_map)
+
+
+def impact_map(args: argparse.Namespace) -> int:
+    from suites.inventory import build_inventory
+    from suites.loader import SpecError
+    from suites.model import Expectation
+    from suites.pytest_plugin import read_ids
+    from workflows.bench_selection import record_impact_map
+    from workflows.shard_runner import Limits
+
+    specs = [str(Path(s).resolve()) for s in args.specs] if args.specs else []
+    try:
+        inventory = build_inventory(specs or None)
+    except SpecError as exc:
+        raise CommandError(f"the specs do not lint:\n{exc}") from exc
+    ids = [v.id for v in inventory.variants if v.expectation is not Expectation.SKIP]
+    if args.ids:
+        try:
+            wanted = read_ids(args.ids)
+        except OSError as exc:
+            raise CommandError(f"{args.ids}: cannot read the ids: {exc.strerror}") from exc
+        unknown = sorted(set(wanted) - set(ids))
+        if unknown:
+            raise CommandError(f"{args.ids}: not runnable variants of the specs: "
+                               f"{', '.join(unknown[:10])}")
+        ids = wanted
+    work = (args.work or args.out.with_name(args.out.stem + ".work")).resolve()
+    data = record_impact_map(ids, work, specs, Limits(test_timeout_s=args.test_timeout))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    print(f"{args.out}: {len(data['variants'])} variants traced"
+          + (f", {len(data['untraced'])} untraced (crashed or hung)" if data["untraced"] else ""))
+    return 0
