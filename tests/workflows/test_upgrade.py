@@ -8,12 +8,14 @@ import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT, TINY_SPEC
 from workflows import upgrade
+from workflows.cli import main
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 OLD = FIXTURES / "inventory-2.13.0.json.gz"
@@ -23,6 +25,12 @@ NEW = FIXTURES / "inventory-2.14.1.json.gz"
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "workflows", "upgrade-diff", *args],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """The same command in this process (errors need no new interpreter): (code, stderr)."""
+    code = main(["upgrade-diff", *args])
+    return code, capsys.readouterr().err
 
 
 def test_offline_writes_upgrade_json(tmp_path: Path):
@@ -61,32 +69,33 @@ def test_offline_without_details_still_diffs(tmp_path: Path):
     assert any("no details" in n for n in data["notes"])
 
 
-def test_missing_inventory_is_named(tmp_path: Path):
-    result = cli("--from-inventory", str(tmp_path / "nope.json.gz"), "--to-inventory", str(NEW))
-    assert result.returncode == 2
-    assert "nope.json.gz: no inventory there" in result.stderr
-    assert "spyre-ci inventory --out" in result.stderr
+def test_missing_inventory_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    code, err = cli_here(capsys, "--from-inventory", str(tmp_path / "nope.json.gz"),
+                         "--to-inventory", str(NEW))
+    assert code == 2
+    assert "nope.json.gz: no inventory there" in err
+    assert "spyre-ci inventory --out" in err
 
 
 @pytest.mark.parametrize("content", [b"not gzip at all", gzip.compress(b"{\"format\": 1"),
                                      gzip.compress(b"{\"format\": 99}"), gzip.compress(b"[]")])
-def test_corrupt_inventory_is_named(tmp_path: Path, content: bytes):
+def test_corrupt_inventory_is_named(tmp_path: Path, content: bytes,
+                                    capsys: pytest.CaptureFixture[str]):
     bad = tmp_path / "bad.json.gz"
     bad.write_bytes(content)
-    result = cli("--from-inventory", str(OLD), "--to-inventory", str(bad))
-    assert result.returncode == 2
-    assert f"{bad}: not a readable inventory" in result.stderr
-    assert "Traceback" not in result.stderr
+    code, err = cli_here(capsys, "--from-inventory", str(bad), "--to-inventory", str(NEW))
+    assert code == 2
+    assert f"{bad}: not a readable inventory" in err
 
 
-def test_corrupt_details_are_named(tmp_path: Path):
+def test_corrupt_details_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     old, new = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
     shutil.copyfile(OLD, old)
     shutil.copyfile(NEW, new)
     (tmp_path / "b.details.json.gz").write_bytes(b"garbage")
-    result = cli("--from-inventory", str(old), "--to-inventory", str(new))
-    assert result.returncode == 2
-    assert "b.details.json.gz: not readable details" in result.stderr
+    code, err = cli_here(capsys, "--from-inventory", str(old), "--to-inventory", str(new))
+    assert code == 2
+    assert "b.details.json.gz: not readable details" in err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -98,10 +107,10 @@ def test_corrupt_details_are_named(tmp_path: Path):
     (("--from", "2.13.0", "--to", "2.13.0"), "the same version"),
     (("--from-inventory", str(OLD), "--to-inventory", str(NEW), "--holdout", "3"), "--holdout"),
 ])
-def test_usage_errors(args: tuple[str, ...], message: str):
-    result = cli(*args)
-    assert result.returncode == 2
-    assert message in result.stderr
+def test_usage_errors(args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]):
+    code, err = cli_here(capsys, *args)
+    assert code == 2
+    assert message in err
 
 
 def test_details_paths_and_spec_keys(tmp_path: Path):
@@ -117,16 +126,24 @@ def test_details_paths_and_spec_keys(tmp_path: Path):
     assert upgrade.default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/spyre-ci/envs")
 
 
-def test_shard_runner_takes_another_python(tmp_path: Path, tiny_inventory: Path):
-    """The upgrade run's hook: shards run with a given interpreter (here: this one, by path)."""
-    from suites.model import Inventory
+def test_shard_runner_takes_another_python(tmp_path: Path):
+    """The upgrade run's hook: shards run with a given interpreter (here: a venv's python)."""
     from workflows.shard_runner import run_shard
 
-    ids = [v.id for v in Inventory.load(tiny_inventory).variants][:2]
-    result = run_shard("s", ids, tmp_path, specs=[str(TINY_SPEC)], python=sys.executable)
-    assert sorted(o.id for o in result.outcomes) == sorted(ids)
-    ids_file = next(tmp_path.glob("s.*.ids"))
-    assert ids_file.read_text().split() == ids
+    # A venv that shares this one's packages: its own bin/python, the project importable.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    parent = sysconfig.get_path("purelib")
+    child = Path(sysconfig.get_path("purelib", vars={"base": str(tmp_path / "venv")}))
+    # addsitedir, not a bare path: the parent's own .pth files (the editable install) count.
+    (child / "parent.pth").write_text(f"import site; site.addsitedir({parent!r})\n")
+    ids = ["tiny::compare_cpu::add::float32"]
+    result = run_shard("s", ids, tmp_path / "work", specs=[str(TINY_SPEC)], python=str(python))
+    assert [o.id for o in result.outcomes] == ids
+    assert result.outcomes[0].status.value == "passed", result.outcomes[0].message
+    stderr = next((tmp_path / "work").glob("s.*.stderr")).read_text()
+    assert "Traceback" not in stderr
 
 
 @pytest.mark.slow
