@@ -192,6 +192,14 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
         cats = ", ".join(f"{k} {n}" for k, n in run["categories"].items())
         print(f"ran {run['from']['ran']} on {data['from_version']} in {run['from']['wall_s']} s,"
               f" {run['to']['ran']} on {data['to_version']} in {run['to']['wall_s']} s: {cats}")
+        for category in ("regressed", "new-failing", "fixed"):
+            rows = [r for r in run["rows"] if r["category"] == category]
+            for row in rows[:10]:
+                first = (row["message"] or "").strip().splitlines()[:1]
+                print(f"  {category}: {row['id']} ({row['before']} -> {row['after']})"
+                      + (f": {first[0][:120]}" if first else ""))
+            if len(rows) > 10:
+                print(f"  ... and {len(rows) - 10} more {category} in upgrade.json")
     val = data.get("validate")
     if val:
         print(f"validate: {val['outcome_changes']} outcome changes in the full run, "
