@@ -253,3 +253,27 @@ def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
                 "command"):
         assert key in record
     assert (out / "impact-map.json").exists() and (out / "baseline.json").exists()
+
+
+@pytest.mark.slow
+def test_impact_map_records_functions_and_nested_aten_ops(tmp_path: Path) -> None:
+    from selector import ImpactMap
+
+    ids = tmp_path / "ids.txt"
+    ids.write_text("micro::compare_cpu::nn.functional.softsign::float32\n"
+                   "micro::compare_cpu::sigmoid::float32\n")
+    out = tmp_path / "impact.json"
+    done = spyre_ci("impact-map", "--out", str(out), "--specs", str(MICRO_SPEC),
+                    "--ids", str(ids), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    impact = ImpactMap.from_json(data)  # the format the selector reads
+    softsign = "micro::compare_cpu::nn.functional.softsign::float32"
+    sigmoid = "micro::compare_cpu::sigmoid::float32"
+    assert "torch/nn/functional.py:softsign" in impact.functions[softsign]
+    assert "torch/nn/functional.py:softsign" not in impact.functions[sigmoid]
+    assert "aten::sigmoid" in impact.aten_ops[sigmoid]
+    # softsign's Python calls abs and add: aten calls made below the Python frontend count
+    assert {"aten::abs", "aten::add"} <= impact.aten_ops[softsign]
+    assert "aten::sigmoid" not in impact.aten_ops[softsign]
+    assert "functions" in data["session"] and data["untraced"] == []
