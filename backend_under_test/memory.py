@@ -32,7 +32,9 @@ class MemoryCounters:
 
 
 COUNTERS = MemoryCounters()
-_LOCK = threading.Lock()
+# Re-entrant: a weak-reference callback (which takes it) can fire inside a locked block,
+# when the garbage collector runs during a dict update.
+_LOCK = threading.RLock()
 # data pointer -> CPU storage that owns the bytes of a live device storage.
 _OWNERS: dict[int, torch.UntypedStorage] = {}
 # data pointer -> the device storage over those bytes (weak: the tensors keep it alive).

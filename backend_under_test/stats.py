@@ -8,7 +8,7 @@ from typing import Any
 
 from backend_under_test import memory, rules
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 
 
 class _Totals:

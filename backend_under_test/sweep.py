@@ -6,8 +6,8 @@ subprocess. Its JUnit XML is reduced to one outcome per (op, dtype) and every fa
 in a named group whose cause is explained; the result is the manifest
 (`backend_under_test/opinfo_manifest.json`) and the table in backend_under_test/README.md.
 
-    python -m backend_under_test.sweep --write            # run the sweep, rewrite both
-    python -m backend_under_test.sweep --junit FILE --write   # from an existing JUnit XML
+    python -m backend_under_test.sweep --write    # run the sweep, rewrite both
+    python -m backend_under_test.sweep --junit FILE [--permissive-junit FILE] --write
 
 This module never imports torch: the sweep runs in the subprocess.
 """
@@ -126,8 +126,8 @@ def build_manifest(outcomes: Sequence[Outcome], torch_version: str, seconds: flo
                    without_rules: Sequence[Outcome] = ()) -> dict[str, object]:
     """The manifest: counts, failure groups with causes, and the outcome of every test.
 
-    `without_rules` is the same sweep run with SPYRE_EMU_PERMISSIVE=1: a failure that passes
-    there is a Spyre rule at work.
+    `without_rules` holds the failed tests rerun with SPYRE_EMU_PERMISSIVE=1: a failure that
+    passes there is a Spyre rule at work.
     """
     permissive_passed = {o.test for o in without_rules if o.status == "passed"}
     group_of = {o.test: classify(o.message, (o.test in permissive_passed) if without_rules
@@ -173,18 +173,23 @@ def render_table(manifest: dict[str, object]) -> str:
     without_rules = manifest.get("without_rules")
     lines += ["", f"torch {manifest['torch']}"
               + (f"; the sweep took {seconds} s on this machine" if seconds else "")
-              + (f"; with SPYRE_EMU_PERMISSIVE=1 the same sweep gives {without_rules}"
+              + (f"; the failures rerun with SPYRE_EMU_PERMISSIVE=1 give {without_rules}"
                  if without_rules else "") + "."]
     return "\n".join(lines)
 
 
 def run_sweep(junit: Path, extra_env: dict[str, str] | None = None,
-              timeout: float = 3600) -> float:
-    """Run the sweep in a pytest subprocess writing `junit`; returns the wall seconds."""
+              tests: Sequence[str] = (), timeout: float = 3600) -> float:
+    """Run the sweep (or only `tests`, by name) in a pytest subprocess writing `junit`.
+
+    Returns the wall seconds.
+    """
     started = time.monotonic()
+    targets = [f"{SWEEP_MODULE}::TestCommonPRIVATEUSE1::{name}" for name in tests] or [
+        str(SWEEP_MODULE)]
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-         str(SWEEP_MODULE), f"--junitxml={junit}"],
+         *targets, f"--junitxml={junit}"],
         cwd=REPO_ROOT, env=dict(os.environ, **(extra_env or {})), timeout=timeout,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
     )
@@ -208,27 +213,31 @@ def update_readme(table: str, readme: Path = README) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m backend_under_test.sweep",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--junit", type=Path, help="reduce this JUnit XML instead of running")
+    parser.add_argument("--junit", type=Path, nargs="+",
+                        help="reduce these JUnit XML files (shards of one sweep) instead of "
+                             "running")
     parser.add_argument("--permissive-junit", type=Path,
-                        help="the same sweep run with SPYRE_EMU_PERMISSIVE=1 (JUnit XML)")
+                        help="the failures rerun with SPYRE_EMU_PERMISSIVE=1 (JUnit XML)")
     parser.add_argument("--seconds", type=float,
                         help="wall time of the --junit run, recorded in the manifest")
     parser.add_argument("--write", action="store_true",
                         help="rewrite the manifest and the README table")
     args = parser.parse_args(argv)
     seconds = args.seconds
-    junit, permissive_junit = args.junit, args.permissive_junit
+    junits, permissive_junit = args.junit, args.permissive_junit
     scratch = Path(os.environ.get("TMPDIR", "/tmp"))
-    if junit is None:
-        junit = scratch / "spyre-opinfo-sweep.xml"
-        seconds = run_sweep(junit)
-    if permissive_junit is None and args.junit is None:
-        permissive_junit = scratch / "spyre-opinfo-sweep-permissive.xml"
-        run_sweep(permissive_junit, {"SPYRE_EMU_PERMISSIVE": "1"})
-    outcomes = parse_junit(junit)
+    if junits is None:
+        junits = [scratch / "spyre-opinfo-sweep.xml"]
+        seconds = run_sweep(junits[0])
+    outcomes = [outcome for junit in junits for outcome in parse_junit(junit)]
     if not outcomes:
-        print(f"{junit}: no sweep test cases found", file=sys.stderr)
+        print(f"{junits}: no sweep test cases found", file=sys.stderr)
         return 2
+    if permissive_junit is None:
+        # Only the failures need the rules-off verdict: rerun just those.
+        permissive_junit = scratch / "spyre-opinfo-sweep-permissive.xml"
+        run_sweep(permissive_junit, {"SPYRE_EMU_PERMISSIVE": "1"},
+                  tests=[o.test for o in outcomes if o.status == "failed"])
     without_rules = parse_junit(permissive_junit) if permissive_junit else []
     manifest = build_manifest(outcomes, _torch_version(), seconds, without_rules)
     table = render_table(manifest)

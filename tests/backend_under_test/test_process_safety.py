@@ -101,3 +101,20 @@ def test_peak_memory_and_reset() -> None:
     assert torch.spyre.max_memory_allocated() >= before + 4096
     torch.spyre.reset_peak_memory_stats()
     assert torch.spyre.max_memory_allocated() == before
+
+
+def test_collector_freed_tensors_do_not_deadlock_the_allocator() -> None:
+    # Device tensors in reference cycles are freed by the garbage collector, which can run
+    # while the allocator holds its lock; the release callback must not wait on it.
+    result = _run("""
+        import gc
+        import torch
+        for _ in range(3000):
+            cycle = [torch.ones(4).to("spyre")]
+            cycle.append(cycle)
+            del cycle
+        gc.collect()
+        print(torch.spyre.memory_allocated())
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
