@@ -568,13 +568,17 @@ def export_report(
                  for m in moved if m.category is not None)
     first_reason: dict[str, int] = {}
     for reasons in selection.reasons.values():
-        key = reasons[0].split(":", 1)[0] if reasons else "?"
+        first = reasons[0] if reasons else "?"
+        heuristic, _, text = first.partition(": ")
+        if heuristic == "definition" and "): " in text:
+            text = "changed " + text.split("): ", 1)[1]  # what changed, not the hashes
+        key = f"{heuristic}: {text}"
         first_reason[key] = first_reason.get(key, 0) + 1
     misses = tuple(sorted(m.id for m in moved if m.id in holdout and m.id not in
                           selection.reasons and m.category in ("regressed", "new-failing")))
     summary = PlanSummary(
         selected=len(selection.reasons), inventory=len(new_inventory),
-        top_reasons=tuple(sorted(first_reason.items(), key=lambda kv: -kv[1])),
+        top_reasons=tuple(sorted(first_reason.items(), key=lambda kv: -kv[1])[:10]),
         skipped={"not affected by the upgrade": max(
             0, selection.runnable_to - len(selection.reasons) - len(selection.holdout))},
         holdout=len(selection.holdout), holdout_misses=misses,

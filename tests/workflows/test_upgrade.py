@@ -176,3 +176,49 @@ def test_live_upgrade_run_on_two_environments(tmp_path: Path):
                 "--out", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("reusing") == 4
+
+
+def test_report_of_an_upgrade_run(tmp_path: Path):
+    """Outcomes on both versions -> categories, upgrade.json's run section, HUD files, report."""
+    from dashboard_export.model import RunRecord
+    from suites.model import Outcome, Status
+
+    old, new = upgrade.load_inventory(OLD), upgrade.load_inventory(NEW)
+    diff, selection = upgrade.diff_and_select(
+        old, new, upgrade.load_details(upgrade.details_path_for(OLD)),
+        upgrade.load_details(upgrade.details_path_for(NEW)))
+    ids_old, ids_new = list(selection.run_on_old(old)), list(selection.run_on_new())
+    changed = [c.id for c in diff.changed if c.id in ids_new and c.id in ids_old]
+    regressed, fixed = changed[0], changed[1]
+    new_failing = next(vid for vid in diff.added if vid in ids_new)
+
+    def outcome(vid: str, bad: bool) -> Outcome:
+        return Outcome(vid, Status.FAILED if bad else Status.PASSED, 0.5,
+                       f"AssertionError: {vid} differs" if bad else "")
+
+    runs = (upgrade.VersionRun("2.13.0", ids_old, {v: outcome(v, v == fixed) for v in ids_old},
+                               [], 10.0),
+            upgrade.VersionRun("2.14.1", ids_new, {v: outcome(v, v in (regressed, new_failing))
+                                                   for v in ids_new}, [], 11.0))
+    moved = upgrade.moved_rows(diff, *runs)
+    section = upgrade.run_section(moved, *runs)
+    assert section["categories"]["regressed"] == 1
+    assert section["categories"]["fixed"] == 1
+    assert section["categories"]["new-failing"] == 1
+    assert section["categories"]["removed"] == len(diff.removed)
+    assert section["categories"]["new-passing"] == len([v for v in diff.added
+                                                        if v in ids_new]) - 1
+    env = upgrade.TorchEnv("2.14.1", tmp_path / "env")
+    written = upgrade.export_report(tmp_path / "out", diff, selection, moved, old, new, env,
+                                    runs[1], "2026-11-29T15:00:00Z", "2026-11-29T15:10:00Z")
+    record = RunRecord.load(written["run"])
+    assert record.upgrade is not None
+    assert record.upgrade.from_version == "2.13.0" and record.environment.torch_version == "2.14.1"
+    rows = {r.id: str(r.category) for r in record.upgrade.rows}
+    assert rows[regressed] == "regressed" and rows[fixed] == "fixed"
+    assert record.effective_conclusion == "failure"  # a regression is a new failure
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "## Upgrade 2.13.0 -> 2.14.1" in report and regressed in report
+    assert record.plan is not None
+    assert any(reason.startswith("definition: changed ") for reason, _ in record.plan.top_reasons)
+    assert (tmp_path / "out" / "hud" / "envelope.json").exists()
