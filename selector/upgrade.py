@@ -185,8 +185,10 @@ def diff_inventories(
             if what:
                 changed.append(VariantChange(vid, what, a.fingerprint, b.fingerprint))
             elif a.fingerprint != b.fingerprint:
-                lone = ", ".join(sorted(only_one_side)) or "nothing both versions carry"
-                ignored[vid] = f"only fields one version lacks differ: {lone}"
+                ignored[vid] = (
+                    f"only fields one version lacks differ: {', '.join(sorted(only_one_side))}"
+                    if only_one_side else "the fingerprint differs, but nothing both versions' "
+                    "details carry (fields, decorators, template, precision) does")
         elif a.fingerprint != b.fingerprint or plain:
             what = tuple(dict.fromkeys([*plain, *([_fingerprint_only(a, b)]
                                                   if a.fingerprint != b.fingerprint else [])]))
