@@ -76,6 +76,7 @@ class MutationResult:
     time_ratio: float
     missed_why: dict[str, str] = field(default_factory=dict)
     unrestricted_changed: dict[str, str] | None = None
+    with_impact: MutationResult | None = None  # the selector also given the impact map
 
     @property
     def caught(self) -> list[str]:
@@ -116,6 +117,12 @@ class MutationResult:
         if self.unrestricted_changed is not None:
             data["unrestricted_failing_ids"] = dict(sorted(self.unrestricted_changed.items()))
             data["restriction_exact"] = self.unrestricted_changed == self.changed
+        if self.with_impact is not None:
+            w = self.with_impact
+            data["with_impact_map"] = {
+                "decision": w.decision, "selected": len(w.selected), "holdout": len(w.holdout),
+                "caught": len(w.caught), "missed": w.missed,
+                "count_ratio": round(w.count_ratio, 5), "time_ratio": round(w.time_ratio, 5)}
         return data
 
 
@@ -145,25 +152,18 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     log(f"baseline: {len(ids)} variants, unmutated")
     baseline = _run("baseline", ids, out / "work" / "baseline", specs, limits, None)
     _save_outcomes(out / "baseline.json", baseline)
-    durations = {vid: o.duration_s for vid, o in baseline.items()}
-    total_s = sum(durations.values())
-    history = selector.History(
-        variants={vid: selector.VariantHistory(recent=(o.status,), mean_duration_s=o.duration_s,
-                                               baseline=o.status)
-                  for vid, o in baseline.items()},
-        known_variants=frozenset(inventory.by_id()),
-    )
     trace = None
     if config.restrict:
         trace = _trace(config, ids, out, specs, limits, log)
-    index = selector.InventoryIndex.build(inventory)
+    judge = _judge(config, inventory, baseline, selector)
 
     lock = threading.Lock()
     results: dict[str, MutationResult] = {}
 
     def one(mutation: Mutation) -> None:
-        result = _replay(mutation, inventory, index, history, baseline, ids, durations, total_s,
-                         trace, config, out, specs, limits)
+        changed, ran, restricted, wall = _ground_truth(mutation, baseline, ids, trace, out,
+                                                       specs, limits)
+        result = judge(mutation, changed, ran, restricted, wall)
         if mutation.id in config.check_restriction and result.restricted:
             full = _run(mutation.id + ".full", ids, out / "work" / (mutation.id + ".full"),
                         specs, limits, subprocess_env(mutation, out / "work" / mutation.id))
@@ -179,7 +179,7 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
         for future in [pool.submit(one, m) for m in mutations]:
             future.result()
     ordered = [results[m.id] for m in mutations]
-    record = _record(config, ordered, inventory, baseline, total_s, trace is not None,
+    record = _record(config, ordered, inventory, baseline, judge.total_s, trace is not None,
                      time.monotonic() - started)
     (out / "selection.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
@@ -260,37 +260,123 @@ def record_impact_map(ids: Sequence[str], work: Path, specs: Sequence[str],
             "untraced": sorted(crashed)}
 
 
-def _replay(mutation: Mutation, inventory: Inventory, index: Any, history: Any,
-            baseline: Mapping[str, Outcome], ids: Sequence[str], durations: Mapping[str, float],
-            total_s: float, trace: Trace | None, config: BenchConfig, out: Path,
-            specs: Sequence[str], limits: Limits) -> MutationResult:
-    import selector
-    from selector.explain import why
+@dataclass(frozen=True)
+class Judge:
+    """What the selector is given, and how selections are costed."""
 
-    changes = selector.ChangeSet.from_diff(mutation.diff, source=mutation.id)
-    plan = selector.plan(changes, index, history,
-                         selector.PlanConfig(holdout_rate=config.holdout, seed=mutation.id))
-    selected = list(plan.selected_ids)
+    inventory: Inventory
+    index: Any
+    history: Any
+    ids: Sequence[str]
+    durations: Mapping[str, float]
+    holdout: float
+    impact: Any = None  # selector.ImpactMap: a second, impact-map-aware selection
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.durations.values())
+
+    def __call__(self, mutation: Mutation, changed: dict[str, str], ran: int,
+                 restricted: bool, wall_s: float, impact: Any = None) -> MutationResult:
+        import selector
+        from selector.explain import why
+
+        changes = selector.ChangeSet.from_diff(mutation.diff, source=mutation.id)
+        plan = selector.plan(changes, self.index, self.history,
+                             selector.PlanConfig(holdout_rate=self.holdout, seed=mutation.id),
+                             impact=impact)
+        selected = list(plan.selected_ids)
+        total_s = self.total_s
+        result = MutationResult(
+            mutation=mutation, decision=plan.decision, fallback=plan.fallback,
+            selected=selected, holdout=list(plan.holdout),
+            eligible=int(plan.totals.get("eligible", len(self.ids))), ran=ran,
+            restricted=restricted, changed=changed, wall_s=wall_s,
+            count_ratio=len(selected) / len(self.ids) if self.ids else 0.0,
+            time_ratio=(sum(self.durations.get(v, 0.0) for v in selected) / total_s
+                        if total_s else 0.0),
+        )
+        for vid in result.missed:
+            result.missed_why[vid] = _first_lines(why(plan, vid, self.inventory), 4)
+        if impact is None and self.impact is not None:
+            result.with_impact = self(mutation, changed, ran, restricted, wall_s, self.impact)
+        return result
+
+
+def _ground_truth(mutation: Mutation, baseline: Mapping[str, Outcome], ids: Sequence[str],
+                  trace: Trace | None, out: Path, specs: Sequence[str], limits: Limits
+                  ) -> tuple[dict[str, str], int, bool, float]:
+    """(changed id -> transition, variants run, restricted?, wall seconds)."""
     touched = touched_variants(mutation, trace, ids) if trace is not None else None
     to_run = [vid for vid in ids if touched is None or vid in touched]
     work = out / "work" / mutation.id
     env = subprocess_env(mutation, work)
     began = time.monotonic()
     outcomes = _run(mutation.id, to_run, work, specs, limits, env) if to_run else {}
-    wall = time.monotonic() - began
-    changed = _changed(baseline, outcomes)
-    chosen = set(selected)
-    result = MutationResult(
-        mutation=mutation, decision=plan.decision, fallback=plan.fallback, selected=selected,
-        holdout=list(plan.holdout), eligible=int(plan.totals.get("eligible", len(ids))),
-        ran=len(to_run), restricted=touched is not None, changed=changed, wall_s=wall,
-        count_ratio=len(selected) / len(ids) if ids else 0.0,
-        time_ratio=(sum(durations.get(v, 0.0) for v in selected) / total_s) if total_s else 0.0,
+    return _changed(baseline, outcomes), len(to_run), touched is not None, \
+        time.monotonic() - began
+
+
+def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
+    """Judge the selector again against the ground truth a previous run recorded in
+    `config.out` (no test runs: a selector change is re-measured in seconds)."""
+    import selector
+
+    out = config.out.resolve()
+    try:
+        previous = json.loads((out / "selection.json").read_text(encoding="utf-8"))
+        baseline = {vid: Outcome.from_json(o) for vid, o in json.loads(
+            (out / "baseline.json").read_text(encoding="utf-8")).items()}
+        inventory = Inventory.load(out / "inventory.json.gz")
+    except (OSError, ValueError, KeyError) as exc:
+        raise BenchError(f"{out}: no complete earlier run to rescore ({exc}); run "
+                         "`spyre-ci bench selection --out DIR` first") from None
+    try:
+        mutations = {m.id: m for m in load_mutations(config.mutations)}
+    except MutationError as exc:
+        raise BenchError(str(exc)) from None
+    judge = _judge(config, inventory, baseline, selector)
+    results = []
+    for entry in previous["mutations"]:
+        mutation = mutations.get(entry["id"])
+        if mutation is None:
+            raise BenchError(f"{config.mutations}: the recorded mutation {entry['id']!r} is "
+                             "not in this set")
+        if entry.get("digest", mutation.digest) != mutation.digest:
+            raise BenchError(f"{config.mutations}: mutation {mutation.id!r} changed since its "
+                             "ground truth was recorded; run the benchmark again")
+        result = judge(mutation, dict(entry["failing_ids"]), entry["ground_truth_ran"],
+                       entry["ground_truth_restricted"], entry["wall_s"])
+        if "unrestricted_failing_ids" in entry:
+            result.unrestricted_changed = dict(entry["unrestricted_failing_ids"])
+        results.append(result)
+    record = _record(config, results, inventory, baseline, judge.total_s,
+                     previous["restriction"]["used"], previous["wall_s"])
+    record["rescored_at"] = record.pop("date")
+    record["date"] = previous["date"]
+    # The figures need both: the run that recorded the ground truth, and this judgement.
+    record["command"] = f"{previous['command']} && {config.command}"
+    (out / "selection.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    log(f"rescored {len(results)} mutations from {out}")
+    return record
+
+
+def _judge(config: BenchConfig, inventory: Inventory, baseline: Mapping[str, Outcome],
+           selector: Any) -> Judge:
+    impact = None
+    path = config.impact_map or (config.out / "impact-map.json")
+    if path.exists():
+        impact = selector.ImpactMap.from_json(json.loads(path.read_text(encoding="utf-8")),
+                                              str(path))
+    history = selector.History(
+        variants={vid: selector.VariantHistory(recent=(o.status,), mean_duration_s=o.duration_s,
+                                               baseline=o.status)
+                  for vid, o in baseline.items()},
+        known_variants=frozenset(inventory.by_id()),
     )
-    for vid in changed:
-        if vid not in chosen:
-            result.missed_why[vid] = _first_lines(why(plan, vid, inventory), 4)
-    return result
+    return Judge(inventory, selector.InventoryIndex.build(inventory), history,
+                 list(baseline), {vid: o.duration_s for vid, o in baseline.items()},
+                 config.holdout, impact)
 
 
 def _changed(baseline: Mapping[str, Outcome], outcomes: Mapping[str, Outcome]) -> dict[str, str]:
@@ -325,6 +411,13 @@ def _record(config: BenchConfig, results: Sequence[MutationResult], inventory: I
         counts[str(o.status)] = counts.get(str(o.status), 0) + 1
     test_recall = _ratio(caught, failing)
     checks = [r for r in results if r.unrestricted_changed is not None]
+    alternative = [r.with_impact for r in results if r.with_impact is not None]
+    extra: dict[str, Any] = {}
+    if alternative and len(alternative) == len(results):
+        extra["with_impact_map"] = {
+            "what": "the same plans when the selector is also given the impact map "
+                    "(`spyre-ci select --impact-map`): a trace of the unmutated inventory",
+            **_figures(alternative)}
     return {
         "name": "selection",
         "value": test_recall,
@@ -363,8 +456,22 @@ def _record(config: BenchConfig, results: Sequence[MutationResult], inventory: I
             "variants_run": sum(r.ran for r in results),
             "variants_unrestricted": len(baseline) * len(results),
         },
+        **extra,
         "wall_s": round(wall_s, 1),
         "mutations": [r.to_json() for r in results],
+    }
+
+
+def _figures(results: Sequence[MutationResult]) -> dict[str, Any]:
+    failing = sum(len(r.changed) for r in results)
+    with_failure = [r for r in results if r.changed]
+    return {
+        "test_recall": _ratio(sum(len(r.caught) for r in results), failing),
+        "change_recall": _ratio(sum(1 for r in with_failure if r.caught), len(with_failure)),
+        "count_ratio": _ratio(sum(len(r.selected) for r in results),
+                              sum(r.eligible for r in results)),
+        "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
+        "missed": sum(len(r.missed) for r in results),
     }
 
 
@@ -381,6 +488,11 @@ def summary_lines(record: Mapping[str, Any]) -> list[str]:
         return "n/a" if value is None else f"{100 * value:.1f} %"
 
     h = record["holdout_estimate"]
+    w = record.get("with_impact_map")
+    if w:
+        lines.append(f"with the impact map: test recall {pct(w['test_recall'])}, change recall "
+                     f"{pct(w['change_recall'])}, ratio by count {pct(w['count_ratio'])}, "
+                     f"by time {pct(w['time_ratio'])}")
     lines += [
         f"test recall {pct(record['test_recall'])} (holdout estimate {pct(h['test_recall'])}), "
         f"change recall {pct(record['change_recall'])} (holdout estimate "

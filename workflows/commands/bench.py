@@ -49,6 +49,9 @@ def register(subparsers: Any) -> None:
     sel.add_argument("--record", type=Path, metavar="FILE.json",
                      help="also write the record here (benchmarks/results/selection.json)")
     sel.add_argument("--test-timeout", type=float, default=120.0, metavar="SECONDS")
+    sel.add_argument("--rescore", action="store_true",
+                     help="run no tests: judge the selector again against the ground truth "
+                     "recorded in --out by an earlier run (after a selector change)")
     sel.set_defaults(func=bench_selection)
 
 
@@ -57,6 +60,7 @@ def bench_selection(args: argparse.Namespace) -> int:
         BenchConfig,
         BenchError,
         command_line,
+        rescore,
         run_benchmark,
         summary_lines,
     )
@@ -75,7 +79,7 @@ def bench_selection(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        record = run_benchmark(config, log)
+        record = rescore(config, log) if args.rescore else run_benchmark(config, log)
     except BenchError as exc:
         raise CommandError(str(exc)) from exc
     if args.record:

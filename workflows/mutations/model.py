@@ -87,10 +87,19 @@ class Mutation:
     def files(self) -> tuple[str, ...]:
         return tuple(p.path for p in self.patches)
 
+    @property
+    def digest(self) -> str:
+        """Identifies what runs and what the selector sees (a recorded ground truth is only
+        valid for the same digest)."""
+        import hashlib
+
+        key = json.dumps([self.kind, self.diff, list(self.ops), self.perturb.to_json()])
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": self.id, "kind": self.kind, "file": self.file, "location": self.location,
-            "operator": self.operator, "files": list(self.files),
+            "operator": self.operator, "files": list(self.files), "digest": self.digest,
         }
         if self.kind == "kernel":
             data["ops"] = list(self.ops)

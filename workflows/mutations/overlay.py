@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -183,7 +184,7 @@ def _on_device_memory(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """True when the device's kernel is at work: a tensor argument is a host alias of spyre
     device memory, or the call comes from the device's kernels (which also compute on
     temporary CPU copies, e.g. matmul and softmax in float16)."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename.startswith(_DEVICE_DIR):
             return True
