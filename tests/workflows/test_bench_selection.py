@@ -254,6 +254,16 @@ def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
         assert key in record
     assert (out / "impact-map.json").exists() and (out / "baseline.json").exists()
 
+    # Re-judging the recorded ground truth (no tests run) gives the same figures, and the
+    # selector given the impact map as well.
+    again = spyre_ci("bench", "selection", "--mutations", str(mutations), "--out", str(out),
+                     "--rescore", timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rescored = json.loads((out / "selection.json").read_text())
+    for key in ("test_recall", "change_recall", "count_ratio", "time_ratio"):
+        assert rescored[key] == record[key]
+    assert rescored["with_impact_map"]["test_recall"] == 1.0
+
 
 @pytest.mark.slow
 def test_impact_map_records_functions_and_nested_aten_ops(tmp_path: Path) -> None:
