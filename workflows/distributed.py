@@ -129,9 +129,16 @@ def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     return finished.summary
 
 
-def submit(request: pipeline.RunRequest) -> str:
-    """Enqueue a run; returns the Celery id of its plan task."""
-    return str(plan_task.delay(request.to_json()).id)
+def submit(request: pipeline.RunRequest, broker_url: str | None = None) -> str:
+    """Enqueue a run; returns the Celery id of its plan task.
+
+    `broker_url` sends through that broker instead of the configured one (a fresh
+    connection, so a process may talk to several brokers in turn).
+    """
+    if broker_url is None:
+        return str(plan_task.delay(request.to_json()).id)
+    with app.connection_for_write(broker_url) as connection:
+        return str(plan_task.apply_async((request.to_json(),), connection=connection).id)
 
 
 def consume_intake(make_request: Any, stop: threading.Event, block_ms: int = 1000) -> None:

@@ -121,13 +121,13 @@ def test_served_delivery_runs_through_celery_to_exported_results(
     assert record["event"]["delivery_id"] == "e2e-delivery-1"
 
 
-def _shard_pytest_parents() -> set[int]:
-    """Pids of the processes (Celery pool children) whose pytest child runs a shard."""
+def _shard_pytest_parents(run_dir: Path) -> set[int]:
+    """Pids of the Celery pool children whose pytest child runs a shard of this run."""
     out = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True, text=True)
     parents = set()
     for line in out.stdout.splitlines():
         pid, ppid, args = line.strip().split(None, 2)
-        if "suites.pytest_plugin" in args and "shard-" in args:
+        if "suites.pytest_plugin" in args and f"{run_dir}/work/shard-" in args:
             parents.add(int(ppid))
     return parents
 
@@ -138,7 +138,6 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     from relay.events import TriggerEvent
     from workflows import distributed, pipeline
 
-    distributed.app.conf.update(broker_url=services["redis"], result_backend=services["redis"])
     services["start"]("worker", *worker_args(services)[:3])
     event = TriggerEvent(kind="nightly", delivery_id="f" * 40, repo="pytorch/pytorch",
                          head_sha="f" * 40, files_complete=False, source="cli")
@@ -147,8 +146,9 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
         inventory=str(services["inventory"]), specs=(str(TINY_SPEC),), shards=2, full=True,
         holdout=0.0,
     )
-    distributed.submit(request)
-    victims = wait_for(_shard_pytest_parents, 240, "a shard's pytest to start")
+    distributed.submit(request, services["redis"])
+    victims = wait_for(lambda: _shard_pytest_parents(services["runs"] / "kill-test"), 240,
+                       "a shard's pytest to start")
     victim = sorted(victims)[0]
     os.kill(victim, signal.SIGKILL)  # the pool child running the shard task
 

@@ -73,7 +73,6 @@ def test_redis_restart_between_tasks(
             [sys.executable, "-m", "workflows", "worker", "--concurrency", "1"],
             cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:
-        distributed.app.conf.update(broker_url=durable_redis.url, result_backend=durable_redis.url)
         event = TriggerEvent(kind="nightly", delivery_id="b" * 40, repo="pytorch/pytorch",
                              head_sha="b" * 40, files_complete=False, source="cli")
         request = pipeline.RunRequest(
@@ -81,7 +80,7 @@ def test_redis_restart_between_tasks(
             inventory=str(tiny_inventory), specs=(str(TINY_SPEC),), full=True, holdout=0.0,
             shards=2, expand=False,
         )
-        distributed.submit(request)
+        distributed.submit(request, durable_redis.url)
         store = redis.Redis.from_url(durable_redis.url)
         # With one worker process the shards run one after the other: restart in between.
         wait_for(lambda: store.hlen("spyre-ci:run:restart-test:shards") >= 1, 300,

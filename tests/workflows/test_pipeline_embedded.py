@@ -22,7 +22,7 @@ def test_softmax_change_runs_its_family_then_a_rerun_sees_failures_as_pre_existi
 ) -> None:
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
     common = ["run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(tiny_inventory),
-              "--specs", str(TINY_SPEC), "--jobs", "2", "--holdout", "0", "--no-progress"]
+              "--specs", str(TINY_SPEC), "--jobs", "1", "--holdout", "0", "--no-progress"]
 
     first = spyre_ci(*common, "--out", str(tmp_path / "out1"), env=env)
     # `softmax.with_dtype` samples ask for float64, which Spyre refuses: real, new failures.
