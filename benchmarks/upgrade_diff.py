@@ -33,6 +33,8 @@ def main() -> int:
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--specs", action="append", default=[])
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--test-timeout", type=float, default=120.0,
+                        help="per-test limit (the bundled specs' own timeout_s is 120)")
     parser.add_argument("--name", default="upgrade_diff")
     parser.add_argument("--notes", default="")
     parser.add_argument("--out", type=Path, help="keep the run's output here")
@@ -49,7 +51,8 @@ def main() -> int:
 
     out = args.out or Path(tempfile.mkdtemp(prefix="upgrade-bench-"))
     command = [sys.executable, "-m", "workflows", "upgrade-diff", "--from", args.old,
-               "--to", args.new, "--out", str(out), "--jobs", str(args.jobs), "--no-progress"]
+               "--to", args.new, "--out", str(out), "--jobs", str(args.jobs), "--no-progress",
+               "--test-timeout", str(args.test_timeout)]
     for spec in args.specs:
         command += ["--specs", spec]
     if args.run:
@@ -76,7 +79,8 @@ def main() -> int:
                               *([f"--sample-ops {args.sample_ops} --sample-seed "
                                  f"{args.sample_seed}"] if args.sample_ops else
                                 [f"--specs {shlex.quote(s)}" for s in args.specs]),
-                              f"--jobs {args.jobs}", f"--name {args.name}"]).replace("  ", " "),
+                              f"--jobs {args.jobs}", f"--test-timeout {args.test_timeout:g}",
+                              f"--name {args.name}"]).replace("  ", " "),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
                    f"{platform.python_version()}, {platform.system()}; shared with other work",
