@@ -151,8 +151,12 @@ def consume_intake(make_request: Any, stop: threading.Event, block_ms: int = 100
         claimed = intake.claim(consumer, block_ms=block_ms)
         if claimed is None:
             continue
-        request = make_request(claimed.event)
-        submit(request)
+        try:
+            request = make_request(claimed.event)
+            submit(request)
+        except Exception:  # noqa: BLE001 - left unacknowledged: reclaimed and retried later
+            log.exception("delivery %s: not started; it stays queued", claimed.delivery_id)
+            continue
         intake.ack(claimed)
         log.info("delivery %s -> run %s", claimed.delivery_id, request.run_id)
 

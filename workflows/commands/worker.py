@@ -27,6 +27,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--inventory", type=Path, help="with --intake: the Inventory to use")
     parser.add_argument("--specs", action="append", default=[], metavar="PATH",
                         help="with --intake: spec file or folder (default: the bundled specs)")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="with --intake: the relay's config file; its `github` section lets "
+                        "the worker fetch the changed files of pull requests from GitHub")
     parser.add_argument("--loglevel", default="INFO")
     parser.set_defaults(func=worker)
 
@@ -49,8 +52,13 @@ def worker(args: argparse.Namespace) -> int:
 
             inventory = default_inventory(settings.state_dir, args.specs)
         specs = tuple(str(Path(p).resolve()) for p in args.specs)
+        adapter = _github_adapter(args.config)
 
         def make_request(event: Any) -> Any:
+            if adapter is not None:
+                from relay.changes import complete_files
+
+                event = complete_files(event, adapter)
             return request_for_event(event, args.out_root.resolve(), inventory, specs=specs,
                                      shards=args.concurrency)
 
@@ -64,3 +72,16 @@ def worker(args: argparse.Namespace) -> int:
     finally:
         stop.set()
     return 0
+
+
+def _github_adapter(config_path: Path | None) -> Any:
+    """The GitHub adapter of the relay's config, or None when GitHub is not configured."""
+    from relay.config import load_config
+    from relay.events import RelayError
+    from relay.github import GitHubAdapter
+
+    try:
+        config = load_config(config_path)
+    except RelayError as exc:
+        raise CommandError(str(exc)) from exc
+    return GitHubAdapter.from_config(config.github) if config.github else None
