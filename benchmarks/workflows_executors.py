@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/workflows_executors.py [--repeat N]
 
-Workload: `benchmarks/specs/bench_ops.yaml` (180 variants), run in full with no reruns or
+Workload: `benchmarks/specs/bench_ops.yaml` (about 480 variants), run in full with no reruns or
 expansion so every executor runs exactly the same tests. Records
 `benchmarks/results/workflows_executors.json`:
 - scaling efficiency = T(1 process) / (2 x T(2 processes)), embedded executor;
