@@ -449,17 +449,62 @@ def run_version(
     show_progress: bool = True,
     log: Log = _stderr,
 ) -> VersionRun:
-    """Run `ids` on one version with a progress line."""
+    """Run `ids` on one version with a progress line.
+
+    Resumable: outcomes a stopped earlier attempt already recorded under `work_dir` are
+    kept (the same command continues where it stopped), and `wall_s` adds up every
+    attempt's time (`work_dir/wall.json`).
+    """
     from workflows.progress import Progress
 
-    shards = max(1, min(jobs, len(ids)))
-    log(f"torch {env.version}: running {len(ids)} variants in {shards} shard(s)")
-    progress = Progress(len(ids)) if show_progress and ids else None
-    outcomes, junit, wall = run_ids(env, list(ids), work_dir, specs=specs, limits=limits,
-                                    jobs=jobs, progress=progress)
+    wanted = set(ids)
+    kept = {vid: o for vid, o in recorded_outcomes(work_dir).items() if vid in wanted}
+    todo = [vid for vid in ids if vid not in kept]
+    shards = max(1, min(jobs, len(todo)))
+    resumed = f" ({len(kept)} kept from a stopped attempt)" if kept else ""
+    log(f"torch {env.version}: running {len(todo)} variants in {shards} shard(s){resumed}")
+    progress = Progress(len(todo)) if show_progress and todo else None
+    wall_file = work_dir / "wall.json"
+    try:
+        before_s = float(json.loads(wall_file.read_text(encoding="utf-8"))["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        before_s = 0.0
+    started = time.monotonic()
+
+    def save_wall() -> float:
+        total = before_s + time.monotonic() - started
+        work_dir.mkdir(parents=True, exist_ok=True)
+        wall_file.write_text(json.dumps({"wall_s": round(total, 3)}) + "\n", encoding="utf-8")
+        return total
+
+    try:
+        outcomes, _junit, _wall = run_ids(env, todo, work_dir, specs=specs, limits=limits,
+                                          jobs=jobs, progress=progress)
+    finally:
+        total_s = save_wall()
     if progress is not None:
         progress.finish()
-    return VersionRun(env.version, list(ids), outcomes, junit, wall)
+    junit = sorted(work_dir.rglob("*.xml"))
+    return VersionRun(env.version, list(ids), {**kept, **outcomes}, junit, total_s)
+
+
+def recorded_outcomes(work_dir: Path) -> dict[str, Outcome]:
+    """Outcomes earlier shard subprocesses wrote under `work_dir` (ended tests only)."""
+    from suites.model import Status
+    from workflows.shard_runner import short_message
+
+    done: dict[str, Outcome] = {}
+    for path in sorted(work_dir.rglob("*.jsonl")) if work_dir.is_dir() else ():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+                if event.get("event") == "end":
+                    done[event["id"]] = Outcome(event["id"], Status(event["status"]),
+                                                float(event.get("duration_s", 0.0)),
+                                                short_message(str(event.get("message", ""))))
+            except (json.JSONDecodeError, KeyError, ValueError, AttributeError):
+                continue  # a line torn by the stop
+    return done
 
 
 def moved_rows(diff: Any, old_run: VersionRun, new_run: VersionRun) -> list[Any]:

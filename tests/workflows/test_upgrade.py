@@ -222,3 +222,25 @@ def test_report_of_an_upgrade_run(tmp_path: Path):
     assert record.plan is not None
     assert any(reason.startswith("definition: changed ") for reason, _ in record.plan.top_reasons)
     assert (tmp_path / "out" / "hud" / "envelope.json").exists()
+
+
+def test_a_stopped_version_run_continues(tmp_path: Path):
+    """What a killed attempt recorded is kept; the torn line and the unfinished test are not."""
+    work = tmp_path / "work"
+    (work / "shard-0").mkdir(parents=True)
+    (work / "shard-0" / "a.jsonl").write_text(
+        '{"event": "start", "id": "s::t::a::float32"}\n'
+        '{"event": "end", "id": "s::t::a::float32", "status": "failed", "duration_s": 1.5,'
+        ' "message": "E   AssertionError: 1 != 2"}\n'
+        '{"event": "start", "id": "s::t::b::float32"}\n{"event": "end", "id": "s::t::b::fl',
+        encoding="utf-8")
+    (work / "wall.json").write_text('{"wall_s": 40.0}\n', encoding="utf-8")
+    kept = upgrade.recorded_outcomes(work)
+    assert list(kept) == ["s::t::a::float32"]
+    assert kept["s::t::a::float32"].message == "AssertionError: 1 != 2"
+    # Everything asked for is already recorded: nothing runs (no interpreter is needed).
+    env = upgrade.TorchEnv("9.9.9", tmp_path / "no-env")
+    run = upgrade.run_version(env, ["s::t::a::float32"], work, show_progress=False,
+                              log=lambda _: None)
+    assert run.outcomes == kept and run.wall_s >= 40.0
+    assert json.loads((work / "wall.json").read_text())["wall_s"] >= 40.0
