@@ -139,7 +139,9 @@ def sample_spec(n: int, seed: str) -> tuple[Path, list[str]]:
         subjects |= {i.split("::")[2] for i in _ids(str(path))
                      if i.startswith("ops::") and not i.split("::")[2].startswith("_refs.")}
     chosen = sorted(random.Random(seed).sample(sorted(subjects), n))
-    folder = Path(tempfile.mkdtemp(prefix="upgrade-sample-"))
+    # A stable place: a rerun of the same sample reuses the cached Inventories.
+    folder = Path(tempfile.gettempdir()) / f"upgrade-sample-{n}-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
     expectations = ROOT / "suites" / "specs" / "ops.expectations.yaml"
     (folder / "ops.expectations.yaml").write_text(expectations.read_text(encoding="utf-8"),
                                                   encoding="utf-8")

@@ -179,16 +179,21 @@ def _size(path: Path) -> str:
 
 
 def specs_key(specs: Sequence[str] = ()) -> str:
-    """Hash of what decides an Inventory besides torch: spec files and the suites' code."""
+    """Hash of what decides an Inventory besides torch: spec files and the suites' code.
+
+    A spec file counts with every file beside it (its expectations files); contents and
+    names are hashed, not where they lie, so a copy elsewhere has the same key.
+    """
     digest = hashlib.sha256()
     roots = [Path(s) for s in specs] or [PROJECT_ROOT / "suites" / "specs"]
-    files: list[Path] = []
     for root in [*roots, PROJECT_ROOT / "suites"]:
-        files += [root] if root.is_file() else sorted(p for p in root.rglob("*")
-                                                      if p.is_file() and "__pycache__"
-                                                      not in p.parts)
-    for path in sorted(set(files)):
-        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+        folder = root.parent if root.is_file() else root
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in
+                       p.parts) if folder.is_dir() else []
+        digest.update(f"{root.name}\0".encode())
+        for path in files:
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes()
+                          + b"\0")
     return digest.hexdigest()[:12]
 
 
