@@ -448,3 +448,34 @@ def validation(
         "missed_ids": missed,
         "share_ran": round(len(ran_set) / runnable, 6) if runnable else 0.0,
     }
+
+
+def expansion(
+    moved: Iterable[Moved],
+    selection: UpgradeSelection,
+    new: Inventory | InventoryIndex,
+    already: Iterable[str] = (),
+    limit: int = 500,
+) -> dict[str, str]:
+    """Around failures only the holdout found (selector misses): the same op's other variants
+    and its family, not yet run, declared skips left out. Returns id -> why, at most `limit`.
+
+    A holdout miss says the definitions did not show a change that reached this op (a kernel
+    or an implementation changed): its neighbours are the likeliest to have moved too.
+    """
+    index = InventoryIndex.of(new)
+    ran = set(already) | set(selection.reasons) | set(selection.holdout)
+    out: dict[str, str] = {}
+    for m in moved:
+        if m.category not in ("regressed", "new-failing") or m.id in selection.reasons:
+            continue
+        if m.id not in selection.holdout or m.id not in index.by_id:
+            continue
+        op, family = index.op_of_id[m.id], index.family_of_id[m.id]
+        near = [*index.by_op.get(op, ()), *index.by_family.get(family, ())]
+        for vid in near:
+            if vid not in ran and vid in index.runnable_set and vid not in out:
+                out[vid] = f"expansion: {m.category} holdout variant {m.id} (op {op})"
+                if len(out) >= limit:
+                    return out
+    return out

@@ -538,6 +538,36 @@ def run_section(moved: Sequence[Any], old_run: VersionRun, new_run: VersionRun) 
             "rows": rows}
 
 
+def expand_misses(
+    diff: Any,
+    selection: Any,
+    old: Inventory,
+    new: Inventory,
+    envs: Sequence[TorchEnv],
+    runs: Sequence[VersionRun],
+    moved: list[Any],
+    work_dir: Path,
+    **kw: Any,
+) -> tuple[list[VersionRun], list[Any], dict[str, Any]]:
+    """Holdout variants that regressed or fail new are selector misses: run their neighbours
+    (`selector.upgrade.expansion`) on both versions, and classify again."""
+    from selector.upgrade import expansion
+
+    grown = expansion(moved, selection, new, already=runs[1].ids)
+    if not grown:
+        return list(runs), moved, {"ran": 0, "because": []}
+    old_ids = {v.id for v in old.variants}
+    extra = [run_version(envs[0], [v for v in grown if v in old_ids], work_dir / "expand-from",
+                         **kw),
+             run_version(envs[1], list(grown), work_dir / "expand-to", **kw)]
+    merged = [VersionRun(r.version, [*r.ids, *e.ids], {**r.outcomes, **e.outcomes},
+                         [*r.junit, *e.junit], r.wall_s + e.wall_s)
+              for r, e in zip(runs, extra, strict=True)]
+    return merged, moved_rows(diff, merged[0], merged[1]), {
+        "ran": len(grown), "because": sorted(set(grown.values())),
+        "wall_s": [round(e.wall_s, 1) for e in extra]}
+
+
 def validate_full(
     diff: Any,
     selection: Any,

@@ -10,10 +10,12 @@ import pytest
 
 from selector import SelectorError
 from selector.upgrade import (
+    Moved,
     api_ops,
     classify,
     diff_api,
     diff_inventories,
+    expansion,
     select_upgrade,
     validation,
 )
@@ -187,6 +189,23 @@ def test_classify_every_category():
     check = validation(list(rows.values()), ["r", "gone"], 10)
     assert check == {"outcome_changes": 5, "caught": 2, "missed": 3,
                      "missed_ids": ["f", "n1", "x"], "share_ran": 0.2}
+
+
+def test_expansion_around_holdout_misses(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    diff = diff_inventories(old, new)
+    sel = select_upgrade(diff, old, new, holdout_rate=0.0)
+    sel = replace(sel, holdout=("ops::compare_cpu::sin::float32",))
+    moved = [Moved("ops::compare_cpu::sin::float32", "regressed", Status.PASSED, Status.FAILED),
+             Moved("ops::compare_cpu::abs::float32", "regressed", Status.PASSED, Status.FAILED)]
+    new = replace(new, variants=(*new.variants, v("sin", "out", fp="s2"),
+                                 v("sin", "errors", "none", fp="s3",
+                                   expectation=Expectation.SKIP, reason="no")))
+    grown = expansion(moved, sel, new)
+    # The holdout miss grows to sin's other runnable variants; a selected one does not grow.
+    assert grown == {"ops::out::sin::float32": "expansion: regressed holdout variant "
+                                               "ops::compare_cpu::sin::float32 (op sin)"}
+    assert expansion(moved[1:], sel, new) == {}
 
 
 # ---------------------------------------------------------------- the committed Inventories

@@ -154,7 +154,10 @@ def _online(args: argparse.Namespace) -> int:
             upgrade.run_version(envs[1], selection.run_on_new(), out / "work" / "to", **kw),
         ]
         moved = upgrade.moved_rows(diff, runs[0], runs[1])
+        runs, moved, grown = upgrade.expand_misses(diff, selection, old, new, envs, runs, moved,
+                                                   out / "work", **kw)
         data["run"] = upgrade.run_section(moved, runs[0], runs[1])
+        data["run"]["expansion"] = grown
         if args.validate:
             data["validate"] = upgrade.validate_full(
                 diff, selection, envs, (old, new), runs, out / "work", **kw)
