@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import add_source_arguments, read_source
 from workflows.cli import CommandError
 
 
@@ -19,12 +20,7 @@ def register(subparsers: Any) -> None:
         description="Plan with the selector, run the shards as pytest subprocesses on the "
         "spyre device, verify (reruns, baseline, expansion), update History and export.",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--event", type=Path, metavar="FILE",
-                        help="a recorded delivery (see examples/events/); a sibling "
-                        "FILE.patch supplies the diff when the payload carries none")
-    source.add_argument("--diff", type=Path, metavar="FILE.patch",
-                        help="a unified diff in PyTorch's repository layout")
+    add_source_arguments(parser)
     parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
                         help="the Inventory to select from (default: built from the bundled "
                         "specs for the installed torch, cached in the state directory)")
@@ -51,26 +47,13 @@ def register(subparsers: Any) -> None:
 
 
 def build_request(args: argparse.Namespace) -> Any:
-    """The RunRequest for `run` (and `worker`'s intake): reads the event or diff."""
-    from relay.events import EventError, Ignored, TriggerEvent, load_event_file
+    """The RunRequest for `run`: reads the event or diff."""
+    from relay.events import TriggerEvent
     from workflows import pipeline
 
-    diff_text = None
-    if args.event is not None:
-        try:
-            event = load_event_file(args.event)
-        except EventError as exc:
-            raise CommandError(str(exc)) from exc
-        if isinstance(event, Ignored):
-            raise CommandError(f"{args.event}: this delivery triggers no run: {event.reason}")
-        sibling = args.event.with_suffix(".patch")
-        if sibling.exists():
-            diff_text = sibling.read_text(encoding="utf-8")
-    else:
-        try:
-            diff_text = args.diff.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"{args.diff}: cannot read the diff: {exc.strerror}") from exc
+    change = read_source(args)
+    event, diff_text = change.event, change.diff_text
+    if event is None:  # a bare diff is run as a change that landed on the upstream branch
         event = TriggerEvent(kind="push", delivery_id=f"diff:{args.diff.name}",
                              repo="pytorch/pytorch", head_sha="", source="cli")
     run_id = pipeline.run_id_for(event, started=str(time.time_ns()))

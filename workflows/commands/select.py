@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import add_source_arguments, read_source, read_text
 from workflows.cli import CommandError
 
 INVENTORY_ENV = "SPYRE_CI_INVENTORY"
@@ -24,12 +25,7 @@ def register(subparsers: Any) -> None:
         description="Scout the change, score every variant with the heuristics, and plan "
         "(budget, holdout, shards). Nothing runs.",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--event", type=Path, metavar="FILE",
-                        help="a recorded delivery {event, delivery_id, payload}; a sibling "
-                        "<stem>.patch supplies the diff when the payload carries none")
-    source.add_argument("--diff", type=Path, metavar="FILE.patch",
-                        help="a unified diff (git diff) in PyTorch's repository layout")
+    add_source_arguments(parser)
     parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
                         default=Path(os.environ[INVENTORY_ENV]) if os.environ.get(INVENTORY_ENV)
                         else None,
@@ -111,32 +107,16 @@ def select(args: argparse.Namespace) -> int:
 
 
 def _read_change(args: argparse.Namespace) -> Any:
-    from relay.events import EventError, Ignored, load_event_file
     from selector import ChangeSet
 
-    if args.diff is not None:
-        text = _read_text(args.diff, "diff")
-        return ChangeSet.from_diff(text, source=str(args.diff))
-    try:
-        event = load_event_file(args.event)
-    except EventError as exc:
-        raise CommandError(str(exc)) from exc
-    if isinstance(event, Ignored):
-        raise CommandError(f"{args.event}: this delivery triggers no run: {event.reason}")
-    sibling = args.event.with_suffix(".patch")
-    diff_text = _read_text(sibling, "diff") if sibling.exists() else None
-    return ChangeSet.from_event(event, diff_text, diff_source=str(sibling))
-
-
-def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CommandError(f"{path}: cannot read the {what}: {exc.strerror}") from exc
+    change = read_source(args)
+    if change.event is None:
+        return ChangeSet.from_diff(change.diff_text, source=change.diff_source)
+    return ChangeSet.from_event(change.event, change.diff_text, diff_source=change.diff_source)
 
 
 def _read_json(path: Path) -> Any:
-    text = _read_text(path, "JSON file")
+    text = read_text(path, "JSON file")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
