@@ -60,16 +60,24 @@ FAILURE_GROUPS = (
                  "Spyre rule: matmul-family ops and softmax compute in float16; float32 and "
                  "bfloat16 results differ from CPU by more than the 1e-3 tolerance (passes "
                  "with the rules off)", True),
-    FailureGroup("no-device-generator", r"(Generator|generator)",
-                 "Limitation: no device torch.Generator from Python on torch 2.13 (random "
-                 "ops take the CPU generator); a sample passing a device generator fails",
-                 False),
+    # Only given to numeric mismatches that fail with SPYRE_EMU_PERMISSIVE=1 too.
+    FailureGroup("low-precision-path", r"(not close|Tensor-likes are not|Scalars are not)",
+                 "Not a Spyre rule (fails with the rules off too): float16/bfloat16 results "
+                 "of grid_sample, rsqrt and chunked linear_cross_entropy differ from CPU in "
+                 "the last bits (grid_sample also at out-of-range samples). The device runs "
+                 "the same CPU kernels, so the likely cause is a device-dependent branch in "
+                 "the composite op or a different vectorised/scalar kernel variant; an open "
+                 "backend issue", False),
     FailureGroup("cpu-kernel-dtype", r"not implemented for '(Half|BFloat16)'",
                  "Emulation limit: the op's CPU kernel has no float16/bfloat16 version for "
                  "this sample (CPU raises the same error; upstream runs this test on CUDA "
                  "only, so it expects nothing of CPU here)", False),
     FailureGroup("sparse", r"(sparse|Sparse|SparsePrivateUse1)",
                  "Limitation: sparse layouts on the device need C++ kernels", False),
+    FailureGroup("no-device-generator", r"(Generator|generator)",
+                 "Limitation: no device torch.Generator from Python on torch 2.13 (random "
+                 "ops take the CPU generator); a sample passing a device generator fails",
+                 False),
     FailureGroup("unexpected-success", r"(Unexpected success|XPASS|unexpectedly succeeded)",
                  "Upstream expected failure that passes here: the CPU kernel runs the op, so "
                  "a failure expected of other devices does not happen", False),
@@ -94,6 +102,8 @@ def classify(message: str, passes_without_rules: bool | None = None) -> str:
     """
     for group in FAILURE_GROUPS:
         if group.name == "rule-fp16-compute" and not passes_without_rules:
+            continue
+        if group.name == "low-precision-path" and passes_without_rules is not False:
             continue
         if re.search(group.pattern, message):
             return group.name
@@ -216,6 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--junit", type=Path, nargs="+",
                         help="reduce these JUnit XML files (shards of one sweep) instead of "
                              "running")
+    parser.add_argument("--rerun", type=Path,
+                        help="JUnit XML of a rerun of some tests on newer code: its outcomes "
+                             "replace theirs")
     parser.add_argument("--permissive-junit", type=Path,
                         help="the failures rerun with SPYRE_EMU_PERMISSIVE=1 (JUnit XML)")
     parser.add_argument("--seconds", type=float,
@@ -230,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         junits = [scratch / "spyre-opinfo-sweep.xml"]
         seconds = run_sweep(junits[0])
     outcomes = [outcome for junit in junits for outcome in parse_junit(junit)]
+    if args.rerun:
+        newer = {o.test: o for o in parse_junit(args.rerun)}
+        outcomes = [newer.get(o.test, o) for o in outcomes]
     if not outcomes:
         print(f"{junits}: no sweep test cases found", file=sys.stderr)
         return 2
