@@ -113,6 +113,7 @@ def main() -> int:
         run = data["run"]
         record["run"] = {"from": run["from"], "to": run["to"], "categories": run["categories"],
                          "unchanged_passing": run["unchanged_passing"],
+                         "expansion": run.get("expansion"),
                          "regressed_ids": [r["id"] for r in run["rows"]
                                            if r["category"] == "regressed"][:50]}
     if "validate" in data:
