@@ -79,6 +79,29 @@ def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dic
     return list(ends.values())
 
 
+def merge(parts: list[Path], out: Path) -> int:
+    """One result from runs over disjoint id sets (a full run done in parts)."""
+    loaded = [json.loads(p.read_text()) for p in parts]
+    statuses: Counter[str] = Counter()
+    per_suite: Counter[str] = Counter()
+    for part in loaded:
+        statuses.update(part["statuses"])
+        per_suite.update(part["per_suite"])
+    result = dict(loaded[-1])
+    result.update({
+        "value": round(sum(p["value"] for p in loaded), 1),
+        "variants": sum(p["variants"] for p in loaded),
+        "statuses": dict(sorted(statuses.items())),
+        "per_suite": dict(sorted(per_suite.items())),
+        "green": all(p["green"] for p in loaded),
+        "parts": [{"command": p["command"], "wall_s": p["value"], "variants": p["variants"],
+                   "date": p["date"], "workers": p["workers"]} for p in loaded],
+    })
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0 if result["green"] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
@@ -88,12 +111,21 @@ def main() -> int:
     parser.add_argument("--record", action="store_true",
                         help="write the generated expectations files from the failures")
     parser.add_argument("--limit", type=int, default=0, help="only the first N variants (smoke)")
+    parser.add_argument("--ids", type=Path, help="only these variant ids (one per line)")
+    parser.add_argument("--out", type=Path, default=RESULT, help="result JSON to write")
+    parser.add_argument("--merge", type=Path, nargs="+",
+                        help="combine result JSONs of runs over disjoint --ids into --out")
     args = parser.parse_args()
+    if args.merge:
+        return merge(args.merge, args.out)
     args.work_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     variants = all_ids()
     if args.limit:
         variants = variants[: args.limit]
+    if args.ids:
+        keep = set(args.ids.read_text().split())
+        variants = [v for v in variants if v["id"] in keep]
     ids = [v["id"] for v in variants]
     chunks: queue.Queue[tuple[int, list[str]]] = queue.Queue()
     for n, start in enumerate(range(0, len(ids), args.chunk)):
@@ -154,8 +186,8 @@ def main() -> int:
         "recorded": bool(args.record),
     }
     if not args.limit:
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps(result, indent=2) + "\n")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if result["green"] else 1
 

@@ -54,6 +54,14 @@ def summarize(message: str, limit: int = 160) -> str:
               or ln.startswith(("E ", "timeout:", "AssertionError"))]
     pick = (errors[-1] if errors else (lines[-1] if lines else "failed"))
     pick = re.sub(r"^E\s+", "", pick)
+    # "sample 3 (SampleInput(...)): Tensor-likes are not close!" -> keep what and how far.
+    pick = re.sub(r" \(SampleInput\(.*\)\)", "", pick)
+    if "not close" in pick or "not equal" in pick:
+        diff = next((ln for ln in lines if ln.startswith(("Greatest absolute difference",
+                                                           "E   Greatest absolute"))), "")
+        if diff:
+            pick += " " + re.sub(r"^E\s+", "", diff).replace("Greatest absolute difference",
+                                                              "max abs diff")
     pick = re.sub(r"0x[0-9a-f]+", "0x…", pick)
     return pick if len(pick) <= limit else pick[: limit - 1] + "…"
 
