@@ -297,10 +297,33 @@ class Judge:
                         if total_s else 0.0),
         )
         for vid in result.missed:
-            result.missed_why[vid] = _first_lines(why(plan, vid, self.inventory), 4)
+            result.missed_why[vid] = (self.cause(mutation, vid) + " | selector: "
+                                      + _first_lines(why(plan, vid, self.inventory), 3))
         if impact is None and self.impact is not None:
             result.with_impact = self(mutation, changed, ran, restricted, wall_s, self.impact)
         return result
+
+
+    def cause(self, mutation: Mutation, vid: str) -> str:
+        """Why a failing variant is out of reach of the diff, from the unmutated trace."""
+        subject = vid.split("::")[2] if vid.count("::") >= 3 else vid
+        if self.impact is None:
+            return f"{subject}: not named by the diff"
+        if mutation.kind == "kernel":
+            reached = sorted(set(mutation.ops) & set(self.impact.aten_ops.get(vid, ())))
+            if reached:
+                return (f"{subject} reaches {', '.join(reached)} inside its own computation "
+                        f"(CPU reference, composite, backward formula); the diff names "
+                        f"{mutation.location} only: the trace links them, the op names do not")
+        else:
+            from workflows.mutations.impact import changed_functions
+
+            functions = changed_functions(mutation) or set()
+            ran = sorted(f for f in self.impact.functions.get(vid, ()) if f in functions)
+            if ran:
+                return (f"{subject} executes {', '.join(ran)}; the diff's names do not "
+                        "relate it to that function")
+        return f"{subject}: neither the diff's names nor the trace link it to the change"
 
 
 def _ground_truth(mutation: Mutation, baseline: Mapping[str, Outcome], ids: Sequence[str],
@@ -355,7 +378,8 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     record["rescored_at"] = record.pop("date")
     record["date"] = previous["date"]
     # The figures need both: the run that recorded the ground truth, and this judgement.
-    record["command"] = f"{previous['command']} && {config.command}"
+    record["ground_truth_command"] = previous.get("ground_truth_command", previous["command"])
+    record["command"] = f"{record['ground_truth_command']} && {config.command}"
     (out / "selection.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     log(f"rescored {len(results)} mutations from {out}")
     return record
@@ -429,7 +453,10 @@ def _record(config: BenchConfig, results: Sequence[MutationResult], inventory: I
         "notes": ("benchmark inventory (benchmarks/selection/specs), not the full bundled one; "
                   "ground truth = variants whose status differs from the unmutated baseline"
                   + ("; ground-truth runs restricted by the impact map (exact, see "
-                     "docs/selection-benchmark.md)" if restricted else "")),
+                     "docs/selection-benchmark.md)" if restricted else "")
+                  + (f"; impact map {config.impact_map} recorded beforehand with `spyre-ci "
+                     f"impact-map --specs {' '.join(config.specs)} --out {config.impact_map}`"
+                     if config.impact_map else "")),
         "test_recall": test_recall,
         "change_recall": _ratio(len(caught_some), len(with_failure)),
         "count_ratio": _ratio(sum(len(r.selected) for r in results),
