@@ -107,15 +107,22 @@ def install_kernel_override(ops: Sequence[str], perturb: dict[str, float]) -> li
             overload = getattr(packet, overload_name)
             qualified = f"{packet_name}.{overload_name}" if overload_name != "default" \
                 else packet_name
-            if not torch._C._dispatch_has_kernel_for_dispatch_key(
-                    overload.name(), "CPU"):
-                continue  # composite: its CPU work is some other op's kernel
+            has = torch._C._dispatch_has_kernel_for_dispatch_key
+            if not (has(overload.name(), "CPU")
+                    or has(overload.name(), "CompositeExplicitAutograd")):
+                # CompositeImplicitAutograd: decomposed above the CPU key, its CPU work is
+                # other ops' kernels; a CPU registration would never run.
+                continue
             original = torch.library.get_kernel(overload, "CPU")
             kernel = _perturbing_kernel(original, overload, scale, offset)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
                 lib.impl(qualified, kernel, "CPU", with_keyset=True)
             done.append(overload.name())
+    if not done:
+        raise RuntimeError(f"{ENV_VAR}: none of {', '.join(ops)} has a CPU or "
+                           "CompositeExplicitAutograd kernel to override; name the ops whose "
+                           "kernels the edit changes")
     _ACTIVE["overridden"] = done
     return done
 
