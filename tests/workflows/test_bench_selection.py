@@ -287,3 +287,18 @@ def test_impact_map_records_functions_and_nested_aten_ops(tmp_path: Path) -> Non
     assert {"aten::abs", "aten::add"} <= impact.aten_ops[softsign]
     assert "aten::sigmoid" not in impact.aten_ops[softsign]
     assert "functions" in data["session"] and data["untraced"] == []
+
+
+def test_a_kernel_mutation_that_overrides_nothing_is_refused(tmp_path: Path) -> None:
+    import os
+
+    # matmul is CompositeImplicitAutograd (all overloads): its CPU work is mm's kernel, so a
+    # CPU registration would never run and the mutation would silently change nothing.
+    entry = _kernel_entry("k-matmul")
+    entry["ops"] = ["aten::matmul"]
+    mutation = load_mutations(_write_set(tmp_path / "set.yaml", [entry]))[0]
+    env = {**os.environ, **subprocess_env(mutation, tmp_path / "work")}
+    done = subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=REPO_ROOT)
+    assert done.returncode != 0
+    assert "none of aten::matmul has a CPU or CompositeExplicitAutograd kernel" in done.stderr

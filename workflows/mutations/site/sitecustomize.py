@@ -5,6 +5,15 @@ torch. Does nothing without that variable."""
 import os
 
 if os.environ.get("SPYRE_CI_MUTATION"):
-    from workflows.mutations.overlay import activate
+    try:
+        from workflows.mutations.overlay import activate
 
-    activate()
+        activate()
+    except Exception as exc:  # noqa: BLE001 - any failure must stop the process, loudly
+        # Python would report a failing sitecustomize and go on unmutated: the run would
+        # measure nothing while looking fine.
+        import sys
+
+        print(f"spyre-ci mutation could not be applied: {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
+        os._exit(70)
