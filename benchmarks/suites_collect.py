@@ -35,8 +35,8 @@ def run_once(work: Path) -> tuple[float, float, int]:
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    match = re.search(r"(\d+) tests? collected", out.stdout)
-    return wall, cpu, int(match.group(1)) if match else -1
+    match = re.search(r"(\d+) tests? collected|collected (\d+) items", out.stdout)
+    return wall, cpu, int(match.group(1) or match.group(2)) if match else -1
 
 
 def main() -> int:
