@@ -392,6 +392,18 @@ class Moved:
     message: str = ""
 
 
+def broken(status: Status) -> bool | None:
+    """Does the op fail this test? True: a failure or an expected one (xfailed); False:
+    passed or xpassed; None: skipped (nothing known).
+
+    The expectations are the same on both versions, so an xfail that starts passing is a fix
+    and a pass that turns into a failure is a regression, whatever the spec expected.
+    """
+    if status is Status.SKIPPED:
+        return None
+    return status.is_failure or status is Status.XFAILED
+
+
 def classify(
     ids_old: Iterable[str],
     ids_new: Iterable[str],
@@ -402,8 +414,8 @@ def classify(
 ) -> list[Moved]:
     """Per variant that ran: regressed, fixed, new-failing, new-passing, removed, unchanged-failing.
 
-    A failure is `Status.is_failure` (failed, error, timeout, crashed); skipped, xfailed and
-    xpassed count as not failing, as they do for the run's conclusion.
+    Failing is `broken`: failed, error, timeout, crashed, and xfailed (an expected failure is
+    still one); skipped on either side compares nothing.
     """
     removed_set, added_set = set(removed), set(added)
     out: list[Moved] = []
@@ -411,21 +423,22 @@ def classify(
         a, b = outcomes_old.get(vid), outcomes_new.get(vid)
         before = a.status if a else None
         after = b.status if b else None
-        message = (b.message if b and b.status.is_failure else
-                   a.message if a and a.status.is_failure else "")
+        was = broken(before) if before else None
+        now = broken(after) if after else None
+        message = (b.message if b and now else a.message if a and was else "")
         if vid in removed_set:
             category: str | None = "removed"
         elif vid in added_set:
-            if after is None:
+            if now is None:
                 continue
-            category = "new-failing" if after.is_failure else "new-passing"
-        elif before is None or after is None:
-            continue  # ran on one side only (a crash of the runner): nothing to compare
-        elif not before.is_failure and after.is_failure:
+            category = "new-failing" if now else "new-passing"
+        elif was is None or now is None:
+            continue  # skipped, or ran on one side only: nothing to compare
+        elif not was and now:
             category = "regressed"
-        elif before.is_failure and not after.is_failure:
+        elif was and not now:
             category = "fixed"
-        elif before.is_failure and after.is_failure:
+        elif was and now:
             category = "unchanged-failing"
         else:
             category = None
