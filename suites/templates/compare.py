@@ -8,6 +8,10 @@ from typing import Any
 
 import torch
 
+from suites.templates import tracking
+
+tracking.install()
+
 # Defaults when neither the spec nor an OpInfo decorator sets a tolerance; like upstream's
 # test_compare_cpu (1e-3), widened for the 16-bit types.
 DEFAULT_TOL = {
