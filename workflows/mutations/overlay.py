@@ -103,16 +103,17 @@ def install_kernel_override(ops: Sequence[str], perturb: dict[str, float]) -> li
     for name in ops:
         packet_name = name.split("::", 1)[1]
         packet = getattr(torch.ops.aten, packet_name)
-        for overload_name in packet.overloads():
-            overload = getattr(packet, overload_name)
+        overloads = [(o, getattr(packet, o)) for o in packet.overloads()]
+        # The CPU kernels when the op has any; otherwise (logsumexp) its
+        # CompositeExplicitAutograd kernels, which CPU tensors reach. CompositeImplicitAutograd
+        # ops decompose above the CPU key: a CPU registration would never run.
+        for key in ("CPU", "CompositeExplicitAutograd"):
+            chosen = [(o, op) for o, op in overloads if _has_kernel(op, key)]
+            if chosen:
+                break
+        for overload_name, overload in chosen:
             qualified = f"{packet_name}.{overload_name}" if overload_name != "default" \
                 else packet_name
-            has = torch._C._dispatch_has_kernel_for_dispatch_key
-            if not (has(overload.name(), "CPU")
-                    or has(overload.name(), "CompositeExplicitAutograd")):
-                # CompositeImplicitAutograd: decomposed above the CPU key, its CPU work is
-                # other ops' kernels; a CPU registration would never run.
-                continue
             original = torch.library.get_kernel(overload, "CPU")
             kernel = _perturbing_kernel(original, overload, scale, offset)
             with warnings.catch_warnings():
@@ -127,6 +128,15 @@ def install_kernel_override(ops: Sequence[str], perturb: dict[str, float]) -> li
     return done
 
 
+def _has_kernel(overload: Any, key: str) -> bool:
+    import torch
+
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), key))
+    except RuntimeError:
+        return False  # a TorchScript-only overload (mul.left_t): not a dispatcher op
+
+
 def _perturbing_kernel(original: Any, overload: Any, scale: float, offset: float) -> Any:
     import torch
 
@@ -134,7 +144,13 @@ def _perturbing_kernel(original: Any, overload: Any, scale: float, offset: float
     written = [i for i, a in enumerate(schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
 
+    tensor_args = [i for i, a in enumerate(schema.arguments) if str(a.type) == "Tensor"]
+
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        # A Python scalar the dispatcher wrapped as a tensor (x * 3) reaches a Python kernel
+        # unwrapped; the boxed call needs the tensor back (what wrapping makes, dtype-wise).
+        if any(i < len(args) and isinstance(args[i], int | float | bool) for i in tensor_args):
+            args = tuple(_as_tensor(a) if i in tensor_args else a for i, a in enumerate(args))
         result = original.call_boxed(keyset, *args, **kwargs)
         if getattr(_STATE, "busy", False) or (scale == 1.0 and offset == 0.0):
             return result
@@ -152,6 +168,18 @@ def _perturbing_kernel(original: Any, overload: Any, scale: float, offset: float
             _STATE.busy = False
 
     return kernel
+
+
+def _as_tensor(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, bool):
+        return torch.tensor(value)
+    if isinstance(value, int):
+        return torch.tensor(value, dtype=torch.int64)
+    if isinstance(value, float):
+        return torch.tensor(value, dtype=torch.get_default_dtype())
+    return value
 
 
 def _tensors(value: Any) -> list[Any]:
