@@ -302,3 +302,16 @@ def test_a_kernel_mutation_that_overrides_nothing_is_refused(tmp_path: Path) -> 
                           text=True, timeout=300, cwd=REPO_ROOT)
     assert done.returncode != 0
     assert "none of aten::matmul has a CPU or CompositeExplicitAutograd kernel" in done.stderr
+
+
+def test_kernel_override_keeps_python_scalars_working(tmp_path: Path) -> None:
+    entry = _kernel_entry("k-mul")
+    entry["ops"] = ["aten::mul", "aten::mul_"]
+    mutation = load_mutations(_write_set(tmp_path / "set.yaml", [entry]))[0]
+    env = subprocess_env(mutation, tmp_path / "work")
+    code = ("import torch\n"
+            "a = torch.ones(2)\n"
+            "print((a * 3)[0].item(), (torch.arange(3) * 2).tolist(),"
+            " (torch.arange(3) * 2.5).dtype, (a.to('spyre') * 3).cpu()[0].item())")
+    # x2 on the CPU float result (a wrapped scalar included); integers and the device untouched
+    assert _python(code, env) == "6.0 [0, 2, 4] torch.float32 3.0"
