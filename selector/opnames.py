@@ -71,6 +71,10 @@ def family_of(name: str, aliases: Mapping[str, str]) -> str:
             if key in aliases:
                 return aliases[key]
             break
+    if key.startswith("nn.") and key[3:4].isupper():
+        # A module runs the op it is named after: nn.ELU -> elu, nn.LayerNorm -> layer_norm.
+        op = _module_op(key[3:])
+        return aliases.get(op, op)
     core = key.lstrip("_") if not key.startswith("__") else key
     if core in aliases:
         return aliases[core]
@@ -79,6 +83,18 @@ def family_of(name: str, aliases: Mapping[str, str]) -> str:
             stripped = core[: -len(suffix)].lstrip("_")
             return aliases.get(stripped, stripped)
     return core
+
+
+# Module names whose capitals do not mark word breaks.
+_MODULE_SPELLING = {"ReLU": "Relu", "PReLU": "Prelu", "RReLU": "Rrelu", "SiLU": "Silu"}
+
+
+def _module_op(camel: str) -> str:
+    """`LayerNorm` -> `layer_norm`, `ELU` -> `elu`, `BatchNorm2d` -> `batch_norm`."""
+    for spelled, plain in sorted(_MODULE_SPELLING.items(), key=lambda kv: -len(kv[0])):
+        camel = camel.replace(spelled, plain)
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", camel).lower()
+    return re.sub(r"_?[123]d$", "", snake)
 
 
 def compact(name: str) -> str:

@@ -144,3 +144,13 @@ def test_python_qualified_by_file_and_decorator_owner() -> None:
 )
 def test_watch_globs(glob: str, path: str, hit: bool) -> None:
     assert matches(glob, path) is hit
+
+
+@pytest.mark.parametrize(
+    ("module", "family"),
+    [("nn.ELU", "elu"), ("nn.GLU", "glu"), ("nn.LayerNorm", "layer_norm"),
+     ("nn.BatchNorm2d", "batch_norm"), ("nn.PReLU", "prelu"), ("nn.LeakyReLU", "leaky_relu"),
+     ("nn.Softmax", "softmax")],
+)
+def test_module_runs_the_op_it_is_named_after(module: str, family: str) -> None:
+    assert family_of(module, {}) == family
