@@ -35,48 +35,13 @@ def all_ids() -> list[dict[str, str]]:
 
 
 def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dict[str, object]]:
-    """Run ids to completion, restarting after crashes; returns the end records."""
-    ends: dict[str, dict[str, object]] = {}
-    remaining = list(ids)
-    attempt = 0
-    while remaining:
-        attempt += 1
-        ids_file = work / f"{name}-{attempt}.ids"
-        results = work / f"{name}-{attempt}.jsonl"
-        ids_file.write_text("\n".join(remaining) + "\n")
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "suites.pytest_plugin", "-p", "no:cacheprovider",
-             "--spyre-ids", str(ids_file), "--spyre-results", str(results),
-             "--spyre-timeout", str(timeout), "--junitxml", str(work / f"{name}-{attempt}.xml"),
-             "-q", "-o", "addopts="],
-            cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            check=False,
-        )
-        started: str | None = None
-        if results.exists():
-            for line in results.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if record["event"] == "start":
-                    started = record["id"]
-                else:
-                    ends[record["id"]] = record
-                    started = None
-        if started is not None and started not in ends:
-            ends[started] = {"event": "end", "id": started, "status": "crashed",
-                             "duration_s": 0.0, "message": "the test process died"}
-        new_remaining = [i for i in remaining if i not in ends]
-        if len(new_remaining) == len(remaining):
-            # No progress (e.g. collection failed): record the rest as errors.
-            for vid in new_remaining:
-                ends[vid] = {"event": "end", "id": vid, "status": "error", "duration_s": 0.0,
-                             "message": "pytest made no progress on this chunk"}
-            break
-        remaining = new_remaining
-    return list(ends.values())
+    """Run ids to completion through the shard runner (crashes and hangs recorded, the rest
+    of the chunk still runs); returns the end records."""
+    from workflows.shard_runner import Limits, run_shard
+
+    result = run_shard(name, ids, work, limits=Limits(test_timeout_s=timeout, memory_mb=None),
+                       env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    return [{"event": "end", **outcome.to_json()} for outcome in result.outcomes]
 
 
 def merge(parts: list[Path], out: Path) -> int:
