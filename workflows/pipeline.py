@@ -232,6 +232,8 @@ def summarize(finished: FinishedRun, metrics: Mapping[str, Any]) -> dict[str, An
         "counts": counts,
         "metrics": {k: v for k, v in metrics.items() if not isinstance(v, list | tuple)},
         "fallback": finished.planned.plan.get("fallback"),
+        "decision": finished.planned.plan.get("decision"),
+        "why": "; ".join(finished.planned.plan.get("change_facts", {}).get("reasons", [])),
         "out_dir": str(finished.out_dir),
     }
 

@@ -98,6 +98,8 @@ def print_summary(finished: Any) -> None:
     print(f"\nrun {finished.planned.request.run_id}  ({s['event']})")
     if s.get("fallback"):
         print(f"  full run: {s['fallback']}")
+    elif s.get("decision") == "none":
+        print(f"  nothing to run: {s.get('why') or 'no variant is affected'}")
     print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")
     width = max((len(k) for k in s["counts"]), default=6)
     for status, count in sorted(s["counts"].items(), key=lambda kv: -kv[1]):
