@@ -49,6 +49,7 @@ class RunRequest:
     shards: int = 1
     rerun_failures: bool = True
     expand: bool = True
+    baseline: bool | None = None  # record results as the baseline; None: by event kind
     downstream_repo: str = "torch-spyre/torch-spyre"
     workflow: str = "spyre-ci"
     job: str = "variant-tests"

@@ -82,7 +82,8 @@ def verify(
     request = planned.request
     history = selector.History.from_json(planned.history)
     plan = make_plan(request, inventory, history).plan
-    on_baseline = request.trigger.kind in BASELINE_KINDS
+    on_baseline = (request.trigger.kind in BASELINE_KINDS if request.baseline is None
+                   else request.baseline)
     outcomes = dict(first)
     reruns: list[Outcome] = []
 

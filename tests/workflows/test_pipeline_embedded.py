@@ -73,3 +73,19 @@ def test_run_errors_are_clear(tmp_path: Path) -> None:
                       env={**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "s")})
     assert result.returncode == 2
     assert "inv.json.gz: not a readable inventory" in result.stderr
+
+
+def test_no_baseline_run_leaves_the_baseline_alone(tiny_inventory: Path, tmp_path: Path) -> None:
+    from workflows.history import SQLiteHistory
+
+    state = tmp_path / "state"
+    result = spyre_ci(
+        "run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(tiny_inventory),
+        "--specs", str(TINY_SPEC), "--jobs", "1", "--holdout", "0", "--budget", "2",
+        "--no-baseline", "--no-progress", "--out", str(tmp_path / "out"),
+        env={**os.environ, "SPYRE_CI_STATE_DIR": str(state)},
+    )
+    assert result.returncode in (0, 1), result.stderr
+    snapshot = SQLiteHistory(state / "history.sqlite3").snapshot()
+    assert snapshot.variants, "the run recorded its outcomes"
+    assert all(v.baseline is None for v in snapshot.variants.values())

@@ -42,6 +42,9 @@ def register(subparsers: Any) -> None:
                         help="per-test time limit (default 300)")
     parser.add_argument("--memory-mb", type=int, default=8192,
                         help="address-space limit per test subprocess (default 8192)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="do not record the results as the upstream baseline (trying a "
+                        "patch); by default pushes and nightlies set it, pull requests do not")
     parser.add_argument("--no-progress", action="store_true", help="no progress line")
     parser.set_defaults(func=run)
 
@@ -72,6 +75,7 @@ def build_request(args: argparse.Namespace) -> Any:
         diff_text=diff_text, full=args.full, budget_count=args.budget,
         budget_time_s=args.budget_time, holdout=args.holdout, test_timeout_s=args.test_timeout,
         memory_mb=args.memory_mb, shards=max(1, args.jobs),
+        baseline=False if args.no_baseline else None,
         specs=tuple(str(Path(p).resolve()) for p in args.specs),  # shards run elsewhere
     )
 
