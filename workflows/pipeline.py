@@ -12,7 +12,7 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,6 @@ class FinishedRun:
     classification: dict[str, str]  # failing id -> new | pre-existing | flaky
     summary: dict[str, Any]
     out_dir: Path
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def new_failures(self) -> list[str]:

@@ -44,7 +44,6 @@ class PlanResult:
 @dataclass(frozen=True)
 class Verdict:
     outcomes: dict[str, Outcome]  # final per variant (a flaky failure shows its passing rerun)
-    first: dict[str, Outcome]  # what each variant did on its first run
     classification: dict[str, str]
     verdict: selector.Verdict
 
@@ -112,7 +111,7 @@ def verify(
                 str(Classification.NEW) if failure.novelty == "new"
                 else str(Classification.PRE_EXISTING)
             )
-    return Verdict(final, outcomes, classification, verdict), verdict.history_update
+    return Verdict(final, classification, verdict), verdict.history_update
 
 
 def environment() -> Environment:
