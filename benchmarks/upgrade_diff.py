@@ -72,7 +72,7 @@ def main() -> int:
     record: dict[str, object] = {
         "name": args.name,
         "value": round(100 * sel["share"], 2),
-        "unit": "% of the new version's runnable variants selected (incl. holdout)",
+        "unit": "% of the new version's runnable variants selected (incl. canaries, holdout)",
         "command": "  ".join([".venv/bin/python benchmarks/upgrade_diff.py",
                               *(["--run"] if args.run else []),
                               *(["--validate"] if args.validate else []),
@@ -98,6 +98,7 @@ def main() -> int:
         "fingerprint_only_changes_ignored": len(data["fingerprint_only_changes_ignored"]),
         "api": {k: len(v) for k, v in data["api"].items()},
         "selected": sel["selected"],
+        "canary": sel.get("canary", 0),
         "holdout": sel["holdout"],
         "runnable_to": sel["runnable_to"],
         "share": sel["share"],
@@ -120,6 +121,9 @@ def main() -> int:
         val = dict(data["validate"])
         val["missed_ids"] = val["missed_ids"][:50]
         record["validate"] = val
+        # The aim: no outcome change missed while running at most 20 % of variants.
+        record["aim"] = {"missed": val["missed"], "share_ran": val["share_ran"],
+                         "met": val["missed"] == 0 and val["share_ran"] <= 0.20}
     path = ROOT / "benchmarks" / "results" / f"{args.name}.json"
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"recorded {path}")

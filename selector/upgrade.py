@@ -17,7 +17,13 @@ fingerprints decide alone and the change is named as far as the Inventory shows 
 Selection reuses the selector's stage-2 heuristics (`definition`, `new`, `op_match`) through a
 `RetrieveContext`: the API-surface diff becomes touched ops, so the op-name rules (aliases,
 in-place, out, refs, families) decide which variants an added, removed or re-signed aten
-overload reaches. A seeded holdout sample of the unselected variants runs too.
+overload reaches.
+
+A kernel or an implementation can change without any definition changing (2.14.1's
+`quantile` allocates float64 that spyre refuses; nothing in its OpInfo moved). So every op
+also runs one canary: its most telling variant that the definitions did not select
+(`canary_of`), and a seeded holdout sample of the rest runs too. A canary or holdout variant
+that moves is a selector miss, and `expansion` runs its neighbours.
 """
 
 from __future__ import annotations
@@ -269,10 +275,11 @@ class UpgradeSelection:
 
     reasons: Mapping[str, tuple[str, ...]]  # selected id -> "heuristic: reason", ...
     removed: tuple[str, ...]  # in the old inventory only: run on the old version
-    holdout: tuple[str, ...]  # seeded sample of unselected runnable variants
+    holdout: tuple[str, ...]  # unselected runnable variants run all the same: canaries + sample
     runnable_to: int  # runnable variants of the new inventory (the share's denominator)
     seed: str
     api_ops: tuple[str, ...] = ()  # op names the API diff named
+    canary: tuple[str, ...] = ()  # the part of `holdout` that is one canary per op
 
     @property
     def selected(self) -> tuple[str, ...]:
@@ -300,6 +307,7 @@ class UpgradeSelection:
             "selected": [{"id": vid, "reasons": list(rs)} for vid, rs in self.reasons.items()],
             "removed": list(self.removed),
             "holdout": list(self.holdout),
+            "canary": list(self.canary),
             "api_ops": list(self.api_ops),
             "runnable_to": self.runnable_to,
             "share": self.share,
@@ -319,6 +327,35 @@ def api_ops(changes: Iterable[ApiChange]) -> tuple[TouchedOp, ...]:
     return tuple(TouchedOp(n, tuple(ev)) for n, ev in sorted(evidence.items()))
 
 
+# Which variant of an op tells most about its kernels, best first. Forward against the CPU
+# reference reaches the op's main kernels; float32 takes the widest path spyre computes
+# (upcasts, accumulators, the float64 intermediates it refuses); an expected pass can
+# regress, an expected failure can only be fixed.
+CANARY_TEMPLATES = ("compare_cpu", "module_forward", "compile", "noncontiguous_samples",
+                    "variant_consistency_eager", "backward", "out", "errors")
+CANARY_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _canary_rank(v: Variant) -> tuple[int, int, int, str]:
+    def at(order: Sequence[str], value: str) -> int:
+        return order.index(value) if value in order else len(order)
+
+    return (0 if v.expectation is Expectation.PASS else 1,
+            at(CANARY_TEMPLATES, v.template), at(CANARY_DTYPES, v.dtype), v.id)
+
+
+def canary_of(index: InventoryIndex) -> dict[str, str]:
+    """Each op's canary: op key -> its best-ranked runnable variant (`_canary_rank`), over
+    all suites (one per suite would run nearly all of the compile suite: one variant per op).
+    """
+    best: dict[str, Variant] = {}
+    for vid in index.runnable:
+        v, op = index.by_id[vid], index.op_of_id[vid]
+        if op not in best or _canary_rank(v) < _canary_rank(best[op]):
+            best[op] = v
+    return {op: v.id for op, v in best.items()}
+
+
 def select_upgrade(
     diff: InventoryDiff,
     old: Inventory,
@@ -327,12 +364,15 @@ def select_upgrade(
     holdout_rate: float = 0.02,
     seed: str | None = None,
     heuristics: Sequence[str] = UPGRADE_HEURISTICS,
+    canaries: bool = True,
 ) -> UpgradeSelection:
-    """Changed, new and removed variants, what the API diff reaches, and a seeded holdout.
+    """Changed, new and removed variants, what the API diff reaches, one canary per op and a
+    seeded holdout.
 
     `changed` comes from `diff` (so fields one version lacks do not select anything);
     the selector's `new` and `op_match` heuristics add new variants and the variants of ops
-    the API diff touched, with their reasons.
+    the API diff touched, with their reasons. An op whose canary the heuristics selected
+    needs no other; the holdout samples `holdout_rate` of what is left after the canaries.
     """
     if not 0.0 <= holdout_rate <= 1.0:
         raise SelectorError(f"holdout rate must be within [0, 1], not {holdout_rate}")
@@ -370,14 +410,18 @@ def select_upgrade(
                     text = f"{text}: {'; '.join(changed[vid].what)}"
                 reasons[vid].append(f"{name}: {text}")
     ordered = {vid: tuple(reasons[vid]) for vid in index.runnable if vid in reasons}
-    unchosen = [vid for vid in index.runnable if vid not in ordered]
+    canary = (sorted(vid for vid in canary_of(index).values() if vid not in ordered)
+              if canaries else [])
+    taken = set(canary)
+    unchosen = [vid for vid in index.runnable if vid not in ordered and vid not in taken]
     seed = seed or f"{diff.from_version}->{diff.to_version}"
-    holdout: tuple[str, ...] = ()
+    sample: list[str] = []
     if unchosen and holdout_rate > 0:
         k = min(len(unchosen), max(1, round(holdout_rate * len(unchosen))))
-        holdout = tuple(sorted(random.Random(seed).sample(unchosen, k)))
-    return UpgradeSelection(ordered, diff.removed, holdout, len(index.runnable), seed,
-                            tuple(o.name for o in ops))
+        sample = random.Random(seed).sample(unchosen, k)
+    return UpgradeSelection(ordered, diff.removed, tuple(sorted([*canary, *sample])),
+                            len(index.runnable), seed, tuple(o.name for o in ops),
+                            tuple(canary))
 
 
 @dataclass(frozen=True)
@@ -470,14 +514,16 @@ def expansion(
     already: Iterable[str] = (),
     limit: int = 500,
 ) -> dict[str, str]:
-    """Around failures only the holdout found (selector misses): the same op's other variants
-    and its family, not yet run, declared skips left out. Returns id -> why, at most `limit`.
+    """Around failures only a canary or the holdout found (selector misses): the same op's
+    other variants and its family, not yet run, declared skips left out. Returns id -> why,
+    at most `limit`.
 
-    A holdout miss says the definitions did not show a change that reached this op (a kernel
-    or an implementation changed): its neighbours are the likeliest to have moved too.
+    Such a miss says the definitions did not show a change that reached this op (a kernel or
+    an implementation changed): its neighbours are the likeliest to have moved too.
     """
     index = InventoryIndex.of(new)
     ran = set(already) | set(selection.reasons) | set(selection.holdout)
+    canary = set(selection.canary)
     out: dict[str, str] = {}
     for m in moved:
         if m.category not in ("regressed", "new-failing") or m.id in selection.reasons:
@@ -486,9 +532,10 @@ def expansion(
             continue
         op, family = index.op_of_id[m.id], index.family_of_id[m.id]
         near = [*index.by_op.get(op, ()), *index.by_family.get(family, ())]
+        kind = "canary" if m.id in canary else "holdout"
         for vid in near:
             if vid not in ran and vid in index.runnable_set and vid not in out:
-                out[vid] = f"expansion: {m.category} holdout variant {m.id} (op {op})"
+                out[vid] = f"expansion: {m.category} {kind} variant {m.id} (op {op})"
                 if len(out) >= limit:
                     return out
     return out

@@ -384,6 +384,7 @@ def diff_and_select(
     *,
     holdout: float = 0.02,
     seed: str | None = None,
+    canaries: bool = True,
 ) -> tuple[Any, Any]:
     """`selector.upgrade` diff and selection; selector errors become UpgradeErrors."""
     from selector import SelectorError
@@ -391,7 +392,8 @@ def diff_and_select(
 
     try:
         diff = diff_inventories(old, new, details_old, details_new)
-        return diff, select_upgrade(diff, old, new, holdout_rate=holdout, seed=seed)
+        return diff, select_upgrade(diff, old, new, holdout_rate=holdout, seed=seed,
+                                    canaries=canaries)
     except SelectorError as exc:
         raise UpgradeError(str(exc)) from None
 
@@ -406,9 +408,11 @@ def upgrade_json(diff: Any, selection: Any, sources: Mapping[str, Any]) -> dict[
         **data,
         "selected": sel["selected"],
         "holdout": sel["holdout"],
+        "canary": sel["canary"],
         "selection": {
             "selected": len(sel["selected"]),
             "holdout": len(sel["holdout"]),
+            "canary": len(sel["canary"]),
             "removed_run_on_old": len(sel["removed"]),
             "runnable_to": sel["runnable_to"],
             "share": sel["share"],

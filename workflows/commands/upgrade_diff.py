@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
         "and (--run) run it on both",
         description="Provision one environment per torch version (cached), build both "
         "Inventories, diff them (named changes, aten API diff), select changed, new and "
-        "removed variants plus what the API diff reaches and a holdout; with --run run the "
+        "removed variants plus what the API diff reaches, one canary per op and a holdout; with --run run the "
         "selection on both versions and report regressed / fixed / new / removed variants. "
         "The offline form diffs two Inventory files (diff and selection only).",
     )
@@ -56,6 +56,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
                         help="share of unaffected variants run as a holdout (default 0.02)")
     parser.add_argument("--seed", help="holdout seed (default 'FROM->TO')")
+    parser.add_argument("--no-canary", action="store_true",
+                        help="do not run one canary variant per op (kernel changes that no "
+                        "definition shows then go unseen unless the holdout samples them)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="pytest subprocesses at a time per version (default: CPU count)")
     parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS",
@@ -107,7 +110,7 @@ def _offline(args: argparse.Namespace) -> int:
     d_old = upgrade.load_details(upgrade.details_path_for(args.from_inventory))
     d_new = upgrade.load_details(upgrade.details_path_for(args.to_inventory))
     diff, selection = upgrade.diff_and_select(old, new, d_old, d_new, holdout=args.holdout,
-                                              seed=args.seed)
+                                              seed=args.seed, canaries=not args.no_canary)
     sources = {"from_inventory": str(args.from_inventory),
                "to_inventory": str(args.to_inventory)}
     data = upgrade.upgrade_json(diff, selection, sources)
@@ -137,7 +140,8 @@ def _online(args: argparse.Namespace) -> int:
     old, new = built[0].inventory, built[1].inventory
     t = time.monotonic()
     diff, selection = upgrade.diff_and_select(old, new, built[0].details, built[1].details,
-                                              holdout=args.holdout, seed=args.seed)
+                                              holdout=args.holdout, seed=args.seed,
+                                              canaries=not args.no_canary)
     timings["diff_select_s"] = time.monotonic() - t
     sources = {"from_inventory": str(built[0].path), "to_inventory": str(built[1].path),
                "environments": {e.version: str(e.path) for e in envs},
@@ -185,7 +189,8 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
     if data["changed_by_what"]:
         top = ", ".join(f"{k} {n}" for k, n in list(data["changed_by_what"].items())[:6])
         print(f"changed variants name: {top}")
-    print(f"selected {sel['selected']} + holdout {sel['holdout']} of {sel['runnable_to']} "
+    print(f"selected {sel['selected']} + canaries {sel.get('canary', 0)} + holdout "
+          f"{sel['holdout'] - sel.get('canary', 0)} of {sel['runnable_to']} "
           f"runnable ({sel['share']:.1%}); {sel['removed_run_on_old']} removed run on "
           f"{data['from_version']} only")
     for note in data["notes"]:
