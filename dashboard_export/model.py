@@ -152,9 +152,10 @@ class PlanSummary:
     fallback_reason: str | None = None  # set when the plan fell back to a full run
     top_reasons: tuple[tuple[str, int], ...] = ()  # (reason, variants it selected)
     skipped: Mapping[str, int] = field(default_factory=dict)  # reason -> variants not run
-    holdout: int = 0  # size of the seeded holdout sample
+    holdout: int = 0  # size of the seeded holdout sample (canaries included)
     holdout_misses: tuple[str, ...] = ()  # holdout variants that failed: selector misses
     metrics: Mapping[str, float] = field(default_factory=dict)
+    canaries: int = 0  # the part of `holdout` that is one chosen variant per op (upgrades)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -166,6 +167,7 @@ class PlanSummary:
             "holdout": self.holdout,
             "holdout_misses": list(self.holdout_misses),
             "metrics": dict(self.metrics),
+            "canaries": self.canaries,
         }
 
     @classmethod
@@ -179,6 +181,7 @@ class PlanSummary:
             holdout=int(data.get("holdout", 0)),
             holdout_misses=tuple(data.get("holdout_misses", ())),
             metrics={str(k): float(v) for k, v in (data.get("metrics") or {}).items()},
+            canaries=int(data.get("canaries", 0)),
         )
 
 

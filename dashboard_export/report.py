@@ -14,7 +14,14 @@ from html import escape
 from typing import Any
 
 from dashboard_export.crcr import ci_metrics, result_counts
-from dashboard_export.model import Classification, DiffCategory, DiffRow, RunRecord, VariantResult
+from dashboard_export.model import (
+    Classification,
+    DiffCategory,
+    DiffRow,
+    PlanSummary,
+    RunRecord,
+    VariantResult,
+)
 from suites.model import Status
 
 FILES_SHOWN = 30  # changed files listed before "and N more"
@@ -173,7 +180,7 @@ def render_markdown(record: RunRecord) -> str:
             + (f"; **fell back to a full run**: {_md(plan.fallback_reason)}"
                if plan.fallback_reason
                else "")
-            + f"; holdout sample {plan.holdout}."
+            + f"; {_holdout_text(plan)}."
         )
         out += _md_table(["top reason", "variants"],
                          [[_md(r), str(n)] for r, n in plan.top_reasons])
@@ -209,7 +216,7 @@ def render_markdown(record: RunRecord) -> str:
     misses = plan.holdout_misses if plan else ()
     out += ["", f"## Holdout misses ({len(misses)})", ""]
     if misses:
-        out.append("Failures found only by the random holdout sample: the selector missed them.")
+        out.append(f"Failures found only by {_sample_name(plan)}: the selector missed them.")
         out += [f"- `{vid}`" for vid in misses]
     else:
         out.append("None.")
@@ -412,6 +419,19 @@ def _html_change(record: RunRecord) -> list[str]:
     return out
 
 
+def _holdout_text(plan: PlanSummary) -> str:
+    if plan.canaries:
+        return (f"canaries {plan.canaries} (one per op) and holdout sample "
+                f"{plan.holdout - plan.canaries}")
+    return f"holdout sample {plan.holdout}"
+
+
+def _sample_name(plan: PlanSummary | None) -> str:
+    if plan is not None and plan.canaries:
+        return "the canaries or the random holdout sample"
+    return "the random holdout sample"
+
+
 def _html_plan(record: RunRecord) -> list[str]:
     plan = record.plan
     out = ["<section><h2>What the selector concluded</h2>"]
@@ -421,7 +441,7 @@ def _html_plan(record: RunRecord) -> list[str]:
     fallback = (f" <b>Fell back to a full run:</b> {escape(plan.fallback_reason)}."
                 if plan.fallback_reason else "")
     out.append(f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants;"
-               f" holdout sample {plan.holdout}.{fallback}</p>")
+               f" {escape(_holdout_text(plan))}.{fallback}</p>")
     out.append(_html_table(["top reason", "variants"],
                            [[escape(r), n] for r, n in plan.top_reasons], numeric=1))
     if plan.skipped:
@@ -434,12 +454,13 @@ def _html_plan(record: RunRecord) -> list[str]:
     misses = plan.holdout_misses
     out.append(f"<h2>Holdout misses ({len(misses)})</h2>")
     if misses:
-        out.append("<p>Failures found only by the random holdout sample: "
+        out.append(f"<p>Failures found only by {escape(_sample_name(plan))}: "
                    "the selector missed them.</p><ul>")
         out += [f"<li><code>{escape(v)}</code></li>" for v in misses]
         out.append("</ul>")
     else:
-        out.append('<p class="muted">None: the holdout sample found nothing the plan missed.</p>')
+        out.append(f'<p class="muted">None: {escape(_sample_name(plan))} found nothing the '
+                   'plan missed.</p>')
     out.append("</section>")
     return out
 

@@ -459,7 +459,9 @@ def classify(
     """Per variant that ran: regressed, fixed, new-failing, new-passing, removed, unchanged-failing.
 
     Failing is `broken`: failed, error, timeout, crashed, and xfailed (an expected failure is
-    still one); skipped on either side compares nothing.
+    still one). A variant the old version skipped (an upstream skip decorator) that runs on
+    the new one is new to testing: new-failing or new-passing. Skipped on the new version
+    compares nothing.
     """
     removed_set, added_set = set(removed), set(added)
     out: list[Moved] = []
@@ -472,7 +474,7 @@ def classify(
         message = (b.message if b and now else a.message if a and was else "")
         if vid in removed_set:
             category: str | None = "removed"
-        elif vid in added_set:
+        elif vid in added_set or (before is Status.SKIPPED and now is not None):
             if now is None:
                 continue
             category = "new-failing" if now else "new-passing"

@@ -666,6 +666,7 @@ def export_report(
         skipped={"not affected by the upgrade": max(
             0, selection.runnable_to - len(selection.reasons) - len(selection.holdout))},
         holdout=len(selection.holdout), holdout_misses=misses,
+        canaries=len(selection.canary),
         metrics={"selection_ratio": selection.share, "affected": float(diff.affected),
                  "changed": float(len(diff.changed)), "added": float(len(diff.added)),
                  "removed": float(len(diff.removed)), "api_changes": float(len(diff.api))},

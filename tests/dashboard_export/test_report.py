@@ -79,3 +79,16 @@ def test_reports_without_plan_or_upgrade(record: RunRecord) -> None:
     assert "No plan recorded" in render_markdown(bare)
     page = render_html(bare)
     assert "No plan recorded" in page and "Upgrade" not in page
+
+
+def test_upgrade_canaries_are_named_apart_from_the_holdout(record: RunRecord) -> None:
+    assert record.plan is not None
+    assert "holdout sample 3." in render_markdown(record)
+    plan = dataclasses.replace(record.plan, holdout=10, canaries=7)
+    upgrade = dataclasses.replace(record, plan=plan)
+    text = render_markdown(upgrade)
+    assert "canaries 7 (one per op) and holdout sample 3." in text
+    assert "found only by the canaries or the random holdout sample" in text
+    html = " ".join(" ".join(_parse(render_html(upgrade)).text).split())
+    assert "canaries 7 (one per op) and holdout sample 3" in html
+    assert RunRecord.from_json(upgrade.to_json()).plan == plan
