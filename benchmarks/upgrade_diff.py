@@ -43,6 +43,9 @@ def main() -> int:
                         "op_db subjects drawn at random (seeded) from both committed "
                         "Inventories, for a --validate that fits the time at hand")
     parser.add_argument("--sample-seed", default="upgrade-validate")
+    parser.add_argument("--replay-seeds", type=int, default=50, metavar="N",
+                        help="with --validate: score the selection with and without canaries "
+                        "for N holdout seeds against the full run's outcomes (default 50)")
     args = parser.parse_args()
     sampled: list[str] = []
     if args.sample_ops:
@@ -124,10 +127,47 @@ def main() -> int:
         # The issue's aim: no outcome change missed while running at most 20 % of variants.
         record["aim"] = {"missed": val["missed"], "share_ran": val["share_ran"],
                          "met": val["missed"] == 0 and val["share_ran"] <= 0.20}
+        record["replay"] = replay_seeds(out, data, args.replay_seeds)
     path = ROOT / "benchmarks" / "results" / f"{args.name}.json"
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"recorded {path}")
     return 0
+
+
+def replay_seeds(out: Path, data: dict[str, object], seeds: int) -> dict[str, object]:
+    """The full run's outcomes score other selections: canaries on and off, `seeds` holdout
+    seeds each (`selector.upgrade.replay`; nothing runs again)."""
+    from selector.upgrade import diff_inventories, replay, select_upgrade
+    from workflows.upgrade import (
+        details_path_for,
+        load_details,
+        load_inventory,
+        recorded_outcomes,
+    )
+
+    paths = [str(data["from_inventory"]), str(data["to_inventory"])]
+    old, new = (load_inventory(p) for p in paths)
+    d_old, d_new = (load_details(details_path_for(p)) for p in paths)
+    diff = diff_inventories(old, new, d_old, d_new)
+    full = []
+    for side in ("from", "to"):
+        outcomes = {}
+        for part in (side, f"expand-{side}", f"validate-{side}"):
+            outcomes.update(recorded_outcomes(out / "work" / part))
+        full.append(outcomes)
+    result: dict[str, object] = {"seeds": seeds}
+    for canaries in (True, False):
+        scores = [replay(diff, select_upgrade(diff, old, new, seed=f"replay-{i}",
+                                              canaries=canaries), old, new, full[0], full[1])
+                  for i in range(seeds)]
+        result["with_canaries" if canaries else "without_canaries"] = {
+            "seeds_missing_nothing": sum(1 for s in scores if s["missed"] == 0),
+            "missed_mean": round(sum(s["missed"] for s in scores) / seeds, 2),
+            "missed_max": max(s["missed"] for s in scores),
+            "share_ran_mean": round(sum(s["share_ran"] for s in scores) / seeds, 4),
+            "outcome_changes": scores[0]["outcome_changes"],
+        }
+    return result
 
 
 TEMPLATES = ("compare_cpu", "out", "noncontiguous_samples", "variant_consistency_eager",

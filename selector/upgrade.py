@@ -459,11 +459,11 @@ def classify(
     """Per variant that ran: regressed, fixed, new-failing, new-passing, removed, unchanged-failing.
 
     Failing is `broken`: failed, error, timeout, crashed, and xfailed (an expected failure is
-    still one). A variant the old version skipped (an upstream skip decorator) that runs on
-    the new one is new to testing: new-failing or new-passing. Skipped on the new version
-    compares nothing.
+    still one). A variant that runs on the new version but did not on the old one (skipped
+    there by an upstream decorator, or a declared skip: not in `ids_old`) is new to testing:
+    new-failing or new-passing. Skipped on the new version compares nothing.
     """
-    removed_set, added_set = set(removed), set(added)
+    removed_set, added_set, old_set = set(removed), set(added), set(ids_old)
     out: list[Moved] = []
     for vid in sorted(set(ids_old) | set(ids_new)):
         a, b = outcomes_old.get(vid), outcomes_new.get(vid)
@@ -474,7 +474,8 @@ def classify(
         message = (b.message if b and now else a.message if a and was else "")
         if vid in removed_set:
             category: str | None = "removed"
-        elif vid in added_set or (before is Status.SKIPPED and now is not None):
+        elif vid in added_set or (now is not None and (before is Status.SKIPPED
+                                                        or vid not in old_set)):
             if now is None:
                 continue
             category = "new-failing" if now else "new-passing"
@@ -541,3 +542,31 @@ def expansion(
                 if len(out) >= limit:
                     return out
     return out
+
+
+def replay(
+    diff: InventoryDiff,
+    selection: UpgradeSelection,
+    old: Inventory,
+    new: Inventory,
+    full_old: Mapping[str, Outcome],
+    full_new: Mapping[str, Outcome],
+) -> dict[str, Any]:
+    """What `selection` would have caught, given every variant's outcome on both versions.
+
+    Replays an upgrade run from a full run's outcomes: the selection's variants on each
+    version, the expansion its canary and holdout misses trigger, then `validation` against
+    the full run. Lets one full run score other selections (no canaries, other seeds)
+    without running anything again.
+    """
+    ids_old = selection.run_on_old(old)
+    ids_new = selection.run_on_new()
+    moved = classify(ids_old, ids_new, full_old, full_new, diff.removed, diff.added)
+    grown = expansion(moved, selection, new, already=ids_new)
+    old_ids = {v.id for v in old.variants}
+    ran = {*ids_old, *ids_new, *grown}
+    full = classify(full_old, full_new, full_old, full_new, diff.removed, diff.added)
+    result = validation(full, ran, selection.runnable_to)
+    result["expansion"] = len(grown)
+    result["expansion_on_old"] = sum(1 for vid in grown if vid in old_ids)
+    return result

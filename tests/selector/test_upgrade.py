@@ -16,6 +16,7 @@ from selector.upgrade import (
     diff_api,
     diff_inventories,
     expansion,
+    replay,
     select_upgrade,
     validation,
 )
@@ -181,16 +182,17 @@ def test_classify_every_category():
            "k": o("k", Status.PASSED), "gone": o("gone", Status.PASSED)}
     new = {"r": o("r", Status.CRASHED), "f": o("f", Status.PASSED), "u": o("u", Status.FAILED),
            "p": o("p", Status.PASSED), "x": o("x", Status.XPASSED), "xp": o("xp", Status.TIMEOUT),
-           "s": o("s", Status.FAILED), "k": o("k", Status.SKIPPED),
+           "s": o("s", Status.FAILED), "k": o("k", Status.SKIPPED), "d": o("d", Status.PASSED),
            "n1": o("n1", Status.XFAILED), "n2": o("n2", Status.PASSED),
            "n3": o("n3", Status.SKIPPED)}
     # An expected failure that passes now is a fix; skipped before and failing now is new to
-    # testing (an upstream skip went away); skipped now compares nothing.
+    # testing (an upstream skip went away), as is one the old version did not run at all ("d":
+    # a declared skip there); skipped now compares nothing.
     rows = {m.id: m for m in classify(old, new, old, new, ["gone"], ["n1", "n2", "n3"])}
     assert {k: m.category for k, m in rows.items()} == {
         "r": "regressed", "f": "fixed", "u": "unchanged-failing", "p": None, "x": "fixed",
-        "xp": "regressed", "s": "new-failing", "n1": "new-failing", "n2": "new-passing",
-        "gone": "removed"}
+        "xp": "regressed", "s": "new-failing", "d": "new-passing", "n1": "new-failing",
+        "n2": "new-passing", "gone": "removed"}
     assert rows["r"].message == "boom" and rows["gone"].after is None
     check = validation(list(rows.values()), ["r", "gone"], 10)
     assert check == {"outcome_changes": 7, "caught": 2, "missed": 5,
@@ -280,3 +282,27 @@ def test_fixture_diff_is_a_real_upgrade(fixtures: tuple[Inventory, Inventory]):
     # quantile's kernel regressed in 2.14.1 with no definition change: its canary runs it.
     assert "ops::compare_cpu::quantile::float32" in sel.canary
     assert sel.share < 0.2
+
+
+def test_replay_scores_a_selection_against_full_outcomes(pair: tuple[Inventory, Inventory]):
+    old, new = pair
+    new = replace(new, variants=(*new.variants, v("sin", "out", fp="s2")))
+    old = replace(old, variants=(*old.variants, v("sin", "out", fp="s2")))
+    diff = diff_inventories(old, new)
+
+    def outcomes(inv: Inventory, failing: set[str]) -> dict[str, Outcome]:
+        return {x.id: Outcome(x.id, Status.FAILED if x.id in failing else Status.PASSED, 0.1)
+                for x in inv.variants}
+
+    # sin's kernel broke with no definition change: both its variants regress.
+    sin = {"ops::compare_cpu::sin::float32", "ops::out::sin::float32"}
+    full_old, full_new = outcomes(old, set()), outcomes(new, sin)
+    with_canaries = select_upgrade(diff, old, new, holdout_rate=0.0)
+    scored = replay(diff, with_canaries, old, new, full_old, full_new)
+    # The canary (compare_cpu) regresses; the expansion brings in sin's `out` variant.
+    assert scored["missed"] == 0 and scored["expansion"] == 1
+    assert scored["outcome_changes"] == 3  # sin x2 regressed, cholesky removed (polar passes)
+    without = select_upgrade(diff, old, new, holdout_rate=0.0, canaries=False)
+    scored = replay(diff, without, old, new, full_old, full_new)
+    assert scored["missed"] == 2 and sorted(scored["missed_ids"]) == sorted(sin)
+    assert scored["expansion"] == 0

@@ -206,8 +206,12 @@ def test_report_of_an_upgrade_run(tmp_path: Path):
     assert section["categories"]["fixed"] == 1
     assert section["categories"]["new-failing"] == 1
     assert section["categories"]["removed"] == len(diff.removed)
+    # New variants, and variants 2.13.0 declared skips for (its Triton DSL skip went away).
+    newly_runnable = [v for v in ids_new if v not in ids_old and v not in diff.added]
+    assert len(newly_runnable) == 7 and all("::bmm.triton_optimized::" in v
+                                            for v in newly_runnable), newly_runnable
     assert section["categories"]["new-passing"] == len([v for v in diff.added
-                                                        if v in ids_new]) - 1
+                                                        if v in ids_new]) - 1 + len(newly_runnable)
     env = upgrade.TorchEnv("2.14.1", tmp_path / "env")
     written = upgrade.export_report(tmp_path / "out", diff, selection, moved, old, new, env,
                                     runs[1], "2026-11-29T15:00:00Z", "2026-11-29T15:10:00Z")
