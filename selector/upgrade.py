@@ -4,8 +4,9 @@ Pure functions over plain data (no I/O, never torch):
 
     diff = diff_inventories(old, new, details_old, details_new)   # -> InventoryDiff
     sel = select_upgrade(diff, old, new, holdout_rate=0.02, seed="2.13.0->2.14.1")
-    sel.run_on_old, sel.run_on_new                                 # what each version runs
-    rows = classify(diff, sel, outcomes_old, outcomes_new)         # regressed, fixed, ...
+    sel.run_on_old(old), sel.run_on_new()                          # what each version runs
+    rows = classify(ids_old, ids_new, outcomes_old, outcomes_new, diff.removed, diff.added)
+    scored = replay(diff, sel, old, new, full_old, full_new)       # against a full run
 
 Fingerprints come from the suites (`Variant.fingerprint`). When both Inventories have
 `details` (per-subject field digests, per-variant decorators, template digests, built next to
