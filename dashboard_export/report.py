@@ -214,7 +214,7 @@ def render_markdown(record: RunRecord) -> str:
     out += [f"- `{r.id}` (final: {r.status}) {_md(_first_line(r.outcome.message))}".rstrip()
             for r in s.flaky]
     misses = plan.holdout_misses if plan else ()
-    out += ["", f"## Holdout misses ({len(misses)})", ""]
+    out += ["", f"## {_misses_title(plan)} ({len(misses)})", ""]
     if misses:
         out.append(f"Failures found only by {_sample_name(plan)}: the selector missed them.")
         out += [f"- `{vid}`" for vid in misses]
@@ -426,6 +426,10 @@ def _holdout_text(plan: PlanSummary) -> str:
     return f"holdout sample {plan.holdout}"
 
 
+def _misses_title(plan: PlanSummary | None) -> str:
+    return "Canary and holdout misses" if plan is not None and plan.canaries else "Holdout misses"
+
+
 def _sample_name(plan: PlanSummary | None) -> str:
     if plan is not None and plan.canaries:
         return "the canaries or the random holdout sample"
@@ -452,7 +456,7 @@ def _html_plan(record: RunRecord) -> list[str]:
                                [[escape(k), f"{v:.4g}"] for k, v in sorted(plan.metrics.items())],
                                numeric=1))
     misses = plan.holdout_misses
-    out.append(f"<h2>Holdout misses ({len(misses)})</h2>")
+    out.append(f"<h2>{_misses_title(plan)} ({len(misses)})</h2>")
     if misses:
         out.append(f"<p>Failures found only by {escape(_sample_name(plan))}: "
                    "the selector missed them.</p><ul>")

@@ -89,6 +89,7 @@ def test_upgrade_canaries_are_named_apart_from_the_holdout(record: RunRecord) ->
     text = render_markdown(upgrade)
     assert "canaries 7 (one per op) and holdout sample 3." in text
     assert "found only by the canaries or the random holdout sample" in text
+    assert "## Canary and holdout misses (1)" in text
     html = " ".join(" ".join(_parse(render_html(upgrade)).text).split())
     assert "canaries 7 (one per op) and holdout sample 3" in html
     assert RunRecord.from_json(upgrade.to_json()).plan == plan
