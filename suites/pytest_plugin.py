@@ -144,6 +144,10 @@ def pytest_collection(session: pytest.Session) -> bool:
         items.append(VariantItem.from_parent(parents[suite], name=plan.variant.id,
                                              nodeid=f"{suite}::{plan.variant.id}", plan=plan))
     session.items = items
+    # One collect report for the lot: the terminal counts it ("collected N items"), and
+    # --collect-only says how many it would run.
+    session.ihook.pytest_collectreport(
+        report=pytest.CollectReport(session.nodeid, "passed", None, list(items)))
     config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
     config.hook.pytest_collection_finish(session=session)
     session.testscollected = len(session.items)

@@ -96,3 +96,11 @@ def test_unknown_and_unavailable_ids_are_a_clear_error(tmp_path: Path) -> None:
     assert "2 unknown variant id(s)" in result.stderr
     assert "  plug::compare_cpu::addd::float32" in result.stderr
     assert "suite unavailable:" in result.stderr and "${TORCH_ROOT}" in result.stderr
+
+
+def test_collect_only_counts_the_variants(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, IDS[:3], "--collect-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 tests collected" in result.stdout
+    assert "plug::plug::compare_cpu::mul::float32" in result.stdout
+    assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
