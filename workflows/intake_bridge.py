@@ -10,11 +10,11 @@ from workflows import pipeline
 
 def request_for_event(
     event: TriggerEvent, out_root: Path, inventory: Path, *, specs: tuple[str, ...] = (),
-    shards: int = 1,
+    shards: int = 1, impact_map: str | None = None,
 ) -> pipeline.RunRequest:
     """Runs are keyed by delivery: the same delivery always maps to the same run id and folder."""
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
         run_id=run_id, event=event.to_json(), out_dir=str(out_root / run_id),
-        inventory=str(inventory), specs=specs, shards=max(1, shards),
+        inventory=str(inventory), specs=specs, shards=max(1, shards), impact_map=impact_map,
     )

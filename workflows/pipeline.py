@@ -50,6 +50,7 @@ class RunRequest:
     rerun_failures: bool = True
     expand: bool = True
     baseline: bool | None = None  # record results as the baseline; None: by event kind
+    impact_map: str | None = None  # `spyre-ci impact-map` output the selector also reads
     downstream_repo: str = "torch-spyre/torch-spyre"
     workflow: str = "spyre-ci"
     job: str = "variant-tests"

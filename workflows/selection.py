@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import selector
@@ -63,10 +64,43 @@ def change_set(request: RunRequest) -> selector.ChangeSet:
     return selector.ChangeSet.from_event(request.trigger, request.diff_text)
 
 
+def load_impact(path: str, inventory: Inventory) -> tuple[selector.ImpactMap, dict[str, Any]]:
+    """The impact map at `path` and what plan.json says of it; errors name the file."""
+    import json
+
+    from workflows.pipeline import PipelineError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: no impact map there; record one with `spyre-ci "
+                            f"impact-map --out {path}`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PipelineError(f"{path}: not a readable impact map: {exc}") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"{path}: not an impact map (a JSON object is expected)")
+    try:
+        impact = selector.ImpactMap.from_json(data, path)
+    except selector.SelectorError as exc:
+        raise PipelineError(str(exc)) from None
+    known = {v.id for v in inventory.variants}
+    traced = set(impact.functions) | set(impact.aten_ops)
+    about = {"path": path, "torch_version": impact.torch_version,
+             "variants": len(traced), "inventory_variants_traced": len(traced & known)}
+    if impact.torch_version and impact.torch_version != inventory.torch_version:
+        about["note"] = (f"recorded on torch {impact.torch_version}, the Inventory is torch "
+                         f"{inventory.torch_version}: record it again for this torch")
+    return impact, about
+
+
 def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
     changes = change_set(request)
-    result = selector.plan(changes, inventory, history, _config(request))
+    impact, about = (load_impact(request.impact_map, inventory) if request.impact_map
+                     else (None, None))
+    result = selector.plan(changes, inventory, history, _config(request), impact=impact)
     plan_json = result.to_json()
+    if about is not None:
+        plan_json["impact_map"] = about
     shards = [list(shard["ids"]) for shard in plan_json["shards"]]
     return PlanResult(result, plan_json, [s for s in shards if s], list(result.holdout))
 

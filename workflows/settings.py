@@ -11,6 +11,7 @@ from pathlib import Path
 class Settings:
     state_dir: Path
     redis_url: str | None
+    impact_map: Path | None = None  # SPYRE_CI_IMPACT_MAP: read by `run` and `worker --intake`
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -19,4 +20,5 @@ class Settings:
         return cls(
             state_dir=Path(env.get("SPYRE_CI_STATE_DIR") or default_state / "spyre-ci"),
             redis_url=env.get("SPYRE_CI_REDIS_URL") or None,
+            impact_map=Path(env["SPYRE_CI_IMPACT_MAP"]) if env.get("SPYRE_CI_IMPACT_MAP") else None,
         )

@@ -26,6 +26,10 @@ def register(subparsers: Any) -> None:
                         "specs for the installed torch, cached in the state directory)")
     parser.add_argument("--specs", action="append", default=[], metavar="PATH",
                         help="spec file or folder (repeatable; default: the bundled specs)")
+    parser.add_argument("--impact-map", type=Path, metavar="FILE.json",
+                        help="per-variant torch functions and aten ops from `spyre-ci "
+                        "impact-map`: the selector also picks the variants that run a changed "
+                        "function or dispatch a touched op (default $SPYRE_CI_IMPACT_MAP)")
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="run at most N variants")
@@ -77,7 +81,21 @@ def build_request(args: argparse.Namespace) -> Any:
         memory_mb=args.memory_mb, shards=max(1, args.jobs),
         baseline=False if args.no_baseline else None,
         specs=tuple(str(Path(p).resolve()) for p in args.specs),  # shards run elsewhere
+        impact_map=impact_map_path(args.impact_map),
     )
+
+
+def impact_map_path(given: Path | None) -> str | None:
+    """`--impact-map`, else $SPYRE_CI_IMPACT_MAP, as an absolute path; it must exist."""
+    from workflows.settings import Settings
+
+    path = given or Settings.from_env().impact_map
+    if path is None:
+        return None
+    if not path.is_file():
+        raise CommandError(f"{path}: no impact map there; record one with `spyre-ci impact-map "
+                           f"--out {path}`")
+    return str(path.resolve())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,6 +123,10 @@ def print_summary(finished: Any) -> None:
     elif s.get("decision") == "none":
         print(f"  nothing to run: {s.get('why') or 'no variant is affected'}")
     print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")
+    impact = finished.planned.plan.get("impact_map")
+    if impact:
+        print(f"  impact map: {impact['path']} ({impact['inventory_variants_traced']} of the "
+              f"inventory's variants traced)" + (f"; {impact['note']}" if "note" in impact else ""))
     width = max((len(k) for k in s["counts"]), default=6)
     for status, count in sorted(s["counts"].items(), key=lambda kv: -kv[1]):
         print(f"  {status:<{width}}  {count:>6}")

@@ -25,8 +25,9 @@ def register(subparsers: Any) -> None:
         "and (--run) run it on both",
         description="Provision one environment per torch version (cached), build both "
         "Inventories, diff them (named changes, aten API diff), select changed, new and "
-        "removed variants plus what the API diff reaches, one canary per op and a holdout; with --run run the "
-        "selection on both versions and report regressed / fixed / new / removed variants. "
+        "removed variants plus what the API diff reaches, one canary per op and a holdout; "
+        "with --run run the selection on both versions and report regressed / fixed / new / "
+        "removed variants. "
         "The offline form diffs two Inventory files (diff and selection only).",
     )
     parser.add_argument("--from", dest="from_version", metavar="VERSION",

@@ -25,6 +25,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--out-root", type=Path, default=Path("runs"),
                         help="with --intake: each run writes under OUT_ROOT/RUN_ID")
     parser.add_argument("--inventory", type=Path, help="with --intake: the Inventory to use")
+    parser.add_argument("--impact-map", type=Path, metavar="FILE.json",
+                        help="with --intake: an impact map the selector also reads (default "
+                        "$SPYRE_CI_IMPACT_MAP)")
     parser.add_argument("--specs", action="append", default=[], metavar="PATH",
                         help="with --intake: spec file or folder (default: the bundled specs)")
     parser.add_argument("--config", type=Path, metavar="FILE",
@@ -44,6 +47,7 @@ def worker(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
     if args.intake:
+        from workflows.commands.run import impact_map_path
         from workflows.intake_bridge import request_for_event
 
         inventory = args.inventory
@@ -52,6 +56,7 @@ def worker(args: argparse.Namespace) -> int:
 
             inventory = default_inventory(settings.state_dir, args.specs)
         specs = tuple(str(Path(p).resolve()) for p in args.specs)
+        impact_map = impact_map_path(args.impact_map)
         adapter = _github_adapter(args.config)
 
         def make_request(event: Any) -> Any:
@@ -60,7 +65,7 @@ def worker(args: argparse.Namespace) -> int:
 
                 event = complete_files(event, adapter)
             return request_for_event(event, args.out_root.resolve(), inventory, specs=specs,
-                                     shards=args.concurrency)
+                                     shards=args.concurrency, impact_map=impact_map)
 
         threading.Thread(target=distributed.consume_intake, args=(make_request, stop),
                          daemon=True, name="intake").start()
