@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from suites.templates import Context
-from suites.templates.compare import assert_close, tree_map
+from suites.templates.compare import assert_close, reseed, tree_map
 
 
 class NoModuleInputs(Exception):
@@ -18,7 +18,7 @@ class NoModuleInputs(Exception):
 
 def module_forward(info: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
     """TestModule.test_forward: a module moved to the device computes what it does on CPU."""
-    torch.manual_seed(0)
+    reseed(0)
     inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=False,
                                      training=False)
     ran = 0
@@ -27,7 +27,7 @@ def module_forward(info: Any, dtype: torch.dtype, device: str, ctx: Context) -> 
             continue
         c_args, c_kwargs = (module_input.constructor_input.args,
                             module_input.constructor_input.kwargs)
-        torch.manual_seed(0)
+        reseed(0)
         module = info.module_cls(*c_args, **c_kwargs).to(dtype=dtype)
         module.eval()
         # Copy on the CPU first: the device has no allocator for deepcopy's raw storages.

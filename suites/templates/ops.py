@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from suites.templates import Context
-from suites.templates.compare import assert_close, move_sample, samples, to_cpu
+from suites.templates.compare import assert_close, move_sample, reseed, samples, to_cpu
 
 _NO_SAMPLES = "the OpInfo yields no sample inputs for this dtype"
 
@@ -20,7 +20,7 @@ class NoSamples(Exception):
 def _call(fn: Callable[..., Any], sample: Any) -> Any:
     # Same seed before every call: random ops (the device draws from the CPU generator)
     # then give comparable results across devices and variants.
-    torch.manual_seed(0)
+    reseed(0)
     return fn(sample.input, *sample.args, **sample.kwargs)
 
 
@@ -58,7 +58,7 @@ def out(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
             out_arg = _like(to_cpu(expected), device)
         except NoSamples:
             continue
-        torch.manual_seed(0)
+        reseed(0)
         result = op(dev.input, *dev.args, **dev.kwargs, out=out_arg)
         if isinstance(out_arg, torch.Tensor):
             assert result is out_arg, "op did not return its out= tensor"
@@ -115,7 +115,7 @@ def variant_consistency_eager(op: Any, dtype: torch.dtype, device: str, ctx: Con
                         or expected.shape != dev.input.shape):
                     continue
                 target = dev.input.clone()
-                torch.manual_seed(0)
+                reseed(0)
                 actual = fn(target, *dev.args, **dev.kwargs)
             else:
                 actual = _call(fn, dev)
@@ -160,7 +160,7 @@ def backward(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
         cpu_in = _grad_inputs(sample)
         if not cpu_out or not cpu_in:
             continue
-        torch.manual_seed(1)
+        reseed(1)
         grads_out = [torch.randn_like(t) for t in cpu_out]
         expected = torch.autograd.grad(cpu_out, cpu_in, grads_out, allow_unused=True)
         dev = move_sample(sample, device)
@@ -211,7 +211,7 @@ def compile(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:  # 
         torch._dynamo.reset()
         try:
             compiled = torch.compile(fn, backend="spyre", fullgraph=False, dynamic=False)
-            torch.manual_seed(0)
+            reseed(0)
             actual = compiled(dev.input, *dev.args, **dev.kwargs)
         finally:
             torch._dynamo.reset()
