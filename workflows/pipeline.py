@@ -162,7 +162,7 @@ def execute_shard(
     out = Path(request.out_dir)
     work = out / "work" / name
     result = run_shard(name, list(ids), work, limits=request.limits, specs=request.specs,
-                       progress=progress)
+                       progress=progress, parallel=request.shards)
     junit = out / "junit"
     junit.mkdir(parents=True, exist_ok=True)
     for path in result.junit_paths:

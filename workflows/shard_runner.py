@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +76,21 @@ def pytest_command(
     return command
 
 
+def thread_env(parallel: int, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`OMP_NUM_THREADS` for a test subprocess that shares the machine with `parallel - 1`
+    others: the CPUs split between them, at least one each.
+
+    torch sizes its intra-op pool to the whole machine, so two shards on two cores would
+    run four busy threads; with one thread each a 2-shard run takes 57 s instead of 74 s
+    here (`benchmarks/results/workflows_executors_large.json`). Nothing is set for a lone
+    subprocess, or when the environment already says how many threads to use.
+    """
+    environ = os.environ if environ is None else environ
+    if parallel <= 1 or "OMP_NUM_THREADS" in environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // parallel))}
+
+
 def run_shard(
     shard_id: str,
     variant_ids: Sequence[str],
@@ -87,12 +102,15 @@ def run_shard(
     env: dict[str, str] | None = None,
     progress: ProgressCallback | None = None,
     python: str | None = None,
+    parallel: int = 1,
 ) -> ShardResult:
     """Run every id of the shard; returns one Outcome per id, in completion order.
 
     `python` is the interpreter of the test subprocesses (default: this one); another
     environment's (an upgrade run's torch version) must have the project installed.
+    `parallel`: how many shards run at once on this machine (`thread_env`).
     """
+    env = {**thread_env(parallel), **(env or {})}
     workdir.mkdir(parents=True, exist_ok=True)
     result = ShardResult(shard_id)
     done: dict[str, Outcome] = {}

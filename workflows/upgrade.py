@@ -344,7 +344,7 @@ def run_ids(
     with ThreadPoolExecutor(max_workers=n) as pool:
         futures = [pool.submit(run_shard, f"torch-{env.version}-{i}", shard,
                                work_dir / f"shard-{i}", limits=limits or Limits(), specs=spec_paths,
-                               progress=progress, python=env.python)
+                               progress=progress, python=env.python, parallel=n)
                    for i, shard in enumerate(shards)]
         results = [f.result() for f in futures]
     outcomes = {o.id: o for r in results for o in r.outcomes}

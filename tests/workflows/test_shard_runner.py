@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from suites.model import Outcome, Status
-from workflows.shard_runner import Limits, run_shard, short_message
+from workflows.shard_runner import Limits, run_shard, short_message, thread_env
 
 CRASHY = textwrap.dedent(
     """
@@ -98,3 +99,30 @@ def test_short_message_keeps_the_error_not_the_traceback() -> None:
     assert short_message(report) == "TypeError: bad dtype\nsecond line"
     assert short_message("plain message") == "plain message"
     assert short_message("a" * 5000).endswith("...") and len(short_message("a" * 5000)) == 1000
+
+
+def test_parallel_shards_split_the_cpus_between_their_threads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+
+    def seen(parallel: int) -> str:
+        """The OMP_NUM_THREADS a test subprocess of a shard sees."""
+        work = tmp_path / f"p{parallel}"
+        work.mkdir()
+        (work / "test_threads.py").write_text(textwrap.dedent(
+            """
+            import os
+
+            def test_threads():
+                assert False, f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
+            """))
+        result = run_shard("s", ["demo::t::threads::f32"], work, limits=Limits(memory_mb=None),
+                           plugin="contract_plugin", env=env, parallel=parallel)
+        return result.outcomes[0].message
+
+    cpus = os.cpu_count() or 1
+    assert "OMP_NUM_THREADS=None" in seen(1)  # a lone shard keeps torch's own choice
+    assert f"OMP_NUM_THREADS={max(1, cpus // 2)}" in seen(2)
+    assert thread_env(2 * cpus) == {"OMP_NUM_THREADS": "1"}
+    assert thread_env(2, {"OMP_NUM_THREADS": "3"}) == {}  # the user's setting wins
