@@ -7,6 +7,7 @@ another machine judges exactly the plan that ran.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +67,6 @@ def change_set(request: RunRequest) -> selector.ChangeSet:
 
 def load_impact(path: str, inventory: Inventory) -> tuple[selector.ImpactMap, dict[str, Any]]:
     """The impact map at `path` and what plan.json says of it; errors name the file."""
-    import json
-
     from workflows.pipeline import PipelineError
 
     try:
