@@ -41,6 +41,8 @@ def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dic
 
     result = run_shard(name, ids, work, limits=Limits(test_timeout_s=timeout, memory_mb=None),
                        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    if result.fault is not None:
+        raise SystemExit(f"{result.fault.summary}\n{result.fault.cause}")
     return [{"event": "end", **outcome.to_json()} for outcome in result.outcomes]
 
 

@@ -84,7 +84,41 @@ def environment(record: RunRecord) -> dict[str, Any]:
         "sdk": f"{env.backend} {env.backend_version}",
         "device": env.device,
         **{k: v for k, v in env.extra.items()},
+        # HUD keeps this column whole: the one place its row can say the tests never ran.
+        **({"infrastructure_error": record.infrastructure_message}
+           if record.infrastructure else {}),
     }
+
+
+def infra_verdict(record: RunRecord, analyzed_at: str | None = None) -> dict[str, Any]:
+    """The callback's `workflow.triage_verdict` for a run whose tests could not run.
+
+    The shape and caps are those pytorch/test-infra's relay validates
+    (`utils/triage_verdict.py`): category `infra`, high confidence (the test processes died
+    before their first test, twice), one evidence entry per fault.
+    """
+    evidence = [{"job": record.job, "excerpt": cause[-_EXCERPT_MAX:]}
+                for cause in record.infrastructure[:_EVIDENCE_MAX]]
+    verdict: dict[str, Any] = {
+        "schema_version": 1,
+        "category": "infra",
+        "confidence": "high",
+        "summary": record.infrastructure_message[:_SUMMARY_MAX],
+        "evidence": evidence,
+        "reproduced_on_retry": True,
+        "analyzer": {"name": "spyre-ci", "version": record.environment.backend_version},
+    }
+    when = analyzed_at or record.completed_at
+    if when:
+        verdict["analyzed_at"] = when
+    return verdict
+
+
+# The reference relay's caps (longer fields are cut there; we cut first, so what we send is
+# what is shown).
+_SUMMARY_MAX = 1000
+_EXCERPT_MAX = 1000
+_EVIDENCE_MAX = 10
 
 
 def callback_body(record: RunRecord, status: str = "completed") -> dict[str, Any]:
@@ -111,6 +145,8 @@ def callback_body(record: RunRecord, status: str = "completed") -> dict[str, Any
         workflow["failed_tests"] = failed_tests(record)
     if record.artifact_url:
         workflow["artifact_url"] = record.artifact_url
+    if done and record.infrastructure:
+        workflow["triage_verdict"] = infra_verdict(record)
     return {
         "event_type": event_type(record),
         "delivery_id": record.event.delivery_id,

@@ -269,6 +269,10 @@ class RunRecord:
     conclusion: str | None = None  # None: derived from results (see `effective_conclusion`)
     plan: PlanSummary | None = None
     upgrade: UpgradeDiff | None = None
+    # Why tests could not run (each names the shard and the cause): an infrastructure error,
+    # which is a failed run whose results say nothing about the change.
+    infrastructure: tuple[str, ...] = ()
+    held_back: str | None = None  # why History did not learn from this run, when it did not
 
     def __post_init__(self) -> None:
         for name in ("started_at", "completed_at", "queued_at"):
@@ -308,10 +312,20 @@ class RunRecord:
 
     @property
     def effective_conclusion(self) -> str:
-        """`failure` when a failure is new (or unclassified); pre-existing and flaky stay green."""
+        """`failure` when a failure is new (or unclassified), or when the tests could not run;
+        pre-existing and flaky failures stay green."""
         if self.conclusion:
             return self.conclusion
-        return "failure" if self.new_failures else "success"
+        return "failure" if self.new_failures or self.infrastructure else "success"
+
+    @property
+    def infrastructure_message(self) -> str:
+        """One line for places that take one (HUD's environment, a check run's title)."""
+        if not self.infrastructure:
+            return ""
+        first = self.infrastructure[0].splitlines()[0]
+        more = f" (and {len(self.infrastructure) - 1} more)" if len(self.infrastructure) > 1 else ""
+        return f"infrastructure error, not a test result: {first}{more}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -334,6 +348,8 @@ class RunRecord:
             "results": [r.to_json() for r in self.results],
             "plan": self.plan.to_json() if self.plan else None,
             "upgrade": self.upgrade.to_json() if self.upgrade else None,
+            "infrastructure": list(self.infrastructure),
+            "held_back": self.held_back,
         }
 
     @classmethod
@@ -371,6 +387,8 @@ class RunRecord:
             results=tuple(VariantResult.from_json(r) for r in data.get("results", ())),
             plan=PlanSummary.from_json(plan) if plan else None,
             upgrade=UpgradeDiff.from_json(upgrade) if upgrade else None,
+            infrastructure=tuple(str(m) for m in data.get("infrastructure") or ()),
+            held_back=data.get("held_back"),
         )
 
     def save(self, path: str | Path) -> None:

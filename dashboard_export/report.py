@@ -157,6 +157,17 @@ def render_markdown(record: RunRecord) -> str:
     )
     out.append("")
     c = s.counts
+    if record.infrastructure:
+        out += ["## Infrastructure error: the tests could not run", "",
+                "These results say nothing about the change: the test processes failed before "
+                "their first test, in a fresh process too. Nothing was learned from this run.",
+                ""]
+        for cause in record.infrastructure:
+            out += [_fence(cause), ""]
+    if record.held_back:
+        out += [f"**Held back from History**: {_md(record.held_back)}. Check the failures, "
+                f"then `spyre-ci history confirm {record.run_id}` (or `spyre-ci history forget "
+                f"{record.run_id}`).", ""]
     out.append(
         f"**{c['total']} variants**: {c['passed']} passed, {c['failed']} failed "
         f"({len(s.new)} new, {len(s.pre_existing)} pre-existing), {c['skipped']} skipped; "
@@ -288,6 +299,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:
 main{max-width:1180px;margin:0 auto;padding:24px}
 header,section{background:#fff;border:1px solid #d0d7de;border-radius:8px;margin-bottom:16px}
 header{padding:16px 20px}section{padding:14px 20px}
+section.infra{border-color:#cf222e;border-width:2px}
 h1{font-size:22px;margin:0 0 6px}
 h2{font-size:17px;margin:0 0 10px}
 .badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff;
@@ -350,6 +362,18 @@ def render_html(record: RunRecord) -> str:
         _bar(c),
         "</header>",
     ]
+    if record.infrastructure:
+        parts += ['<section class="infra"><h2>Infrastructure error: the tests could not run</h2>',
+                  "<p>These results say nothing about the change: the test processes failed "
+                  "before their first test, in a fresh process too. Nothing was learned from "
+                  "this run.</p>"]
+        parts += [f"<pre>{e(cause)}</pre>" for cause in record.infrastructure]
+        parts.append("</section>")
+    if record.held_back:
+        parts.append(f'<section class="infra"><p><b>Held back from History</b>: '
+                     f"{e(record.held_back)}. Check the failures, then <code>spyre-ci history "
+                     f"confirm {e(record.run_id)}</code> (or <code>spyre-ci history forget "
+                     f"{e(record.run_id)}</code>).</p></section>")
     parts += _html_change(record)
     parts += _html_plan(record)
     parts += _html_suites(s)

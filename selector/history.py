@@ -140,6 +140,26 @@ class HistoryUpdate:
             else sorted(self.known_variants),
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HistoryUpdate:
+        """Inverse of `to_json` (a held update read back); a bad field raises SelectorError."""
+        from selector.errors import SelectorError
+
+        try:
+            known = data.get("known_variants")
+            return cls(
+                outcomes=tuple(OutcomeRecord(str(o["id"]), Status(o["status"]),
+                                             float(o["duration_s"]))
+                               for o in data.get("outcomes", ())),
+                mark_flaky=tuple(str(v) for v in data.get("mark_flaky", ())),
+                baseline={str(v): Status(s) for v, s in (data.get("baseline") or {}).items()},
+                co_failures={str(p): tuple(str(v) for v in ids)
+                             for p, ids in (data.get("co_failures") or {}).items()},
+                known_variants=None if known is None else frozenset(str(v) for v in known),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SelectorError(f"history update: {exc!r}") from None
+
 
 def apply_update(history: History, update: HistoryUpdate) -> History:
     """The History a store holds after recording `update` (reference semantics for stores)."""

@@ -5,11 +5,15 @@
    (baseline in History), the expansion set to run next, the History update, the metrics.
 3. `false_green_rate(metrics)`: over many runs, how often selection missed a new failure
    that the holdout caught while the selection itself was green.
+4. `mass_failure(outcomes, shards, new)`: whether a run's failures look like the tool's
+   fault (a whole shard failing alike, most of the run failing): such a run is held back
+   from History until someone confirms it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,3 +216,46 @@ def false_green_rate(runs: Iterable[Metrics]) -> float | None:
     if not sampled:
         return None
     return sum(1 for m in sampled if m.false_green) / len(sampled)
+
+
+MASS_FAILURE_MIN = 20  # fewer new failures than this are never "most of the run"
+SHARD_FAILURE_MIN = 5  # a shard this big failing alike is suspect
+_VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def _gist(message: str) -> str:
+    """A failure's first line with its numbers blanked: what the same cause has in common."""
+    line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    return _VOLATILE.sub("#", line)[:200]
+
+
+def mass_failure(
+    outcomes: Iterable[Outcome],
+    shards: Sequence[Sequence[str]],
+    new_failures: Collection[str],
+    *,
+    max_share: float = 0.5,
+) -> str | None:
+    """Why the new failures of a run look like the tool's fault, or None when they do not.
+
+    Two signs: every variant of a shard (at least SHARD_FAILURE_MIN) failed new with the same
+    message (its first line, numbers aside); or more than `max_share` of the variants that
+    ran failed new (at least MASS_FAILURE_MIN of them). A real upstream break can do either;
+    that is why such a run is held back, not thrown away.
+    """
+    by_id = {o.id: o for o in outcomes}
+    new = set(new_failures)
+    for index, shard in enumerate(shards):
+        ran = [by_id[v] for v in shard if v in by_id and by_id[v].status is not Status.SKIPPED]
+        if len(ran) < SHARD_FAILURE_MIN or any(o.id not in new for o in ran):
+            continue
+        gists = {_gist(o.message) for o in ran}
+        if len(gists) == 1:
+            return (f"every variant of shard-{index} ({len(ran)}) failed with the same "
+                    f"message: {next(iter(gists)) or '(no message)'}")
+    ran_total = sum(1 for o in by_id.values() if o.status is not Status.SKIPPED)
+    failed = len(new & by_id.keys())
+    if failed >= MASS_FAILURE_MIN and ran_total and failed / ran_total > max_share:
+        return (f"{failed} of {ran_total} variants failed new ({failed / ran_total:.0%}, more "
+                f"than the {max_share:.0%} a change is expected to break)")
+    return None

@@ -31,7 +31,7 @@ from workflows.mutations import Mutation, MutationError, load_mutations, subproc
 from workflows.mutations.impact import Trace, touched_variants
 from workflows.mutations.model import check_all
 from workflows.mutations.trace_plugin import OUT_VAR, SESSION
-from workflows.shard_runner import Limits, run_shard
+from workflows.shard_runner import Limits, run_shard, short_message
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MUTATIONS = REPO / "benchmarks" / "selection" / "mutations.yaml"
@@ -204,7 +204,14 @@ def _run(name: str, ids: Sequence[str], work: Path, specs: Sequence[str], limits
          env: Mapping[str, str] | None) -> dict[str, Outcome]:
     result = run_shard(name, list(ids), work, limits=limits, specs=list(specs),
                        env=dict(env) if env else None)
-    return {o.id: o for o in result.outcomes}
+    outcomes = {o.id: o for o in result.outcomes}
+    if result.fault is not None:
+        # Ground truth of a mutation: an edit that breaks `import torch` does break every
+        # test it reaches (the pipeline itself would report an infrastructure error).
+        cause = short_message(result.fault.cause)
+        outcomes.update({vid: Outcome(vid, Status.ERROR, 0.0, cause)
+                         for vid in result.fault.unrun})
+    return outcomes
 
 
 def _trace(config: BenchConfig, ids: Sequence[str], out: Path, specs: Sequence[str],

@@ -33,11 +33,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from workflows.shard_runner import InfrastructureError
+
     try:
         return int(args.func(args))
     except CommandError as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)
         return 2
+    except InfrastructureError as exc:
+        print(f"spyre-ci: infrastructure error (not a test result): {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("spyre-ci: interrupted", file=sys.stderr)
         return 130

@@ -24,6 +24,7 @@ from suites.model import Outcome
 from workflows import pipeline
 from workflows.history import RedisHistory
 from workflows.settings import Settings
+from workflows.shard_runner import InfraFault
 
 log = logging.getLogger(__name__)
 
@@ -99,15 +100,26 @@ def plan_task(request_json: dict[str, Any]) -> str:
     return request.run_id
 
 
-@app.task(name="spyre_ci.shard")
-def shard_task(run_id: str, index: int) -> int:
-    """Run one shard; its outcomes land in one hash field, so a rerun overwrites, never adds."""
+@app.task(name="spyre_ci.shard", bind=True, max_retries=1)
+def shard_task(self: Any, run_id: str, index: int) -> int:
+    """Run one shard; its outcomes land in one hash field, so a rerun overwrites, never adds.
+
+    A shard whose test processes cannot start here (an `InfraFault`, after the shard
+    runner's own retry) is sent back to the queue once, for another worker to try; a second
+    fault is stored as such and the run ends as an infrastructure error.
+    """
     store = _store()
     if store.hexists(_key(run_id, "shards"), str(index)):
         return index  # already done by an earlier delivery of this task
     planned = _load_planned(run_id)
-    outcomes = pipeline.execute_shard(planned.request, f"shard-{index}", planned.shards[index])
-    store.hset(_key(run_id, "shards"), str(index), json.dumps([o.to_json() for o in outcomes]))
+    shard = pipeline.execute_shard(planned.request, f"shard-{index}", planned.shards[index])
+    if shard.fault is not None and self.request.retries < self.max_retries:
+        log.warning("run %s shard %d: %s; retrying on another worker", run_id, index,
+                    shard.fault.summary)
+        raise self.retry(countdown=1)
+    body = {"outcomes": [o.to_json() for o in shard.outcomes],
+            "fault": shard.fault.to_json() if shard.fault else None}
+    store.hset(_key(run_id, "shards"), str(index), json.dumps(body))
     store.expire(_key(run_id, "shards"), _RESULT_TTL_S)
     return index
 
@@ -120,12 +132,17 @@ def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     missing = [i for i in range(len(planned.shards)) if str(i) not in stored]
     if missing:
         raise pipeline.PipelineError(f"run {run_id}: shards {missing} have no stored results")
-    outcomes = [Outcome.from_json(o) for body in stored.values() for o in json.loads(body)]
+    outcomes: list[Outcome] = []
+    faults: list[InfraFault] = []
+    for body in map(json.loads, stored.values()):
+        outcomes += [Outcome.from_json(o) for o in body["outcomes"]]
+        if body.get("fault"):
+            faults.append(InfraFault.from_json(body["fault"]))
 
-    def execute(name: str, ids: Any) -> list[Outcome]:
-        return pipeline.execute_shard(planned.request, name, ids)
+    def execute(name: str, ids: Any) -> pipeline.ShardRun:
+        return pipeline.execute_shard(planned.request, name, ids, parallel=1)
 
-    finished = pipeline.finish(planned, outcomes, _history(), execute)
+    finished = pipeline.finish(planned, outcomes, _history(), execute, faults)
     return finished.summary
 
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from suites.model import Outcome
 from workflows import pipeline
-from workflows.history import HistoryStore
+from workflows.history import HistoryStore, RunState
 from workflows.progress import Progress
 
 
@@ -26,12 +26,13 @@ def resume(run_id: str, history: HistoryStore, jobs: int = 1,
     """Continue a run that stopped: keep what its shards reported, run the rest, finish."""
     run = history.get_run(run_id)
     if run is None:
-        raise pipeline.PipelineError(f"no run {run_id!r} in History")
-    if run.state == "completed":
-        raise pipeline.PipelineError(f"run {run_id} is already completed")
-    planned = pipeline.load_planned(run.summary["out_dir"])
+        raise pipeline.PipelineError(f"no run {run_id!r} in History; `spyre-ci runs list` "
+                                     "shows the ids")
+    if RunState(run.state).final:
+        raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
+    planned = pipeline.load_planned(run.summary["out_dir"], run_id)
     done = {
-        f"shard-{i}": pipeline.recorded_outcomes(planned.request.out_dir, f"shard-{i}")
+        f"shard-{i}": pipeline.recorded_outcomes(planned.request, f"shard-{i}")
         for i in range(len(planned.shards))
     }
     return _execute(planned, history, jobs, show_progress, done)
@@ -52,10 +53,10 @@ def _execute(
         for outcome in kept:
             progress(outcome)
 
-    def execute(name: str, ids: Sequence[str]) -> list[Outcome]:
+    def execute(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
         if progress is not None:
             progress.add_total(len(ids))
-        return pipeline.execute_shard(request, name, ids, progress)
+        return pipeline.execute_shard(request, name, ids, progress, parallel=1)
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -64,8 +65,10 @@ def _execute(
                 name = f"shard-{i}"
                 todo = [v for v in ids if v not in done.get(name, {})]
                 futures.append(pool.submit(pipeline.execute_shard, request, name, todo, progress))
-            outcomes = kept + [o for future in futures for o in future.result()]
-        finished = pipeline.finish(planned, outcomes, history, execute)
+            shards = [future.result() for future in futures]
+        outcomes = kept + [o for shard in shards for o in shard.outcomes]
+        faults = [shard.fault for shard in shards if shard.fault is not None]
+        finished = pipeline.finish(planned, outcomes, history, execute, faults)
     except BaseException as exc:
         pipeline.mark_stopped(history, request.run_id, exc)
         raise

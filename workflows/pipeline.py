@@ -3,6 +3,11 @@
 plan (selector stages 1-3) -> execute_shard, once per shard -> finish (stage 4: reruns,
 baseline comparison, expansion; History; export). Each step takes plain, JSON-serializable
 input so a Celery task can carry it; each is idempotent by run id and shard index.
+
+A shard that could not run its tests (`InfraFault`) is never a test result: finish then
+ends the run as an infrastructure error (RunState.INFRA_ERROR, exit code 3) and History
+learns nothing from it. A run whose failures look like the tool's fault is held back from
+History (RunState.HELD) until `spyre-ci history confirm`.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from typing import Any
 from relay.events import TriggerEvent
 from suites.model import Inventory, Outcome, Status
 from workflows import selection
-from workflows.history import HistoryStore, RunRecord
-from workflows.shard_runner import Limits, ProgressCallback, run_shard, short_message
+from workflows.history import HistoryStore, RunRecord, RunState
+from workflows.shard_runner import InfraFault, Limits, ProgressCallback, run_shard, short_message
 
 PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run
 
@@ -51,6 +56,8 @@ class RunRequest:
     expand: bool = True
     baseline: bool | None = None  # record results as the baseline; None: by event kind
     impact_map: str | None = None  # `spyre-ci impact-map` output the selector also reads
+    # A run whose failing share is above this is held back from History until confirmed.
+    mass_failure_share: float = 0.5
     downstream_repo: str = "torch-spyre/torch-spyre"
     workflow: str = "spyre-ci"
     job: str = "variant-tests"
@@ -107,6 +114,14 @@ class PlannedRun:
                    dict(data["history"]))
 
 
+@dataclass(frozen=True)
+class ShardRun:
+    """What one shard (or a rerun, or an expansion) came back with."""
+
+    outcomes: list[Outcome]
+    fault: InfraFault | None = None
+
+
 @dataclass
 class FinishedRun:
     planned: PlannedRun
@@ -114,10 +129,19 @@ class FinishedRun:
     classification: dict[str, str]  # failing id -> new | pre-existing | flaky
     summary: dict[str, Any]
     out_dir: Path
+    faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
+    held_back: str | None = None  # why History did not learn this run, when it did not
 
     @property
     def new_failures(self) -> list[str]:
         return sorted(v for v, c in self.classification.items() if c == "new")
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 new test failures, 3 infrastructure fault (the tests could not run)."""
+        if self.faults:
+            return 3
+        return 1 if self.new_failures else 0
 
 
 def now_iso() -> str:
@@ -137,17 +161,22 @@ def load_inventory(path: str | Path) -> Inventory:
 
 
 def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
-    """Selector stages 1-3; the plan is saved as `out_dir/plan.json`."""
+    """Selector stages 1-3; the plan is saved as `out_dir/plan.json`.
+
+    An out directory that holds another run which has not finished is refused: planning over
+    it would lose that run's plan, and `runs resume` of it would finish this one instead.
+    """
+    out = Path(request.out_dir)
+    claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in selection.change_set(request).paths)
     result = selection.make_plan(request, inventory, snapshot)
     planned = PlannedRun(request, result.plan_json, result.shards, result.holdout, now_iso(),
                          snapshot.to_json())
-    out = Path(request.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(planned.plan, indent=1) + "\n", encoding="utf-8")
     (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
-    history.save_run(RunRecord(request.run_id, "planned", summary={
+    history.save_run(RunRecord(request.run_id, RunState.PLANNED, summary={
         "event": _event_label(request), "selected": len(result.selected_ids),
         "holdout": len(planned.holdout), "fallback": planned.plan.get("fallback"),
         "out_dir": str(out),
@@ -155,35 +184,73 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     return planned
 
 
+def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
+    """Make `out` this run's: refuse it while it holds another unfinished run, else clear
+    what an earlier, finished run left in it (its work files and JUnit)."""
+    path = out / PLANNED_FILE
+    if out.exists() and not out.is_dir():
+        raise PipelineError(f"{out}: not a directory; pass another --out")
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))["request"]["run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None
+    if previous is not None and previous != run_id:
+        run = history.get_run(previous)
+        if run is not None and not RunState(run.state).final:
+            raise PipelineError(
+                f"{out} holds run {previous}, which has not finished ({run.state}): resume it "
+                f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
+                f"{out} to give that run up)")
+    if previous != run_id:
+        for stale in ("work", "junit"):
+            shutil.rmtree(out / stale, ignore_errors=True)
+
+
+def work_dir(request: RunRequest, name: str) -> Path:
+    """A shard's files, under its run's id: nothing another run wrote is ever read as ours."""
+    return Path(request.out_dir) / "work" / request.run_id / name
+
+
 def execute_shard(
-    request: RunRequest, name: str, ids: Sequence[str], progress: ProgressCallback | None = None
-) -> list[Outcome]:
-    """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`."""
+    request: RunRequest, name: str, ids: Sequence[str], progress: ProgressCallback | None = None,
+    *, parallel: int | None = None,
+) -> ShardRun:
+    """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
+
+    `parallel`: shards running at once beside this one (default: the plan's shard count;
+    reruns and expansions run alone and pass 1).
+    """
     out = Path(request.out_dir)
-    work = out / "work" / name
-    result = run_shard(name, list(ids), work, limits=request.limits, specs=request.specs,
-                       progress=progress, parallel=request.shards)
+    result = run_shard(name, list(ids), work_dir(request, name), limits=request.limits,
+                       specs=request.specs, progress=progress,
+                       parallel=request.shards if parallel is None else parallel)
     junit = out / "junit"
     junit.mkdir(parents=True, exist_ok=True)
     for path in result.junit_paths:
-        shutil.copyfile(path, junit / path.name)
-    return result.outcomes
+        shutil.copyfile(path, junit / path.name)  # unique per process: nothing is overwritten
+    return ShardRun(result.outcomes, result.fault)
 
 
-def load_planned(out_dir: str | Path) -> PlannedRun:
+def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
+    """The planned run an out directory holds; with `run_id`, it must be that run's."""
     path = Path(out_dir) / PLANNED_FILE
     try:
-        return PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
+        planned = PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise PipelineError(f"{path}: the run left no plan there; start it again") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise PipelineError(f"{path}: not a readable plan: {exc}") from exc
+    if run_id is not None and planned.request.run_id != run_id:
+        raise PipelineError(
+            f"{path} now holds run {planned.request.run_id}, not {run_id}: the out directory "
+            f"was reused, so run {run_id} cannot be resumed; start it again")
+    return planned
 
 
-def recorded_outcomes(out_dir: str | Path, shard: str) -> dict[str, Outcome]:
+def recorded_outcomes(request: RunRequest, shard: str) -> dict[str, Outcome]:
     """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
     done: dict[str, Outcome] = {}
-    for path in sorted((Path(out_dir) / "work" / shard).glob("*.jsonl")):
+    for path in sorted(work_dir(request, shard).glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 event = json.loads(line)
@@ -196,7 +263,11 @@ def recorded_outcomes(out_dir: str | Path, shard: str) -> dict[str, Outcome]:
     return done
 
 
-ShardExecutor = Callable[[str, Sequence[str]], list[Outcome]]
+ShardExecutor = Callable[[str, Sequence[str]], ShardRun]
+
+
+class _Faulted(Exception):
+    """A rerun or an expansion could not run: the verdict stops there."""
 
 
 def finish(
@@ -204,19 +275,56 @@ def finish(
     outcomes: Sequence[Outcome],
     history: HistoryStore,
     execute: ShardExecutor,
+    faults: Sequence[InfraFault] = (),
 ) -> FinishedRun:
-    """Selector stage 4, History, and export; `execute(name, ids)` runs reruns and expansions."""
+    """Selector stage 4, History, and export; `execute(name, ids)` runs reruns and expansions.
+
+    `faults`: shards that could not run. Then, or when a rerun or the expansion cannot run,
+    the run ends as an infrastructure error: exported as such, nothing learned.
+    """
     request = planned.request
-    history.save_run(_with_state(history, request.run_id, "finishing"))
-    inventory = load_inventory(request.inventory)
-    verdict, update = selection.verify(planned, inventory, {o.id: o for o in outcomes}, execute)
-    history.apply(request.run_id, update)
-    finished = FinishedRun(planned, verdict.outcomes, verdict.classification, {},
-                           Path(request.out_dir))
-    finished.summary = summarize(finished, verdict.metrics)
+    history.save_run(_with_state(history, request.run_id, RunState.FINISHING))
+    faults = list(faults)
+    finished = FinishedRun(planned, {o.id: o for o in outcomes}, {}, {}, Path(request.out_dir))
+    verdict = None
+    if not faults:
+        def run_more(name: str, ids: Sequence[str]) -> list[Outcome]:
+            shard = execute(name, ids)
+            if shard.fault is not None:
+                faults.append(shard.fault)
+                raise _Faulted
+            return shard.outcomes
+
+        inventory = load_inventory(request.inventory)
+        try:
+            verdict, update = selection.verify(planned, inventory, finished.outcomes, run_more)
+        except _Faulted:
+            verdict = None
+    if faults or verdict is None:
+        finished.faults = tuple(faults)
+        state = RunState.INFRA_ERROR
+    else:
+        finished.outcomes, finished.classification = verdict.outcomes, verdict.classification
+        finished.held_back = suspect_learning(finished, request.mass_failure_share)
+        if finished.held_back:
+            history.hold(request.run_id, update, finished.held_back)
+            state = RunState.HELD
+        else:
+            history.apply(request.run_id, update)
+            state = RunState.COMPLETED
+    finished.summary = summarize(finished, verdict.metrics if verdict else {})
     selection.export(finished, now_iso(), verdict)
-    history.save_run(_with_state(history, request.run_id, "completed", finished.summary))
+    history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
+
+
+def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
+    """Why this run's failures look like the tool's fault rather than the tests', if they do."""
+    from selector.verify import mass_failure
+
+    failing = {v for v, c in finished.classification.items() if c != "flaky"}
+    return mass_failure(finished.outcomes.values(), finished.planned.shards, failing,
+                        max_share=max_share)
 
 
 def summarize(finished: FinishedRun, metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -236,6 +344,8 @@ def summarize(finished: FinishedRun, metrics: Mapping[str, Any]) -> dict[str, An
         "decision": finished.planned.plan.get("decision"),
         "why": "; ".join(finished.planned.plan.get("change_facts", {}).get("reasons", [])),
         "out_dir": str(finished.out_dir),
+        "infrastructure": [f.summary for f in finished.faults],
+        "held_back": finished.held_back,
     }
 
 
@@ -257,8 +367,8 @@ def mark_stopped(history: HistoryStore, run_id: str, exc: BaseException) -> None
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
     try:
         run = history.get_run(run_id)
-        if run is not None and run.state != "completed":
-            history.save_run(replace(run, state="stopped",
+        if run is not None and not RunState(run.state).final:
+            history.save_run(replace(run, state=RunState.STOPPED,
                                      summary={**run.summary, "stopped_because": why[:500]}))
     except Exception:  # noqa: BLE001 - History may be what failed; the original error wins
         pass

@@ -181,8 +181,12 @@ def _torch_git_version() -> str:
     return "unknown"
 
 
-def export(finished: FinishedRun, completed_at: str, verdict: Verdict) -> None:
-    """Write every output format of the run into its out directory."""
+def export(finished: FinishedRun, completed_at: str, verdict: Verdict | None) -> None:
+    """Write every output format of the run into its out directory.
+
+    `verdict` is None when the run could not be verified (an infrastructure error): the
+    record then carries the faults and the outcomes of the tests that did run.
+    """
     request = finished.planned.request
     plan_json = finished.planned.plan
     holdout = set(finished.planned.holdout)
@@ -195,7 +199,7 @@ def export(finished: FinishedRun, completed_at: str, verdict: Verdict) -> None:
         for reason in selected.get("reasons", ())[:1]:
             key = f"{reason['heuristic']}: {reason['reason']}"
             reasons[key] = reasons.get(key, 0) + 1
-    metrics = verdict.verdict.metrics
+    metrics = verdict.verdict.metrics if verdict is not None else None
     summary = PlanSummary(
         selected=len(plan_json.get("selected", ())),
         inventory=int(plan_json.get("totals", {}).get("variants", 0)),
@@ -203,8 +207,8 @@ def export(finished: FinishedRun, completed_at: str, verdict: Verdict) -> None:
         top_reasons=tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]),
         skipped={str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
         holdout=len(holdout),
-        holdout_misses=tuple(metrics.holdout_misses),
-        metrics={k: float(v) for k, v in metrics.to_json().items()
+        holdout_misses=tuple(metrics.holdout_misses) if metrics else (),
+        metrics={k: float(v) for k, v in (metrics.to_json() if metrics else {}).items()
                  if isinstance(v, int | float) and not isinstance(v, bool)},
     )
     record = RunRecord(
@@ -212,5 +216,7 @@ def export(finished: FinishedRun, completed_at: str, verdict: Verdict) -> None:
         workflow=request.workflow, job=request.job, event=request.trigger,
         environment=environment(), results=results, started_at=finished.planned.started_at,
         completed_at=completed_at, plan=summary,
+        infrastructure=tuple(f"{f.summary}\n{f.cause}" for f in finished.faults),
+        held_back=finished.held_back,
     )
     write_run(record, finished.out_dir)

@@ -4,6 +4,11 @@ The pytest plugin (`suites.pytest_plugin`) writes a JSON line when each test sta
 ends. A subprocess that dies (segfault, abort, memory limit) or stops answering leaves one
 started test without an end: that test is recorded as crashed or timeout, and a fresh
 subprocess runs the rest of the shard. Nothing the shard was asked to run goes unreported.
+
+A subprocess that ends before any test starts (it cannot start, cannot import torch, cannot
+collect, never writes a result) says nothing about the tests: it is the tool's or the
+machine's fault. It is tried once more in a fresh process; if that one fails too the shard
+ends with an `InfraFault` naming the cause, and its unrun variants get no outcome at all.
 """
 
 from __future__ import annotations
@@ -41,6 +46,37 @@ class Limits:
     kill_grace_s: float = 10.0
 
 
+class InfrastructureError(Exception):
+    """The tests could not run (their processes, environment or services failed): exit code 3."""
+
+
+@dataclass(frozen=True)
+class InfraFault:
+    """A shard whose test processes could not run its tests: never a result of those tests."""
+
+    shard_id: str
+    cause: str  # the exit status and the tail of the process's stderr and stdout
+    unrun: tuple[str, ...]  # the variants it could not run
+    attempts: int  # fresh processes tried
+
+    @property
+    def summary(self) -> str:
+        first = next((line for line in self.cause.splitlines() if line.strip()), self.cause)
+        return (f"{self.shard_id}: {len(self.unrun)} variant(s) not run, the test process "
+                f"failed before its first test {self.attempts} time(s): {first[:300]}")
+
+    def to_json(self) -> dict[str, object]:
+        return {"shard_id": self.shard_id, "cause": self.cause, "unrun": list(self.unrun),
+                "attempts": self.attempts}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> InfraFault:
+        unrun = data.get("unrun") or ()
+        return cls(str(data["shard_id"]), str(data.get("cause", "")),
+                   tuple(str(v) for v in unrun),  # type: ignore[union-attr]
+                   int(data.get("attempts", 1)))  # type: ignore[call-overload]
+
+
 @dataclass
 class ShardResult:
     shard_id: str
@@ -48,6 +84,7 @@ class ShardResult:
     junit_paths: list[Path] = field(default_factory=list)
     subprocesses: int = 0
     wall_s: float = 0.0
+    fault: InfraFault | None = None  # set when the shard could not run what is left of it
 
 
 ProgressCallback = Callable[[Outcome], None]
@@ -104,17 +141,21 @@ def run_shard(
     python: str | None = None,
     parallel: int = 1,
 ) -> ShardResult:
-    """Run every id of the shard; returns one Outcome per id, in completion order.
+    """Run every id of the shard; returns one Outcome per id that ran, in completion order.
 
-    `python` is the interpreter of the test subprocesses (default: this one); another
-    environment's (an upgrade run's torch version) must have the project installed.
-    `parallel`: how many shards run at once on this machine (`thread_env`).
+    Ids the shard could not run (`ShardResult.fault`) have no outcome. `python` is the
+    interpreter of the test subprocesses (default: this one); another environment's (an
+    upgrade run's torch version) must have the project installed. `parallel`: how many
+    shards run at once on this machine (`thread_env`). `workdir` must be absolute: the
+    subprocesses run in it.
     """
+    workdir = workdir.resolve()
     env = {**thread_env(parallel), **(env or {})}
     workdir.mkdir(parents=True, exist_ok=True)
     result = ShardResult(shard_id)
     done: dict[str, Outcome] = {}
     started = time.monotonic()
+    fruitless = 0  # subprocesses in a row that ended before their first test
 
     def record(outcome: Outcome) -> None:
         if outcome.id in done:  # a retried subprocess never reports a variant twice
@@ -133,8 +174,7 @@ def run_shard(
             for vid in remaining:
                 record(Outcome(vid, Status.TIMEOUT, 0.0, "shard time limit reached before it ran"))
             break
-        # The pid keeps the files of a redelivered task apart from those of a killed one.
-        attempt = f"{os.getpid()}.{result.subprocesses}"
+        attempt = _fresh_stem(workdir, shard_id)
         result.subprocesses += 1
         ids_file = workdir / f"{shard_id}.{attempt}.ids"
         results_file = workdir / f"{shard_id}.{attempt}.jsonl"
@@ -146,17 +186,60 @@ def run_shard(
             python=python or sys.executable,
         )
         ended_before = len(done)
-        _run_subprocess(command, results_file, workdir, limits, left_s, env, record)
-        if junit_file.exists():
-            result.junit_paths.append(junit_file)
-        if len(done) == ended_before:
-            # The subprocess made no progress at all (e.g. it could not collect): report the
-            # rest with its error rather than retrying forever.
-            message = _tail(workdir / f"{shard_id}.{attempt}.stderr")
-            for vid in remaining:
-                record(Outcome(vid, Status.ERROR, 0.0, f"shard subprocess failed: {message}"))
+        try:
+            returncode = _run_subprocess(command, results_file, workdir, limits, left_s, env,
+                                         record)
+        except OSError as exc:  # the interpreter is gone, fork failed, the disk is full
+            returncode, cause = None, f"cannot start the test process: {exc}"
+        else:
+            cause = _cause(returncode, results_file.with_suffix(""))
+        if len(done) > ended_before:
+            if junit_file.exists():
+                result.junit_paths.append(junit_file)
+            fruitless = 0
+            continue
+        # A fruitless process's JUnit (pytest's "internal error" case) stays in the work
+        # folder for diagnosis: exported, it would read as a failed test.
+        fruitless += 1
+        if fruitless < _ATTEMPTS:
+            continue  # once more, in a fresh process
+        result.fault = InfraFault(shard_id, cause, tuple(remaining), fruitless)
+        break
     result.wall_s = time.monotonic() - started
     return result
+
+
+def _fresh_stem(workdir: Path, shard_id: str) -> str:
+    """`<pid>.<n>` naming no file in `workdir` yet: a second rerun in the same folder, or a
+    redelivered task after a killed one (another pid), never overwrites what is there."""
+    n = 0
+    while (workdir / f"{shard_id}.{os.getpid()}.{n}.ids").exists():
+        n += 1
+    return f"{os.getpid()}.{n}"
+
+
+_ATTEMPTS = 2  # fresh processes a shard gets to run its first test before it is a fault
+
+
+def _cause(returncode: int | None, stem: Path) -> str:
+    """Why a test process ended before its first test: exit status, stderr and stdout tails.
+
+    pytest prints collection errors and usage errors to different streams; both are kept.
+    """
+    if returncode is None:
+        status = "was killed"
+    elif returncode < 0:
+        status = f"died with {signal.Signals(-returncode).name}"
+    else:
+        status = f"exited with code {returncode}"
+    parts = [f"the test process {status} before its first test"]
+    for stream in ("stderr", "stdout"):
+        tail = _tail(Path(f"{stem}.{stream}"))
+        if tail != "(no output)":
+            parts.append(f"--- {stream} (last lines) ---\n{tail}")
+    if len(parts) == 1:
+        parts.append("it wrote nothing on stderr or stdout")
+    return "\n".join(parts)
 
 
 def _run_subprocess(
@@ -167,20 +250,26 @@ def _run_subprocess(
     budget_s: float,
     env: dict[str, str] | None,
     record: ProgressCallback,
-) -> None:
+) -> int | None:
+    """Run one test process to its end; returns its exit code (None when it was killed)."""
     stem = results_file.with_suffix("")
     stdout = open(f"{stem}.stdout", "wb")  # noqa: SIM115 - closed below, after the process
     stderr = open(f"{stem}.stderr", "wb")  # noqa: SIM115
     results_file.touch()
-    proc = subprocess.Popen(
-        command,
-        cwd=workdir,
-        env={**os.environ, **(env or {})},
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,  # so a kill reaches grandchildren too
-        preexec_fn=_child_setup(limits.memory_mb),
-    )
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env={**os.environ, **(env or {})},
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # so a kill reaches grandchildren too
+            preexec_fn=_child_setup(limits.memory_mb),
+        )
+    except BaseException:
+        stdout.close()
+        stderr.close()
+        raise
     reader = _ResultsReader(results_file)
     deadline = time.monotonic() + budget_s
     current: tuple[str, float] | None = None  # (variant id, monotonic start)
@@ -212,8 +301,10 @@ def _run_subprocess(
                 continue
             time.sleep(_POLL_S)
     finally:
-        if proc.poll() is None:
-            _kill_group(proc)
+        # Always the whole group: a test that started a background child must not leave it
+        # running after its process ended.
+        _kill_group(proc)
+        reader.close()
         stdout.close()
         stderr.close()
     if current is not None:
@@ -224,6 +315,7 @@ def _run_subprocess(
                            f"no result after {elapsed:.0f} s: the test process was killed"))
         else:
             record(Outcome(vid, Status.CRASHED, elapsed, _describe_exit(proc.returncode)))
+    return None if killed_for is not None else proc.returncode
 
 
 class _ResultsReader:
@@ -232,6 +324,9 @@ class _ResultsReader:
     def __init__(self, path: Path) -> None:
         self._fh = open(path, encoding="utf-8")  # noqa: SIM115 - lives as long as the reader
         self._partial = ""
+
+    def close(self) -> None:
+        self._fh.close()
 
     def read(self) -> list[dict[str, object]]:
         self._partial += self._fh.read()
@@ -291,7 +386,10 @@ def _describe_exit(returncode: int | None) -> str:
 
 def _tail(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4 * _STDERR_TAIL))
+            text = fh.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return "(no output)"
     text = text.strip()

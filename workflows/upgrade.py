@@ -37,7 +37,7 @@ from typing import Any
 
 from suites.model import Inventory, Outcome
 from workflows.pipeline import PipelineError
-from workflows.shard_runner import Limits, ProgressCallback, run_shard
+from workflows.shard_runner import InfrastructureError, Limits, ProgressCallback, run_shard
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MARKER = ".spyre-ci-env.json"
@@ -347,6 +347,10 @@ def run_ids(
                                progress=progress, python=env.python, parallel=n)
                    for i, shard in enumerate(shards)]
         results = [f.result() for f in futures]
+    faults = [r.fault for r in results if r.fault is not None]
+    if faults:
+        raise InfrastructureError(
+            f"torch {env.version}: " + "; ".join(f"{f.summary}\n{f.cause}" for f in faults))
     outcomes = {o.id: o for r in results for o in r.outcomes}
     junit = [p for r in results for p in r.junit_paths]
     return outcomes, junit, time.monotonic() - started

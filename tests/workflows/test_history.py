@@ -86,3 +86,74 @@ def test_corrupt_sqlite_file_names_the_file(tmp_path: Path) -> None:
 def test_open_history_picks_the_store(tmp_path: Path) -> None:
     assert isinstance(open_history(tmp_path), SQLiteHistory)
     assert isinstance(open_history(tmp_path, "redis://127.0.0.1:1/0"), RedisHistory)
+
+
+def test_an_update_in_another_order_is_still_recorded_once(store: HistoryStore) -> None:
+    # A resumed finish hands the same outcomes over in another order: keyed by
+    # (run, variant, attempt), not by position, nothing is added twice.
+    store.apply("r1", FIRST)
+    once = store.snapshot(PATHS)
+    reordered = HistoryUpdate(outcomes=tuple(reversed(FIRST.outcomes)),
+                              baseline=FIRST.baseline, co_failures=FIRST.co_failures,
+                              known_variants=FIRST.known_variants)
+    store.apply("r1", reordered)
+    assert store.snapshot(PATHS) == once
+
+
+def test_forget_removes_exactly_what_one_run_taught(store: HistoryStore) -> None:
+    store.apply("r1", FIRST)
+    before = store.snapshot(PATHS)
+    poisoned = HistoryUpdate(
+        outcomes=(OutcomeRecord("a", Status.ERROR, 0.0), OutcomeRecord("c", Status.ERROR, 0.0)),
+        mark_flaky=("b",),
+        baseline={"a": Status.ERROR, "c": Status.ERROR},
+        co_failures={"aten/src/ATen/native/SoftMax.cpp": ("a", "c")},
+        known_variants=frozenset({"a", "c"}),
+    )
+    store.apply("bad", poisoned)
+    assert store.snapshot(PATHS) != before
+    removed = store.forget("bad")
+    assert removed["outcome"] == 2 and removed["baseline"] == 2 and removed["cofailure"] == 2
+    assert store.snapshot(PATHS) == before  # baselines it replaced are back
+    assert not any(store.forget("bad").values())  # idempotent
+
+
+def test_a_held_update_is_not_learned_until_confirmed(store: HistoryStore) -> None:
+    store.hold("r1", FIRST, "every variant of shard-0 failed alike")
+    assert store.snapshot(PATHS) == History()
+    held = store.held("r1")
+    assert held is not None and held[1] == "every variant of shard-0 failed alike"
+    assert held[0] == FIRST
+    assert store.confirm("r1")
+    learned = store.snapshot(PATHS)
+    assert learned.variants == apply_update(History(), FIRST).variants
+    assert learned.co_failures == {"aten/src/ATen/native/SoftMax.cpp": {"b": 1}}
+    assert store.held("r1") is None and not store.confirm("r1")
+
+
+def test_a_history_file_of_the_first_layout_is_migrated_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "history.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE outcome (run_id TEXT NOT NULL, seq INTEGER NOT NULL, variant TEXT NOT NULL,
+            status TEXT NOT NULL, duration_s REAL NOT NULL, at REAL NOT NULL,
+            PRIMARY KEY (run_id, seq));
+        CREATE TABLE baseline (variant TEXT PRIMARY KEY, status TEXT NOT NULL,
+            run_id TEXT NOT NULL);
+        CREATE TABLE known (one INTEGER PRIMARY KEY CHECK (one = 1), run_id TEXT,
+            ids TEXT NOT NULL);
+        INSERT INTO outcome VALUES ('r0', 0, 'a', 'passed', 1.0, 1.0);
+        INSERT INTO outcome VALUES ('r0', 1, 'a', 'failed', 1.0, 1.0);
+        INSERT INTO baseline VALUES ('a', 'failed', 'r0');
+        INSERT INTO known VALUES (1, 'r0', '["a", "b"]');
+    """)
+    db.commit()
+    db.close()
+    snapshot = SQLiteHistory(path).snapshot()
+    assert snapshot.variants["a"].recent == (Status.PASSED, Status.FAILED)
+    assert snapshot.variants["a"].baseline is Status.FAILED
+    assert snapshot.known_variants == frozenset({"a", "b"})
+    SQLiteHistory(path).forget("r0")
+    assert SQLiteHistory(path).snapshot() == History()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -78,12 +79,85 @@ def test_crash_and_hang_do_not_lose_the_rest_of_the_shard(shard_dir: Path) -> No
     assert subprocesses == 4  # one start, then one restart after each crash or hang
 
 
-def test_unknown_plugin_reports_errors_instead_of_looping(shard_dir: Path) -> None:
+def test_a_process_that_cannot_start_its_tests_is_a_fault_not_a_test_result(
+        shard_dir: Path) -> None:
     result = run_shard("s1", IDS[:2], shard_dir, limits=Limits(memory_mb=None),
                        plugin="no_such_plugin_module")
-    assert [o.status for o in result.outcomes] == [Status.ERROR, Status.ERROR]
-    assert "no_such_plugin_module" in result.outcomes[0].message
-    assert result.subprocesses == 1
+    assert result.outcomes == []  # no variant is said to have failed
+    assert result.fault is not None
+    assert result.fault.unrun == tuple(IDS[:2])
+    assert "no_such_plugin_module" in result.fault.cause  # pytest's own words, from stderr
+    assert result.fault.attempts == 2 and result.subprocesses == 2  # retried once, fresh
+
+
+def test_a_fault_cause_names_what_the_process_printed_on_stdout(tmp_path: Path) -> None:
+    # A collection error goes to stdout: the cause must carry it, not "(no output)".
+    (tmp_path / "test_broken.py").write_text("import no_such_module_for_collection\n")
+    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    result = run_shard("s", ["demo::t::x::f32"], tmp_path, limits=Limits(memory_mb=None),
+                       plugin="contract_plugin", env=env)
+    assert result.fault is not None and result.outcomes == []
+    assert "no_such_module_for_collection" in result.fault.cause
+    assert "--- stdout" in result.fault.cause
+
+
+def test_a_memory_limit_too_small_for_the_interpreter_is_a_fault(shard_dir: Path) -> None:
+    result = run_shard("s", IDS[:1], shard_dir, limits=Limits(memory_mb=20))
+    assert result.outcomes == [] and result.fault is not None
+    assert "before its first test" in result.fault.cause
+
+
+def test_a_missing_interpreter_is_a_fault(shard_dir: Path) -> None:
+    result = run_shard("s", IDS[:1], shard_dir, limits=Limits(memory_mb=None),
+                       python=str(shard_dir / "no-such-python"))
+    assert result.outcomes == [] and result.fault is not None
+    assert "cannot start the test process" in result.fault.cause
+
+
+def test_a_crash_after_tests_ran_is_the_test_s_not_a_fault(shard_dir: Path) -> None:
+    outcomes, _ = run(shard_dir, [IDS[1], IDS[2]])
+    assert outcomes[IDS[1]].status is Status.CRASHED
+    assert outcomes[IDS[2]].status is Status.PASSED
+
+
+def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    (tmp_path / "test_spawn.py").write_text(textwrap.dedent(
+        f"""
+        import subprocess, sys
+
+        def test_spawn():
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+            open({str(pid_file)!r}, "w").write(str(child.pid))
+        """))
+    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    result = run_shard("s", ["demo::t::spawn::f32"], tmp_path, limits=Limits(memory_mb=None),
+                       plugin="contract_plugin", env=env)
+    assert [o.status for o in result.outcomes] == [Status.PASSED]
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # killed with its group; reaped by init shortly after
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/stat").exists() and \
+                Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the test's background child {pid} is still running after the shard")
+
+
+def test_files_of_a_second_run_in_the_same_workdir_never_overwrite_the_first(
+        shard_dir: Path) -> None:
+    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    first = run_shard("rerun", IDS[:1], shard_dir, limits=Limits(memory_mb=None),
+                      plugin="contract_plugin", env=env)
+    second = run_shard("rerun", IDS[:1], shard_dir, limits=Limits(memory_mb=None),
+                       plugin="contract_plugin", env=env)
+    assert first.junit_paths and second.junit_paths
+    assert set(first.junit_paths).isdisjoint(second.junit_paths)
+    assert all(p.exists() for p in first.junit_paths + second.junit_paths)
 
 
 def test_shard_deadline_marks_unrun_tests_timeout(shard_dir: Path) -> None:

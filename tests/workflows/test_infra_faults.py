@@ -1,0 +1,178 @@
+"""The tool's own faults are never test results: a run whose tests cannot start ends as an
+infrastructure error (exit 3) and teaches History nothing; a run whose failures look like
+the tool's is held back; `history forget` undoes a run; an out directory and `runs resume`
+never mix two runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from dashboard_export.layout import read_json_lines
+from relay.events import TriggerEvent
+from selector.history import History
+from suites.model import Outcome, Status
+from tests.conftest import TINY_SPEC
+from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from workflows import pipeline
+from workflows.history import RunState, SQLiteHistory
+
+SOFTMAX_NEW = {
+    f"tiny::compare_cpu::{op}.with_dtype::{dtype}"
+    for op in ("softmax", "log_softmax") for dtype in ("float32", "float16")
+}
+
+
+def _common(tiny_inventory: Path) -> list[str]:
+    return ["run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(tiny_inventory),
+            "--specs", str(TINY_SPEC), "--jobs", "2", "--holdout", "0", "--no-progress"]
+
+
+def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_nothing(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
+    out = tmp_path / "broken"
+    # 64 MB of address space: the test processes cannot even import torch.
+    broken = spyre_ci(*_common(tiny_inventory), "--memory-mb", "64", "--out", str(out), env=env)
+    assert broken.returncode == 3, broken.stdout + broken.stderr
+    assert "INFRASTRUCTURE ERROR (not a test result)" in broken.stdout
+    assert "before its first test" in broken.stdout
+    assert "NEW FAILURES" not in broken.stdout
+
+    record = json.loads((out / "run.json").read_text())
+    assert record["results"] == []  # no variant pretends to have failed
+    assert record["infrastructure"] and "shard-0" in record["infrastructure"][0]
+    assert "Infrastructure error: the tests could not run" in (out / "report.md").read_text()
+    assert "Infrastructure error" in (out / "report.html").read_text()
+    workflow = json.loads((out / "callback.json").read_text())["workflow"]
+    assert workflow["conclusion"] == "failure"
+    assert workflow["failed_tests"] == [] and workflow["test_results"]["failed"] == 0
+    verdict = workflow["triage_verdict"]
+    assert verdict["category"] == "infra" and verdict["schema_version"] == 1
+    assert verdict["reproduced_on_retry"] is True
+    row = json.loads((out / "hud" / "crcr_workflow_job.json").read_text())
+    assert row["conclusion"] == "failure"
+    assert "infrastructure error, not a test result" in json.loads(row["environment"])[
+        "infrastructure_error"]
+    for table in ("test_run", "failed_test_runs"):
+        rows = [row for path in (out / "hud" / table).rglob("*") if path.is_file()
+                for row in read_json_lines(path)]
+        assert rows == [], table
+
+    history = SQLiteHistory(state / "history.sqlite3")
+    assert history.snapshot(["aten/src/ATen/native/SoftMax.cpp"]) == History()
+    run = history.get_run(record["run_id"])
+    assert run is not None and run.state == RunState.INFRA_ERROR
+    listing = spyre_ci("runs", "list", env=env)
+    assert record["run_id"] in listing.stdout and "infra-error" in listing.stdout
+
+    # The next run is judged as if the broken one never happened: its real failures are
+    # new, not "pre-existing" against a baseline of the tool's errors.
+    good = spyre_ci(*_common(tiny_inventory), "--out", str(tmp_path / "good"), env=env)
+    assert good.returncode == 1, good.stdout + good.stderr
+    good_record = json.loads((tmp_path / "good" / "run.json").read_text())
+    new = {r["id"] for r in good_record["results"] if r["classification"] == "new"}
+    assert new == SOFTMAX_NEW
+
+    # ... and `history forget` takes back what that good run taught, once.
+    forget = spyre_ci("history", "forget", good_record["run_id"], env=env)
+    assert forget.returncode == 0 and "forgotten" in forget.stdout, forget.stderr
+    assert history.snapshot(["aten/src/ATen/native/SoftMax.cpp"]) == History()
+    again = spyre_ci("history", "forget", good_record["run_id"], env=env)
+    assert again.returncode == 0 and "nothing left" in again.stdout
+    unknown = spyre_ci("history", "forget", "no-such-run", env=env)
+    assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
+
+
+def _request(tiny_inventory: Path, out: Path, run_id: str, **extra: object) -> pipeline.RunRequest:
+    event = TriggerEvent(kind="push", delivery_id=run_id, repo="pytorch/pytorch",
+                         head_sha="b" * 40, files_complete=False, source="cli")
+    return pipeline.RunRequest(run_id=run_id, event=event.to_json(), out_dir=str(out),
+                               inventory=str(tiny_inventory), specs=(str(TINY_SPEC),),
+                               full=True, holdout=0.0, expand=False, **extra)  # type: ignore[arg-type]
+
+
+def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    history = SQLiteHistory(state / "history.sqlite3")
+    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "held-1"), history)
+    ids = [v for shard in planned.shards for v in shard]
+    # Every variant failing with the same message (numbers aside), and again on its rerun:
+    # what a broken environment looks like when it breaks inside the tests.
+    same = [Outcome(v, Status.FAILED, 0.1, f"RuntimeError: device {i} lost") for i, v in
+            enumerate(ids)]
+
+    def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
+        return pipeline.ShardRun([Outcome(v, Status.FAILED, 0.1, "RuntimeError: device 0 lost")
+                                  for v in rerun_ids])
+
+    finished = pipeline.finish(planned, same, history, rerun)
+    assert finished.held_back and "same message" in finished.held_back
+    assert finished.exit_code == 1  # still reported: they may be real
+    assert history.snapshot() == History()
+    assert history.get_run("held-1").state == RunState.HELD  # type: ignore[union-attr]
+    assert "Held back from History" in (tmp_path / "out" / "report.md").read_text()
+
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
+    check = spyre_ci("history", "check", env=env)
+    assert check.returncode == 0 and "held-1" in check.stdout and "held back" in check.stdout
+    confirm = spyre_ci("history", "confirm", "held-1", env=env)
+    assert confirm.returncode == 0, confirm.stderr
+    learned = history.snapshot()
+    assert set(learned.variants) == set(ids)
+    assert all(v.baseline is Status.FAILED for v in learned.variants.values())
+    assert history.get_run("held-1").state == RunState.COMPLETED  # type: ignore[union-attr]
+    twice = spyre_ci("history", "confirm", "held-1", env=env)
+    assert twice.returncode == 2 and "nothing held back" in twice.stderr
+
+
+def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "rerun-dies"), history)
+    first = [Outcome(v, Status.FAILED if i == 0 else Status.PASSED, 0.1, "boom")
+             for i, v in enumerate(v for shard in planned.shards for v in shard)]
+    spent: list[str] = []
+
+    def broken(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
+        from workflows.shard_runner import InfraFault
+
+        spent.append(name)
+        return pipeline.ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
+
+    finished = pipeline.finish(planned, first, history, broken)
+    assert spent == ["rerun"]  # no expansion spent on it
+    assert finished.exit_code == 3 and finished.faults[0].shard_id == "rerun"
+    assert history.snapshot() == History()
+    assert history.get_run("rerun-dies").state == RunState.INFRA_ERROR  # type: ignore[union-attr]
+
+
+def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks_the_run(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    out = tmp_path / "out"
+    pipeline.plan(_request(tiny_inventory, out, "first"), history)
+    with pytest.raises(pipeline.PipelineError,
+                       match=r"holds run first, which has not finished.*runs resume first"):
+        pipeline.plan(_request(tiny_inventory, out, "second"), history)
+
+    # Given up by removing it, the folder is the second run's; the first cannot be resumed
+    # from it (that would finish the second run under the first one's name).
+    import shutil
+
+    shutil.rmtree(out)
+    pipeline.plan(_request(tiny_inventory, out, "second"), history)
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    resumed = spyre_ci("runs", "resume", "first", env=env)
+    assert resumed.returncode == 2
+    assert "now holds run second, not first" in resumed.stderr
