@@ -126,18 +126,22 @@ def callback_body(record: RunRecord, status: str = "completed") -> dict[str, Any
     if status not in ("in_progress", "completed"):
         raise ExportError(f"callback status must be in_progress or completed, not {status!r}")
     done = status == "completed"
+    # Shaped as pytorch/test-infra's callback action sends it (report_callback.py): the CI's
+    # run id, run_attempt as a string, started_at only on in_progress and completed_at only
+    # on completed (HUD keeps what an earlier callback set), url always a link.
     workflow: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "status": status,
         "conclusion": record.effective_conclusion if done else None,
         "name": record.workflow,
-        "url": record.run_url,
-        "run_id": record.run_id,
+        "url": record.run_url or record.artifact_url,
+        "run_id": record.callback_run_id,
         "run_attempt": str(record.attempt),
         "job_name": record.job,
         "check_run_id": record.effective_check_run_id,
-        "started_at": _callback_time(record.started_at),
+        "started_at": None if done else _callback_time(record.started_at),
         "completed_at": _callback_time(record.completed_at) if done else None,
+        "spyre_run_id": record.run_id,
         "environment": environment(record),
     }
     if done:

@@ -1,13 +1,22 @@
-"""The `default.crcr_workflow_job` row, derived from a relay-to-HUD envelope as HUD derives it.
+"""The `default.crcr_workflow_job` row, derived from relay-to-HUD envelopes as HUD derives it.
 
-Every column of the reference table. The two columns HUD leaves empty today come from the
-callback's optional `workflow.failed_tests` and `workflow.environment`.
+HUD (pytorch/test-infra `torchci/lib/crcr/crcrUtils.ts`) turns each envelope into a record
+(`extractDynamoRecord`: `??` defaults, the downstream's ISO timestamps, conclusion and counts
+only on `completed`, `total` summed when absent, `run_attempt` falling back to 1) and writes
+it with an UpdateItem that sets only the fields the record has: a `completed` callback never
+clears what the `in_progress` one set (`started_at`, `queue_time`). The table's columns then
+hold those values, or the column DEFAULT where the record has none. `hud_record` is that
+extraction, `merge` the UpdateItem, `columns` the table.
+
+Two columns HUD leaves empty (its extraction reads neither) are filled here from the
+callback's own `workflow.failed_tests` and `workflow.environment`: spyre-ci's additions.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dashboard_export import ExportError
@@ -21,6 +30,16 @@ COLUMNS = (
     "total_tests", "passed_tests", "failed_tests", "skipped_tests", "failed_tests_json",
     "artifact_url", "environment", "downstream_repo_level", "event_type",
 )
+# Our columns, not HUD's: derived from fields HUD does not read.
+EXTRA_COLUMNS = ("failed_tests_json", "environment")
+# The table's DEFAULTs (clickhouse_db_schema/default.crcr_workflow_job/schema.sql); a String
+# without one holds '', a DateTime64 the epoch, a Nullable NULL.
+_DEFAULTS: dict[str, Any] = {
+    "conclusion": "", "queue_time": None, "execution_time": None,
+    "started_at": None, "completed_at": None, "total_tests": 0, "passed_tests": 0,
+    "failed_tests": 0, "skipped_tests": 0, "failed_tests_json": "", "artifact_url": "",
+    "environment": "", "downstream_repo_level": "", "event_type": "pull_request",
+}
 
 
 def dynamo_key(
@@ -30,65 +49,156 @@ def dynamo_key(
     return f"{verified_repo}/{delivery_id}/{workflow_name}/{job_name}/{check_run_id}"
 
 
-def workflow_job_row(envelope: Mapping[str, Any]) -> dict[str, Any]:
-    """The row HUD stores for one envelope (ReplacingMergeTree: the latest per key wins)."""
+def hud_record(envelope: Mapping[str, Any]) -> dict[str, Any]:
+    """What HUD's `extractDynamoRecord` makes of one envelope (absent keys stay absent).
+
+    Raises ExportError where HUD answers 400 (no `job_name`, no `check_run_id`) or fails.
+    """
     try:
         trusted = envelope["trusted"]
         callback = envelope["untrusted"]["callback_payload"]
         workflow = callback["workflow"]
-        verified_repo = str(trusted["verified_repo"])
-        delivery_id = str(callback["delivery_id"])
     except (KeyError, TypeError) as exc:
         raise ExportError(f"HUD envelope lacks {exc}; build it with crcr.hud_envelope") from None
-    payload = callback.get("payload") or {}
-    pull_request = payload.get("pull_request") or {}
-    results = workflow.get("test_results") or {}
-    metrics = trusted.get("ci_metrics") or {}
-    check_run_id = str(workflow.get("check_run_id", ""))
-    head_sha = (pull_request.get("head") or {}).get("sha") or payload.get("head_sha") or delivery_id
-    return {
+    payload = _get(callback, "payload")
+    pr = _get(payload, "pull_request")
+    if not workflow.get("job_name"):
+        raise ExportError("HUD refuses the envelope: missing required field workflow.job_name")
+    if workflow.get("check_run_id") is None:
+        raise ExportError("HUD refuses the envelope: missing required field workflow.check_run_id")
+    job_name = workflow["job_name"]
+    check_run_id = _js_string(workflow["check_run_id"])
+    record: dict[str, Any] = {
         "dynamoKey": dynamo_key(
-            verified_repo, delivery_id, str(workflow.get("name", "")),
-            str(workflow.get("job_name", "")), check_run_id,
+            _js_string(trusted.get("verified_repo")), _js_string(callback.get("delivery_id")),
+            _js_string(workflow.get("name")), _js_string(job_name), check_run_id,
         ),
-        "status": str(workflow.get("status", "")),
-        "downstream_repo": verified_repo,
-        "upstream_repo": str((payload.get("repository") or {}).get("full_name")
-                             or "pytorch/pytorch"),
-        "pr_number": int(pull_request.get("number") or 0),
-        "pytorch_head_sha": str(head_sha),
-        "delivery_id": delivery_id,
-        "workflow_run_url": str(workflow.get("url") or ""),
-        "workflow_name": str(workflow.get("name", "")),
-        "job_name": str(workflow.get("job_name", "")),
+        "status": workflow.get("status"),
+        "downstream_repo": trusted.get("verified_repo"),
+        "upstream_repo": _coalesce(_get(_get(payload, "repository"), "full_name"),
+                                   "pytorch/pytorch"),
+        "pr_number": _coalesce(_get(pr, "number"), 0),
+        "pytorch_head_sha": _coalesce(_get(_get(pr, "head"), "sha"), _get(payload, "head_sha"),
+                                      callback.get("delivery_id"), ""),
+        "delivery_id": callback.get("delivery_id"),
+        "workflow_run_url": _coalesce(workflow.get("url"), ""),
+        "workflow_name": workflow.get("name"),
+        "job_name": job_name,
         "check_run_id": check_run_id,
-        "run_id": str(workflow.get("run_id", "")),
-        "run_attempt": int(workflow.get("run_attempt") or 1),
-        "conclusion": str(workflow.get("conclusion") or ""),
-        "queue_time": _seconds(metrics.get("queue_time")),
-        "execution_time": _seconds(metrics.get("execution_time")),
-        "started_at": datetime64(workflow.get("started_at")),
-        "completed_at": datetime64(workflow.get("completed_at")),
-        "total_tests": int(results.get("total", 0)),
-        "passed_tests": int(results.get("passed", 0)),
-        "failed_tests": int(results.get("failed", 0)),
-        "skipped_tests": int(results.get("skipped", 0)),
-        "failed_tests_json": _json(workflow.get("failed_tests") or []),
-        "artifact_url": str(workflow.get("artifact_url") or ""),
-        "environment": _json(workflow.get("environment") or {}),
-        "downstream_repo_level": str(trusted.get("downstream_repo_level", "")),
-        "event_type": str(callback.get("event_type") or "pull_request"),
+        "run_id": _coalesce(workflow.get("run_id"), ""),
+        "run_attempt": _js_number(_coalesce(workflow.get("run_attempt"), 1)) or 1,
     }
+    if trusted.get("downstream_repo_level"):
+        record["downstream_repo_level"] = trusted["downstream_repo_level"]
+    if callback.get("event_type"):
+        record["event_type"] = callback["event_type"]
+    metrics = trusted.get("ci_metrics") or {}
+    for name in ("queue_time", "execution_time"):
+        if metrics.get(name) is not None:
+            record[name] = metrics[name]
+    if workflow.get("started_at"):
+        record["started_at"] = workflow["started_at"]
+    if workflow.get("artifact_url"):
+        record["artifact_url"] = workflow["artifact_url"]
+    if workflow.get("status") == "completed":
+        if workflow.get("conclusion") is not None:
+            record["conclusion"] = workflow["conclusion"]
+        if workflow.get("completed_at"):
+            record["completed_at"] = workflow["completed_at"]
+        results = workflow.get("test_results")
+        if results:
+            counts = {k: results.get(k) for k in ("passed", "failed", "skipped")}
+            for name, value in counts.items():
+                if _is_number(value):
+                    record[f"{name}_tests"] = value
+            total = results.get("total")
+            record["total_tests"] = total if _is_number(total) else sum(
+                v for v in counts.values() if _is_number(v)
+            )
+    # spyre-ci's two columns: HUD's extraction never reads these fields.
+    if workflow.get("failed_tests") is not None:
+        record["failed_tests_json"] = _json(workflow["failed_tests"])
+    if workflow.get("environment") is not None:
+        record["environment"] = _json(workflow["environment"])
+    return record
+
+
+def merge(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """HUD's UpdateItem, applied in order: each record sets only the fields it has."""
+    item: dict[str, Any] = {}
+    for record in records:
+        item.update({k: v for k, v in record.items() if v is not None})
+    return item
+
+
+def columns(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The table row of a stored item: typed columns, DEFAULTs where the item has no value."""
+    row = {name: item.get(name, _DEFAULTS.get(name)) for name in COLUMNS}
+    for name in ("dynamoKey", "status", "downstream_repo", "upstream_repo", "pytorch_head_sha",
+                 "delivery_id", "workflow_run_url", "workflow_name", "job_name",
+                 "check_run_id", "run_id", "conclusion", "artifact_url",
+                 "downstream_repo_level", "event_type", "failed_tests_json", "environment"):
+        row[name] = _js_string(row[name])
+    for name in ("pr_number", "run_attempt", "total_tests", "passed_tests", "failed_tests",
+                 "skipped_tests"):
+        row[name] = int(row[name])
+    for name in ("queue_time", "execution_time"):
+        row[name] = None if row[name] is None else float(row[name])
+    for name in ("started_at", "completed_at"):
+        row[name] = datetime64(row[name])
+    return row
+
+
+def workflow_job_row(*envelopes: Mapping[str, Any]) -> dict[str, Any]:
+    """The row HUD holds after these envelopes of one job, sent in this order."""
+    if not envelopes:
+        raise ExportError("workflow_job_row needs at least one HUD envelope")
+    return columns(merge(hud_record(e) for e in envelopes))
 
 
 def row_for(record: RunRecord, status: str = "completed") -> dict[str, Any]:
-    """The row of a run, from the same (size-capped) envelope the HUD publisher sends."""
-    envelope, _omitted = fit_body(envelope_for(record, status))
-    return workflow_job_row(envelope)
+    """The row of a run after its callbacks (in_progress, then completed), from the same
+    size-capped envelopes the HUD publisher sends."""
+    statuses = ("in_progress",) if status == "in_progress" else ("in_progress", "completed")
+    return workflow_job_row(*(fit_body(envelope_for(record, s))[0] for s in statuses))
 
 
-def _seconds(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _get(value: Any, key: str) -> Any:
+    """JavaScript's `value?.key`."""
+    return value.get(key) if isinstance(value, Mapping) else None
+
+
+def _coalesce(*values: Any) -> Any:
+    """JavaScript's `a ?? b ?? ...`: the first that is not null/undefined."""
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _js_number(value: Any) -> int:
+    """`Number(value)` as a UInt32 column takes it: NaN and junk are 0."""
+    if isinstance(value, bool):
+        return int(value)
+    if _is_number(value):
+        return int(value) if math.isfinite(value) else 0
+    try:
+        number = float(str(value).strip() or "0")
+    except ValueError:
+        return 0
+    return int(number) if math.isfinite(number) else 0
+
+
+def _js_string(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value if isinstance(value, str) else str(value)
 
 
 def _json(value: Any) -> str:

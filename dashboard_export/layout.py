@@ -26,7 +26,7 @@ from typing import Any
 
 from dashboard_export import ExportError
 from dashboard_export.crcr import callback_body, envelope_for, fit_body
-from dashboard_export.hud_row import workflow_job_row
+from dashboard_export.hud_row import row_for
 from dashboard_export.junit import case_id, merge_attempts, read_junit_dir
 from dashboard_export.model import RunRecord
 from dashboard_export.report import render_html, render_markdown
@@ -63,7 +63,7 @@ def write_run(
     junit = Path(junit_dir) if junit_dir is not None else out / "junit"
     callback, _ = fit_body(callback_body(record, "completed"))
     envelope, _ = fit_body(envelope_for(record, "completed"))
-    row = workflow_job_row(envelope)
+    row = row_for(record)
     validate("callback", callback)
     validate("hud_envelope", envelope)
     validate("crcr_workflow_job", row)

@@ -273,6 +273,9 @@ class RunRecord:
     # which is a failed run whose results say nothing about the change.
     infrastructure: tuple[str, ...] = ()
     held_back: str | None = None  # why History did not learn from this run, when it did not
+    # The CI system's own run id (GitHub Actions `github.run_id`, Buildkite's build id): what
+    # the callback sends as `workflow.run_id`, since the reference relay keys runs by it.
+    ci_run_id: str = ""
 
     def __post_init__(self) -> None:
         for name in ("started_at", "completed_at", "queued_at"):
@@ -296,7 +299,41 @@ class RunRecord:
 
     @property
     def effective_check_run_id(self) -> str:
-        return self.check_run_id or f"{self.run_id}-{self.attempt}"
+        """The callback action's fallback: `{RUN_ID}-{RUN_ATTEMPT}` of the CI run."""
+        return self.check_run_id or f"{self.callback_run_id}-{self.attempt}"
+
+    @property
+    def callback_run_id(self) -> str:
+        """`workflow.run_id` as the callback sends it: the CI's run id when known."""
+        return self.ci_run_id or self.run_id
+
+    @staticmethod
+    def ci_fields(run_id: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`ci_run_id`, `run_url` and `artifact_url` of a run, from the CI's environment.
+
+        GitHub Actions (`GITHUB_RUN_ID`, `GITHUB_SERVER_URL`, `GITHUB_REPOSITORY`) or Buildkite
+        (`BUILDKITE_BUILD_ID`, `BUILDKITE_BUILD_URL`); `SPYRE_CI_RUNS_URL` is where a person
+        opens run pages (`spyre-ci serve`'s `/runs`, or wherever reports are uploaded):
+        the run's `artifact_url` is `{SPYRE_CI_RUNS_URL}/{run_id}`.
+        """
+        import os
+
+        env = os.environ if env is None else env
+        fields: dict[str, str] = {}
+        if env.get("GITHUB_RUN_ID"):
+            fields["ci_run_id"] = env["GITHUB_RUN_ID"]
+            if env.get("GITHUB_REPOSITORY"):
+                server = (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/")
+                fields["run_url"] = (
+                    f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+                )
+        elif env.get("BUILDKITE_BUILD_ID"):
+            fields["ci_run_id"] = env["BUILDKITE_BUILD_ID"]
+            if env.get("BUILDKITE_BUILD_URL"):
+                fields["run_url"] = env["BUILDKITE_BUILD_URL"]
+        if env.get("SPYRE_CI_RUNS_URL"):
+            fields["artifact_url"] = f"{env['SPYRE_CI_RUNS_URL'].rstrip('/')}/{run_id}"
+        return fields
 
     @property
     def failures(self) -> tuple[VariantResult, ...]:
@@ -350,6 +387,7 @@ class RunRecord:
             "upgrade": self.upgrade.to_json() if self.upgrade else None,
             "infrastructure": list(self.infrastructure),
             "held_back": self.held_back,
+            "ci_run_id": self.ci_run_id,
         }
 
     @classmethod
@@ -389,6 +427,7 @@ class RunRecord:
             upgrade=UpgradeDiff.from_json(upgrade) if upgrade else None,
             infrastructure=tuple(str(m) for m in data.get("infrastructure") or ()),
             held_back=data.get("held_back"),
+            ci_run_id=str(data.get("ci_run_id") or ""),
         )
 
     def save(self, path: str | Path) -> None:

@@ -138,6 +138,12 @@ def publish_callback(
     """
     if not token:
         raise ExportError("callback token is empty; pass the OIDC token the relay verifies")
+    if not record.ci_run_id:
+        raise ExportError(
+            f"run {record.run_id}: no CI run id (GITHUB_RUN_ID or BUILDKITE_BUILD_ID when the "
+            "run was exported); the reference relay keys a job by the CI's run id "
+            "(workflow.run_id) and answers 500 to anything else"
+        )
     body, omitted = fit_body(callback_body(record, status))
     validate("callback", body)
     delivery = post_json(

@@ -217,6 +217,6 @@ def export(finished: FinishedRun, completed_at: str, verdict: Verdict | None) ->
         environment=environment(), results=results, started_at=finished.planned.started_at,
         completed_at=completed_at, plan=summary,
         infrastructure=tuple(f"{f.summary}\n{f.cause}" for f in finished.faults),
-        held_back=finished.held_back,
+        held_back=finished.held_back, **RunRecord.ci_fields(request.run_id),
     )
     write_run(record, finished.out_dir)

@@ -110,6 +110,7 @@ def make_record(junit_dir: Path, **changes: object) -> RunRecord:
         results=tuple(results), started_at="2026-11-29T14:00:05Z",
         completed_at="2026-11-29T14:07:35.250Z", queued_at="2026-11-29T13:59:50Z",
         check_run_id="55501", run_url="https://ci.example.invalid/runs/9876543210",
+        ci_run_id="9876543210",
         plan=plan, upgrade=upgrade,
     )
     fields.update(changes)

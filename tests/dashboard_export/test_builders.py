@@ -45,7 +45,9 @@ def test_completed_callback_counts_and_failed_tests(record: RunRecord) -> None:
     # 2 skipped (a skip and an xfail).
     assert workflow["test_results"] == {"passed": 3, "failed": 4, "skipped": 2, "total": 9}
     assert workflow["conclusion"] == "failure"
-    assert workflow["started_at"] == "2026-11-29T14:00:05Z"
+    # As the callback action sends it: started_at on in_progress only (HUD keeps it).
+    assert workflow["started_at"] is None
+    assert callback_body(record, "in_progress")["workflow"]["started_at"] == "2026-11-29T14:00:05Z"
     assert workflow["completed_at"] == "2026-11-29T14:07:35Z"
     failed = {f["id"]: f for f in workflow["failed_tests"]}
     assert set(failed) == {r.id for r in record.failures}
@@ -163,3 +165,27 @@ def test_long_messages_are_cut_in_failed_tests(record: RunRecord) -> None:
     entry = next(f for f in callback_body(big)["workflow"]["failed_tests"]
                  if f["id"].startswith("big::"))
     assert entry["message"].endswith("[6000 more characters truncated]")
+
+
+def test_callback_carries_the_ci_run_and_links_a_person_can_open(record: RunRecord) -> None:
+    env = {"GITHUB_RUN_ID": "17001234567", "GITHUB_REPOSITORY": "torch-spyre/torch-spyre",
+           "GITHUB_SERVER_URL": "https://github.com", "SPYRE_CI_RUNS_URL": "https://ci.example/runs/"}
+    fields = RunRecord.ci_fields("push-a04374e4-1", env)
+    assert fields == {
+        "ci_run_id": "17001234567",
+        "run_url": "https://github.com/torch-spyre/torch-spyre/actions/runs/17001234567",
+        "artifact_url": "https://ci.example/runs/push-a04374e4-1",
+    }
+    ours = dataclasses.replace(record, run_id="push-a04374e4-1", check_run_id="", **fields)
+    workflow = callback_body(ours)["workflow"]
+    assert workflow["run_id"] == "17001234567" and int(workflow["run_id"])  # the relay's int()
+    assert workflow["spyre_run_id"] == "push-a04374e4-1"
+    assert workflow["run_attempt"] == "2" and workflow["check_run_id"] == "17001234567-2"
+    assert workflow["url"] == fields["run_url"]
+    assert workflow["artifact_url"] == "https://ci.example/runs/push-a04374e4-1"
+    buildkite = RunRecord.ci_fields("r", {"BUILDKITE_BUILD_ID": "0190a8e1-8d5c",
+                                          "BUILDKITE_BUILD_URL": "https://buildkite.com/o/p/b/7"})
+    assert buildkite == {"ci_run_id": "0190a8e1-8d5c", "run_url": "https://buildkite.com/o/p/b/7"}
+    # Without a CI run link, HUD's link is the run's page.
+    page = callback_body(dataclasses.replace(ours, run_url=""))["workflow"]
+    assert page["url"] == "https://ci.example/runs/push-a04374e4-1"

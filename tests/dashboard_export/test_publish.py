@@ -36,16 +36,21 @@ def _publish(record: RunRecord, hud: HudServer, status: str = "completed",
 
 def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     # JSON-in-a-string columns may differ in spacing between two writers, not in content.
-    return {**row, "failed_tests_json": json.loads(row["failed_tests_json"]),
-            "environment": json.loads(row["environment"])}
+    return {**row, "failed_tests_json": json.loads(row["failed_tests_json"] or "null"),
+            "environment": json.loads(row["environment"] or "null")}
 
 
 def test_hud_stores_the_row_we_build(record: RunRecord, hud_server: HudServer) -> None:
+    _publish(record, hud_server, "in_progress")
+    [stored] = hud_server.rows
+    assert _comparable(stored) == _comparable(row_for(record, "in_progress"))
     delivery = _publish(record, hud_server)
     assert delivery.status == 200 and delivery.attempts == 1
     assert hud_server.received[0].auth == KEY
     [stored] = hud_server.rows
     assert _comparable(stored) == _comparable(row_for(record))
+    # started_at came with in_progress only; HUD's UpdateItem kept it.
+    assert stored["started_at"] == "2026-11-29 14:00:05.000000000"
 
 
 def test_another_downstreams_minimal_callback_goes_through(hud_server: HudServer) -> None:
@@ -201,3 +206,55 @@ def test_callback_publisher(record: RunRecord, callback_endpoint: _CallbackEndpo
         publish_callback(record, url, "oidc-token", sleep=Sleeps())
     with pytest.raises(ExportError, match="answered 401"):
         publish_callback(record, url, "wrong", sleep=Sleeps())
+
+
+def test_callback_without_a_ci_run_id_is_refused_before_sending(record: RunRecord) -> None:
+    local = dataclasses.replace(record, run_id="push-a04374e4-1", ci_run_id="")
+    with pytest.raises(ExportError, match="no CI run id .*GITHUB_RUN_ID"):
+        publish_callback(local, "http://127.0.0.1:9/github/callback", "oidc-token",
+                         sleep=Sleeps())
+
+
+HUD_CASES = {
+    "total absent is summed": {"status": "completed", "conclusion": "success",
+                               "test_results": {"passed": 3, "failed": 1, "skipped": 2}},
+    "counts and conclusion only on completed": {
+        "status": "in_progress", "conclusion": "failure",
+        "test_results": {"passed": 3, "failed": 1, "skipped": 2, "total": 6}},
+    "run_attempt junk falls back to 1": {"status": "in_progress", "run_attempt": "x"},
+    "run_attempt absent is 1, numeric run id": {"status": "completed", "run_id": 42},
+    "ISO timestamps with fractions": {"status": "completed", "started_at": "2026-11-29T10:00:00Z",
+                                      "completed_at": "2026-11-29T10:30:00.123456Z"},
+    "a Buildkite build": {"status": "completed", "run_id": "0190a8e1-8d5c-4b6e-9b1e-2f1d3c4b5a69",
+                          "run_attempt": "2", "artifact_url": "https://buildkite.example/b/1"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUD_CASES))
+def test_our_derivation_is_huds(case: str, hud_server: HudServer) -> None:
+    workflow = {"name": "ci", "job_name": "test", "check_run_id": "7-1", "run_id": "7",
+                "url": "https://ci.example/7", **HUD_CASES[case]}
+    callback = {"event_type": "push", "delivery_id": "d-1",
+                "payload": {"repository": {"full_name": "pytorch/pytorch"}}, "workflow": workflow}
+    envelope = hud_envelope(callback, verified_repo="acme/npu", level="L2", queue_time=3.5)
+    # Straight to HUD: the derivation is the point (our publisher refuses run_attempt "x").
+    post_json(hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY},
+              sleep=Sleeps())
+    [row] = hud_server.rows
+    assert _comparable(row) == _comparable(workflow_job_row(envelope))
+    assert row["pytorch_head_sha"] == "d-1"  # no PR, no head_sha: the delivery id
+    if workflow["status"] == "in_progress":
+        assert row["conclusion"] == "" and row["total_tests"] == 0
+    if "passed" in workflow.get("test_results", {}) and workflow["status"] == "completed":
+        assert row["total_tests"] == 6
+
+
+def test_job_fields_hud_requires_are_refused_as_hud_refuses_them(hud_server: HudServer) -> None:
+    callback = {"delivery_id": "d-2", "workflow": {"status": "completed", "run_id": "5",
+                                                   "name": "ci", "check_run_id": "5-1"}}
+    envelope = hud_envelope(callback, verified_repo="acme/npu", level="L2")
+    with pytest.raises(ExportError, match="workflow.job_name"):
+        workflow_job_row(envelope)
+    with pytest.raises(ExportError, match=r"answered 400: .*workflow\.job_name"):
+        post_json(hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY},
+                  sleep=Sleeps())

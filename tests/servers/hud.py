@@ -3,12 +3,13 @@
 Contract (pytorch/test-infra torchci, see shared reference crcr-and-hud.md):
 - header `x-hud-internal-bot` must equal the bot key, else 401;
 - a body over 2 MB is refused with 413 before it is read;
-- the body is the relay envelope; missing `trusted.verified_repo`, `delivery_id`,
-  `workflow.status`, `workflow.run_id`, `workflow.name`, `workflow.job_name` or
-  `workflow.check_run_id` gives 400 naming the field;
-- one row per job is stored in a table keyed like HUD's ReplacingMergeTree
-  `(downstream_repo, delivery_id, dynamoKey)`: a later insert with the same key replaces
-  the earlier one, so re-sending never duplicates.
+- the body is the relay envelope; HUD's `extractDynamoRecord` turns it into a record and
+  answers 400 without `workflow.job_name` or `workflow.check_run_id` (500 when the envelope
+  is malformed otherwise, as HUD's handler does);
+- the record is written as HUD's UpdateItem writes it (only the fields it has, keyed by
+  `dynamoKey`), and the item becomes a row of `default.crcr_workflow_job` (column DEFAULTs
+  for what it lacks) keyed like the ReplacingMergeTree `(downstream_repo, delivery_id,
+  dynamoKey)`, so re-sending never duplicates.
 The row is derived here independently of dashboard_export, so tests cross-check the two.
 `failed_tests_json` and `environment` are filled from the callback's `workflow.failed_tests`
 and `workflow.environment`, as the proposed HUD change would (HUD leaves them empty today).
@@ -31,17 +32,6 @@ from typing import Any
 BODY_LIMIT = 2 * 1024 * 1024
 AUTH_HEADER = "x-hud-internal-bot"
 PATH = "/crcr/results"
-_REQUIRED = (
-    ("trusted", "verified_repo"),
-    ("untrusted", "callback_payload", "delivery_id"),
-    ("untrusted", "callback_payload", "workflow", "status"),
-    ("untrusted", "callback_payload", "workflow", "run_id"),
-    ("untrusted", "callback_payload", "workflow", "name"),
-    ("untrusted", "callback_payload", "workflow", "job_name"),
-    ("untrusted", "callback_payload", "workflow", "check_run_id"),
-)
-
-
 @dataclass(frozen=True)
 class Received:
     """One request as the server saw it."""
@@ -57,7 +47,8 @@ class HudServer:
 
     def __init__(self, bot_key: str = "hud-test-key") -> None:
         self.bot_key = bot_key
-        self.table: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.items: dict[str, dict[str, Any]] = {}  # the DynamoDB table, by dynamoKey
+        self.table: dict[tuple[str, str, str], dict[str, Any]] = {}  # its ClickHouse rows
         self.inserts = 0  # rows inserted, replaced ones included
         self.received: list[Received] = []
         self._failures: list[int] = []
@@ -110,16 +101,18 @@ class HudServer:
             body = json.loads(read(length))
         except (ValueError, UnicodeDecodeError) as exc:
             return 400, {"error": f"body is not JSON: {exc}"}
-        for path in _REQUIRED:
-            value: Any = body
-            for key in path:
-                value = value.get(key) if isinstance(value, Mapping) else None
-            if value in (None, ""):
-                return 400, {"error": f"missing required field {'.'.join(path)}"}
-        row = _row(body)
-        table_key = (row["downstream_repo"], row["delivery_id"], row["dynamoKey"])
+        try:
+            record = _record(body)
+        except _Refused as exc:
+            return 400, {"error": str(exc)}
+        except (KeyError, TypeError, AttributeError):
+            return 500, {"error": "Internal error writing to DynamoDB"}
         with self._lock:
-            self.table[table_key] = row
+            # UpdateItem: only the fields this record has are set.
+            item = self.items.setdefault(record["dynamoKey"], {})
+            item.update(record)
+            row = _row(item)
+            self.table[(row["downstream_repo"], row["delivery_id"], row["dynamoKey"])] = row
             self.inserts += 1
         return 200, {"ok": True, "dynamoKey": row["dynamoKey"]}
 
@@ -164,49 +157,125 @@ class HudServer:
         return Handler
 
 
-def _row(body: Mapping[str, Any]) -> dict[str, Any]:
+def _record(body: Mapping[str, Any]) -> dict[str, Any]:
+    """HUD's `extractDynamoRecord` (torchci/lib/crcr/crcrUtils.ts): keys it leaves undefined
+    are absent. Raises _Refused(400) where HUD does; other malformed bodies raise KeyError or
+    TypeError, which HUD answers 500."""
     trusted = body["trusted"]
-    callback = body["untrusted"]["callback_payload"]
-    workflow = callback["workflow"]
-    payload = callback.get("payload") or {}
-    pr = payload.get("pull_request") or {}
-    tests = workflow.get("test_results") or {}
-    metrics = trusted.get("ci_metrics") or {}
-    repo = trusted["verified_repo"]
-    delivery = str(callback["delivery_id"])
-    key = "/".join(
-        [repo, delivery, workflow["name"], workflow["job_name"], str(workflow["check_run_id"])]
-    )
-    head = pr.get("head", {}).get("sha") if pr else None
-    return {
-        "dynamoKey": key,
-        "status": workflow["status"],
-        "downstream_repo": repo,
-        "upstream_repo": (payload.get("repository") or {}).get("full_name") or "pytorch/pytorch",
-        "pr_number": int(pr.get("number") or 0),
-        "pytorch_head_sha": head or payload.get("head_sha") or delivery,
-        "delivery_id": delivery,
-        "workflow_run_url": workflow.get("url") or "",
-        "workflow_name": workflow["name"],
-        "job_name": workflow["job_name"],
-        "check_run_id": str(workflow["check_run_id"]),
-        "run_id": str(workflow["run_id"]),
-        "run_attempt": int(workflow.get("run_attempt") or 1),
-        "conclusion": workflow.get("conclusion") or "",
-        "queue_time": metrics.get("queue_time"),
-        "execution_time": metrics.get("execution_time"),
-        "started_at": _datetime64(workflow.get("started_at")),
-        "completed_at": _datetime64(workflow.get("completed_at")),
-        "total_tests": int(tests.get("total", 0)),
-        "passed_tests": int(tests.get("passed", 0)),
-        "failed_tests": int(tests.get("failed", 0)),
-        "skipped_tests": int(tests.get("skipped", 0)),
-        "failed_tests_json": json.dumps(workflow.get("failed_tests") or []),
-        "artifact_url": workflow.get("artifact_url") or "",
-        "environment": json.dumps(workflow.get("environment") or {}),
-        "downstream_repo_level": trusted.get("downstream_repo_level", ""),
-        "event_type": callback.get("event_type") or "pull_request",
+    cb = body["untrusted"]["callback_payload"]
+    wf = cb["workflow"]
+    payload = cb.get("payload") if isinstance(cb.get("payload"), Mapping) else {}
+    pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), Mapping) else {}
+    if not wf.get("job_name"):
+        raise _Refused("Missing required field: workflow.job_name")
+    if wf.get("check_run_id") is None:
+        raise _Refused("Missing required field: workflow.check_run_id")
+    check = _string(wf["check_run_id"])
+    attempt = wf.get("run_attempt")
+    try:
+        run_attempt = int(float(attempt if attempt is not None else 1)) or 1
+    except (TypeError, ValueError):
+        run_attempt = 1  # Number("junk") is NaN, and NaN || 1 is 1
+    upstream = (payload.get("repository") or {}).get("full_name")
+    head = (pr.get("head") or {}).get("sha")
+    for fallback in (payload.get("head_sha"), cb.get("delivery_id"), ""):
+        if head is None:
+            head = fallback
+    rec: dict[str, Any] = {
+        "dynamoKey": "/".join(_string(v) for v in (
+            trusted["verified_repo"], cb.get("delivery_id"), wf.get("name"), wf["job_name"], check,
+        )),
+        "status": wf.get("status"),
+        "downstream_repo": trusted["verified_repo"],
+        "upstream_repo": upstream if upstream is not None else "pytorch/pytorch",
+        "pr_number": pr.get("number") if pr.get("number") is not None else 0,
+        "pytorch_head_sha": head,
+        "delivery_id": cb.get("delivery_id"),
+        "workflow_run_url": wf.get("url") if wf.get("url") is not None else "",
+        "workflow_name": wf.get("name"),
+        "job_name": wf["job_name"],
+        "check_run_id": check,
+        "run_id": wf.get("run_id") if wf.get("run_id") is not None else "",
+        "run_attempt": run_attempt,
     }
+    if trusted.get("downstream_repo_level"):
+        rec["downstream_repo_level"] = trusted["downstream_repo_level"]
+    if cb.get("event_type"):
+        rec["event_type"] = cb["event_type"]
+    metrics = trusted.get("ci_metrics") or {}
+    for name in ("queue_time", "execution_time"):
+        if metrics.get(name) is not None:
+            rec[name] = metrics[name]
+    for name in ("started_at", "artifact_url"):
+        if wf.get(name):
+            rec[name] = wf[name]
+    if wf.get("status") == "completed":
+        if wf.get("conclusion") is not None:
+            rec["conclusion"] = wf["conclusion"]
+        if wf.get("completed_at"):
+            rec["completed_at"] = wf["completed_at"]
+        tr = wf.get("test_results")
+        if tr:
+            numbers = {k: v for k, v in tr.items()
+                       if isinstance(v, int | float) and not isinstance(v, bool)}
+            for name in ("passed", "failed", "skipped"):
+                if name in numbers:
+                    rec[f"{name}_tests"] = numbers[name]
+            rec["total_tests"] = numbers.get("total", sum(
+                numbers.get(k, 0) for k in ("passed", "failed", "skipped")))
+    # The proposed HUD change: the two columns filled from spyre-ci's extra fields.
+    if wf.get("failed_tests") is not None:
+        rec["failed_tests_json"] = json.dumps(wf["failed_tests"])
+    if wf.get("environment") is not None:
+        rec["environment"] = json.dumps(wf["environment"])
+    return rec
+
+
+# Column DEFAULTs of clickhouse_db_schema/default.crcr_workflow_job/schema.sql ('' for a
+# String without one, the epoch for a DateTime64, NULL for a Nullable).
+_COLUMN_DEFAULTS = {
+    "conclusion": "", "queue_time": None, "execution_time": None, "started_at": None,
+    "completed_at": None, "total_tests": 0, "passed_tests": 0, "failed_tests": 0,
+    "skipped_tests": 0, "failed_tests_json": "", "artifact_url": "", "environment": "",
+    "downstream_repo_level": "", "event_type": "pull_request",
+}
+_STRING_COLUMNS = (
+    "dynamoKey", "status", "downstream_repo", "upstream_repo", "pytorch_head_sha", "delivery_id",
+    "workflow_run_url", "workflow_name", "job_name", "check_run_id", "run_id", "conclusion",
+    "failed_tests_json", "artifact_url", "environment", "downstream_repo_level", "event_type",
+)
+_INT_COLUMNS = ("pr_number", "run_attempt", "total_tests", "passed_tests", "failed_tests",
+                "skipped_tests")
+
+
+def _row(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The ClickHouse row of a stored item."""
+    row: dict[str, Any] = {}
+    for name in (*_STRING_COLUMNS, *_INT_COLUMNS, "queue_time", "execution_time",
+                 "started_at", "completed_at"):
+        value = item.get(name, _COLUMN_DEFAULTS.get(name))
+        if name in _STRING_COLUMNS:
+            value = _string(value)
+        elif name in _INT_COLUMNS:
+            value = int(value)
+        elif name in ("started_at", "completed_at"):
+            value = _datetime64(value)
+        elif value is not None:
+            value = float(value)
+        row[name] = value
+    return row
+
+
+class _Refused(Exception):
+    """HUD's ApiError(400)."""
+
+
+def _string(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
 
 
 def _datetime64(value: str | None) -> str:
