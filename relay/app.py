@@ -54,7 +54,9 @@ class Relay:
         self.fanout: Fanout | None = None
         allowlist = self.callbacks.allowlist
         if config.fanout and allowlist is not None and adapter is not None:
-            self.fanout = Fanout(self.outbox, adapter, allowlist, self.callbacks.state)
+            self.fanout = Fanout(
+                self.outbox, adapter, allowlist, self.callbacks.state, callbacks=self.callbacks
+            )
         elif config.fanout and allowlist is not None:
             log.warning("allowlist set but no GitHub token: CRCR fan-out is off")
 

@@ -1,16 +1,20 @@
 """`POST /github/callback`: downstream CI reports a job's progress (CRCR schema_version "1").
 
-Steps, each with its own answer: bearer auth (401) -> JSON (400) -> JSON Schema (400) ->
-allowlist (403) -> per-repo rate limit (429; 503 when Redis is down: fail closed) -> state
-transition (400 for no dispatch, duplicate or skipped state) -> HUD forward for L2 and up
-(502 if HUD stays down; the state is then left unchanged so the downstream can retry) ->
-commit -> check run for L3/L4 (best effort: GitHub trouble never fails a callback).
+Steps, each with its own answer: bearer auth (401) -> JSON (400) -> allowlist (a repo not on
+it, or at L1, is ignored: 200 and nothing written, as the reference relay does) -> per-repo
+rate limit (429; 503 when Redis is down: fail closed) -> fields (400) -> state transition (400
+for no dispatch, duplicate or skipped state) -> HUD forward (502 if HUD stays down, HUD's own
+4xx if it refuses the body; either way the state is left unchanged so a fixed or later retry
+is taken) -> commit -> check run for L3/L4 (best effort: GitHub trouble never fails a
+callback). Nightly and periodic results come as one `completed` callback, without a
+dispatch and without the state machine.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,34 +49,28 @@ CALLBACK_SCHEMA: dict[str, Any] = {
     "properties": {
         "event_type": {"type": "string", "maxLength": 100},
         "delivery_id": {"type": "string", "minLength": 1, "maxLength": 200},
-        "payload": {"type": "object"},
+        "payload": {"type": ["object", "null"]},
         "workflow": {
             "type": "object",
-            "required": ["schema_version", "status", "run_id", "name"],
+            "required": ["status", "run_id", "name"],
             "properties": {
-                "schema_version": {"const": "1"},
+                # Optional, as for the reference relay; a version we do not speak is refused.
+                "schema_version": {"enum": ["1", 1]},
                 "status": {"enum": ["in_progress", "completed"]},
-                "conclusion": {
-                    "enum": [
-                        None,
-                        "success",
-                        "failure",
-                        "cancelled",
-                        "timed_out",
-                        "skipped",
-                        "neutral",
-                        "action_required",
-                    ],
-                },
+                "conclusion": {"type": ["string", "null"], "maxLength": 100},
                 "name": {"type": "string", "minLength": 1, "maxLength": 200},
                 "url": {"type": ["string", "null"]},
-                "run_id": {"type": ["string", "integer"], "minLength": 1, "maxLength": 100},
+                # GitHub's run id is a number; Buildkite's a build UUID: both are taken.
+                "run_id": {
+                    "type": ["string", "integer"], "minLength": 1, "maxLength": 200,
+                    "pattern": "^[^:]+$",
+                },
                 "run_attempt": {"type": ["string", "integer"], "pattern": "^[0-9]{1,9}$"},
                 "job_name": {"type": ["string", "null"], "maxLength": 200},
-                "check_run_id": {"type": ["string", "null"]},
+                "check_run_id": {"type": ["string", "integer", "null"]},
                 "started_at": {"type": ["string", "null"]},
                 "completed_at": {"type": ["string", "null"]},
-                "test_results": {"type": "object"},
+                "test_results": {"type": ["object", "null"]},
                 "artifact_url": {"type": ["string", "null"]},
             },
         },
@@ -118,6 +116,9 @@ class CallbackService:
         except HudDown as exc:
             log.error("callback not recorded: %s", exc)
             return 502, f"{exc}; nothing was recorded, retry", {}
+        except HudRefused as exc:
+            log.warning("callback refused by HUD: %s", exc)
+            return exc.status, f"{exc}; nothing was recorded", {}
 
     def _handle(self, authorization: str | None, body: bytes) -> tuple[int, str, dict[str, Any]]:
         repo = self.auth.verify(authorization)
@@ -125,19 +126,26 @@ class CallbackService:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             return 400, f"body is not JSON: {exc}", {}
-        problems = sorted(_VALIDATOR.iter_errors(data), key=lambda e: e.json_path)
-        if problems:
-            first = problems[0]
-            return 400, f"schema_version 1: {first.json_path}: {first.message}", {}
         entry = self.allowlist.get(repo) if self.allowlist else None
-        if entry is None:
-            return 403, f"{repo} is not on the CRCR allowlist", {}
+        if entry is None or not entry.hud:
+            why = "not on the CRCR allowlist" if entry is None else "at L1 (no HUD results)"
+            log.info("callback from %s ignored: %s", repo, why)
+            return 200, "ignored", {"reason": f"{repo} is {why}"}
         now = self.clock()
         if not self.state.allow(repo, self.config.callback_rate_per_minute, now):
             return 429, f"{repo}: over {self.config.callback_rate_per_minute} callbacks/min", {}
+        problems = sorted(_VALIDATOR.iter_errors(data), key=lambda e: e.json_path)
+        if problems:
+            first = problems[0]
+            return 400, f"callback body: {first.json_path}: {first.message}", {}
         workflow = data["workflow"]
         if data.get("event_type") in SCHEDULED_EVENTS:
             # Nightly/periodic runs report once, keyed by the upstream sha: no state machine.
+            if workflow["status"] != "completed":
+                return 400, (
+                    f"{data['event_type']} callbacks report once, with status 'completed', "
+                    f"not {workflow['status']!r}"
+                ), {}
             forwarded = self._forward(data, repo, entry, None, None)
             return 200, "recorded", {"hud": forwarded}
         key = JobKey(
@@ -149,7 +157,13 @@ class CallbackService:
         )
         current, dispatched_at = self.state.read(key)
         change = plan(workflow["status"], current, dispatched_at, now, key.redis_key)
-        forwarded = self._forward(data, repo, entry, change.queue_time, change.execution_time)
+        forwarded = self._forward(
+            data,
+            repo,
+            entry,
+            change.queue_time if change.state == "IN_PROGRESS" else None,
+            change.execution_time,
+        )
         extra = {
             "callback": json.dumps(data, separators=(",", ":")),
             "level": entry.level,
@@ -176,14 +190,12 @@ class CallbackService:
         queue_time: float | None,
         execution_time: float | None,
     ) -> str:
-        if not entry.hud:
-            return "not forwarded: L1"
         if self.hud is None:
             return "not forwarded: no HUD configured"
         from dashboard_export.crcr import hud_envelope
 
         envelope = hud_envelope(
-            callback,
+            for_hud(callback),
             verified_repo=repo,
             level=entry.level,
             queue_time=queue_time,
@@ -192,11 +204,10 @@ class CallbackService:
         try:
             self.hud(envelope)
         except Exception as exc:  # noqa: BLE001 - the publisher's own error type varies
-            if not _is_outage(exc):
-                # A retry would be refused the same way: record the state, say why.
-                log.warning("callback from %s not forwarded to HUD: %s", repo, exc)
-                return f"not forwarded: {exc}"
-            raise HudDown(f"HUD did not take the result: {exc}") from exc
+            if _is_outage(exc):
+                raise HudDown(f"HUD did not take the result: {exc}") from exc
+            # A body HUD (or its schema, checked before sending) refuses: the caller's to fix.
+            raise HudRefused(_refusal_status(exc), f"HUD refused the result: {exc}") from exc
         return "forwarded"
 
     def _check_run(
@@ -207,49 +218,118 @@ class CallbackService:
         change: Plan,
         current: Mapping[str, str] | None,
     ) -> int | str | None:
-        payload = _mapping(data.get("payload"))
-        pr = _mapping(payload.get("pull_request"))
-        labels = tuple(str(_mapping(lbl).get("name", "")) for lbl in _list(pr.get("labels")))
-        if self.adapter is None or not entry.wants_check_run(labels):
+        if entry.level not in ("L3", "L4"):
             return None
+        job = _job_of(key, data, self.config.upstream_repo)
+        if entry.level == "L3" and job["pr_number"]:
+            # What a later `ciflow/crcr/<device>` label needs to create this job's check run.
+            self.state.remember_job(job["head"], key.repo, {**job, "status": change.state})
+        wanted = entry.wants_check_run(_labels(data)) or (
+            entry.level == "L3" and self.state.check_run_wanted(job["head"], key.repo)
+        )
+        if self.adapter is None:
+            return None
+        existing = (current or {}).get("check_run_id")
         workflow = data["workflow"]
-        name = f"crcr/{key.repo}/{workflow['name']}/{key.job_name}"
-        head = str(
-            _mapping(pr.get("head")).get("sha") or payload.get("head_sha") or key.delivery_id
-        )
-        upstream = str(
-            _mapping(payload.get("repository")).get("full_name") or self.config.upstream_repo
-        )
-        number = pr.get("number") if isinstance(pr.get("number"), int) else 0
+        conclusion = workflow.get("conclusion") or "neutral"
         try:
-            if change.state == "IN_PROGRESS":
-                check_id = self.adapter.create_check_run(
-                    upstream,
-                    head,
-                    name,
-                    f"{key.run_id}:{number}",
-                    "in_progress",
-                    details_url=workflow.get("url") or None,
-                )
-                self.state.annotate(key, check_run_id=str(check_id))
-                return check_id
-            existing = (current or {}).get("check_run_id")
-            if existing:
+            if existing and change.state != "IN_PROGRESS":
                 self.adapter.update_check_run(
-                    upstream,
-                    int(existing),
-                    status="completed",
-                    conclusion=workflow.get("conclusion") or "neutral",
+                    job["upstream"], int(existing), status="completed", conclusion=conclusion
                 )
                 return int(existing)
+            if not wanted:
+                return None
+            done = change.state != "IN_PROGRESS"
+            check_id = self.adapter.create_check_run(
+                job["upstream"],
+                job["head"],
+                job["name"],
+                job["external_id"],
+                "completed" if done else "in_progress",
+                conclusion=conclusion if done else None,
+                details_url=job["url"] or None,
+            )
         except RelayError as exc:
-            log.warning("check run %s on %s: %s", name, upstream, exc)
+            log.warning("check run %s on %s: %s", job["name"], job["upstream"], exc)
             return f"failed: {exc}"
-        return None
+        self._note_check_run(key.redis_key, key.repo, job, str(check_id), change.state)
+        return check_id
+
+    def _note_check_run(
+        self, redis_key: str, repo: str, job: Mapping[str, Any], check_id: str, state: str
+    ) -> None:
+        self.state.annotate_key(redis_key, check_run_id=check_id)
+        if job.get("pr_number"):
+            self.state.remember_job(
+                job["head"], repo, {**job, "status": state, "check_run_id": check_id}
+            )
+
+    def label_added(self, payload: Mapping[str, Any]) -> list[int]:
+        """`pull_request` `labeled` `ciflow/crcr/<device>`: the device's L3 repos want check
+        runs on this head sha from now on; jobs that already reported get theirs now."""
+        label = str(_mapping(payload.get("label")).get("name", ""))
+        device = label.removeprefix("ciflow/crcr/")
+        pr = _mapping(payload.get("pull_request"))
+        head = str(_mapping(pr.get("head")).get("sha") or "")
+        if not head or self.allowlist is None:
+            return []
+        created: list[int] = []
+        for entry in self.allowlist:
+            if entry.level != "L3" or entry.device != device:
+                continue
+            self.state.mark_check_run_wanted(head, entry.repo)
+            for job in self.state.jobs(head, entry.repo):
+                if job.get("check_run_id") or self.adapter is None:
+                    continue
+                done = job.get("status") != "IN_PROGRESS"
+                check_id = self.adapter.create_check_run(
+                    job["upstream"],
+                    head,
+                    job["name"],
+                    job["external_id"],
+                    "completed" if done else "in_progress",
+                    conclusion=(job.get("conclusion") or "neutral") if done else None,
+                    details_url=job.get("url") or None,
+                )
+                self._note_check_run(job["key"], entry.repo, job, str(check_id), job["status"])
+                created.append(check_id)
+        return created
+
+    def rerequested(self, event_name: str, payload: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """`check_run` / `check_suite` `rerequested` on one of our check runs: re-run the
+        downstream workflow run behind it (failed jobs; a suite: all jobs). Returns
+        (repo, run id) re-run."""
+        if self.adapter is None or self.allowlist is None:
+            return []
+        if event_name == "check_run":
+            runs: list[Mapping[str, Any]] = [_mapping(payload.get("check_run"))]
+        else:
+            suite = _mapping(payload.get("check_suite"))
+            upstream = str(
+                _mapping(payload.get("repository")).get("full_name") or self.config.upstream_repo
+            )
+            runs = self.adapter.suite_check_runs(upstream, int(suite.get("id") or 0))
+        targets = []
+        for run in runs:
+            parts = str(run.get("name", "")).split("/")
+            run_id = str(run.get("external_id") or "").split(":")[0]
+            repo = "/".join(parts[1:3])
+            if parts[0] != "crcr" or len(parts) < 5 or self.allowlist.get(repo) is None:
+                continue
+            if not run_id.isdigit():
+                log.info("%s: run %r is not a GitHub Actions run", run.get("name"), run_id)
+                continue
+            if (repo, run_id) not in targets:
+                targets.append((repo, run_id))
+        for repo, run_id in targets:
+            self.adapter.rerun_workflow_run(repo, run_id, failed_only=event_name == "check_run")
+        return targets
 
     def sweep(self) -> int:
         """Time out jobs in progress for over 6 h; report them to HUD and their check runs."""
-        swept = self.state.sweep(self.clock())
+        now = self.clock()
+        swept = self.state.sweep(now)
         for job in swept:
             body = callback_of(job)
             log.warning("job %s timed out after 6 h in progress", job["key"])
@@ -257,15 +337,20 @@ class CallbackService:
                 continue
             repo = job.get("repo", "")
             entry = self.allowlist.get(repo)
-            if entry is None:
+            if entry is None or not entry.hud:
                 continue
             workflow = dict(body.get("workflow") or {})
-            workflow.update(status="completed", conclusion="timed_out")
+            workflow.update(
+                status="completed",
+                conclusion="timed_out",
+                completed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+            )
+            started = _float(job.get("in_progress_at"))
+            execution = round(max(0.0, now - started), 3) if started is not None else None
             try:
-                self._forward(
-                    {**body, "workflow": workflow}, repo, entry, _float(job.get("queue_time")), None
-                )
-            except HudDown as exc:
+                # As the reference's cleanup sends it: no queue_time, in_progress -> now.
+                self._forward({**body, "workflow": workflow}, repo, entry, None, execution)
+            except (HudDown, HudRefused) as exc:
                 log.error("timed-out job %s not reported to HUD: %s", job["key"], exc)
             check_id = job.get("check_run_id")
             if check_id and self.adapter is not None:
@@ -284,6 +369,57 @@ class CallbackService:
 
 class HudDown(RelayError):
     """HUD did not accept a result after its retries (answer 502; the state is unchanged)."""
+
+
+class HudRefused(RelayError):
+    """HUD (or the schema it is checked against first) refused the body: its 4xx goes back
+    to the caller, and the state is unchanged so a corrected callback is taken."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def for_hud(callback: Mapping[str, Any]) -> dict[str, Any]:
+    """The callback as forwarded: verbatim, except that a missing `workflow.check_run_id`
+    gets the callback action's own fallback `{run_id}-{run_attempt}` (HUD keys rows by it and
+    answers 400 without it)."""
+    workflow = _mapping(callback.get("workflow"))
+    if workflow.get("check_run_id") is not None:
+        return dict(callback)
+    fallback = f"{workflow.get('run_id')}-{workflow.get('run_attempt') or 1}"
+    return {**callback, "workflow": {**workflow, "check_run_id": fallback}}
+
+
+def _job_of(key: JobKey, data: Mapping[str, Any], upstream_repo: str) -> dict[str, Any]:
+    """Where a job's upstream check run goes, and what it says."""
+    payload = _mapping(data.get("payload"))
+    pr = _mapping(payload.get("pull_request"))
+    workflow = data["workflow"]
+    number = pr.get("number") if isinstance(pr.get("number"), int) else 0
+    return {
+        "key": key.redis_key,
+        "name": f"crcr/{key.repo}/{workflow['name']}/{key.job_name}",
+        "upstream": str(_mapping(payload.get("repository")).get("full_name") or upstream_repo),
+        "head": str(
+            _mapping(pr.get("head")).get("sha") or payload.get("head_sha") or key.delivery_id
+        ),
+        "pr_number": number,
+        "external_id": f"{key.run_id}:{number}",
+        "url": workflow.get("url") or "",
+        "conclusion": workflow.get("conclusion"),
+    }
+
+
+def _labels(data: Mapping[str, Any]) -> tuple[str, ...]:
+    pr = _mapping(_mapping(data.get("payload")).get("pull_request"))
+    return tuple(str(_mapping(lbl).get("name", "")) for lbl in _list(pr.get("labels")))
+
+
+def _refusal_status(exc: Exception) -> int:
+    """HUD's own 4xx when it answered one; 400 when the body was refused before sending."""
+    found = re.search(r"answered (4\d\d)", str(exc))
+    return int(found.group(1)) if found else 400
 
 
 def default_hud_publisher(config: RelayConfig) -> HudPublisher | None:

@@ -9,6 +9,10 @@ Keys (the upstream relay's layout for job state):
   check_run_id, level, callback}
 - `crcr:in_progress`   sorted set of job keys by in_progress time, for the sweeper
 - `crcr:ratelimit:{repo}`   sorted set of callback times: the sliding window
+- `crcr:check_run_wanted:{head_sha}:{repo}`   an L3 repo's PR carries its `ciflow/crcr/<device>`
+  label: set by the label event and at dispatch, read by callbacks
+- `crcr:jobs:{head_sha}:{repo}`   hash job key -> the job's last state (JSON), so a label added
+  later can create the check runs of jobs that already reported
 
 Everything lives 3 days (`CRCR_STATUS_TTL`). `plan` is a pure function; `commit` applies a
 plan only if the job is still in the state the plan was made from (compare-and-set in Lua),
@@ -209,10 +213,41 @@ class CrcrState:
             )
 
     def annotate(self, key: JobKey, **fields: str) -> None:
+        self.annotate_key(key.redis_key, **fields)
+
+    def annotate_key(self, redis_key: str, **fields: str) -> None:
         try:
-            self.client.hset(key.redis_key, mapping=dict[Any, Any](fields))
+            self.client.hset(redis_key, mapping=dict[Any, Any](fields))
         except redis.RedisError as exc:
-            raise StateUnavailable(f"state of {key.redis_key}: {exc}") from exc
+            raise StateUnavailable(f"state of {redis_key}: {exc}") from exc
+
+    def mark_check_run_wanted(self, head_sha: str, repo: str) -> None:
+        try:
+            self.client.set(f"crcr:check_run_wanted:{head_sha}:{repo}", "1", ex=self.ttl)
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"check-run flag of {repo}@{head_sha}: {exc}") from exc
+
+    def check_run_wanted(self, head_sha: str, repo: str) -> bool:
+        try:
+            return bool(self.client.exists(f"crcr:check_run_wanted:{head_sha}:{repo}"))
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"check-run flag of {repo}@{head_sha}: {exc}") from exc
+
+    def remember_job(self, head_sha: str, repo: str, job: Mapping[str, Any]) -> None:
+        """Keep a job's last state per (head sha, repo), keyed by its state key."""
+        key = f"crcr:jobs:{head_sha}:{repo}"
+        try:
+            self.client.hset(key, str(job["key"]), json.dumps(dict(job)))
+            self.client.expire(key, self.ttl)
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"jobs of {repo}@{head_sha}: {exc}") from exc
+
+    def jobs(self, head_sha: str, repo: str) -> list[dict[str, Any]]:
+        try:
+            values = self.client.hvals(f"crcr:jobs:{head_sha}:{repo}")
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"jobs of {repo}@{head_sha}: {exc}") from exc
+        return [json.loads(_text(v)) for v in values]
 
     def allow(self, repo: str, per_minute: int, now: float) -> bool:
         """Sliding-window rate limit per repository; raises StateUnavailable (fail closed)."""

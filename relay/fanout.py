@@ -1,9 +1,17 @@
-"""CRCR fan-out: forward upstream events to allowlisted repositories as repository_dispatch.
+"""CRCR fan-out: what the reference relay does with upstream events, off the request path.
 
-The webhook writes each forwardable delivery to the fan-out outbox (a Redis Stream) in the
-same atomic step as the intake queue; `Fanout.run_once` sends it to every allowlisted repo
-and records each dispatch (DISPATCHED) so callbacks can follow. A repo already dispatched
-for a delivery is skipped, so re-processing an entry after a crash sends nothing twice.
+The webhook writes each delivery the relay acts on to the fan-out outbox (a Redis Stream) in
+the same atomic step as the intake queue; `Fanout.run_once` then, as the reference does:
+
+- pushes and pull requests (opened, reopened, synchronize, closed): a `repository_dispatch`
+  to every allowlisted repo, recording each dispatch (DISPATCHED) so callbacks can follow,
+  and the check-run-wanted flag of L3 repos whose `ciflow/crcr/<device>` label is already on
+  the PR (a reopen fires no new `labeled`). A repo already dispatched is skipped, so
+  re-processing an entry after a crash sends nothing twice.
+- `pull_request` `labeled` `ciflow/crcr/<device>`: no dispatch; the device's L3 repos want
+  check runs on that head sha, and jobs that already reported get theirs.
+- `check_run` / `check_suite` `rerequested`: re-runs the downstream workflow run behind our
+  check run (failed jobs; for a suite, every job). Other actions are not acted on.
 """
 
 from __future__ import annotations
@@ -14,11 +22,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from relay.allowlist import Allowlist, AllowlistFile
+from relay.callback import CallbackService
 from relay.config import RelayConfig
 from relay.crcr_state import CrcrState
 from relay.events import RelayError, TriggerEvent
 from relay.github import GitHubAdapter, GitHubUnavailable
-from relay.intake import RedisIntake
+from relay.intake import Claimed, RedisIntake
 
 log = logging.getLogger("relay.fanout")
 
@@ -31,16 +40,17 @@ FORWARDED_EVENTS = ("push", "pull_request", "check_run", "check_suite")
 def forward_event(
     event_name: str, payload: Any, delivery_id: str, config: RelayConfig
 ) -> TriggerEvent | None:
-    """The outbox record for a delivery the upstream relay would forward, else None.
+    """The outbox record for a delivery the reference relay acts on, else None.
 
-    Forwarded, as upstream does: pushes, check runs and suites, and pull requests opened,
-    reopened, synchronized or closed (labelled only with a `ciflow/crcr/*` label), from the
-    upstream repository only.
+    From the upstream repository only: pushes, pull requests opened, reopened, synchronized
+    or closed, or labelled `ciflow/crcr/*`, and check runs and suites re-requested.
     """
     if event_name not in FORWARDED_EVENTS or not isinstance(payload, Mapping):
         return None
     repo = payload.get("repository")
     if not isinstance(repo, Mapping) or repo.get("full_name") != config.upstream_repo:
+        return None
+    if event_name in ("check_run", "check_suite") and payload.get("action") != "rerequested":
         return None
     if event_name == "pull_request":
         action = payload.get("action")
@@ -74,12 +84,14 @@ class Fanout:
         allowlist: Allowlist | AllowlistFile,
         state: CrcrState,
         clock: Callable[[], float] = time.time,
+        callbacks: CallbackService | None = None,
     ) -> None:
         self.outbox = outbox
         self.adapter = adapter
         self.allowlist = allowlist
         self.state = state
         self.clock = clock
+        self.callbacks = callbacks
 
     def run_once(self, consumer: str, block_ms: int = 0) -> int:
         """Handle one outbox entry (waiting up to `block_ms`); returns dispatches sent.
@@ -92,11 +104,23 @@ class Fanout:
             return 0
         event = claimed.event
         event_type = event.upstream_event or event.kind
+        payload = event.payload
+        if self.callbacks is not None and (
+            event_type in ("check_run", "check_suite")
+            or (event_type == "pull_request" and payload.get("action") == "labeled")
+        ):
+            return self._act(claimed, event_type)
         client_payload = {
             "event_type": event_type,
             "delivery_id": claimed.delivery_id,
-            "payload": dict(event.payload),
+            "payload": dict(payload),
         }
+        pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), Mapping) else {}
+        head = str((pr.get("head") or {}).get("sha") or "") if isinstance(pr, Mapping) else ""
+        labels = tuple(
+            str(label.get("name", "")) for label in pr.get("labels") or ()
+            if isinstance(label, Mapping)
+        )
         sent = 0
         retry = False
         for entry in self.allowlist:
@@ -114,7 +138,27 @@ class Fanout:
                 log.error("dispatch %s to %s refused: %s", claimed.delivery_id, entry.repo, exc)
                 continue
             self.state.record_dispatch(claimed.delivery_id, entry.repo, event_type, self.clock())
+            if entry.level == "L3" and head and entry.wants_check_run(labels):
+                self.state.mark_check_run_wanted(head, entry.repo)
             sent += 1
         if not retry:
             self.outbox.ack(claimed)
         return sent
+
+    def _act(self, claimed: Claimed, event_type: str) -> int:
+        """A label or a re-run request: act on it; a GitHub outage leaves it pending."""
+        assert self.callbacks is not None
+        payload = claimed.event.payload
+        try:
+            if event_type == "pull_request":
+                done = len(self.callbacks.label_added(payload))
+            else:
+                done = len(self.callbacks.rerequested(event_type, payload))
+        except GitHubUnavailable as exc:
+            log.warning("%s %s: %s (will retry)", event_type, claimed.delivery_id, exc)
+            return 0
+        except RelayError as exc:
+            log.error("%s %s refused: %s", event_type, claimed.delivery_id, exc)
+            done = 0
+        self.outbox.ack(claimed)
+        return done

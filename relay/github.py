@@ -232,6 +232,30 @@ class GitHubAdapter:
             data=body,
         )
 
+    def rerun_workflow_run(self, repo: str, run_id: str, failed_only: bool) -> None:
+        """Re-run a downstream workflow run: its failed jobs, or all of it."""
+        client = self._client() if self.token else self._installation()
+        action = "rerun-failed-jobs" if failed_only else "rerun"
+        self._request(
+            client,
+            "POST",
+            f"{self._api_root(client)}/repos/{repo}/actions/runs/{run_id}/{action}",
+            f"{action} of {repo} run {run_id}",
+        )
+
+    def suite_check_runs(self, repo: str, check_suite_id: int) -> list[dict[str, Any]]:
+        """The check runs of one check suite (`name`, `external_id`, ...), first 100."""
+        client = self._installation()
+        response = self._request(
+            client,
+            "GET",
+            f"{self._api_root(client)}/repos/{repo}/check-suites/{check_suite_id}/check-runs",
+            f"check runs of suite {check_suite_id} on {repo}",
+            params={"per_page": 100},
+        )
+        runs = response.json().get("check_runs") if response.content else None
+        return [r for r in runs or [] if isinstance(r, dict)]
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     def _new_client(self) -> github3.GitHub:

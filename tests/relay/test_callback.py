@@ -231,7 +231,10 @@ def test_callback_auth_allowlist_and_schema(crcr: Crcr) -> None:
     crcr.push("d-5")
     assert crcr.callback(None, body("d-5", "in_progress")).status_code == 401
     assert crcr.callback("nope", body("d-5", "in_progress")).status_code == 401
-    assert crcr.callback("tok-stranger", body("d-5", "in_progress")).status_code == 403
+    # A repo not on the allowlist is ignored, as the reference relay does: 200, nothing kept.
+    stranger = crcr.callback("tok-stranger", body("d-5", "in_progress"))
+    assert stranger.status_code == 200 and stranger.json()["message"] == "ignored"
+    assert crcr.http.relay.client.keys("crcr:state:*") == []
     bad = body("d-5", "in_progress")
     del bad["workflow"]["run_id"]
     answer = crcr.callback("tok-spyre", bad)
@@ -242,11 +245,14 @@ def test_callback_auth_allowlist_and_schema(crcr: Crcr) -> None:
     assert crcr.callback("tok-spyre", b"{nope").status_code == 400
 
 
-def test_l1_is_not_forwarded_to_hud(crcr: Crcr) -> None:
+def test_l1_is_ignored_and_writes_no_state(crcr: Crcr) -> None:
     crcr.push("d-6")
     answer = crcr.callback("tok-l1", body("d-6", "in_progress"))
-    assert answer.status_code == 200 and answer.json()["hud"] == "not forwarded: L1"
+    assert answer.status_code == 200 and answer.json()["message"] == "ignored"
+    assert "L1" in answer.json()["reason"]
     assert crcr.hud.rows == []
+    assert crcr.http.relay.client.keys("crcr:state:*") == []
+    assert crcr.http.relay.client.keys("crcr:ratelimit:*") == []
 
 
 def test_l4_gets_a_check_run_and_l3_only_with_its_label(crcr: Crcr) -> None:
@@ -288,15 +294,15 @@ def test_rate_limit_is_per_repo_and_fails_closed(crcr: Crcr, redis_proc: RedisPr
     )
     crcr.push("d-9")
     codes = [
-        crcr.callback("tok-l1", body("d-9", "in_progress", run_id=str(i))).status_code
+        crcr.callback("tok-l3", body("d-9", "in_progress", run_id=str(i))).status_code
         for i in range(4)
     ]
     assert codes == [200, 200, 200, 429]
     assert crcr.callback("tok-spyre", body("d-9", "in_progress")).status_code == 200
     crcr.clock.now += 61
-    assert crcr.callback("tok-l1", body("d-9", "in_progress", run_id="10")).status_code == 200
+    assert crcr.callback("tok-l3", body("d-9", "in_progress", run_id="10")).status_code == 200
     redis_proc.stop()
-    assert crcr.callback("tok-l1", body("d-9", "in_progress", run_id="11")).status_code == 503
+    assert crcr.callback("tok-l3", body("d-9", "in_progress", run_id="11")).status_code == 503
 
 
 def test_sweeper_times_out_jobs_stuck_in_progress(crcr: Crcr) -> None:

@@ -10,6 +10,9 @@ examples so `github3.GitHubEnterprise(server.url)` parses them:
 - `POST /repos/{owner}/{repo}/check-runs`                    check run (installation token)
 - `GET|PATCH /repos/{owner}/{repo}/check-runs/{id}`          (installation token)
 - `POST /app/installations/{id}/access_tokens`               RS256 app JWT -> installation token
+- `GET  /repos/{owner}/{repo}/check-suites/{id}/check-runs` (installation token); a check
+  run's suite is the one of its head sha
+- `POST /repos/{owner}/{repo}/actions/runs/{id}/rerun[-failed-jobs]`   recorded in `reruns`
 - `POST /repos/{owner}/{repo}/dispatches`                    repository_dispatch (422 over
   GitHub's limits: `event_type` > 100 chars, `client_payload` > 10 top-level keys)
 
@@ -91,6 +94,7 @@ class GitHubAPIServer:
     statuses: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     dispatches: list[dict[str, Any]] = field(default_factory=list)
+    reruns: list[dict[str, Any]] = field(default_factory=list)
     installation_tokens: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -380,6 +384,27 @@ class GitHubAPIServer:
             run.setdefault("_updates", []).append(data)
         return 200, _public(run), {}
 
+    def _suite_check_runs(
+        self, req: RecordedRequest, owner: str, repo: str, suite_id: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req, installation=True)
+        if denied:
+            return (*denied, {})
+        runs = [_public(r) for r in self.check_runs.values()
+                if r["_repo"] == f"{owner}/{repo}" and r["check_suite"]["id"] == int(suite_id)]
+        return 200, {"total_count": len(runs), "check_runs": runs}, {}
+
+    def _rerun(
+        self, req: RecordedRequest, owner: str, repo: str, run_id: str, what: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        with self._lock:
+            self.reruns.append({"repo": f"{owner}/{repo}", "run_id": run_id,
+                                "failed_only": what == "rerun-failed-jobs"})
+        return 201, {}, {}
+
     def _dispatch(self, req: RecordedRequest, owner: str, repo: str) -> tuple[int, Any, dict]:
         denied = self._auth(req)
         if denied:
@@ -448,6 +473,19 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         "_update_check_run",
     ),
     ("POST", re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/dispatches"), "_dispatch"),
+    (
+        "GET",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-suites/(?P<suite_id>\d+)/check-runs"),
+        "_suite_check_runs",
+    ),
+    (
+        "POST",
+        re.compile(
+            r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/actions/runs/(?P<run_id>[^/]+)/"
+            r"(?P<what>rerun|rerun-failed-jobs)"
+        ),
+        "_rerun",
+    ),
 ]
 
 
@@ -675,7 +713,7 @@ def check_run_object(
         "completed_at": data.get("completed_at") or (_now() if data.get("conclusion") else None),
         "output": output,
         "name": data["name"],
-        "check_suite": {"id": 5},
+        "check_suite": {"id": suite_id(data["head_sha"])},
         "app": {
             "id": int(app_id),
             "slug": "spyre-ci",
@@ -692,6 +730,11 @@ def check_run_object(
         },
         "pull_requests": [],
     }
+
+
+def suite_id(head_sha: str) -> int:
+    """GitHub keeps one check suite per app and head sha: its id, stable per sha."""
+    return int(hashlib.sha1(head_sha.encode()).hexdigest()[:8], 16)
 
 
 def _public(run: dict[str, Any]) -> dict[str, Any]:
