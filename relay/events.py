@@ -334,8 +334,16 @@ def load_event_file(path: str | Path, rules: TriggerRules | None = None) -> Trig
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise EventError(f"{path}: no such event file") from None
+    except IsADirectoryError:
+        raise EventError(f"{path}: is a directory, not an event file") from None
+    except OSError as exc:
+        raise EventError(f"{path}: cannot read the event file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise EventError(f"{path}: not an event file: binary data (byte at offset {exc.start} "
+                         "is not UTF-8); an event file is JSON") from None
     except json.JSONDecodeError as exc:
-        raise EventError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        raise EventError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (an "
+                         "event file is JSON)") from None
     if not isinstance(data, dict) or "event" not in data or "payload" not in data:
         raise EventError(
             f"{path}: an event file is an object with 'event' (the X-GitHub-Event name), "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import absolute_path, absolute_str, checked
 from workflows.cli import CommandError
 
 # Same defaults as workflows.bench_selection, without importing it (the CLI starts cheaply).
@@ -26,12 +27,12 @@ def register(subparsers: Any) -> None:
         description="For every mutation of the set: plan from its diff, run the benchmark "
         "inventory with the mutation applied (test subprocesses only), and compare the "
         "selection with the variants whose outcome changed.")
-    sel.add_argument("--mutations", type=Path, default=DEFAULT_MUTATIONS, metavar="FILE",
+    sel.add_argument("--mutations", type=absolute_path, default=DEFAULT_MUTATIONS, metavar="FILE",
                      help="mutation set YAML (default: the shipped set)")
-    sel.add_argument("--out", type=Path, default=Path("out/bench-selection"), metavar="DIR",
+    sel.add_argument("--out", type=absolute_path, default="out/bench-selection", metavar="DIR",
                      help="where the record, the baseline, the impact map and the test "
                      "artifacts go (default out/bench-selection)")
-    sel.add_argument("--specs", action="append", metavar="PATH",
+    sel.add_argument("--specs", action="append", type=absolute_str, metavar="PATH",
                      help="benchmark inventory specs (repeatable; default "
                      "benchmarks/selection/specs)")
     sel.add_argument("--only", action="append", default=[], metavar="ID",
@@ -44,15 +45,15 @@ def register(subparsers: Any) -> None:
     sel.add_argument("--check-restriction", action="append", default=[], metavar="ID",
                      help="also run this mutation unrestricted and record whether the "
                      "restricted ground truth was the same (repeatable)")
-    sel.add_argument("--impact-map", type=Path, metavar="FILE.json",
+    sel.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
                      help="a trace from `spyre-ci impact-map` (default: record one)")
-    sel.add_argument("--record", type=Path, metavar="FILE.json",
+    sel.add_argument("--record", type=absolute_path, metavar="FILE.json",
                      help="also write the record here (benchmarks/results/selection.json)")
     sel.add_argument("--test-timeout", type=float, default=120.0, metavar="SECONDS")
     sel.add_argument("--rescore", action="store_true",
                      help="run no tests: judge the selector again against the ground truth "
                      "recorded in --out by an earlier run (after a selector change)")
-    sel.set_defaults(func=bench_selection)
+    sel.set_defaults(func=checked(bench_selection))
 
 
 def bench_selection(args: argparse.Namespace) -> int:

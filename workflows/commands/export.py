@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import absolute_path, check_out_dir, read_text
 from workflows.cli import CommandError
 
 CALLBACK_TOKEN_ENV = "SPYRE_CI_CALLBACK_TOKEN"
@@ -20,17 +21,17 @@ def register(subparsers: Any) -> None:
         "report.html and report.md (see docs/export.md), then publish what is asked. "
         "Exporting a run again replaces the same files and rows; nothing is duplicated.",
     )
-    parser.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR",
+    parser.add_argument("run_dir", type=absolute_path, nargs="?", metavar="RUN_DIR",
                         help="a run's output directory holding run.json (and junit/)")
-    parser.add_argument("--record", type=Path, metavar="FILE",
+    parser.add_argument("--record", type=absolute_path, metavar="FILE",
                         help="the run record (default RUN_DIR/run.json)")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="output directory "
+    parser.add_argument("--out", type=absolute_path, metavar="DIR", help="output directory "
                         "(default RUN_DIR)")
-    parser.add_argument("--junit", type=Path, metavar="DIR",
+    parser.add_argument("--junit", type=absolute_path, metavar="DIR",
                         help="JUnit XML for per-test rows (default OUT/junit)")
     parser.add_argument("--status", choices=("in_progress", "completed"), default="completed",
                         help="which state to publish (files always hold the completed one)")
-    parser.add_argument("--config", type=Path, metavar="FILE",
+    parser.add_argument("--config", type=absolute_path, metavar="FILE",
                         help="relay config (YAML) for HUD and GitHub settings; SPYRE_CI_* "
                         "environment variables override it")
     parser.add_argument("--hud", action="store_true",
@@ -57,8 +58,14 @@ def export(args: argparse.Namespace) -> int:
 
     if args.run_dir is None and args.record is None:
         raise CommandError("export needs RUN_DIR or --record FILE")
+    if args.run_dir is not None and not args.run_dir.is_dir():
+        raise CommandError(f"{args.run_dir}: " + ("is not a directory" if args.run_dir.exists()
+                           else "no such directory") + " (RUN_DIR holds a run's run.json)")
     record_path = args.record or args.run_dir / "run.json"
     out = args.out or args.run_dir or record_path.parent
+    check_out_dir(out)
+    if record_path.exists():
+        read_text(record_path, "run record")  # a directory or binary file is named here
     try:
         record = RunRecord.load(record_path)
         written = write_run(record, out, junit_dir=args.junit)

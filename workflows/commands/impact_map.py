@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
+from workflows.change_input import absolute_path, absolute_str, check_specs, checked, read_text
 from workflows.cli import CommandError
 
 
@@ -21,15 +21,16 @@ def register(subparsers: Any) -> None:
         "impact-map", help="record per variant the torch functions and aten ops it runs",
         description="Run the variants once under a tracer (sys.setprofile over torch's "
         "Python files, the torch profiler for aten ops) and write the impact map.")
-    parser.add_argument("--out", type=Path, required=True, metavar="FILE.json")
-    parser.add_argument("--specs", action="append", metavar="PATH",
+    parser.add_argument("--out", type=absolute_path, required=True, metavar="FILE.json")
+    parser.add_argument("--specs", action="append", type=absolute_str, metavar="PATH",
                         help="spec files or folders (repeatable; default: the bundled specs)")
-    parser.add_argument("--ids", type=Path, metavar="FILE",
+    parser.add_argument("--ids", type=absolute_path, metavar="FILE",
                         help="only these variant ids (one per line)")
-    parser.add_argument("--work", type=Path, metavar="DIR",
+    parser.add_argument("--work", type=absolute_path, metavar="DIR",
                         help="test artifacts (default: next to --out)")
-    parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS")
-    parser.set_defaults(func=impact_map)
+    parser.add_argument("--test-timeout", type=float, default=300.0,
+                        metavar="SECONDS", help="per-test time limit (default 300)")
+    parser.set_defaults(func=checked(impact_map))
 
 
 def impact_map(args: argparse.Namespace) -> int:
@@ -40,7 +41,12 @@ def impact_map(args: argparse.Namespace) -> int:
     from workflows.bench_selection import record_impact_map
     from workflows.shard_runner import Limits
 
-    specs = [str(Path(s).resolve()) for s in args.specs] if args.specs else []
+    specs = list(args.specs or [])  # absolute (argparse type)
+    check_specs(specs)
+    if args.out.is_dir():
+        raise CommandError(f"{args.out}: is a directory (--out names the impact map file)")
+    if args.ids:
+        read_text(args.ids, "list of variant ids")  # before the half-minute Inventory build
     try:
         inventory = build_inventory(specs or None)
     except SpecError as exc:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from workflows.change_input import absolute_path, absolute_str, check_specs
 from workflows.cli import CommandError
 
 
@@ -13,9 +14,9 @@ def register(subparsers: Any) -> None:
     """Add the `inventory` command."""
     parser = subparsers.add_parser(
         "inventory", help="build the Inventory (every variant) for the installed torch")
-    parser.add_argument("--out", metavar="FILE.json.gz",
+    parser.add_argument("--out", type=absolute_path, metavar="FILE.json.gz",
                         help="write here (gzip when the name ends in .gz); default: a summary")
-    parser.add_argument("--specs", action="append", metavar="PATH",
+    parser.add_argument("--specs", action="append", type=absolute_str, metavar="PATH",
                         help="spec file or folder (repeatable; default: bundled specs)")
     parser.set_defaults(func=cmd_inventory)
 
@@ -24,12 +25,19 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     from suites.inventory import build_inventory
     from suites.loader import SpecError
 
+    check_specs(args.specs or [])
+    if args.out is not None and args.out.is_dir():
+        raise CommandError(f"{args.out}: is a directory (--out names the Inventory file)")
     try:
         inventory = build_inventory(args.specs)
     except SpecError as exc:
         raise CommandError(f"the suites do not lint:\n{exc}") from None
     if args.out:
-        inventory.save(args.out)
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            inventory.save(args.out)
+        except OSError as exc:
+            raise CommandError(f"{args.out}: cannot write the Inventory: {exc.strerror}") from None
     counts: dict[str, int] = {}
     for v in inventory.variants:
         counts[v.suite] = counts.get(v.suite, 0) + 1

@@ -9,7 +9,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import add_source_arguments, read_source
+from workflows.change_input import (
+    absolute_path,
+    absolute_str,
+    add_budget_arguments,
+    add_source_arguments,
+    check_out_dir,
+    check_specs,
+    checked,
+    read_impact_map,
+    read_inventory,
+    read_source,
+)
 from workflows.cli import CommandError
 
 
@@ -21,43 +32,43 @@ def register(subparsers: Any) -> None:
         "spyre device, verify (reruns, baseline, expansion), update History and export.",
     )
     add_source_arguments(parser)
-    parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
+    parser.add_argument("--inventory", type=absolute_path, metavar="FILE.json.gz",
                         help="the Inventory to select from (default: built from the bundled "
                         "specs for the installed torch, cached in the state directory)")
-    parser.add_argument("--specs", action="append", default=[], metavar="PATH",
+    parser.add_argument("--specs", action="append", default=[], type=absolute_str,
+                        metavar="PATH",
                         help="spec file or folder (repeatable; default: the bundled specs)")
-    parser.add_argument("--impact-map", type=Path, metavar="FILE.json",
+    parser.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
                         help="per-variant torch functions and aten ops from `spyre-ci "
                         "impact-map`: the selector also picks the variants that run a changed "
                         "function or dispatch a touched op (default $SPYRE_CI_IMPACT_MAP)")
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget", type=int, metavar="N", help="run at most N variants")
-    budget.add_argument("--budget-time", type=float, metavar="SECONDS",
-                        help="fit the selection into this much test time")
-    parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
-                        help="share of unselected variants run apart to measure misses "
-                        "(default 0.02)")
-    parser.add_argument("--out", type=Path, default=Path("out"), metavar="DIR",
+    add_budget_arguments(parser, "run at most N variants")
+    parser.add_argument("--out", type=absolute_path, default="out", metavar="DIR",
                         help="where results, reports and HUD files go (default ./out)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="pytest subprocesses at a time (default: CPU count)")
-    parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS",
-                        help="per-test time limit (default 300)")
-    parser.add_argument("--memory-mb", type=int, default=8192,
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        metavar="N", help="pytest subprocesses at a time, at least 1 "
+                        "(default: CPU count)")
+    parser.add_argument("--test-timeout", type=float, default=300.0,
+                        metavar="SECONDS", help="per-test time limit (default 300)")
+    parser.add_argument("--memory-mb", type=int, default=8192, metavar="MB",
                         help="address-space limit per test subprocess (default 8192)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="do not record the results as the upstream baseline (trying a "
                         "patch); by default pushes and nightlies set it, pull requests do not")
     parser.add_argument("--no-progress", action="store_true", help="no progress line")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=checked(run))
 
 
 def build_request(args: argparse.Namespace) -> Any:
-    """The RunRequest for `run`: reads the event or diff."""
+    """The RunRequest for `run`: reads the event or diff; every path in it is absolute."""
     from relay.events import TriggerEvent
     from workflows import pipeline
 
+    check_out_dir(args.out)
+    check_specs(args.specs)
+    if args.inventory is not None:
+        read_inventory(args.inventory)  # refused here, before History is opened
     change = read_source(args)
     event, diff_text = change.event, change.diff_text
     if event is None:  # a bare diff is run as a change that landed on the upstream branch
@@ -80,21 +91,23 @@ def build_request(args: argparse.Namespace) -> Any:
         budget_time_s=args.budget_time, holdout=args.holdout, test_timeout_s=args.test_timeout,
         memory_mb=args.memory_mb, shards=max(1, args.jobs),
         baseline=False if args.no_baseline else None,
-        specs=tuple(str(Path(p).resolve()) for p in args.specs),  # shards run elsewhere
+        specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
         impact_map=impact_map_path(args.impact_map),
     )
 
 
 def impact_map_path(given: Path | None) -> str | None:
-    """`--impact-map`, else $SPYRE_CI_IMPACT_MAP, as an absolute path; it must exist."""
+    """`--impact-map`, else $SPYRE_CI_IMPACT_MAP, as an absolute path; it must exist and
+    read as an impact map (checked here, before anything is recorded)."""
     from workflows.settings import Settings
 
     path = given or Settings.from_env().impact_map
     if path is None:
         return None
-    if not path.is_file():
+    if not path.exists():
         raise CommandError(f"{path}: no impact map there; record one with `spyre-ci impact-map "
                            f"--out {path}`")
+    read_impact_map(path)
     return str(path.resolve())
 
 

@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any
 
+from workflows.change_input import checked
 from workflows.cli import CommandError
 
 
@@ -15,8 +16,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("runs", help="inspect past runs (list, show)")
     sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = sub.add_parser("list", help="the most recent runs, newest first")
-    listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
-    listing.set_defaults(func=list_runs)
+    listing.add_argument("--limit", type=int, default=20, metavar="N",
+                         help="how many (default 20)")
+    listing.set_defaults(func=checked(list_runs))
     show = sub.add_parser("show", help="one run: its state, counts and where its outputs are")
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="print the stored record as JSON")
@@ -24,8 +26,9 @@ def register(subparsers: Any) -> None:
     resume = sub.add_parser("resume", help="continue a run that stopped (keeps finished tests)")
     resume.add_argument("run_id")
     resume.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        metavar="N",
                         help="embedded runs: pytest subprocesses at a time (default: CPU count)")
-    resume.set_defaults(func=resume_run)
+    resume.set_defaults(func=checked(resume_run))
 
 
 def _history() -> Any:

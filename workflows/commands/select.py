@@ -12,7 +12,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import add_source_arguments, read_source, read_text
+from workflows.change_input import (
+    absolute_path,
+    add_budget_arguments,
+    add_source_arguments,
+    checked,
+    read_impact_map,
+    read_inventory,
+    read_json,
+    read_source,
+)
 from workflows.cli import CommandError
 
 INVENTORY_ENV = "SPYRE_CI_INVENTORY"
@@ -26,28 +35,22 @@ def register(subparsers: Any) -> None:
         "(budget, holdout, shards). Nothing runs.",
     )
     add_source_arguments(parser)
-    parser.add_argument("--inventory", type=Path, metavar="FILE.json.gz",
-                        default=Path(os.environ[INVENTORY_ENV]) if os.environ.get(INVENTORY_ENV)
-                        else None,
+    parser.add_argument("--inventory", type=absolute_path, metavar="FILE.json.gz",
+                        default=os.environ.get(INVENTORY_ENV) or None,
                         help=f"the Inventory to select from (default ${INVENTORY_ENV}, else the "
                         "one `spyre-ci run` uses: built from the bundled specs for the "
                         "installed torch and cached in the state directory)")
-    parser.add_argument("--history", type=Path, metavar="FILE.json",
+    parser.add_argument("--history", type=absolute_path, metavar="FILE.json",
                         help="a History snapshot (selector.History JSON) instead of the "
                         "History store `spyre-ci run` records into (SQLite in the state "
                         "directory, or Redis with SPYRE_CI_REDIS_URL)")
-    parser.add_argument("--previous-inventory", type=Path, metavar="FILE.json.gz",
+    parser.add_argument("--previous-inventory", type=absolute_path, metavar="FILE.json.gz",
                         help="the inventory of the last run: finds changed definitions and "
                         "new variants")
-    parser.add_argument("--impact-map", type=Path, metavar="FILE.json",
+    parser.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
                         help="per-variant functions and aten ops from `spyre-ci impact-map`")
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget", type=int, metavar="N", help="select at most N variants "
-                        "(failing and new variants always run)")
-    budget.add_argument("--budget-time", type=float, metavar="SECONDS",
-                        help="fit the selection into this much test time")
-    parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
-                        help="share of unselected variants sampled to run apart (default 0.02)")
+    add_budget_arguments(parser, "select at most N variants (failing and new variants "
+                         "always run)")
     parser.add_argument("--seed", help="holdout seed (default: the head sha)")
     parser.add_argument("--shards", type=int, default=1, metavar="N",
                         help="split the run into N shards by historical durations")
@@ -56,25 +59,35 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--disable", action="append", default=[], metavar="HEURISTIC",
                         help="do not run this heuristic (repeat)")
     parser.add_argument("--full", action="store_true", help="select every variant")
-    parser.add_argument("--plan-out", type=Path, metavar="FILE", help="write the Plan as JSON")
+    parser.add_argument("--plan-out", type=absolute_path, metavar="FILE",
+                        help="write the Plan as JSON")
     parser.add_argument("--explain", action="store_true",
                         help="print the change facts, the decision and the reasons")
     parser.add_argument("--why", metavar="VARIANT_ID", help="print the story of one variant")
-    parser.set_defaults(func=select)
+    parser.set_defaults(func=checked(select))
 
 
 def select(args: argparse.Namespace) -> int:
-    from selector import ImpactMap, PlanConfig, SelectorError, plan
+    from selector import PlanConfig, SelectorError, plan
     from selector.explain import explain, why
+    from selector.heuristics import REGISTRY
 
-    try:
+    if args.plan_out is not None and args.plan_out.is_dir():
+        raise CommandError(f"{args.plan_out}: is a directory (--plan-out names the file the "
+                           "Plan is written to)")
+    unknown = sorted((set(args.trial) | set(args.disable)) - REGISTRY.keys())
+    if unknown:
+        raise CommandError(f"--trial/--disable: unknown heuristic(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(REGISTRY))}")
+    try:  # every input is read and checked before the History store is opened
         changes = _read_change(args)
-        inventory = _read_inventory(args.inventory or _default_inventory(), "--inventory")
-        previous = (_read_inventory(args.previous_inventory, "--previous-inventory")
+        inventory = read_inventory(args.inventory or _default_inventory(), "--inventory")
+        if args.why:
+            _check_variant(args.why, inventory)
+        previous = (read_inventory(args.previous_inventory, "--previous-inventory")
                     if args.previous_inventory else None)
+        impact = read_impact_map(args.impact_map) if args.impact_map else None
         history = _read_history(args.history) if args.history else _stored_history(changes)
-        impact = (ImpactMap.from_json(_read_json(args.impact_map), str(args.impact_map))
-                  if args.impact_map else None)
         config = PlanConfig(
             budget_count=args.budget, budget_seconds=args.budget_time,
             holdout_rate=args.holdout, shards=args.shards, force_full=args.full,
@@ -115,36 +128,28 @@ def _read_change(args: argparse.Namespace) -> Any:
     return ChangeSet.from_event(change.event, change.diff_text, diff_source=change.diff_source)
 
 
-def _read_json(path: Path) -> Any:
-    text = read_text(path, "JSON file")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
-
-
 def _read_history(path: Path) -> Any:
+    """A History snapshot (--history); a file of the wrong shape is named with the field."""
     from selector import History, SelectorError
 
     try:
-        return History.from_json(_read_json(path))
+        return History.from_json(read_json(path, "History snapshot"))
     except SelectorError as exc:
-        raise CommandError(f"{path}: {exc}") from exc
+        raise CommandError(f"{path}: not a History snapshot (--history): {exc}") from exc
 
 
-def _read_inventory(path: Path, option: str) -> Any:
-    from suites.model import Inventory
+def _check_variant(variant_id: str, inventory: Any) -> None:
+    """`--why ID` must name a variant of the inventory; a typo gets the closest ids."""
+    import difflib
 
-    if not path.exists():
-        raise CommandError(
-            f"{path}: no inventory there ({option}); build one inside the torch environment "
-            f"with `spyre-ci inventory --out {path}`, or pass --inventory FILE"
-        )
-    try:
-        return Inventory.load(path)
-    except (OSError, ValueError, KeyError, EOFError) as exc:
-        raise CommandError(f"{path}: not a readable inventory ({option}): {exc}; rebuild it "
-                           f"with `spyre-ci inventory --out {path}`") from exc
+    ids = [v.id for v in inventory.variants]
+    if variant_id in set(ids):
+        return
+    close = difflib.get_close_matches(variant_id, ids, n=3, cutoff=0.6)
+    hint = f"; did you mean: {', '.join(close)}" if close else (
+        "; ids are suite::template::subject::dtype (`spyre-ci suites expand` lists them)")
+    raise CommandError(f"--why {variant_id}: no such variant in the inventory "
+                       f"({len(ids)} variants){hint}")
 
 
 def _default_inventory() -> Path:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import check_specs
 from workflows.cli import CommandError
 
 
@@ -77,6 +78,7 @@ def _expansion(specs: list[str] | None, suite: str | None = None, keep_trail: bo
     from suites.expand import expand, load_suites
     from suites.loader import SpecError
 
+    check_specs(specs or [])
     try:
         loaded = load_suites(specs)
     except SpecError as exc:

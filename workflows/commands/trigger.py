@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workflows.change_input import absolute_path
 from workflows.cli import CommandError
 
 
@@ -20,7 +21,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("kind", choices=["nightly", "periodic"])
     parser.add_argument("--sha", required=True, help="upstream commit to test (40 hex digits)")
-    parser.add_argument("--config", metavar="FILE", help="relay config YAML")
+    parser.add_argument("--config", type=absolute_path, metavar="FILE",
+                        help="relay config YAML")
     parser.set_defaults(func=run)
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import absolute_path, absolute_str, check_out_dir, check_specs, checked
 from workflows.cli import CommandError
 
 
@@ -34,12 +35,12 @@ def register(subparsers: Any) -> None:
                         help="the torch version upgraded from (e.g. 2.13.0)")
     parser.add_argument("--to", dest="to_version", metavar="VERSION",
                         help="the torch version upgraded to (e.g. 2.14.1)")
-    parser.add_argument("--from-inventory", type=Path, metavar="A.json.gz",
+    parser.add_argument("--from-inventory", type=absolute_path, metavar="A.json.gz",
                         help="offline: the old version's Inventory (a sibling "
                         "A.details.json.gz, when present, names changes field by field)")
-    parser.add_argument("--to-inventory", type=Path, metavar="B.json.gz",
+    parser.add_argument("--to-inventory", type=absolute_path, metavar="B.json.gz",
                         help="offline: the new version's Inventory")
-    parser.add_argument("--out", type=Path, default=Path("out-upgrade"), metavar="DIR",
+    parser.add_argument("--out", type=absolute_path, default="out-upgrade", metavar="DIR",
                         help="where upgrade.json (and with --run the report and HUD files) "
                         "go (default ./out-upgrade)")
     parser.add_argument("--run", action="store_true",
@@ -47,27 +48,30 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--validate", action="store_true",
                         help="also run every runnable variant on both versions and report "
                         "what the selection caught and missed (implies --run)")
-    parser.add_argument("--specs", action="append", default=[], metavar="PATH",
+    parser.add_argument("--specs", action="append", default=[], type=absolute_str,
+                        metavar="PATH",
                         help="spec file or folder (repeatable; default: the bundled specs)")
-    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+    parser.add_argument("--cache-dir", type=absolute_path, metavar="DIR",
                         help="where the per-version environments live (default "
                         "$SPYRE_CI_ENV_CACHE or ~/.cache/spyre-ci/envs)")
     parser.add_argument("--rebuild-inventories", action="store_true",
                         help="build both Inventories again even when cached")
     parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
-                        help="share of unaffected variants run as a holdout (default 0.02)")
+                        help="share of unaffected variants run as a holdout, within [0, 1] "
+                        "(default 0.02)")
     parser.add_argument("--seed", help="holdout seed (default 'FROM->TO')")
     parser.add_argument("--no-canary", action="store_true",
                         help="do not run one canary variant per op (kernel changes that no "
                         "definition shows then go unseen unless the holdout samples them)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="pytest subprocesses at a time per version (default: CPU count)")
-    parser.add_argument("--test-timeout", type=float, default=300.0, metavar="SECONDS",
-                        help="per-test time limit (default 300)")
-    parser.add_argument("--memory-mb", type=int, default=8192,
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        metavar="N", help="pytest subprocesses at a time per version, at "
+                        "least 1 (default: CPU count)")
+    parser.add_argument("--test-timeout", type=float, default=300.0,
+                        metavar="SECONDS", help="per-test time limit (default 300)")
+    parser.add_argument("--memory-mb", type=int, default=8192, metavar="MB",
                         help="address-space limit per test subprocess (default 8192)")
     parser.add_argument("--no-progress", action="store_true", help="no progress lines")
-    parser.set_defaults(func=cmd_upgrade_diff)
+    parser.set_defaults(func=checked(cmd_upgrade_diff))
 
 
 def _log(quiet: bool) -> Any:
@@ -88,8 +92,10 @@ def cmd_upgrade_diff(args: argparse.Namespace) -> int:
     if not offline and not online:
         raise CommandError("give --from VERSION --to VERSION, or --from-inventory A.json.gz "
                            "--to-inventory B.json.gz")
-    if not 0.0 <= args.holdout <= 1.0:
-        raise CommandError(f"--holdout must be within [0, 1], not {args.holdout}")
+    check_out_dir(args.out)
+    check_specs(args.specs)
+    if args.cache_dir is None:  # $SPYRE_CI_ENV_CACHE may be relative: fix it here, once
+        args.cache_dir = absolute_path(str(upgrade.default_cache_dir()))
     try:
         if offline:
             return _offline(args)

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import absolute_path, absolute_str, checked
 from workflows.cli import CommandError
 
 
@@ -19,22 +20,25 @@ def register(subparsers: Any) -> None:
         "With --intake it also moves deliveries the relay accepted into the pipeline.",
     )
     parser.add_argument("--concurrency", "-c", type=int, default=os.cpu_count() or 1,
+                        metavar="N",
                         help="task processes (default: CPU count)")
     parser.add_argument("--intake", action="store_true",
                         help="also consume the relay's intake queue and start runs")
-    parser.add_argument("--out-root", type=Path, default=Path("runs"),
+    parser.add_argument("--out-root", type=absolute_path, default="runs", metavar="DIR",
                         help="with --intake: each run writes under OUT_ROOT/RUN_ID")
-    parser.add_argument("--inventory", type=Path, help="with --intake: the Inventory to use")
-    parser.add_argument("--impact-map", type=Path, metavar="FILE.json",
+    parser.add_argument("--inventory", type=absolute_path, metavar="FILE.json.gz",
+                        help="with --intake: the Inventory to use")
+    parser.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
                         help="with --intake: an impact map the selector also reads (default "
                         "$SPYRE_CI_IMPACT_MAP)")
-    parser.add_argument("--specs", action="append", default=[], metavar="PATH",
-                        help="with --intake: spec file or folder (default: the bundled specs)")
-    parser.add_argument("--config", type=Path, metavar="FILE",
+    parser.add_argument("--specs", action="append", default=[], type=absolute_str,
+                        metavar="PATH", help="with --intake: spec file or folder (default: "
+                        "the bundled specs)")
+    parser.add_argument("--config", type=absolute_path, metavar="FILE",
                         help="with --intake: the relay's config file; its `github` section lets "
                         "the worker fetch the changed files of pull requests from GitHub")
     parser.add_argument("--loglevel", default="INFO")
-    parser.set_defaults(func=worker)
+    parser.set_defaults(func=checked(worker))
 
 
 def worker(args: argparse.Namespace) -> int:
