@@ -1,8 +1,8 @@
 """Glue between the pipeline steps and the pure packages: the selector and dashboard_export.
 
-The selector's Plan is rebuilt at finish from the same inputs (change, inventory, and the
-History snapshot taken at plan time, which the planned run carries), so a finish task on
-another machine judges exactly the plan that ran.
+Finish reads the selector's Plan back from the planned run (`Plan.from_json`) with the
+History snapshot taken at plan time, so a finish task on another machine judges exactly the
+plan that ran, without loading the impact map or planning again.
 """
 
 from __future__ import annotations
@@ -111,9 +111,15 @@ def verify(
     execute: Execute,
 ) -> tuple[Verdict, selector.HistoryUpdate]:
     """Stage 4: rerun failures, judge against the baseline, run the expansion, judge again."""
+    from workflows.pipeline import PipelineError
+
     request = planned.request
     history = selector.History.from_json(planned.history)
-    plan = make_plan(request, inventory, history).plan
+    try:  # the plan that ran, as stored at plan time: finish never plans again
+        plan = selector.Plan.from_json(planned.plan)
+    except (selector.SelectorError, KeyError, TypeError, ValueError) as exc:
+        raise PipelineError(f"run {request.run_id}: its stored plan is unreadable: "
+                            f"{exc}; start the run again") from None
     on_baseline = (request.trigger.kind in BASELINE_KINDS if request.baseline is None
                    else request.baseline)
     outcomes = dict(first)

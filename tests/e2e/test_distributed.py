@@ -127,7 +127,7 @@ def _shard_pytest_parents(run_dir: Path) -> set[int]:
     parents = set()
     for line in out.stdout.splitlines():
         pid, ppid, args = line.strip().split(None, 2)
-        if "suites.pytest_plugin" in args and f"{run_dir}/work/shard-" in args:
+        if "suites.pytest_plugin" in args and f"{run_dir}/work/{run_dir.name}/shard-" in args:
             parents.add(int(ppid))
     return parents
 

@@ -176,3 +176,12 @@ def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks
     resumed = spyre_ci("runs", "resume", "first", env=env)
     assert resumed.returncode == 2
     assert "now holds run second, not first" in resumed.stderr
+
+
+def test_a_redis_outage_is_an_infrastructure_error(tiny_inventory: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+           "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"}
+    result = spyre_ci(*_common(tiny_inventory), "--out", str(tmp_path / "out"), env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "infrastructure error" in result.stderr and "Redis History at" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -40,7 +40,7 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert len(record["results"]) == 16
     starts: Counter[str] = Counter()
-    for path in (tmp_path / "out" / "work").glob("shard-*/*.jsonl"):
+    for path in (tmp_path / "out" / "work" / "resume-me").glob("shard-*/*.jsonl"):
         for line in path.read_text().splitlines():
             event_line = json.loads(line)
             if event_line["event"] == "start":
