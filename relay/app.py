@@ -7,10 +7,13 @@ sync/gthread workers are the simplest model that fits, and gunicorn scales them 
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -96,7 +99,7 @@ def check_config(config: RelayConfig) -> None:
     reported once, naming it, before any worker starts. Raises RelayError."""
     if config.allowlist:
         load_allowlist(config.allowlist)
-    BearerAuth(config.callback_tokens, config.oidc)
+    BearerAuth(config.callback_tokens, config.oidc, config.ci_providers)
     if config.github.private_key_path:
         GitHubAdapter.from_config(config.github)
 
@@ -132,6 +135,24 @@ def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:
         status, message, extra = relay.callbacks.handle(request.headers.get("Authorization"), body)
         relay.metrics.observe("callback", str(status))
         return _answer(status, message, **extra)
+
+    @app.get("/runs/<run_id>")
+    def run_page(run_id: str) -> Response:
+        """The run's report: what `artifact_url` links HUD readers to."""
+        found = _run_file(config, run_id, "report.html")
+        if isinstance(found, Response):
+            return found
+        return Response(found.read_bytes(), status=200, mimetype="text/html")
+
+    @app.get("/runs/<run_id>/tests")
+    def run_tests(run_id: str) -> Response:
+        """The run's per-test rows (`test_run`, as uploaded to HUD's S3), JSON lines."""
+        found = _run_file(config, run_id, "run.json")
+        if isinstance(found, Response):
+            return found
+        parts = sorted((found.parent / "hud" / "test_run").glob("*/*"))
+        text = b"".join(gzip.decompress(p.read_bytes()) for p in parts)
+        return Response(text, status=200, mimetype="application/x-ndjson")
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -215,6 +236,21 @@ def _webhook(
     if isinstance(result, Ignored):
         return 202, "forwarded", f"forwarded only ({result.reason})", {"delivery": delivery}
     return 202, "accepted", "enqueued", {"delivery": delivery}
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def _run_file(config: RelayConfig, run_id: str, name: str) -> Path | Response:
+    """`<runs_dir>/<run_id>/<name>`, or the answer saying why there is none."""
+    if not config.runs_dir:
+        return _answer(404, "no runs_dir configured (SPYRE_CI_RUNS_DIR): run pages are off")
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        return _answer(400, f"{run_id!r} is not a run id")
+    path = Path(config.runs_dir) / run_id / name
+    if not path.is_file():
+        return _answer(404, f"run {run_id}: no {name} under {config.runs_dir}")
+    return path
 
 
 def _observe(relay: Relay, event_name: str, outcome: str) -> None:

@@ -94,7 +94,7 @@ class CallbackService:
     ) -> None:
         self.config = config
         self.state = CrcrState(client)
-        self.auth = BearerAuth(config.callback_tokens, config.oidc)
+        self.auth = BearerAuth(config.callback_tokens, config.oidc, config.ci_providers)
         self.allowlist: Allowlist | AllowlistFile | None = (
             AllowlistFile(config.allowlist) if config.allowlist else None
         )

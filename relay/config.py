@@ -56,6 +56,10 @@ class RelayConfig:
     # Shared-secret callback tokens: token -> the downstream repo it speaks for.
     callback_tokens: Mapping[str, str] = field(default_factory=dict)
     oidc: OidcConfig | None = None
+    # Buildkite pipeline -> repository for OIDC callbacks, in the reference's ci_providers.yml.
+    ci_providers: str | None = None
+    # Run directories (`<runs_dir>/<run id>/`) whose pages GET /runs/<run id> serves.
+    runs_dir: str | None = None
     callback_rate_per_minute: int = 100
     github: GitHubConfig = field(default_factory=GitHubConfig)
     hud_url: str | None = None
@@ -77,6 +81,8 @@ _ENV = {
     "SPYRE_CI_CALLBACK_TOKENS": "callback_tokens",
     "SPYRE_CI_HUD_URL": "hud_url",
     "SPYRE_CI_HUD_BOT_KEY": "hud_bot_key",
+    "SPYRE_CI_CI_PROVIDERS": "ci_providers",
+    "SPYRE_CI_RUNS_DIR": "runs_dir",
 }
 _GITHUB_ENV = {
     "SPYRE_CI_GITHUB_URL": "base_url",

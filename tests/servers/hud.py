@@ -22,6 +22,7 @@ requests answer `status` (a 5xx) to exercise the publisher's retries.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,8 +46,11 @@ class Received:
 class HudServer:
     """The HUD results endpoint on a free loopback port, in a background thread."""
 
-    def __init__(self, bot_key: str = "hud-test-key") -> None:
+    def __init__(self, bot_key: str = "hud-test-key", tls_dir: str | None = None) -> None:
+        """`tls_dir`: serve https with a self-signed certificate for 127.0.0.1 written there
+        (`ca_file`), as the relay only talks to an https HUD."""
         self.bot_key = bot_key
+        self.ca_file: str | None = None
         self.items: dict[str, dict[str, Any]] = {}  # the DynamoDB table, by dynamoKey
         self.table: dict[tuple[str, str, str], dict[str, Any]] = {}  # its ClickHouse rows
         self.inserts = 0  # rows inserted, replaced ones included
@@ -55,13 +59,19 @@ class HudServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
+        if tls_dir is not None:
+            self.ca_file = _self_signed(tls_dir)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.ca_file)
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        scheme = "https" if self.ca_file else "http"
+        return f"{scheme}://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -264,6 +274,38 @@ def _row(item: Mapping[str, Any]) -> dict[str, Any]:
             value = float(value)
         row[name] = value
     return row
+
+
+def _self_signed(directory: str) -> str:
+    """A key and self-signed certificate for 127.0.0.1 in one PEM file; returns its path."""
+    import ipaddress
+    from datetime import timedelta
+    from pathlib import Path
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = Path(directory) / "hud.pem"
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption())
+        + cert.public_bytes(serialization.Encoding.PEM)
+    )
+    return str(path)
 
 
 class _Refused(Exception):
