@@ -402,3 +402,25 @@ def test_fanout_works_behind_another_queue(
         assert len(queue.events) == 1 and len(github_api.dispatches) == 4
     finally:
         service.stop()
+
+
+def test_run_pages_are_served_from_runs_dir(redis_proc: RedisProcess, tmp_path: Path) -> None:
+    import gzip
+
+    run = tmp_path / "runs" / "push-a04374e4-1"
+    (run / "hud" / "test_run" / "17001" / "1").parent.mkdir(parents=True)
+    (run / "report.html").write_text("<html>report of push-a04374e4-1</html>")
+    (run / "run.json").write_text("{}")
+    (run / "hud" / "test_run" / "17001" / "1").write_bytes(gzip.compress(b'{"name": "t"}\n'))
+    config = base_config(redis_proc.url, runs_dir=str(tmp_path / "runs"))
+    service = RelayHTTP(Relay(config, client=connect(redis_proc.url)))
+    try:
+        page = service.get("/runs/push-a04374e4-1")
+        assert page.status_code == 200 and "report of push-a04374e4-1" in page.text
+        assert page.headers["Content-Type"].startswith("text/html")
+        tests = service.get("/runs/push-a04374e4-1/tests")
+        assert tests.status_code == 200 and json.loads(tests.text) == {"name": "t"}
+        assert service.get("/runs/nope").status_code == 404
+        assert service.get("/runs/..%2Fetc").status_code in (400, 404)
+    finally:
+        service.stop()
