@@ -344,6 +344,8 @@ def load_event_file(path: str | Path, rules: TriggerRules | None = None) -> Trig
     except json.JSONDecodeError as exc:
         raise EventError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (an "
                          "event file is JSON)") from None
+    except RecursionError:
+        raise EventError(f"{path}: not an event file: JSON nested too deep to read") from None
     if not isinstance(data, dict) or "event" not in data or "payload" not in data:
         raise EventError(
             f"{path}: an event file is an object with 'event' (the X-GitHub-Event name), "

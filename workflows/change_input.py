@@ -156,16 +156,16 @@ def read_text(path: Path, what: str) -> str:
     try:
         data = path.read_bytes()
     except IsADirectoryError:
-        raise CommandError(f"{path}: is a directory, not a {what}") from None
+        raise CommandError(f"{path}: is a directory, not {_a(what)}") from None
     except OSError as exc:
         raise CommandError(f"{path}: cannot read the {what}: {exc.strerror}") from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CommandError(f"{path}: not a {what}: binary data (byte 0x{data[exc.start]:02x} "
+        raise CommandError(f"{path}: not {_a(what)}: binary data (byte 0x{data[exc.start]:02x} "
                            f"at offset {exc.start} is not UTF-8)") from None
     if "\0" in text:
-        raise CommandError(f"{path}: not a {what}: binary data (a NUL byte at offset "
+        raise CommandError(f"{path}: not {_a(what)}: binary data (a NUL byte at offset "
                            f"{text.index(chr(0))})")
     return text
 
@@ -178,6 +178,8 @@ def read_json(path: Path, what: str = "JSON file") -> Any:
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} "
                            f"(expected: {what})") from exc
+    except RecursionError:
+        raise CommandError(f"{path}: not {_a(what)}: JSON nested too deep to read") from None
 
 
 def read_impact_map(path: Path) -> Any:
@@ -214,7 +216,8 @@ def read_inventory(path: Path, option: str = "--inventory") -> Any:
         raise CommandError(f"{path}: is a directory, not an inventory ({option})")
     try:
         return Inventory.load(path)
-    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError,
+            RecursionError) as exc:
         raise CommandError(f"{path}: not a readable inventory ({option}): {exc}; rebuild it "
                            f"with `spyre-ci inventory --out {shown(path)}`") from exc
 
@@ -231,6 +234,10 @@ def check_specs(paths: Any, option: str = "--specs") -> None:
     for given in paths:
         if not Path(given).exists():
             raise CommandError(f"{given}: no such spec file or folder ({option})")
+
+
+def _a(what: str) -> str:
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
 
 
 def _json_kind(value: Any) -> str:

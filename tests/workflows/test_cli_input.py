@@ -44,6 +44,7 @@ def _hostile_files(root: Path) -> None:
     (d / "nul.patch").write_bytes(b"diff --git a/x b/x\n\x00\x00\x00\n")
     (d / "text.json").write_text("not json at all\n")
     (d / "list.json").write_text("[1, 2, 3]\n")
+    (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # deeper than json can read
     (d / "empty.patch").write_text("")
     (d / "blank.patch").write_text("  \n\n\t\n")
     (d / "mail.patch").write_text("From: someone\nSubject: a change\n\nno diff here\n")
@@ -68,6 +69,8 @@ CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
      ["in/binary.json", "binary data", "not UTF-8"], {}),
     ("event-not-json", ["run", "--event", "in/text.json", "--inventory", "{inv}"],
      ["in/text.json:1:1", "invalid JSON"], {}),
+    ("event-nested-too-deep", ["run", "--event", "in/deep.json", "--inventory", "{inv}"],
+     ["in/deep.json", "nested too deep"], {}),
     ("event-not-object", ["select", "--event", "in/list.json", "--inventory", "{inv}"],
      ["in/list.json", "an event file is an object"], {}),
     ("event-unknown-kind", ["run", "--event", "in/gollum.json", "--inventory", "{inv}"],
@@ -96,6 +99,9 @@ CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
     ("history-wrong-shape", ["select", "--event", "{event}", "--inventory", "{inv}",
                              "--history", "in/list.json"],
      ["in/list.json", "not a History snapshot", "must be a JSON object"], {}),
+    ("history-nested-too-deep", ["select", "--event", "{event}", "--inventory", "{inv}",
+                                 "--history", "in/deep.json"],
+     ["in/deep.json", "not a History snapshot: JSON nested too deep"], {}),
     ("history-binary", ["select", "--event", "{event}", "--inventory", "{inv}",
                         "--history", "in/binary.json"],
      ["in/binary.json", "not a History snapshot: binary data"], {}),
@@ -160,6 +166,9 @@ CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
      ["in/nope.json.gz", "no inventory there", "spyre-ci inventory --out in/nope.json.gz"], {}),
     ("inventory-is-directory", ["select", "--event", "{event}", "--inventory", "in/dir"],
      ["in/dir", "is a directory, not an inventory"], {}),
+    ("inventory-nested-too-deep", ["select", "--event", "{event}", "--inventory",
+                                   "in/deep.json"],
+     ["in/deep.json", "not a readable inventory"], {}),
     ("inventory-not-readable", ["run", "--event", "{event}", "--inventory", "in/text.json"],
      ["in/text.json", "not a readable inventory"], {}),
     ("run-out-is-a-file", ["run", "--event", "{event}", "--inventory", "{inv}",
