@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from workflows import commands
@@ -35,6 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from workflows.shard_runner import InfrastructureError
 
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
     try:
         return int(args.func(args))
     except CommandError as exc:
@@ -46,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("spyre-ci: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,25 +54,32 @@ def _execute(
         for outcome in kept:
             progress(outcome)
 
+    stop = threading.Event()  # set on Ctrl-C / SIGTERM: every shard's process group dies
+
     def execute(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
         if progress is not None:
             progress.add_total(len(ids))
-        return pipeline.execute_shard(request, name, ids, progress, parallel=1)
+        return pipeline.execute_shard(request, name, ids, progress, parallel=1, stop=stop)
 
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = []
-            for i, ids in enumerate(planned.shards):
-                name = f"shard-{i}"
-                todo = [v for v in ids if v not in done.get(name, {})]
-                futures.append(pool.submit(pipeline.execute_shard, request, name, todo, progress))
-            shards = [future.result() for future in futures]
+        futures = []
+        for i, ids in enumerate(planned.shards):
+            name = f"shard-{i}"
+            todo = [v for v in ids if v not in done.get(name, {})]
+            futures.append(pool.submit(pipeline.execute_shard, request, name, todo, progress,
+                                       stop=stop))
+        shards = [future.result() for future in futures]
         outcomes = kept + [o for shard in shards for o in shard.outcomes]
         faults = [shard.fault for shard in shards if shard.fault is not None]
         finished = pipeline.finish(planned, outcomes, history, execute, faults)
     except BaseException as exc:
+        # Not `with pool`: its exit would wait for every shard to end on its own.
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
         pipeline.mark_stopped(history, request.run_id, exc)
         raise
+    pool.shutdown()
     if progress is not None:
         progress.finish()
     return finished

@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import json
 import shutil
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -213,17 +214,17 @@ def work_dir(request: RunRequest, name: str) -> Path:
 
 def execute_shard(
     request: RunRequest, name: str, ids: Sequence[str], progress: ProgressCallback | None = None,
-    *, parallel: int | None = None,
+    *, parallel: int | None = None, stop: threading.Event | None = None,
 ) -> ShardRun:
     """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
 
     `parallel`: shards running at once beside this one (default: the plan's shard count;
-    reruns and expansions run alone and pass 1).
+    reruns and expansions run alone and pass 1). `stop`: see `run_shard`.
     """
     out = Path(request.out_dir)
     result = run_shard(name, list(ids), work_dir(request, name), limits=request.limits,
                        specs=request.specs, progress=progress,
-                       parallel=request.shards if parallel is None else parallel)
+                       parallel=request.shards if parallel is None else parallel, stop=stop)
     junit = out / "junit"
     junit.mkdir(parents=True, exist_ok=True)
     for path in result.junit_paths:

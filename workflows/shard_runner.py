@@ -21,6 +21,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -140,6 +141,7 @@ def run_shard(
     progress: ProgressCallback | None = None,
     python: str | None = None,
     parallel: int = 1,
+    stop: threading.Event | None = None,
 ) -> ShardResult:
     """Run every id of the shard; returns one Outcome per id that ran, in completion order.
 
@@ -147,7 +149,8 @@ def run_shard(
     interpreter of the test subprocesses (default: this one); another environment's (an
     upgrade run's torch version) must have the project installed. `parallel`: how many
     shards run at once on this machine (`thread_env`). `workdir` must be absolute: the
-    subprocesses run in it.
+    subprocesses run in it. `stop`, once set, kills the running test process's group within
+    a poll interval and returns what finished (an interrupted run: nothing more is started).
     """
     workdir = workdir.resolve()
     env = {**thread_env(parallel), **(env or {})}
@@ -167,7 +170,7 @@ def run_shard(
 
     while True:
         remaining = [vid for vid in variant_ids if vid not in done]
-        if not remaining:
+        if not remaining or (stop is not None and stop.is_set()):
             break
         left_s = limits.shard_timeout_s - (time.monotonic() - started)
         if left_s <= 0:
@@ -188,7 +191,7 @@ def run_shard(
         ended_before = len(done)
         try:
             returncode = _run_subprocess(command, results_file, workdir, limits, left_s, env,
-                                         record)
+                                         record, stop)
         except OSError as exc:  # the interpreter is gone, fork failed, the disk is full
             returncode, cause = None, f"cannot start the test process: {exc}"
         else:
@@ -250,6 +253,7 @@ def _run_subprocess(
     budget_s: float,
     env: dict[str, str] | None,
     record: ProgressCallback,
+    stop: threading.Event | None = None,
 ) -> int | None:
     """Run one test process to its end; returns its exit code (None when it was killed)."""
     stem = results_file.with_suffix("")
@@ -296,6 +300,9 @@ def _run_subprocess(
             )
             if test_overdue or now > deadline:
                 killed_for = Status.TIMEOUT
+            if stop is not None and stop.is_set():
+                _kill_group(proc)
+                return None  # interrupted: the test that was running reports nothing
             if killed_for is not None:
                 _kill_group(proc)
                 continue

@@ -185,3 +185,48 @@ def test_a_redis_outage_is_an_infrastructure_error(tiny_inventory: Path, tmp_pat
     assert result.returncode == 3, result.stdout + result.stderr
     assert "infrastructure error" in result.stderr and "Redis History at" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _shard_processes(marker: str) -> list[int]:
+    import subprocess
+
+    listing = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True)
+    return [int(line.split(None, 1)[0]) for line in listing.stdout.splitlines()
+            if "suites.pytest_plugin" in line and marker in line]
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
+    tiny_inventory: Path, tmp_path: Path, signum: str
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO_ROOT
+
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    out = tmp_path / "out"
+    args = ["run", "--event", str(REPO_ROOT / "examples" / "events" / "nightly.json"), "--full",
+            "--inventory", str(tiny_inventory), "--specs", str(TINY_SPEC), "--jobs", "2",
+            "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "workflows", *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(_shard_processes(str(out))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _shard_processes(str(out)), "the shards never started"
+    os.kill(proc.pid, getattr(signal, signum))
+    began = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert time.monotonic() - began < 10  # not the time the shards would have taken
+    assert _shard_processes(str(out)) == []
+    assert "spyre-ci runs resume" in stderr
+    run_id = stderr.split("run ", 1)[1].split()[0]
+    run = SQLiteHistory(tmp_path / "state" / "history.sqlite3").get_run(run_id)
+    assert run is not None and run.state == RunState.STOPPED
+    resumed = spyre_ci("runs", "resume", run_id, "--jobs", "2", env=env)
+    assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
+    assert len(json.loads((out / "run.json").read_text())["results"]) == 16

@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from workflows import embedded, pipeline
     from workflows.history import HistoryError, open_history
     from workflows.settings import Settings
+    from workflows.shard_runner import InfrastructureError
 
     request = build_request(args)
     settings = Settings.from_env()
@@ -122,10 +123,16 @@ def run(args: argparse.Namespace) -> int:
         history = open_history(settings.state_dir, settings.redis_url)
         finished = embedded.run(request, history, jobs=args.jobs,
                                 show_progress=not args.no_progress)
-    except (pipeline.PipelineError, HistoryError) as exc:
+    except pipeline.PipelineError as exc:
         raise CommandError(str(exc)) from exc
+    except HistoryError as exc:  # the store is down or broken: no verdict is possible
+        raise InfrastructureError(str(exc)) from exc
+    except KeyboardInterrupt:
+        print(f"\nrun {request.run_id} stopped; the tests that finished are kept: "
+              f"`spyre-ci runs resume {request.run_id}` continues it", file=sys.stderr)
+        raise
     print_summary(finished)
-    return 1 if finished.new_failures else 0
+    return int(finished.exit_code)
 
 
 def print_summary(finished: Any) -> None:
@@ -150,6 +157,17 @@ def print_summary(finished: Any) -> None:
             print(f"    {vid}: {finished.outcomes[vid].message[:120]}")
         if len(new) > 20:
             print(f"    ... and {len(new) - 20} more (see the report)")
+    for fault in finished.faults:
+        print(f"  INFRASTRUCTURE ERROR (not a test result): {fault.summary}")
+        for line in fault.cause.splitlines()[-12:]:
+            print(f"    | {line}")
+    if finished.faults:
+        print("  History learned nothing from this run; fix the cause and run it again.")
+    if finished.held_back:
+        run_id = finished.planned.request.run_id
+        print(f"  HELD BACK from History: {finished.held_back}")
+        print(f"    if these failures are real: `spyre-ci history confirm {run_id}`; if they "
+              f"are the tool's: `spyre-ci history forget {run_id}`")
     out = finished.out_dir
     print(f"  report: {out / 'report.html'}  ({out / 'report.md'})")
     sys.stdout.flush()

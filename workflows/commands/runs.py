@@ -80,10 +80,15 @@ def show_run(args: argparse.Namespace) -> int:
     print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
     for key, value in sorted(run.summary.items()):
         print(f"  {key}: {value}")
-    if run.state != "completed":
-        print(f"  next: the run has not finished ({_STATE_MEANING.get(run.state, run.state)}); "
+    from workflows.history import RunState
+
+    meaning = _STATE_MEANING.get(run.state, run.state)
+    if run.state in (RunState.PLANNED, RunState.FINISHING, RunState.STOPPED):
+        print(f"  next: the run has not finished ({meaning}); "
               f"`spyre-ci runs resume {run.run_id}` continues it and keeps the tests that "
               "already reported")
+    elif run.state != RunState.COMPLETED:
+        print(f"  state: {meaning}")
     return 0
 
 
@@ -91,6 +96,9 @@ _STATE_MEANING = {
     "planned": "planned, shards running or stopped before they all reported",
     "finishing": "stopped during reruns, expansion or export",
     "stopped": "stopped by the error above",
+    "held": "finished, but History has not learned it (see held_back)",
+    "infra-error": "its tests could not run (see infrastructure); nothing was learned",
+    "forgotten": "what it taught History was removed by `spyre-ci history forget`",
 }
 
 
@@ -109,7 +117,11 @@ def resume_run(args: argparse.Namespace) -> int:
                 print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
                 return 0
         finished = embedded.resume(args.run_id, _history(), jobs=args.jobs)
-    except (pipeline.PipelineError, HistoryError) as exc:
+    except pipeline.PipelineError as exc:
         raise CommandError(str(exc)) from exc
+    except HistoryError as exc:
+        from workflows.shard_runner import InfrastructureError
+
+        raise InfrastructureError(str(exc)) from exc
     print_summary(finished)
-    return 1 if finished.new_failures else 0
+    return int(finished.exit_code)
