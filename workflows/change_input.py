@@ -68,6 +68,13 @@ RANGES: dict[str, tuple[str, float, bool, float | None]] = {
 }
 
 
+def check_config(args: argparse.Namespace) -> None:
+    """A given `--config FILE` (the relay's YAML) must be a readable text file."""
+    config = getattr(args, "config", None)
+    if isinstance(config, Path) and config.exists():
+        read_text(config, "relay config (YAML)")
+
+
 def check_ranges(args: argparse.Namespace) -> None:
     """Refuse (CommandError, exit 2) every number of `args` that RANGES bounds and that is
     out of its range; nothing has been read or written yet."""
@@ -86,10 +93,11 @@ def check_ranges(args: argparse.Namespace) -> None:
 
 
 def checked(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`func` that first checks the numbers of its arguments (see RANGES)."""
+    """`func` that first checks the numbers of its arguments (see RANGES) and `--config`."""
     @functools.wraps(func)
     def run_checked(args: argparse.Namespace) -> int:
         check_ranges(args)
+        check_config(args)
         return func(args)
     return run_checked
 

@@ -199,6 +199,16 @@ CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
      ["in/binary.json", "not a run record: binary data"], {}),
     ("export-record-directory", ["export", "--record", "in/dir", "--out", "in/export"],
      ["in/dir", "is a directory, not a run record"], {}),
+    ("export-record-nested-too-deep", ["export", "--record", "in/deep.json", "--out",
+                                       "in/export"],
+     ["in/deep.json", "not a run record: JSON nested too deep"], {}),
+    ("suites-record-binary", ["suites", "record", "in/binary.json", "--out", "in/x.yaml"],
+     ["in/binary.json", "not a results file (JSON lines): binary data"], {}),
+    # the relay's config
+    ("serve-config-binary", ["serve", "--config", "in/binary.json"],
+     ["in/binary.json", "not a relay config (YAML): binary data"], {}),
+    ("trigger-config-directory", ["trigger", "nightly", "--sha", "a" * 40, "--config", "in/dir"],
+     ["in/dir", "is a directory, not a relay config"], {}),
 ]
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import absolute_path, check_out_dir, read_text
+from workflows.change_input import absolute_path, check_out_dir, checked, read_json
 from workflows.cli import CommandError
 
 CALLBACK_TOKEN_ENV = "SPYRE_CI_CALLBACK_TOKEN"
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
                         help="set the commit status crcr/<repo>/<workflow>/<job> upstream")
     parser.add_argument("--github-check-run", action="store_true",
                         help="create or update the check run of that name (needs a GitHub App)")
-    parser.set_defaults(func=export)
+    parser.set_defaults(func=checked(export))
 
 
 def export(args: argparse.Namespace) -> int:
@@ -65,7 +65,7 @@ def export(args: argparse.Namespace) -> int:
     out = args.out or args.run_dir or record_path.parent
     check_out_dir(out)
     if record_path.exists():
-        read_text(record_path, "run record")  # a directory or binary file is named here
+        read_json(record_path, "run record")  # a directory, binary or deep file is named here
     try:
         record = RunRecord.load(record_path)
         written = write_run(record, out, junit_dir=args.junit)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import check_specs
+from workflows.change_input import check_specs, read_text
 from workflows.cli import CommandError
 
 
@@ -160,6 +160,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     for path in args.results:
         if not Path(path).exists():
             raise CommandError(f"{path}: no such results file")
+        read_text(Path(path), "results file (JSON lines)")  # a directory or binary is named
     results = read_results(args.results)
     if args.suite:
         results = {k: v for k, v in results.items() if k.split("::", 1)[0] == args.suite}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workflows.change_input import absolute_path
+from workflows.change_input import absolute_path, checked
 from workflows.cli import CommandError
 
 
@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sha", required=True, help="upstream commit to test (40 hex digits)")
     parser.add_argument("--config", type=absolute_path, metavar="FILE",
                         help="relay config YAML")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=checked(run))
 
 
 def run(args: argparse.Namespace) -> int:
