@@ -65,6 +65,7 @@ RANGES: dict[str, tuple[str, float, bool, float | None]] = {
     "limit": ("--limit", 1, True, None),
     "workers": ("--workers", 1, True, None),
     "threads": ("--threads", 1, True, None),
+    "max_share": ("--max-share", 0, False, 1),
 }
 
 

@@ -35,13 +35,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from workflows.settings import SettingsError
     from workflows.shard_runner import InfrastructureError
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
     try:
         return int(args.func(args))
-    except CommandError as exc:
+    except (CommandError, SettingsError) as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)
         return 2
     except InfrastructureError as exc:

@@ -13,8 +13,11 @@ def request_for_event(
     shards: int = 1, impact_map: str | None = None,
 ) -> pipeline.RunRequest:
     """Runs are keyed by delivery: the same delivery always maps to the same run id and folder."""
+    from workflows.settings import Settings
+
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
         run_id=run_id, event=event.to_json(), out_dir=str(out_root / run_id),
         inventory=str(inventory), specs=specs, shards=max(1, shards), impact_map=impact_map,
+        mass_failure_share=Settings.from_env().mass_failure_share,
     )

@@ -22,6 +22,9 @@ class Settings:
     state_dir: Path
     redis_url: str | None
     impact_map: Path | None = None  # SPYRE_CI_IMPACT_MAP: read by `run` and `worker --intake`
+    # SPYRE_CI_MASS_FAILURE_SHARE: a run failing more than this share (new failures) is held
+    # back from History until `spyre-ci history confirm`.
+    mass_failure_share: float = 0.5
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -32,4 +35,22 @@ class Settings:
             redis_url=env.get("SPYRE_CI_REDIS_URL") or None,
             impact_map=absolute(env["SPYRE_CI_IMPACT_MAP"]) if env.get("SPYRE_CI_IMPACT_MAP")
             else None,
+            mass_failure_share=_share(env, "SPYRE_CI_MASS_FAILURE_SHARE", 0.5),
         )
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value it cannot mean; the message names it."""
+
+
+def _share(env: os._Environ[str] | dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise SettingsError(f"${name}={raw!r}: want a share in (0, 1], e.g. 0.5")
+    return value

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from workflows.change_input import checked
 from workflows.cli import CommandError
 
 # Messages the tool itself writes when it, not a test, failed (earlier versions recorded
@@ -24,15 +25,15 @@ def register(subparsers: Any) -> None:
     forget = sub.add_parser("forget", help="remove everything one run taught History "
                             "(idempotent; baselines it replaced come back)")
     forget.add_argument("run_id")
-    forget.set_defaults(func=forget_run)
+    forget.set_defaults(func=checked(forget_run))
     check = sub.add_parser("check", help="list runs whose learning looks suspect")
     check.add_argument("--limit", type=int, default=200, help="runs to look at (default 200)")
     check.add_argument("--max-share", type=float, default=0.5, metavar="SHARE",
                        help="a run failing more than this share is suspect (default 0.5)")
-    check.set_defaults(func=check_runs)
+    check.set_defaults(func=checked(check_runs))
     confirm = sub.add_parser("confirm", help="let History learn a run that was held back")
     confirm.add_argument("run_id")
-    confirm.set_defaults(func=confirm_run)
+    confirm.set_defaults(func=checked(confirm_run))
 
 
 def _store() -> Any:
@@ -124,9 +125,9 @@ def suspicion(summary: dict[str, Any], max_share: float) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         record, shards = None, []
     if record is None:
-        ran, new = int(summary.get("ran") or 0), int(summary.get("new_failures") or 0)
-        if ran and new >= 20 and new / ran > max_share:
-            return f"{new} of {ran} variants failed new (its out directory is gone)"
+        ran, count = int(summary.get("ran") or 0), int(summary.get("new_failures") or 0)
+        if ran and count >= 20 and count / ran > max_share:
+            return f"{count} of {ran} variants failed new (its out directory is gone)"
         return None
     from suites.model import Outcome, Status
 

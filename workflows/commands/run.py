@@ -64,7 +64,9 @@ def build_request(args: argparse.Namespace) -> Any:
     """The RunRequest for `run`: reads the event or diff; every path in it is absolute."""
     from relay.events import TriggerEvent
     from workflows import pipeline
+    from workflows.settings import Settings
 
+    settings = Settings.from_env()
     check_out_dir(args.out)
     check_specs(args.specs)
     if args.inventory is not None:
@@ -79,12 +81,12 @@ def build_request(args: argparse.Namespace) -> Any:
     if inventory is None:
         from suites.loader import SpecError
         from workflows.inventory_cache import default_inventory
-        from workflows.settings import Settings
 
         try:
-            inventory = default_inventory(Settings.from_env().state_dir, args.specs)
+            inventory = default_inventory(settings.state_dir, args.specs)
         except SpecError as exc:
-            raise CommandError(f"the bundled suites do not load: {exc}") from exc
+            which = "the specs given (--specs)" if args.specs else "the bundled suites"
+            raise CommandError(f"{which} do not load: {exc}") from exc
     return pipeline.RunRequest(
         run_id=run_id, event=event.to_json(), out_dir=str(args.out), inventory=str(inventory),
         diff_text=diff_text, full=args.full, budget_count=args.budget,
@@ -93,6 +95,7 @@ def build_request(args: argparse.Namespace) -> Any:
         baseline=False if args.no_baseline else None,
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
         impact_map=impact_map_path(args.impact_map),
+        mass_failure_share=settings.mass_failure_share,
     )
 
 
