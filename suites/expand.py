@@ -86,6 +86,38 @@ def load_suites(paths: Iterable[str | Path] | None = None,
     return [load_spec(f) for f in files]
 
 
+def load_suites_each(paths: Iterable[str | Path] | None = None,
+                     env: dict[str, str] | None = None,
+                     ) -> tuple[list[SpecFile], dict[str, str]]:
+    """Load and lint each suite on its own: the suites that lint, and the refused spec files
+    (file -> its errors, `file:line:col: message` lines). One bad spec refuses only itself;
+    a suite whose name an earlier suite has is refused too."""
+    loaded: list[SpecFile] = []
+    refused: dict[str, str] = {}
+    names: dict[str, Path] = {}
+    for path in spec_paths(paths):
+        problems = [p for p in lint_paths([path], env) if p.severity == "error"]
+        if not problems:
+            try:
+                spec = load_spec(path)
+            except SpecError as exc:  # changed since it was linted
+                problems_text = str(exc)
+            else:
+                name = spec.suite_name
+                if name not in names or not isinstance(spec.data, dict) or (
+                        "test_suite_config" not in spec.data):
+                    if isinstance(spec.data, dict) and "test_suite_config" in spec.data:
+                        names[name] = path
+                    loaded.append(spec)
+                    continue
+                problems_text = (f"{spec.location(('test_suite_config', 'name'))}: duplicate "
+                                 f"suite name {name!r} (also {names[name]})")
+        else:
+            problems_text = "\n".join(str(p) for p in problems)
+        refused[str(path)] = problems_text
+    return loaded, refused
+
+
 def expand(specs: Sequence[SpecFile], *, suite: str | None = None,
            env: dict[str, str] | None = None, keep_trail: bool = False) -> Expansion:
     """Expand suites into variants (only `suite` when given), in a stable order."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -90,19 +91,130 @@ class _Problem(Exception):
 
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
+# Bounds that keep a hostile file from hanging or exhausting a worker. Specs are small, flat
+# documents: the bundled ones are 200 kB and nest 8 levels deep.
+MAX_SPEC_BYTES = 20_000_000
+MAX_DEPTH = 64
+# YAML aliases may add at most this many values to a document (or as many as it has itself,
+# when that is more): a 400-byte "billion laughs" file otherwise expands to 10^9 values.
+MAX_ALIAS_VALUES = 100_000
+
 
 def _mark(node: yaml.Node) -> Mark:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
+def _alias_limit(unique: int) -> int:
+    return max(MAX_ALIAS_VALUES, unique)
+
+
+def _error(message: str, mark: Any) -> yaml.composer.ComposerError:
+    return yaml.composer.ComposerError(None, None, message, mark)
+
+
+class _BoundedComposer(yaml.composer.Composer):
+    """PyYAML's composer, refusing recursive aliases, deep nesting and alias bombs.
+
+    Composition never expands an alias (the alias shares the anchored node), so counting
+    here is cheap; what is refused never reaches anything that walks the document as a tree.
+    An error names the alias (or value) where the document goes past a bound.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open: set[str] = set()  # anchors whose value is being composed
+        self._sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, levels) it expands to
+        self._unique = 0  # values written out in the file
+        self._expanded = 0  # values with every alias expanded
+        self._depth = 0  # levels of the value being composed, aliases expanded
+        self._deepest = 0  # deepest level reached in the value being composed
+        self._past: list[tuple[int, str, Any]] = []  # aliases past MAX_ALIAS_VALUES added
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        limit = _alias_limit(self._unique)
+        for added, anchor, mark in self._past:
+            if added > limit:
+                raise _error(f"alias *{anchor} takes the values that aliases add to this file "
+                             f"past {limit} (a YAML alias bomb?); write the values out instead",
+                             mark)
+        return node
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.get_event()
+            anchor = event.anchor
+            if anchor in self._open:
+                raise _error(f"alias *{anchor} is inside the value it refers to (a recursive "
+                             "structure, which a spec cannot be)", event.start_mark)
+            if anchor not in self.anchors:
+                raise _error(f"found undefined alias *{anchor}", event.start_mark)
+            size, levels = self._sizes[anchor]
+            reach = self._depth + levels
+            if reach > MAX_DEPTH:
+                raise _error(f"alias *{anchor} nests values deeper than {MAX_DEPTH} levels",
+                             event.start_mark)
+            self._deepest = max(self._deepest, reach)
+            self._expanded += size
+            added = self._expanded - self._unique
+            if added > MAX_ALIAS_VALUES:
+                self._past.append((added, anchor, event.start_mark))
+            return self.anchors[anchor]
+        event = self.peek_event()
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _error(f"values nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        anchor = event.anchor
+        before, outer = self._expanded, self._deepest
+        self._deepest = self._depth
+        self._unique += 1
+        self._expanded += 1
+        if anchor is not None:
+            self._open.add(anchor)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if anchor is not None:
+                self._open.discard(anchor)
+        if anchor is not None:
+            self._sizes[anchor] = (self._expanded - before, self._deepest - self._depth)
+        self._deepest = max(outer, self._deepest)
+        return node
+
+
+class _SpecLoader(_BoundedComposer, yaml.reader.Reader, yaml.scanner.Scanner,
+                  yaml.parser.Parser, yaml.resolver.Resolver):
+    def __init__(self, text: str) -> None:
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        _BoundedComposer.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+
+
+def _compose(text: str) -> yaml.Node | None:
+    """The document's node graph.
+
+    Without anchors there are no aliases to bound, and libyaml (when PyYAML has it) composes
+    the document in a fraction of the time of the pure-Python scanner (20 s over 5 MB);
+    `_build` bounds its depth. A document that may have an anchor (`&`) goes through the
+    bounded composer.
+    """
+    if yaml.__with_libyaml__ and "&" not in text:
+        loader: Any = yaml.cyaml.CSafeLoader(text)
+    else:
+        loader = _SpecLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
 def parse_yaml(text: str, path: Path) -> SpecFile:
     """Parse YAML safely; raise SpecError (`file:line:col: message`) on broken YAML."""
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            root = loader.get_single_node()
-        finally:
-            loader.dispose()
+        root = _compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -134,17 +246,25 @@ def _build(
     dups: list[tuple[Path_, Mark]],
 ) -> Any:
     values[where] = _mark(node)
+    if len(where) >= MAX_DEPTH:
+        raise _Problem(f"invalid YAML: values nested deeper than {MAX_DEPTH} levels",
+                       _mark(node))
     if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _PLAIN_TAGS:
         # Only plain mappings and lists: a tag could ask for arbitrary objects.
         raise _Problem(f"invalid YAML value: tag {node.tag!r} is not allowed", _mark(node))
     if isinstance(node, yaml.MappingNode):
         # Merge keys (`<<`) are rare in specs; flatten them the way the safe loader does.
-        constructor.flatten_mapping(node)
+        try:
+            constructor.flatten_mapping(node)
+        except yaml.constructor.ConstructorError as exc:
+            mark = exc.problem_mark
+            raise _Problem(f"invalid YAML merge (<<): {exc.problem}",
+                           (mark.line + 1, mark.column + 1) if mark else _mark(node)) from None
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise _Problem("mapping keys must be plain scalars", _mark(key_node))
-            key = constructor.construct_object(key_node, deep=True)
+            key = _scalar(key_node, constructor)
             if not isinstance(key, str):
                 key = str(key)
             child = (*where, key)
@@ -158,21 +278,49 @@ def _build(
             _build(item, (*where, i), constructor, values, keys, dups)
             for i, item in enumerate(node.value)
         ]
+    return _scalar(node, constructor)
+
+
+def _scalar(node: yaml.Node, constructor: yaml.SafeLoader) -> Any:
     try:
         return constructor.construct_object(node, deep=True)
     except yaml.constructor.ConstructorError as exc:
         raise _Problem(f"invalid YAML value: {exc.problem}", _mark(node)) from None
+    except (ValueError, OverflowError) as exc:
+        # e.g. an integer of more than 4,300 digits, or a date like 2024-02-30.
+        raise _Problem(f"invalid YAML value {_preview(node)}: {exc}", _mark(node)) from None
+
+
+def _preview(node: yaml.Node) -> str:
+    text = str(node.value)
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def load_spec(path: str | Path) -> SpecFile:
     """Read and parse one spec file (no validation; see `suites.lint`)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise SpecError(f"{path}:1:1: is a folder, not a spec file")
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
+            raise SpecError(f"{path}:1:1: not a regular file")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(f"{path}:1:1: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}:1:1: cannot read: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}:1:1: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}:1:1: {info.st_size / 1e6:.1f} MB; a spec file may have at most "
+                        f"{MAX_SPEC_BYTES // 1_000_000} MB (split it into several suites)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError(f"{path}:{line}:{col}: not UTF-8 text: byte "
+                        f"0x{raw[exc.start]:02x} ({exc.reason}); save the file as UTF-8") from None
     return parse_yaml(text, path)
 
 

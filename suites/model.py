@@ -113,6 +113,8 @@ class Inventory:
     # Environment facts the upgrade diff compares beyond variants (e.g. aten overloads).
     api_surface: Mapping[str, str] = field(default_factory=dict)
     unavailable_suites: Mapping[str, str] = field(default_factory=dict)  # suite -> why
+    # Spec files that did not lint (or expand) and so are not in the Inventory: file -> why.
+    refused_specs: Mapping[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.variants)
@@ -131,6 +133,7 @@ class Inventory:
             "created_at": self.created_at,
             "api_surface": dict(self.api_surface),
             "unavailable_suites": dict(self.unavailable_suites),
+            "refused_specs": dict(self.refused_specs),
             "variants": [v.to_json() for v in self.variants],
         }
 
@@ -147,6 +150,7 @@ class Inventory:
             created_at=data.get("created_at", ""),
             api_surface=dict(data.get("api_surface", {})),
             unavailable_suites=dict(data.get("unavailable_suites", {})),
+            refused_specs=dict(data.get("refused_specs", {})),
             variants=tuple(Variant.from_json(v) for v in data["variants"]),
         )
 

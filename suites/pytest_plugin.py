@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -89,7 +90,7 @@ def read_ids(path: str | Path) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> bool:
     """Collect variants instead of test files."""
-    from suites.expand import expand, load_suites
+    from suites.expand import expand, load_suites_each
     from suites.loader import SpecError
     from suites.model import split_variant_id
 
@@ -98,10 +99,13 @@ def pytest_collection(session: pytest.Session) -> bool:
     specs_opt = config.getoption("spyre_specs")
     ids_file = config.getoption("spyre_ids")
     wanted = read_ids(ids_file) if ids_file else None
-    try:
-        specs = load_suites(specs_opt)
-    except SpecError as exc:
-        raise pytest.UsageError(f"spyre suites do not lint:\n{exc}") from None
+    # A spec that does not lint is refused on its own (as when the Inventory is built): its
+    # variants are not in the Inventory, so no shard asks for them.
+    specs, refused = load_suites_each(specs_opt)
+    if refused and not specs:
+        raise pytest.UsageError("spyre suites do not lint:\n" + "\n".join(refused.values()))
+    for path, why in refused.items():
+        sys.stderr.write(f"spyre suites: {path}: refused (does not lint):\n{why}\n")
     suites = None
     if wanted is not None:
         bad = [i for i in wanted if i.count("::") < 3]
@@ -115,7 +119,11 @@ def pytest_collection(session: pytest.Session) -> bool:
     for spec in specs:
         if suites is not None and spec.suite_name not in suites:
             continue
-        expansion = expand([spec])
+        try:
+            expansion = expand([spec])
+        except SpecError as exc:  # refused from the Inventory likewise
+            sys.stderr.write(f"spyre suites: {spec.path}: refused (does not expand):\n{exc}\n")
+            continue
         planned.extend(expansion.planned)
         state.unavailable.update(expansion.unavailable)
     by_id = {p.variant.id: p for p in planned}

@@ -1,35 +1,128 @@
 """The Inventory of the installed torch and the bundled (or given) specs, built once and cached.
 
-The cache key covers what can change the Inventory: the torch version and every spec file's
-bytes. Building imports torch and its OpInfo database (about half a minute here).
+`cache_key` is the one key of a cached Inventory (`run`, the workers, `select` and the
+upgrade diff's environments all use it). It covers everything that can change an
+Inventory: the torch version; every spec file; every expectations file a spec references or
+that lies next to it; the upstream test files and `${NAME}` variables the file suites use;
+and the `suites/` package itself (its code, schema, recorded names and bundled specs).
+Names and contents are hashed, not where the files lie, so a copy elsewhere has the same
+key. Building imports torch and its OpInfo database (about half a minute here).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+# What a spec names that is read while its Inventory is built (a cheap look at the text:
+# parsing a 5 MB spec for its key would cost seconds, and an extra file only costs a rebuild).
+_EXPECTATIONS = re.compile(r"""expectations_file\s*:\s*["']?([^"'\s#,}]+)""")
+_TEST_PATH = re.compile(r"""(?:^|[\s{,-])path\s*:\s*["']?([^"'\s#,}]+)""", re.M)
+_TOKEN = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+_ENV_READ = ("TORCH_SPYRE_TEST_TYPE",)
 
 
-def cache_key(specs: Sequence[str] = ()) -> str:
-    from suites.loader import spec_paths
+def cache_key(specs: Sequence[str] = (), torch_version: str | None = None) -> str:
+    """The cache key of the Inventory of `specs` (bundled by default) for `torch_version`
+    (default: the installed torch)."""
+    from suites.loader import is_expectations_file, resolve_test_path, spec_paths
 
     digest = hashlib.sha256()
-    digest.update(metadata.version("torch").encode())
-    for path in sorted(spec_paths(list(specs) or None)):
-        digest.update(str(path.name).encode())
-        digest.update(path.read_bytes())
+    version = torch_version if torch_version is not None else metadata.version("torch")
+    digest.update(f"torch {version}\0".encode())
+    for rel, path in _package_files():
+        _add(digest, f"suites/{rel}", path)
+    names: set[str] = set(_ENV_READ)
+    for spec in sorted(spec_paths(list(specs) or None)):
+        _add(digest, f"spec {spec.name}", spec)
+        text = _text(spec)
+        folder = spec.parent
+        extra: dict[str, Path] = {}
+        if folder.is_dir():
+            for near in sorted(folder.iterdir()):
+                if is_expectations_file(near):
+                    extra[near.name] = near
+        for ref in _EXPECTATIONS.findall(text):
+            extra.setdefault(ref, folder / ref)
+        for raw in _TEST_PATH.findall(text):
+            target, _missing = resolve_test_path(raw, spec)
+            if target is not None:
+                extra.setdefault(f"test {raw}", target)
+        names.update(_TOKEN.findall(text))
+        for name, path in sorted(extra.items()):
+            _add(digest, f"{spec.name} -> {name}", path)
+    for name in sorted(names):
+        digest.update(f"env {name}={os.environ.get(name, '')}\0".encode())
     return digest.hexdigest()[:16]
 
 
+def _package_files() -> Iterable[tuple[str, Path]]:
+    import suites
+
+    root = Path(suites.__file__).resolve().parent
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            yield str(path.relative_to(root)), path
+
+
+def _add(digest: Any, label: str, path: Path) -> None:
+    """A file's label and bytes; what stands in for them when it cannot be read (the build
+    then says why)."""
+    digest.update(label.encode("utf-8", "replace") + b"\0")
+    try:
+        if path.is_file():
+            digest.update(path.read_bytes())
+        else:
+            digest.update(b"<missing>" if not path.exists() else b"<not a file>")
+    except OSError as exc:
+        digest.update(f"<unreadable: {exc.errno}>".encode())
+    digest.update(b"\0")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace") if path.is_file() else ""
+    except OSError:
+        return ""
+
+
+def read_cached(path: Path) -> Any | None:
+    """The cached Inventory at `path`; None (said on stderr, the file removed) when it
+    cannot be read: a truncated or corrupt file is rebuilt instead of failing every run."""
+    import zlib
+
+    from suites.model import Inventory
+
+    try:
+        return Inventory.load(path)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, KeyError,
+            TypeError, AttributeError) as exc:
+        print(f"spyre-ci: the cached Inventory {path} is unreadable ({type(exc).__name__}: "
+              f"{exc}); building it again", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+
+
 def default_inventory(state_dir: Path, specs: Sequence[str] = ()) -> Path:
-    """The cached Inventory path, building it first when the cache has none."""
+    """The cached Inventory path, building it first when the cache has none (or an
+    unreadable one). Spec files refused from it are said on stderr each time."""
+    from suites.inventory import report_refused
+
     path = state_dir / "inventories" / f"inventory-{cache_key(specs)}.json.gz"
     if path.exists():
-        return path
+        cached = read_cached(path)
+        if cached is not None:
+            for spec, why in cached.refused_specs.items():
+                report_refused(spec, why)
+            return path
     from suites.inventory import build_inventory
 
     print(f"building the Inventory of the installed torch into {path} ...", file=sys.stderr)

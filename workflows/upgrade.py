@@ -178,23 +178,12 @@ def _size(path: Path) -> str:
     return f"{total / 1e9:.1f} GB"
 
 
-def specs_key(specs: Sequence[str] = ()) -> str:
-    """Hash of what decides an Inventory besides torch: spec files and the suites' code.
+def specs_key(specs: Sequence[str] = (), torch_version: str = "") -> str:
+    """The Inventory cache key (`workflows.inventory_cache.cache_key`, the one every cache
+    of Inventories uses) of `specs` for `torch_version`."""
+    from workflows.inventory_cache import cache_key
 
-    A spec file counts with every file beside it (its expectations files); contents and
-    names are hashed, not where they lie, so a copy elsewhere has the same key.
-    """
-    digest = hashlib.sha256()
-    roots = [Path(s) for s in specs] or [PROJECT_ROOT / "suites" / "specs"]
-    for root in [*roots, PROJECT_ROOT / "suites"]:
-        folder = root.parent if root.is_file() else root
-        files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in
-                       p.parts) if folder.is_dir() else []
-        digest.update(f"{root.name}\0".encode())
-        for path in files:
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes()
-                          + b"\0")
-    return digest.hexdigest()[:12]
+    return cache_key(specs, torch_version=torch_version)
 
 
 @dataclass(frozen=True)
@@ -209,11 +198,21 @@ class BuiltInventory:
 def build_inventory(env: TorchEnv, specs: Sequence[str] = (), *, log: Log = _stderr,
                     reuse: bool = True) -> BuiltInventory:
     """The Inventory (and details) of `env`, built by the environment's own python."""
-    key = specs_key(specs)
+    key = specs_key(specs, env.version)
     path = env.path / f"inventory-{key}.json.gz"
     details_path = env.path / f"inventory-{key}.details.json.gz"
     started = time.monotonic()
     spec_args = [a for s in specs for a in ("--specs", str(Path(s).resolve()))]
+    if reuse and path.exists() and details_path.exists():
+        from workflows.inventory_cache import read_cached
+
+        try:
+            load_details(details_path)
+        except UpgradeError as exc:
+            log(f"torch {env.version}: {exc}; building it again")
+            reuse = False
+        if read_cached(path) is None:  # says so on stderr
+            reuse = False
     if not (reuse and path.exists() and details_path.exists()):
         log(f"torch {env.version}: building the Inventory ({env.python} -m workflows "
             "inventory)")
