@@ -175,7 +175,7 @@ def test_cli_lint_of_an_alias_bomb_ends_fast(tmp_path: Path):
     started = time.monotonic()
     done = spyre_ci("suites", "lint", str(path), timeout=60)
     assert time.monotonic() - started < 60
-    assert done.returncode == 1  # a lint finding, like every other
+    assert done.returncode == 2  # a lint finding, like every other: bad input
     assert re.search(rf"{re.escape(str(path))}:6:8: invalid YAML: alias \*e", done.stdout)
     assert "Traceback" not in done.stderr
 

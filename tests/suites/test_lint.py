@@ -185,7 +185,7 @@ def test_cli_lint_and_schema(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("test_suite_config:\n  files:\n    - pth: x\n")
     result = _cli("suites", "lint", str(bad))
-    assert result.returncode == 1
+    assert result.returncode == 2
     lines = result.stdout.splitlines()
     assert f"{bad}:3:7: test_suite_config.files[0]: missing required key 'path'" in lines
     assert any(f"{bad}:3:7: unknown key 'pth'" in ln and "did you mean 'path'" in ln

@@ -70,7 +70,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     errors += len(missing)
     if errors:
         print(f"{errors} error(s) in {len(paths)} file(s)", file=sys.stderr)
-        return 1
+        return 2  # bad input, as everywhere (1 means new test failures)
     return 0
 
 

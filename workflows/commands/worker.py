@@ -56,9 +56,14 @@ def worker(args: argparse.Namespace) -> int:
 
         inventory = args.inventory
         if inventory is None:
+            from suites.loader import SpecError
             from workflows.inventory_cache import default_inventory
 
-            inventory = default_inventory(settings.state_dir, args.specs)
+            try:
+                inventory = default_inventory(settings.state_dir, args.specs)
+            except SpecError as exc:
+                raise CommandError(f"no spec loads, so there is no Inventory to run: {exc}"
+                                   ) from exc
         specs = tuple(str(Path(p).resolve()) for p in args.specs)
         impact_map = impact_map_path(args.impact_map)
         adapter = _github_adapter(args.config)
