@@ -17,7 +17,7 @@ def request_for_event(
 
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
-        run_id=run_id, event=event.to_json(), out_dir=str(out_root / run_id),
+        run_id=run_id, event=event.to_json(), out_dir=str(pipeline.run_dir(out_root, run_id)),
         inventory=str(inventory), specs=specs, shards=max(1, shards), impact_map=impact_map,
         mass_failure_share=Settings.from_env().mass_failure_share,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -87,11 +88,31 @@ def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = N
     """Stable per delivery: a redelivered or retried task lands on the same run.
 
     A run started by hand (`started`, a timestamp) is a new run each time, even for the
-    same recorded event.
+    same recorded event. The id names folders and Redis keys, so it is built only from a
+    safe alphabet whatever the payload said: the kind and the sha are kept only when they
+    are a known word and hex, the rest is a digest.
     """
     key = f"{event.delivery_id}:{attempt}:{started or ''}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
-    return f"{event.kind}-{event.head_sha[:8] or 'nosha'}-{digest}"
+    kind = event.kind if _WORD.fullmatch(event.kind) else "event"
+    sha = event.head_sha[:8] if _HEX.fullmatch(event.head_sha[:8]) else "nosha"
+    return f"{kind}-{sha}-{digest}"
+
+
+_WORD = re.compile(r"[a-z_]{1,20}")
+_HEX = re.compile(r"[0-9a-f]{8}")
+
+
+def run_dir(out_root: str | Path, run_id: str) -> Path:
+    """`out_root/run_id`, proved to stay under `out_root` (PipelineError otherwise)."""
+    root = Path(out_root).resolve()
+    path = (root / run_id).resolve()
+    if path.parent != root or not _SAFE_ID.fullmatch(run_id):
+        raise PipelineError(f"run id {run_id!r} does not name a folder under {root}")
+    return path
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 
 @dataclass
