@@ -18,9 +18,21 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
+
+
+def masked(url: str) -> str:
+    """A service URL fit for a message or a log: its password (or token) replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class HistoryError(Exception):
@@ -315,7 +327,8 @@ class RedisHistory:
         try:
             yield
         except redis.RedisError as exc:
-            raise HistoryError(f"Redis History at {self.url}: {what} failed: {exc}") from exc
+            raise HistoryError(f"Redis History at {masked(self.url)}: {what} failed: "
+                               f"{exc}") from exc
 
     def apply(self, run_id: str, update: HistoryUpdate) -> None:
         wrote = self._key("wrote", run_id)

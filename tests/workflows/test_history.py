@@ -157,3 +157,11 @@ def test_a_history_file_of_the_first_layout_is_migrated_in_place(tmp_path: Path)
     assert snapshot.known_variants == frozenset({"a", "b"})
     SQLiteHistory(path).forget("r0")
     assert SQLiteHistory(path).snapshot() == History()
+
+
+def test_a_redis_password_never_reaches_a_message() -> None:
+    store = RedisHistory("redis://spyre:s3cret-pw@127.0.0.1:1/0")
+    with pytest.raises(HistoryError) as caught:
+        store.list_runs()
+    assert "s3cret-pw" not in str(caught.value)
+    assert "redis://spyre:***@127.0.0.1:1/0" in str(caught.value)

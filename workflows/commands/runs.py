@@ -10,6 +10,7 @@ from typing import Any
 
 from workflows.change_input import checked
 from workflows.cli import CommandError
+from workflows.shard_runner import InfrastructureError
 
 
 def register(subparsers: Any) -> None:
@@ -38,8 +39,8 @@ def _history() -> Any:
     settings = Settings.from_env()
     try:
         return open_history(settings.state_dir, settings.redis_url)
-    except HistoryError as exc:
-        raise CommandError(str(exc)) from exc
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
 
 
 def _when(timestamp: float) -> str:
@@ -51,8 +52,8 @@ def list_runs(args: argparse.Namespace) -> int:
 
     try:
         runs = _history().list_runs(args.limit)
-    except HistoryError as exc:
-        raise CommandError(str(exc)) from exc
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
     if not runs:
         print("no runs yet: start one with `spyre-ci run --event FILE`")
         return 0
@@ -70,8 +71,8 @@ def show_run(args: argparse.Namespace) -> int:
 
     try:
         run = _history().get_run(args.run_id)
-    except HistoryError as exc:
-        raise CommandError(str(exc)) from exc
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
     if run is None:
         raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
     if args.json:

@@ -23,6 +23,7 @@ from workflows.change_input import (
     read_source,
 )
 from workflows.cli import CommandError
+from workflows.shard_runner import InfrastructureError
 
 INVENTORY_ENV = "SPYRE_CI_INVENTORY"
 
@@ -171,5 +172,5 @@ def _stored_history(changes: Any) -> Any:
     try:
         return open_history(settings.state_dir, settings.redis_url).snapshot(
             p.path for p in changes.paths)
-    except HistoryError as exc:
-        raise CommandError(str(exc)) from exc
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
