@@ -3,7 +3,10 @@ dispatched, as recorded by a tracing run (`spyre-ci impact-map`). Plain data.
 
 JSON form: `{"format": 1, "torch_version": "...", "variants": {"<id>": {"functions":
 ["torch/nn/functional.py:softmax", ...], "aten_ops": ["aten::_softmax", ...]}}}`; function
-entries are `<path in the PyTorch repository>:<function name>`.
+entries are `<path in the PyTorch repository>:<function name>`. A recorded map also carries
+`"session"` (`{"functions": [...], "aten_ops": [...]}`: what ran outside any test, imports and
+collection) and `"untraced"` (variants whose trace is incomplete); this is the one reader of
+the file, for the selector and the selection benchmark alike.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class ImpactMap:
     functions: Mapping[str, frozenset[str]] = field(default_factory=dict)  # id -> functions
     aten_ops: Mapping[str, frozenset[str]] = field(default_factory=dict)  # id -> aten ops
     torch_version: str = ""
+    session_functions: frozenset[str] = frozenset()  # ran outside any test
+    session_ops: frozenset[str] = frozenset()
 
     def inverted(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
         """(function -> ids, op_key -> ids)."""
@@ -39,7 +44,7 @@ class ImpactMap:
 
     def to_json(self) -> dict[str, Any]:
         ids = sorted(set(self.functions) | set(self.aten_ops))
-        return {
+        data: dict[str, Any] = {
             "format": IMPACT_FORMAT,
             "torch_version": self.torch_version,
             "variants": {
@@ -50,6 +55,10 @@ class ImpactMap:
                 for vid in ids
             },
         }
+        if self.session_functions or self.session_ops:
+            data["session"] = {"functions": sorted(self.session_functions),
+                               "aten_ops": sorted(self.session_ops)}
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "impact map") -> ImpactMap:
@@ -61,8 +70,13 @@ class ImpactMap:
         variants = data.get("variants")
         if not isinstance(variants, Mapping):
             raise SelectorError(f"{source}: 'variants' must be an object of variant id -> entry")
+        session = data.get("session") or {}
+        if not isinstance(session, Mapping):
+            raise SelectorError(f"{source}: 'session' must be an object with functions, aten_ops")
         return cls(
             functions={v: frozenset(e.get("functions", ())) for v, e in variants.items()},
             aten_ops={v: frozenset(e.get("aten_ops", ())) for v, e in variants.items()},
             torch_version=str(data.get("torch_version", "")),
+            session_functions=frozenset(session.get("functions", ())),
+            session_ops=frozenset(session.get("aten_ops", ())),
         )

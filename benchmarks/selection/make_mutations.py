@@ -18,7 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from workflows.mutations.author import python_diff  # noqa: E402
+from workflows.bench.mutations.author import python_diff  # noqa: E402
 
 NF = "torch/nn/functional.py"
 REFS = "torch/_refs/__init__.py"

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from selector import ChangeSet
+from selector.impact import ImpactMap
 from tests.conftest import REPO_ROOT
 from tests.workflows.conftest import spyre_ci
-from workflows.mutations import (
+from workflows.bench.mutations import (
     Mutation,
     MutationError,
     apply_patch,
@@ -23,8 +24,8 @@ from workflows.mutations import (
     subprocess_env,
     torch_root,
 )
-from workflows.mutations.author import git_diff, python_diff
-from workflows.mutations.impact import Trace, changed_functions, touched_variants
+from workflows.bench.mutations.author import git_diff, python_diff
+from workflows.bench.mutations.impact import changed_functions, touched_variants
 
 SHIPPED = REPO_ROOT / "benchmarks" / "selection" / "mutations.yaml"
 MICRO_SPEC = Path(__file__).parent / "data" / "selection" / "micro.yaml"
@@ -65,7 +66,7 @@ def _kernel_entry(mid: str = "k-sigmoid", perturb: dict[str, object] | None = No
 # --- the format ---------------------------------------------------------------------------
 
 def test_shipped_set_is_large_mixed_and_applies() -> None:
-    from workflows.mutations.model import check_all
+    from workflows.bench.mutations.model import check_all
 
     mutations = load_mutations(SHIPPED)
     check_all(mutations)  # every python diff applies to the installed torch
@@ -147,7 +148,7 @@ def test_python_mutation_changes_the_function_only_in_the_subprocess(tmp_path: P
     mutation = load_mutations(_write_set(tmp_path / "set.yaml", [_softsign_entry()]))[0]
     env = subprocess_env(mutation, tmp_path / "work")
     code = ("import torch, torch.nn.functional as F\n"
-            "from workflows.mutations import overlay\n"
+            "from workflows.bench.mutations import overlay\n"
             "print(F.softsign(torch.tensor([1.0])).item(), overlay.status()['loaded'])")
     mutated = _python(code, env)
     assert mutated == "0.25 ['torch.nn.functional']"
@@ -212,14 +213,14 @@ def test_changed_functions_and_touched_variants(tmp_path: Path) -> None:
                              tmp_path) is None
     assert changed_functions(mutation("eps=1e-5", "eps=1e-6"), tmp_path) is None
 
-    trace = Trace(functions={"a": frozenset({"torch/m.py:outer.<locals>.inner"}),
-                             "b": frozenset({"torch/other.py:f"})},
-                  aten_ops={"a": frozenset({"aten::sigmoid"}), "b": frozenset({"aten::abs"})})
+    trace = ImpactMap(functions={"a": frozenset({"torch/m.py:outer.<locals>.inner"}),
+                                 "b": frozenset({"torch/other.py:f"})},
+                      aten_ops={"a": frozenset({"aten::sigmoid"}), "b": frozenset({"aten::abs"})})
     kernel = Mutation("k", "kernel", "x.cpp", "-", "-", "", ops=("aten::sigmoid",))
     assert touched_variants(kernel, trace, ["a", "b"]) == {"a"}
     assert touched_variants(kernel, trace, ["a", "b", "untraced"]) is None
-    session = Trace(functions=trace.functions, aten_ops=trace.aten_ops,
-                    session_ops=frozenset({"aten::sigmoid"}))
+    session = ImpactMap(functions=trace.functions, aten_ops=trace.aten_ops,
+                        session_ops=frozenset({"aten::sigmoid"}))
     assert touched_variants(kernel, session, ["a", "b"]) is None
 
 

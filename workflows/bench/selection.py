@@ -1,12 +1,12 @@
 """The mutation replay benchmark: selection quality measured by execution.
 
-For each mutation of a mutation set (`workflows.mutations`), the selector plans from what it
-would see upstream (the unified diff, the Inventory, a History holding the baseline run's
-statuses and durations); the ground truth is the set of variants whose outcome changes when
+For each mutation of a mutation set (`workflows.bench.mutations`), the selector plans from
+what it would see upstream (the unified diff, the Inventory, a History holding the baseline
+run's statuses and durations); the ground truth is the set of variants whose outcome changes when
 they run with the mutation applied (one pytest subprocess per mutation through the shard
 runner, so a crash or hang costs one variant, not the run). Optionally the ground-truth run
 is restricted to the variants whose impact map touches the mutated code (exact; see
-`workflows.mutations.impact` and docs/selection-benchmark.md).
+`workflows.bench.mutations.impact` and docs/selection-benchmark.md).
 
     record = run_benchmark(BenchConfig(mutations=..., out=..., specs=[...]))
 """
@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from selector.impact import ImpactMap
 from suites.model import Expectation, Inventory, Outcome, Status
-from workflows.mutations import Mutation, MutationError, load_mutations, subprocess_env
-from workflows.mutations.impact import Trace, touched_variants
-from workflows.mutations.model import check_all
-from workflows.mutations.trace_plugin import OUT_VAR, SESSION
+from workflows.bench.mutations import Mutation, MutationError, load_mutations, subprocess_env
+from workflows.bench.mutations.impact import touched_variants
+from workflows.bench.mutations.model import check_all
+from workflows.impact_recorder import record_impact_map
 from workflows.shard_runner import Limits, run_shard, short_message
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MUTATIONS = REPO / "benchmarks" / "selection" / "mutations.yaml"
 DEFAULT_SPECS = REPO / "benchmarks" / "selection" / "specs"
-TRACE_PLUGIN = "workflows.mutations.trace_plugin"
 
 Log = Callable[[str], None]
 
@@ -215,56 +215,26 @@ def _run(name: str, ids: Sequence[str], work: Path, specs: Sequence[str], limits
 
 
 def _trace(config: BenchConfig, ids: Sequence[str], out: Path, specs: Sequence[str],
-           limits: Limits, log: Log) -> Trace:
+           limits: Limits, log: Log) -> ImpactMap:
     if config.impact_map is not None:
         try:
             data = json.loads(config.impact_map.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise BenchError(f"{config.impact_map}: not a readable impact map: {exc}") from None
-        return Trace.from_json(data)
+        return _impact(data, str(config.impact_map))
     log(f"impact map: tracing {len(ids)} variants (functions and aten ops)")
     data = record_impact_map(ids, out / "work" / "trace", specs, limits)
     (out / "impact-map.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
-    return Trace.from_json(data)
+    return _impact(data, str(out / "impact-map.json"))
 
 
-def record_impact_map(ids: Sequence[str], work: Path, specs: Sequence[str],
-                      limits: Limits) -> dict[str, Any]:
-    """Run `ids` once with the tracing plugin; the ImpactMap JSON (selector/impact.py) plus
-    `session` (what ran outside any test: imports and collection)."""
-    from importlib import metadata
+def _impact(data: Any, source: str) -> ImpactMap:
+    from selector import SelectorError
 
-    work.mkdir(parents=True, exist_ok=True)
-    trace_file = work / "trace.jsonl"
-    if trace_file.exists():
-        trace_file.unlink()
-    env = {"PYTEST_PLUGINS": TRACE_PLUGIN, OUT_VAR: str(trace_file)}
-    outcomes = _run("trace", ids, work, specs, limits, env)
-    variants: dict[str, dict[str, list[str]]] = {}
-    session = {"functions": set(), "aten_ops": set()}  # type: dict[str, set[str]]
-    for line in trace_file.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if entry["id"] == SESSION:
-            # One per subprocess (a crash starts another): every process's imports count.
-            session["functions"].update(entry["functions"])
-            session["aten_ops"].update(entry["aten_ops"])
-        else:
-            variants[entry["id"]] = {"functions": entry["functions"],
-                                     "aten_ops": entry["aten_ops"]}
-    crashed = [vid for vid, o in outcomes.items()
-               if o.status in (Status.CRASHED, Status.TIMEOUT) or vid not in variants]
-    for vid in crashed:
-        variants.pop(vid, None)  # an incomplete trace must not restrict anything
     try:
-        torch_version = metadata.version("torch").split("+")[0]
-    except metadata.PackageNotFoundError:
-        torch_version = ""
-    return {"format": 1, "torch_version": torch_version, "variants": variants,
-            "session": {k: sorted(v) for k, v in session.items()},
-            "untraced": sorted(crashed)}
+        return ImpactMap.from_json(data, source)
+    except (SelectorError, AttributeError) as exc:
+        raise BenchError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -323,7 +293,7 @@ class Judge:
                         f"(CPU reference, composite, backward formula); the diff names "
                         f"{mutation.location} only: the trace links them, the op names do not")
         else:
-            from workflows.mutations.impact import changed_functions
+            from workflows.bench.mutations.impact import changed_functions
 
             functions = changed_functions(mutation) or set()
             ran = sorted(f for f in self.impact.functions.get(vid, ()) if f in functions)
@@ -334,7 +304,7 @@ class Judge:
 
 
 def _ground_truth(mutation: Mutation, baseline: Mapping[str, Outcome], ids: Sequence[str],
-                  trace: Trace | None, out: Path, specs: Sequence[str], limits: Limits
+                  trace: ImpactMap | None, out: Path, specs: Sequence[str], limits: Limits
                   ) -> tuple[dict[str, str], int, bool, float]:
     """(changed id -> transition, variants run, restricted?, wall seconds)."""
     touched = touched_variants(mutation, trace, ids) if trace is not None else None

@@ -11,7 +11,7 @@ from typing import Any
 from workflows.change_input import absolute_path, absolute_str, checked
 from workflows.cli import CommandError
 
-# Same defaults as workflows.bench_selection, without importing it (the CLI starts cheaply).
+# Same defaults as workflows.bench.selection, without importing it (the CLI starts cheaply).
 _REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MUTATIONS = _REPO / "benchmarks" / "selection" / "mutations.yaml"
 DEFAULT_SPECS = _REPO / "benchmarks" / "selection" / "specs"
@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
 
 
 def bench_selection(args: argparse.Namespace) -> int:
-    from workflows.bench_selection import (
+    from workflows.bench.selection import (
         BenchConfig,
         BenchError,
         command_line,

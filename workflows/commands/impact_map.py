@@ -38,7 +38,7 @@ def impact_map(args: argparse.Namespace) -> int:
     from suites.loader import SpecError
     from suites.model import Expectation
     from suites.pytest_plugin import read_ids
-    from workflows.bench_selection import record_impact_map
+    from workflows.impact_recorder import record_impact_map
     from workflows.shard_runner import Limits
 
     specs = list(args.specs or [])  # absolute (argparse type)

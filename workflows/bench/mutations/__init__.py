@@ -11,12 +11,12 @@ A mutation is a real upstream-style edit: a unified diff in PyTorch's repository
   result (`overlay.py`). The diff shows the corresponding `aten/src/ATen/native/...` or
   `native_functions.yaml` edit.
 
-    from workflows.mutations import load_mutations, subprocess_env
+    from workflows.bench.mutations import load_mutations, subprocess_env
     mutations = load_mutations("benchmarks/selection/mutations.yaml")
     env = subprocess_env(mutations[0], workdir)   # pass to workflows.shard_runner.run_shard
 """
 
-from workflows.mutations.model import (
+from workflows.bench.mutations.model import (
     ENV_VAR,
     Mutation,
     MutationError,
@@ -26,7 +26,7 @@ from workflows.mutations.model import (
     subprocess_env,
     torch_root,
 )
-from workflows.mutations.patch import apply_patch
+from workflows.bench.mutations.patch import apply_patch
 
 __all__ = [
     "ENV_VAR", "Mutation", "MutationError", "Perturbation", "apply_patch", "load_mutations",

@@ -18,33 +18,12 @@ class body) runs at import: it touches every variant, and nothing is restricted.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from workflows.mutations.model import Mutation, torch_root
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Per variant, the functions and aten ops it ran; `session_*` ran outside any test."""
-
-    functions: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    aten_ops: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    session_functions: frozenset[str] = frozenset()
-    session_ops: frozenset[str] = frozenset()
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Trace:
-        variants = data.get("variants", {})
-        session = data.get("session", {})
-        return cls(
-            functions={v: frozenset(e.get("functions", ())) for v, e in variants.items()},
-            aten_ops={v: frozenset(e.get("aten_ops", ())) for v, e in variants.items()},
-            session_functions=frozenset(session.get("functions", ())),
-            session_ops=frozenset(session.get("aten_ops", ())),
-        )
+from selector.impact import ImpactMap
+from workflows.bench.mutations.model import Mutation, torch_root
 
 
 def changed_functions(mutation: Mutation, root: Path | None = None) -> set[str] | None:
@@ -63,7 +42,8 @@ def changed_functions(mutation: Mutation, root: Path | None = None) -> set[str] 
     return found
 
 
-def touched_variants(mutation: Mutation, trace: Trace, ids: Iterable[str]) -> set[str] | None:
+def touched_variants(mutation: Mutation, trace: ImpactMap,
+                     ids: Iterable[str]) -> set[str] | None:
     """Variants of `ids` the mutation can affect, or None when it can affect all of them
     (or the trace does not cover some of them)."""
     ids = list(ids)

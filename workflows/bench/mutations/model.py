@@ -34,7 +34,7 @@ import yaml
 
 from selector.diff import FilePatch, parse_unified_diff
 from selector.errors import SelectorError
-from workflows.mutations.patch import PatchError, apply_patch
+from workflows.bench.mutations.patch import PatchError, apply_patch
 
 ENV_VAR = "SPYRE_CI_MUTATION"  # path of the activation JSON a test subprocess reads
 SITE_DIR = Path(__file__).resolve().parent / "site"  # holds the sitecustomize that activates

@@ -6,7 +6,7 @@ import os
 
 if os.environ.get("SPYRE_CI_MUTATION"):
     try:
-        from workflows.mutations.overlay import activate
+        from workflows.bench.mutations.overlay import activate
 
         activate()
     except Exception as exc:  # noqa: BLE001 - any failure must stop the process, loudly
