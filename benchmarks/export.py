@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from contracts.event import TriggerEvent  # noqa: E402
 from dashboard_export.crcr import encode, envelope_for, fit_body  # noqa: E402
 from dashboard_export.layout import write_run  # noqa: E402
 from dashboard_export.model import Environment, RunRecord, VariantResult  # noqa: E402
-from relay.events import TriggerEvent  # noqa: E402
 from suites.model import Outcome, Status  # noqa: E402
 
 VARIANTS = 20_000

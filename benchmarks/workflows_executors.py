@@ -44,7 +44,7 @@ def build_inventory(work: Path) -> Path:
 
 
 def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: ignore[no-untyped-def]
-    from relay.events import TriggerEvent
+    from contracts.event import TriggerEvent
     from workflows import pipeline
 
     event = TriggerEvent(kind="nightly", delivery_id=run_id, repo="pytorch/pytorch",

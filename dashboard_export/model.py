@@ -14,9 +14,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from contracts.event import TriggerEvent
 from dashboard_export import ExportError
 from dashboard_export.validation import errors
-from relay.events import TriggerEvent
 from suites.model import Outcome, Status, split_variant_id
 
 RECORD_FORMAT = 1

@@ -1,6 +1,6 @@
 """The front door: webhook and CRCR callback service, event normalization, GitHub adapter.
 
-- `events`        TriggerEvent and normalization of deliveries (pure); RelayError
+- `events`        normalization of deliveries into a contracts.event.TriggerEvent (pure); RelayError
 - `signature`     X-Hub-Signature-256
 - `intake`        the durable intake queue (Queue protocol, RedisIntake, Claimed)
 - `config`        YAML + SPYRE_CI_* configuration

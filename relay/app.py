@@ -19,12 +19,13 @@ from typing import Any
 import redis
 from flask import Flask, Response, g, request
 
+from contracts.event import TriggerEvent
 from relay import signature
 from relay.allowlist import load_allowlist
 from relay.callback import CallbackService, HudPublisher
 from relay.callback_auth import BearerAuth
 from relay.config import RelayConfig
-from relay.events import Ignored, RelayError, TriggerEvent, normalize
+from relay.events import Ignored, RelayError, normalize
 from relay.fanout import FANOUT_GROUP, FANOUT_STREAM, Fanout, forward_event
 from relay.github import GitHubAdapter
 from relay.intake import Queue, QueueUnavailable, RedisIntake, connect

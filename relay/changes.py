@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from relay.github import GitHubAdapter
 
 

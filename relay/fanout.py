@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from contracts.event import TriggerEvent
 from relay.allowlist import Allowlist, AllowlistFile
 from relay.callback import CallbackService
 from relay.config import RelayConfig
 from relay.crcr_state import CrcrState
-from relay.events import RelayError, TriggerEvent
+from relay.events import RelayError
 from relay.github import GitHubAdapter, GitHubUnavailable
 from relay.intake import Claimed, RedisIntake
 

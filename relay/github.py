@@ -20,8 +20,9 @@ import github3
 import requests
 from github3.exceptions import GitHubError
 
+from contracts.event import ChangedFile
 from relay.config import GitHubConfig
-from relay.events import ChangedFile, RelayError
+from relay.events import RelayError
 
 log = logging.getLogger("relay.github")
 

@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import redis
 
-from relay.events import RelayError, TriggerEvent
+from contracts.event import TriggerEvent
+from relay.events import RelayError
 
 INTAKE_STREAM = "spyre-ci:intake"
 INTAKE_GROUP = "workflows"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from selector.diff import FilePatch, parse_unified_diff
 
 

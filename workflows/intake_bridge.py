@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from workflows import pipeline
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from suites.model import Inventory, Outcome, Status
 from workflows import selection
 from workflows.history import HistoryStore, RunRecord, RunState

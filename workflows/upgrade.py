@@ -629,6 +629,7 @@ def export_report(
     completed_at: str,
 ) -> dict[str, Path]:
     """HUD formats and the report of the run on the new version, with `RunRecord.upgrade`."""
+    from contracts.event import TriggerEvent
     from dashboard_export.layout import write_run
     from dashboard_export.model import (
         Classification,
@@ -639,7 +640,6 @@ def export_report(
         UpgradeDiff,
         VariantResult,
     )
-    from relay.events import TriggerEvent
 
     category = {m.id: m.category for m in moved}
     holdout = set(selection.holdout)

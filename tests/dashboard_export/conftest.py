@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.event import ChangedFile, TriggerEvent
 from dashboard_export import junit
 from dashboard_export.model import (
     DiffCategory,
@@ -21,7 +22,6 @@ from dashboard_export.model import (
     UpgradeDiff,
     VariantResult,
 )
-from relay.events import ChangedFile, TriggerEvent
 from suites.model import Outcome, Status
 from tests.servers.github_api import github_api  # noqa: F401 - a fixture, used by name
 from tests.servers.hud import HudServer

@@ -135,7 +135,7 @@ def _shard_pytest_parents(run_dir: Path) -> set[int]:
 def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     services: dict[str, Any],
 ) -> None:
-    from relay.events import TriggerEvent
+    from contracts.event import TriggerEvent
     from workflows import distributed, pipeline
 
     services["start"]("worker", *worker_args(services)[:3])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from tests.conftest import REPO_ROOT, TINY_SPEC, free_port
 from tests.e2e.test_distributed import wait_for
 from workflows.history import RedisHistory

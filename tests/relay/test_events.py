@@ -5,14 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from relay.events import (
-    ChangedFile,
-    EventError,
-    Ignored,
-    TriggerEvent,
-    load_event_file,
-    normalize,
-)
+from contracts.event import ChangedFile, TriggerEvent
+from relay.events import EventError, Ignored, load_event_file, normalize
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40

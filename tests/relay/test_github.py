@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from relay.events import ChangedFile, RelayError
+from contracts.event import ChangedFile
+from relay.events import RelayError
 from relay.github import GitHubAdapter, GitHubUnavailable
 from tests.servers.github_api import GitHubAPIServer
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from relay.events import ChangedFile, TriggerEvent
+from contracts.event import ChangedFile, TriggerEvent
 from relay.intake import RedisIntake
 from relay.signature import sign
 from tests.conftest import REPO_ROOT, free_port

@@ -8,7 +8,7 @@ import re
 import pytest
 import redis
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from relay.intake import INTAKE_STREAM, QueueUnavailable, RedisIntake
 from relay.signature import sign, verify
 from tests.relay.conftest import SECRET, RedisProcess, RelayHTTP

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from relay.events import TriggerEvent, load_event_file
+from contracts.event import TriggerEvent
+from relay.events import load_event_file
 from selector import ChangeSet, InventoryIndex
 from suites.model import Inventory
 from tests.conftest import REPO_ROOT

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from relay.events import TriggerEvent, load_event_file
+from contracts.event import TriggerEvent
+from relay.events import load_event_file
 from selector.diff import parse_unified_diff
 from tests.selector.conftest import EVENTS
 

@@ -219,7 +219,7 @@ def test_unknown_heuristic_names_the_known_ones(inventory: Inventory) -> None:
 
 
 def test_rerun_of_failed_tests_runs_only_what_fails(inventory: Inventory) -> None:
-    from relay.events import TriggerEvent
+    from contracts.event import TriggerEvent
     from selector import ChangeSet
 
     failing = "ops::out::cat::float16"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.events import ChangedFile, TriggerEvent
+from contracts.event import ChangedFile, TriggerEvent
 from selector import ChangeSet, InventoryIndex, scout
 from selector.areas import classify
 from tests.selector.conftest import diff_change, example_change

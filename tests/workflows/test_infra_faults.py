@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.event import TriggerEvent
 from dashboard_export.layout import read_json_lines
-from relay.events import TriggerEvent
 from selector.history import History
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC

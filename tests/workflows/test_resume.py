@@ -8,7 +8,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import spyre_ci
 from workflows import pipeline

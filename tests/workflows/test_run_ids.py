@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.events import TriggerEvent
+from contracts.event import TriggerEvent
 from workflows import pipeline
 from workflows.intake_bridge import request_for_event
 

@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
 
 def build_request(args: argparse.Namespace) -> Any:
     """The RunRequest for `run`: reads the event or diff; every path in it is absolute."""
-    from relay.events import TriggerEvent
+    from contracts.event import TriggerEvent
     from workflows import pipeline
     from workflows.settings import Settings
 

@@ -1,0 +1,8 @@
+"""Shared contracts: the records and codecs several packages read and write, and the error
+types that cross package boundaries.
+
+- `event`   TriggerEvent and ChangedFile, with their JSON codec
+
+Plain data only: no I/O, no third-party imports, never torch. Every package may import
+this one; it imports none of them.
+"""

@@ -1,0 +1,92 @@
+"""The trigger-event contract: one upstream change that may need a run, and its JSON codec.
+
+relay normalizes deliveries into a `TriggerEvent`; workflows plans and records runs from it;
+selector reads it as a ChangeSet; dashboard_export carries it in every RunRecord. The JSON
+form (`to_json` / `from_json`) is what the intake queue, task arguments and run records hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str
+    status: str  # added | modified | removed | renamed
+    previous_path: str | None = None
+
+
+@dataclass(frozen=True)
+class TriggerEvent:
+    """One upstream change that may need a run, whatever way it arrived."""
+
+    kind: str  # push | pull_request | nightly | periodic | rerun
+    delivery_id: str
+    repo: str
+    head_sha: str
+    base_sha: str | None = None
+    ref: str | None = None
+    pr_number: int | None = None
+    files: tuple[ChangedFile, ...] = ()
+    files_complete: bool = True
+    truncated: bool = False
+    commit_messages: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    rerun: str | None = None  # "failed" (check_run) | "full" (check_suite) | None
+    source: str = "github"  # github | crcr | cli
+    upstream_event: str = ""  # the X-GitHub-Event that carried it
+    payload: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "delivery_id": self.delivery_id,
+            "repo": self.repo,
+            "head_sha": self.head_sha,
+            "base_sha": self.base_sha,
+            "ref": self.ref,
+            "pr_number": self.pr_number,
+            "files": [
+                {"path": f.path, "status": f.status, "previous_path": f.previous_path}
+                for f in self.files
+            ],
+            "files_complete": self.files_complete,
+            "truncated": self.truncated,
+            "commit_messages": list(self.commit_messages),
+            "labels": list(self.labels),
+            "rerun": self.rerun,
+            "source": self.source,
+            "upstream_event": self.upstream_event,
+            "payload": dict(self.payload),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TriggerEvent:
+        return cls(
+            kind=data["kind"],
+            delivery_id=data["delivery_id"],
+            repo=data["repo"],
+            head_sha=data["head_sha"],
+            base_sha=data.get("base_sha"),
+            ref=data.get("ref"),
+            pr_number=data.get("pr_number"),
+            files=tuple(
+                ChangedFile(f["path"], f["status"], f.get("previous_path"))
+                for f in data.get("files", ())
+            ),
+            files_complete=data.get("files_complete", True),
+            truncated=data.get("truncated", False),
+            commit_messages=tuple(data.get("commit_messages", ())),
+            labels=tuple(data.get("labels", ())),
+            rerun=data.get("rerun"),
+            source=data.get("source", "github"),
+            upstream_event=data.get("upstream_event", ""),
+            payload=data.get("payload", {}),
+        )
