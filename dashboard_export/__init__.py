@@ -6,6 +6,22 @@ publishers; see docs/export.md. Never imports torch.
 
 from __future__ import annotations
 
+from contracts.errors import Unavailable
+
 
 class ExportError(Exception):
     """A run cannot be exported or published; the message says which field, file or endpoint."""
+
+
+class PublishRefused(ExportError):
+    """An endpoint answered 4xx: the body or the credentials are wrong, and sending the same
+    again fails the same way. `status` is the endpoint's own answer."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PublishUnavailable(Unavailable):
+    """An endpoint (HUD, the CRCR relay, GitHub) stayed down or unreachable through the
+    publisher's retries: an outage, not an ExportError; the same publish may succeed later."""

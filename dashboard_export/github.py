@@ -1,4 +1,4 @@
-"""GitHub commit status and check run for a run, through the relay's GitHub adapter.
+"""GitHub commit status and check run for a run, through a GitHub adapter it is handed.
 
 Name `crcr/<downstream_repo>/<workflow>/<job>` and `external_id` `<run_id>:<pr_number>`, as
 the CRCR relay names the check runs it creates. A commit status is keyed by its context on
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from dashboard_export import ExportError
+from contracts.errors import Refused, Unavailable
+from dashboard_export import ExportError, PublishUnavailable
 from dashboard_export.crcr import result_counts
 from dashboard_export.layout import atomic_write
 from dashboard_export.model import RunRecord
 from dashboard_export.report import render_markdown
-from relay.events import RelayError
 
 SUMMARY_LIMIT = 65_535  # GitHub's cap on a check run's output.summary
 DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
@@ -28,7 +28,11 @@ _STATUS_STATE = {"success": "success", "failure": "failure", "cancelled": "error
 
 
 class GitHubChecks(Protocol):
-    """What this publisher needs of relay.github.GitHubAdapter."""
+    """What this publisher needs of a GitHub adapter (relay.github.GitHubAdapter is one).
+
+    Each call raises contracts.errors.Refused when GitHub (or the adapter) refuses it and
+    contracts.errors.Unavailable when GitHub is down or unreachable.
+    """
 
     def set_commit_status(self, repo: str, sha: str, state: str, context: str,
                           description: str = "", target_url: str | None = None) -> None: ...
@@ -96,7 +100,8 @@ def publish_github(
 
     `repo`/`sha` default to the event's repository and head sha. `state_path` remembers the
     check run id so a re-export updates the same check run. Check runs need the adapter's
-    GitHub App identity; commit statuses its token.
+    GitHub App identity; commit statuses its token. Raises ExportError when GitHub refuses
+    a call and PublishUnavailable when it is down.
     """
     if status not in ("in_progress", "completed"):
         raise ExportError(f"GitHub status must be in_progress or completed, not {status!r}")
@@ -130,8 +135,10 @@ def publish_github(
                 )
                 created = True
                 _save_state(state_path, repo, sha, name, run_id)
-    except RelayError as exc:
+    except Refused as exc:
         raise ExportError(f"GitHub {name} on {repo}@{sha[:12]}: {exc}") from None
+    except Unavailable as exc:
+        raise PublishUnavailable(f"GitHub {name} on {repo}@{sha[:12]}: {exc}") from exc
     return GitHubResult(name, state, run_id, created)
 
 

@@ -2,7 +2,7 @@
 
 Builders decide what to send; these only send it. HUD's contract: header
 `x-hud-internal-bot`, 10 s timeout, body at most 2 MB (else 413), 4xx returned as is,
-5xx and network errors retried after 1, 2 and 4 s, then raised.
+5xx and network errors retried after 1, 2 and 4 s, then raised as PublishUnavailable.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from dashboard_export import ExportError
+from dashboard_export import ExportError, PublishRefused, PublishUnavailable
 from dashboard_export.crcr import HUD_BODY_LIMIT, callback_body, encode, envelope_for, fit_body
 from dashboard_export.model import RunRecord
 from dashboard_export.validation import validate
@@ -49,7 +49,9 @@ def post_json(
     sleep: Callable[[float], None] = time.sleep,
     what: str = "POST",
 ) -> Delivery:
-    """POST compact JSON; retry 5xx and network errors after each delay; raise on 4xx.
+    """POST compact JSON; retry 5xx and network errors after each delay.
+
+    Raises PublishRefused on a 4xx and PublishUnavailable once the retries are spent.
 
     `sleep` is injectable so tests check the back-off without waiting for it.
     """
@@ -68,14 +70,17 @@ def post_json(
             if response.status_code < 400:
                 return Delivery(url, response.status_code, response.text, attempts, len(data))
             if response.status_code < 500:
-                raise ExportError(
+                raise PublishRefused(
                     f"{what} {url} answered {response.status_code}: "
-                    f"{response.text[:_BODY_SHOWN]}"
+                    f"{response.text[:_BODY_SHOWN]}",
+                    response.status_code,
                 )
             last_problem = f"{response.status_code}: {response.text[:_BODY_SHOWN]}"
         if delay is not None:
             sleep(delay)
-    raise ExportError(f"{what} {url} failed after {attempts} attempts; last: {last_problem}")
+    raise PublishUnavailable(
+        f"{what} {url} failed after {attempts} attempts; last: {last_problem}"
+    )
 
 
 def publish_hud(

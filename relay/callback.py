@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
 from jsonschema import Draft202012Validator
 
+from contracts.errors import Unavailable
 from relay.allowlist import Allowlist, AllowlistEntry, AllowlistFile
 from relay.callback_auth import BearerAuth, Unauthorized
 from relay.config import RelayConfig
@@ -35,8 +35,8 @@ from relay.crcr_state import (
     callback_of,
     plan,
 )
-from relay.events import RelayError
-from relay.github import GitHubAdapter
+from relay.events import RelayError, RelayUnavailable
+from relay.github import GitHubAdapter, GitHubUnavailable
 
 log = logging.getLogger("relay.callback")
 
@@ -77,7 +77,9 @@ CALLBACK_SCHEMA: dict[str, Any] = {
     },
 }
 _VALIDATOR = Draft202012Validator(CALLBACK_SCHEMA)
-# Publishes one relay-to-HUD envelope; raises on failure (dashboard_export.publish.publish_hud).
+# Publishes one relay-to-HUD envelope (dashboard_export.publish.publish_hud): raises
+# contracts.errors.Unavailable when HUD stays down; anything else it raises is a refusal of
+# the body (dashboard_export.PublishRefused carries HUD's own 4xx).
 HudPublisher = Callable[[Mapping[str, Any]], Any]
 
 
@@ -203,9 +205,9 @@ class CallbackService:
         )
         try:
             self.hud(envelope)
-        except Exception as exc:  # noqa: BLE001 - the publisher's own error type varies
-            if _is_outage(exc):
-                raise HudDown(f"HUD did not take the result: {exc}") from exc
+        except Unavailable as exc:
+            raise HudDown(f"HUD did not take the result: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - any other failure is a refusal of the body
             # A body HUD (or its schema, checked before sending) refuses: the caller's to fix.
             raise HudRefused(_refusal_status(exc), f"HUD refused the result: {exc}") from exc
         return "forwarded"
@@ -250,7 +252,7 @@ class CallbackService:
                 conclusion=conclusion if done else None,
                 details_url=job["url"] or None,
             )
-        except RelayError as exc:
+        except (RelayError, GitHubUnavailable) as exc:
             log.warning("check run %s on %s: %s", job["name"], job["upstream"], exc)
             return f"failed: {exc}"
         self._note_check_run(key.redis_key, key.repo, job, str(check_id), change.state)
@@ -303,7 +305,7 @@ class CallbackService:
         if self.adapter is None or self.allowlist is None:
             return []
         if event_name == "check_run":
-            runs: list[Mapping[str, Any]] = [_mapping(payload.get("check_run"))]
+            runs: Sequence[Mapping[str, Any]] = [_mapping(payload.get("check_run"))]
         else:
             suite = _mapping(payload.get("check_suite"))
             upstream = str(
@@ -362,12 +364,12 @@ class CallbackService:
                     self.adapter.update_check_run(
                         upstream, int(check_id), status="completed", conclusion="timed_out"
                     )
-                except RelayError as exc:
+                except (RelayError, GitHubUnavailable) as exc:
                     log.warning("check run %s: %s", check_id, exc)
         return len(swept)
 
 
-class HudDown(RelayError):
+class HudDown(RelayUnavailable):
     """HUD did not accept a result after its retries (answer 502; the state is unchanged)."""
 
 
@@ -418,8 +420,9 @@ def _labels(data: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _refusal_status(exc: Exception) -> int:
     """HUD's own 4xx when it answered one; 400 when the body was refused before sending."""
-    found = re.search(r"answered (4\d\d)", str(exc))
-    return int(found.group(1)) if found else 400
+    from dashboard_export import PublishRefused
+
+    return exc.status if isinstance(exc, PublishRefused) else 400
 
 
 def default_hud_publisher(config: RelayConfig) -> HudPublisher | None:
@@ -430,12 +433,6 @@ def default_hud_publisher(config: RelayConfig) -> HudPublisher | None:
 
     url, key = config.hud_url, config.hud_bot_key
     return lambda envelope: publish_hud(envelope, url, key)
-
-
-def _is_outage(exc: Exception) -> bool:
-    """dashboard_export retries 5xx and network errors, then says "failed after N attempts";
-    anything else (a 4xx, a body its schema refuses) would fail the same way again."""
-    return "failed after" in str(exc)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from relay.events import RelayError
+from relay.events import RelayError, RelayUnavailable
 
 CRCR_STATUS_TTL = 259200  # 3 days
 ZOMBIE_TIMEOUT_SECONDS = 21600  # 6 hours
@@ -69,7 +69,7 @@ class Rejected(RelayError):
     """A callback that cannot move its job (no dispatch, duplicate, skipped state): 400."""
 
 
-class StateUnavailable(RelayError):
+class StateUnavailable(RelayUnavailable):
     """Redis failed: the state is unknown, so the callback is refused (fail closed, 503)."""
 
 

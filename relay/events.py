@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.errors import Unavailable
 from contracts.event import ChangedFile, TriggerEvent
 
 ZERO_SHA = "0" * 40
@@ -23,8 +24,13 @@ _FILE_KEYS = (("added", "added"), ("modified", "modified"), ("removed", "removed
 
 
 class RelayError(ValueError):
-    """The relay's one error type: a delivery, event file, config or callback that cannot be
-    used; the message names the delivery, file or field and what to do."""
+    """The relay's one error type for bad input: a delivery, event file, config or callback
+    that cannot be used; the message names the delivery, file or field and what to do."""
+
+
+class RelayUnavailable(Unavailable):
+    """A service the relay needs (Redis, GitHub, HUD) is down or unreachable: an outage,
+    not bad input (never a RelayError); the same request may succeed when it is back."""
 
 
 # The name other packages already catch for bad deliveries and event files.

@@ -26,7 +26,7 @@ from relay.allowlist import Allowlist, AllowlistFile
 from relay.callback import CallbackService
 from relay.config import RelayConfig
 from relay.crcr_state import CrcrState
-from relay.events import RelayError
+from relay.events import RelayError, RelayUnavailable
 from relay.github import GitHubAdapter, GitHubUnavailable
 from relay.intake import Claimed, RedisIntake
 
@@ -116,8 +116,9 @@ class Fanout:
             "delivery_id": claimed.delivery_id,
             "payload": dict(payload),
         }
-        pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), Mapping) else {}
-        head = str((pr.get("head") or {}).get("sha") or "") if isinstance(pr, Mapping) else ""
+        found = payload.get("pull_request")
+        pr: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        head = str((pr.get("head") or {}).get("sha") or "")
         labels = tuple(
             str(label.get("name", "")) for label in pr.get("labels") or ()
             if isinstance(label, Mapping)
@@ -147,7 +148,7 @@ class Fanout:
         return sent
 
     def _act(self, claimed: Claimed, event_type: str) -> int:
-        """A label or a re-run request: act on it; a GitHub outage leaves it pending."""
+        """A label or a re-run request: act on it; a GitHub or Redis outage leaves it pending."""
         assert self.callbacks is not None
         payload = claimed.event.payload
         try:
@@ -155,7 +156,7 @@ class Fanout:
                 done = len(self.callbacks.label_added(payload))
             else:
                 done = len(self.callbacks.rerequested(event_type, payload))
-        except GitHubUnavailable as exc:
+        except RelayUnavailable as exc:
             log.warning("%s %s: %s (will retry)", event_type, claimed.delivery_id, exc)
             return 0
         except RelayError as exc:

@@ -20,9 +20,10 @@ import github3
 import requests
 from github3.exceptions import GitHubError
 
+from contracts.errors import Refused
 from contracts.event import ChangedFile
 from relay.config import GitHubConfig
-from relay.events import RelayError
+from relay.events import RelayError, RelayUnavailable
 
 log = logging.getLogger("relay.github")
 
@@ -36,8 +37,13 @@ INSTALLATION_TOKEN_SECONDS = 50 * 60
 _FILE_STATUS = {"added": "added", "removed": "removed", "renamed": "renamed", "copied": "added"}
 
 
-class GitHubUnavailable(RelayError):
+class GitHubUnavailable(RelayUnavailable):
     """GitHub answered 5xx or could not be reached; the call may succeed if retried."""
+
+
+class GitHubRefused(RelayError, Refused):
+    """GitHub refused the call (a 4xx), or the adapter cannot make it as asked (no
+    credential for it, an argument outside GitHub's limits); retrying will not help."""
 
 
 class GitHubAdapter:
@@ -130,7 +136,7 @@ class GitHubAdapter:
     ) -> None:
         """Set a commit status (`state`: error | failure | pending | success)."""
         if state not in ("error", "failure", "pending", "success"):
-            raise RelayError(
+            raise GitHubRefused(
                 f"commit status state must be error/failure/pending/success: {state!r}"
             )
         repository = self._repository(self._client(), repo)
@@ -145,7 +151,7 @@ class GitHubAdapter:
             context,
         )
         if created is None:
-            raise RelayError(f"status {context} on {repo}@{sha[:12]}: GitHub did not create it")
+            raise GitHubRefused(f"status {context} on {repo}@{sha[:12]}: GitHub did not create it")
 
     # -- check runs (GitHub App) ------------------------------------------------------------------
 
@@ -176,7 +182,7 @@ class GitHubAdapter:
             dict(output) if output else None,
         )
         if run is None:
-            raise RelayError(f"check run {name!r} on {repo}: GitHub did not create it")
+            raise GitHubRefused(f"check run {name!r} on {repo}: GitHub did not create it")
         return int(run.id)
 
     def update_check_run(
@@ -212,12 +218,12 @@ class GitHubAdapter:
     def dispatch(self, repo: str, event_type: str, client_payload: Mapping[str, Any]) -> None:
         """Send a `repository_dispatch` to `repo` (GitHub caps: 100-char type, 10 keys)."""
         if not event_type or len(event_type) > DISPATCH_EVENT_TYPE_CAP:
-            raise RelayError(
+            raise GitHubRefused(
                 f"dispatch to {repo}: event_type must be 1 to {DISPATCH_EVENT_TYPE_CAP} "
                 f"characters, not {len(event_type)}"
             )
         if len(client_payload) > DISPATCH_KEY_CAP:
-            raise RelayError(
+            raise GitHubRefused(
                 f"dispatch to {repo}: client_payload has {len(client_payload)} top-level keys; "
                 f"GitHub allows {DISPATCH_KEY_CAP}"
             )
@@ -269,7 +275,7 @@ class GitHubAdapter:
         with self._lock:
             if self._token_client is None:
                 if not self.token:
-                    raise RelayError(
+                    raise GitHubRefused(
                         "GitHub token is not configured (github.token or SPYRE_CI_GITHUB_TOKEN)"
                     )
                 client = self._new_client()
@@ -279,7 +285,7 @@ class GitHubAdapter:
 
     def _installation(self) -> github3.GitHub:
         if not (self.app_id and self.installation_id and self.private_key_pem):
-            raise RelayError(
+            raise GitHubRefused(
                 "check runs need a GitHub App: set github.app_id, github.installation_id and "
                 "github.private_key_path (or SPYRE_CI_GITHUB_APP_ID, ..._INSTALLATION_ID, "
                 "..._PRIVATE_KEY)"
@@ -304,14 +310,14 @@ class GitHubAdapter:
     def _repository(self, client: github3.GitHub, repo: str) -> Any:
         owner, _, name = repo.partition("/")
         if not owner or not name:
-            raise RelayError(f"repository must be owner/repo, not {repo!r}")
+            raise GitHubRefused(f"repository must be owner/repo, not {repo!r}")
         kind = "app" if client is self._app_client else "token"
         cached = self._repos.get((kind, repo))
         if cached is not None:
             return cached
         found = self._call(f"repository {repo}", client.repository, owner, name)
         if found is None:
-            raise RelayError(f"repository {repo}: not found or not visible to this identity")
+            raise GitHubRefused(f"repository {repo}: not found or not visible to this identity")
         self._repos[(kind, repo)] = found
         return found
 
@@ -323,13 +329,13 @@ class GitHubAdapter:
         self, client: github3.GitHub, method: str, url: str, what: str, **kwargs: Any
     ) -> requests.Response:
         try:
-            response = client.session.request(method, url, **kwargs)
+            response: requests.Response = client.session.request(method, url, **kwargs)
         except requests.RequestException as exc:
             raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
         if response.status_code >= 500:
             raise GitHubUnavailable(f"{what}: GitHub answered {response.status_code}")
         if response.status_code >= 400:
-            raise RelayError(
+            raise GitHubRefused(
                 f"{what}: GitHub answered {response.status_code}: {_message(response)}"
             )
         return response
@@ -344,7 +350,7 @@ class GitHubAdapter:
             code = getattr(exc, "code", None) or 0
             if code >= 500:
                 raise GitHubUnavailable(f"{what}: GitHub answered {code}") from exc
-            raise RelayError(f"{what}: GitHub answered {code}: {exc.msg}") from exc
+            raise GitHubRefused(f"{what}: GitHub answered {code}: {exc.msg}") from exc
 
 
 def _message(response: requests.Response) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import redis
 
 from contracts.event import TriggerEvent
-from relay.events import RelayError
+from relay.events import RelayError, RelayUnavailable
 
 INTAKE_STREAM = "spyre-ci:intake"
 INTAKE_GROUP = "workflows"
@@ -45,7 +45,7 @@ return 1
 """
 
 
-class QueueUnavailable(RelayError):
+class QueueUnavailable(RelayUnavailable):
     """Redis cannot be reached or refused the write; nothing was recorded (answer 503)."""
 
 

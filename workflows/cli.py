@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from contracts.errors import Unavailable
     from workflows.settings import SettingsError
     from workflows.shard_runner import InfrastructureError
 
@@ -45,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, SettingsError) as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)
         return 2
-    except InfrastructureError as exc:
+    except (InfrastructureError, Unavailable) as exc:  # Unavailable: a service is down
         print(f"spyre-ci: infrastructure error (not a test result): {exc}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:

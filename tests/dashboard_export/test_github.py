@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard_export import ExportError
+from dashboard_export import ExportError, PublishUnavailable
 from dashboard_export.github import check_name, publish_github
 from dashboard_export.model import RunRecord
 from relay.github import GitHubAdapter
@@ -72,4 +72,7 @@ def test_green_run_and_github_errors(record: RunRecord, github_api: GitHubAPISer
                        check_run=True)
     github_api.fail_next("POST", r"/statuses/", status=422)
     with pytest.raises(ExportError, match=r"GitHub crcr/.* on pytorch/pytorch@bbbbbbbbbbbb"):
+        publish_github(record, _adapter(github_api, app=False))
+    github_api.fail_next("POST", r"/statuses/", status=502)
+    with pytest.raises(PublishUnavailable, match=r"GitHub crcr/.* on pytorch/pytorch@bbbbbbbbbbbb"):
         publish_github(record, _adapter(github_api, app=False))

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from dashboard_export import ExportError
+from contracts.errors import Unavailable
+from dashboard_export import ExportError, PublishRefused, PublishUnavailable
 from dashboard_export.crcr import envelope_for, hud_envelope
 from dashboard_export.hud_row import row_for, workflow_job_row
 from dashboard_export.model import RunRecord, VariantResult
@@ -82,9 +83,10 @@ def test_republishing_never_duplicates(record: RunRecord, hud_server: HudServer)
 
 def test_wrong_key_is_surfaced_with_the_body(record: RunRecord, hud_server: HudServer) -> None:
     sleeps = Sleeps()
-    with pytest.raises(ExportError, match=r"HUD .* answered 401: .*x-hud-internal-bot"):
+    with pytest.raises(PublishRefused, match=r"HUD .* answered 401: .*x-hud-internal-bot") as info:
         _publish(record, hud_server, key="not-the-key", sleep=sleeps)
     assert sleeps == [] and hud_server.rows == []  # 4xx: no retry
+    assert info.value.status == 401 and isinstance(info.value, ExportError)
 
 
 def test_missing_required_field_is_400(record: RunRecord, hud_server: HudServer) -> None:
@@ -127,15 +129,18 @@ def test_5xx_is_retried_after_1_2_4_seconds(record: RunRecord, hud_server: HudSe
 
     hud_server.fail_next(4, 502)
     sleeps = Sleeps()
-    with pytest.raises(ExportError, match="failed after 4 attempts; last: 502"):
+    with pytest.raises(PublishUnavailable, match="failed after 4 attempts; last: 502") as info:
         _publish(record, hud_server, sleep=sleeps)
     assert sleeps == [1.0, 2.0, 4.0]
+    # An outage, told apart by type: neither bad input (ValueError) nor an ExportError.
+    assert isinstance(info.value, Unavailable)
+    assert not isinstance(info.value, (ValueError, ExportError))
 
 
 def test_network_errors_are_retried(record: RunRecord) -> None:
     sleeps = Sleeps()
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    with pytest.raises(ExportError, match="failed after 4 attempts; last: network error"):
+    with pytest.raises(PublishUnavailable, match="failed after 4 attempts; last: network error"):
         publish_run_to_hud(record, url, KEY, sleep=sleeps, require_https=False)
     assert sleeps == [1.0, 2.0, 4.0]
 

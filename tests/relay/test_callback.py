@@ -288,6 +288,15 @@ def test_hud_outage_is_502_and_leaves_the_state_for_a_retry(crcr: Crcr) -> None:
     assert retried.status_code == 200 and retried.json()["hud"] == "forwarded"
 
 
+def test_huds_4xx_goes_back_to_the_caller_and_leaves_the_state(crcr: Crcr) -> None:
+    crcr.push("d-8b")
+    crcr.hud.fail_next(1, 409)
+    refused = crcr.callback("tok-spyre", body("d-8b", "in_progress"))
+    assert refused.status_code == 409 and "HUD refused" in refused.json()["message"]
+    retried = crcr.callback("tok-spyre", body("d-8b", "in_progress"))
+    assert retried.status_code == 200 and retried.json()["hud"] == "forwarded"
+
+
 def test_rate_limit_is_per_repo_and_fails_closed(crcr: Crcr, redis_proc: RedisProcess) -> None:
     crcr.http.relay.config = crcr.http.relay.callbacks.config = base_config(
         redis_proc.url, callback_tokens=TOKENS, callback_rate_per_minute=3

@@ -165,10 +165,12 @@ def test_trigger_nightly_enqueues_once(redis_proc: RedisProcess) -> None:
     assert bad.returncode == 2 and "40-hex-digit" in bad.stderr
 
 
-def test_trigger_with_redis_down_is_a_clear_error(redis_proc: RedisProcess) -> None:
+def test_trigger_with_redis_down_is_an_infrastructure_error(redis_proc: RedisProcess) -> None:
     redis_proc.stop()
     result = spyre_ci("trigger", "periodic", "--sha", SHA_A, env=relay_env(redis_proc.url))
-    assert result.returncode == 2 and "is Redis at redis://127.0.0.1" in result.stderr
+    # A service down is exit code 3, not bad input (2); the message names what failed.
+    assert result.returncode == 3, result.stderr
+    assert "infrastructure error" in result.stderr and "not enqueued" in result.stderr
 
 
 def test_complete_files_asks_compare_when_the_payload_is_partial(

@@ -1,0 +1,28 @@
+"""Error types that cross package boundaries.
+
+Each package keeps its own error type for bad input (RelayError, ExportError, SelectorError,
+...). An outage is apart from those: the input was fine, a service it needs (GitHub, HUD,
+Redis) was down or unreachable, and the same call may succeed later. Every package's outage
+error derives from `Unavailable`, so the CLI maps them all to exit code 3 in one place and a
+caller tells an outage from a refusal by type, never by the words of a message.
+"""
+
+from __future__ import annotations
+
+
+class Unavailable(Exception):
+    """A service was down or unreachable (after any retries); retrying later may succeed.
+
+    Deliberately not a ValueError: nothing was wrong with the input, and code that turns
+    ValueErrors into "bad input" answers must not swallow an outage.
+    """
+
+
+class Refused(ValueError):
+    """A service, or the adapter in front of it, refused a call as it was made (a 4xx, a
+    missing credential, an argument outside the service's limits): retrying the same call
+    fails the same way, so the caller reports it as bad input.
+
+    Adapters handed across a package boundary (relay's GitHub adapter to dashboard_export)
+    raise this or `Unavailable`, so the receiver needs no import of the adapter's package.
+    """
