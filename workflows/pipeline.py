@@ -19,69 +19,29 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from contracts.event import TriggerEvent
 from suites.model import Inventory, Outcome, Status
-from workflows import selection
+from workflows import exporting, planning, verification
 from workflows.history import HistoryStore, RunRecord, RunState
-from workflows.shard_runner import InfraFault, Limits, ProgressCallback, run_shard, short_message
+from workflows.run_model import (
+    PLANNED_FILE,
+    FinishedRun,
+    PipelineError,
+    PlannedRun,
+    RunRequest,
+    ShardRun,
+)
+from workflows.shard_runner import InfraFault, ProgressCallback, run_shard, short_message
 
-PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run
-
-
-class PipelineError(Exception):
-    """A run cannot go on; the message names the run and the step."""
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """Everything a run needs, as plain data (a Celery task argument)."""
-
-    run_id: str
-    event: Mapping[str, Any]  # TriggerEvent.to_json()
-    out_dir: str
-    inventory: str
-    diff_text: str | None = None
-    full: bool = False
-    budget_count: int | None = None
-    budget_time_s: float | None = None
-    holdout: float = 0.02
-    specs: tuple[str, ...] = ()
-    test_timeout_s: float = 300.0
-    shard_timeout_s: float = 3 * 3600.0
-    memory_mb: int | None = 8192
-    shards: int = 1
-    rerun_failures: bool = True
-    expand: bool = True
-    baseline: bool | None = None  # record results as the baseline; None: by event kind
-    impact_map: str | None = None  # `spyre-ci impact-map` output the selector also reads
-    # A run whose failing share is above this is held back from History until confirmed.
-    mass_failure_share: float = 0.5
-    downstream_repo: str = "torch-spyre/torch-spyre"
-    workflow: str = "spyre-ci"
-    job: str = "variant-tests"
-    attempt: int = 1
-
-    @property
-    def trigger(self) -> TriggerEvent:
-        return TriggerEvent.from_json(self.event)
-
-    @property
-    def limits(self) -> Limits:
-        return Limits(self.test_timeout_s, self.shard_timeout_s, self.memory_mb)
-
-    def to_json(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["event"] = dict(self.event)
-        data["specs"] = list(self.specs)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunRequest:
-        return cls(**{**data, "specs": tuple(data.get("specs", ()))})
+__all__ = [  # the run's data lives in workflows.run_model; callers reach it from here too
+    "PLANNED_FILE", "FinishedRun", "PipelineError", "PlannedRun", "RunRequest", "ShardRun",
+    "claim_out_dir", "execute_shard", "finish", "load_inventory", "load_planned",
+    "mark_stopped", "plan", "recorded_outcomes", "run_dir", "run_id_for", "work_dir",
+]
 
 
 def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = None) -> str:
@@ -115,57 +75,6 @@ def run_dir(out_root: str | Path, run_id: str) -> Path:
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 
-@dataclass
-class PlannedRun:
-    request: RunRequest
-    plan: dict[str, Any]  # the selector's Plan as JSON
-    shards: list[list[str]]
-    holdout: list[str]
-    started_at: str
-    history: dict[str, Any]  # the History snapshot the plan was made from (selector JSON)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"request": self.request.to_json(), "plan": self.plan, "shards": self.shards,
-                "holdout": self.holdout, "started_at": self.started_at,
-                "history": self.history}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PlannedRun:
-        return cls(RunRequest.from_json(data["request"]), dict(data["plan"]),
-                   [list(s) for s in data["shards"]], list(data["holdout"]), data["started_at"],
-                   dict(data["history"]))
-
-
-@dataclass(frozen=True)
-class ShardRun:
-    """What one shard (or a rerun, or an expansion) came back with."""
-
-    outcomes: list[Outcome]
-    fault: InfraFault | None = None
-
-
-@dataclass
-class FinishedRun:
-    planned: PlannedRun
-    outcomes: dict[str, Outcome]
-    classification: dict[str, str]  # failing id -> new | pre-existing | flaky
-    summary: dict[str, Any]
-    out_dir: Path
-    faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
-    held_back: str | None = None  # why History did not learn this run, when it did not
-
-    @property
-    def new_failures(self) -> list[str]:
-        return sorted(v for v, c in self.classification.items() if c == "new")
-
-    @property
-    def exit_code(self) -> int:
-        """0 ok, 1 new test failures, 3 infrastructure fault (the tests could not run)."""
-        if self.faults:
-            return 3
-        return 1 if self.new_failures else 0
-
-
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -191,8 +100,8 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     out = Path(request.out_dir)
     claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
-    snapshot = history.snapshot(p.path for p in selection.change_set(request).paths)
-    result = selection.make_plan(request, inventory, snapshot)
+    snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
+    result = planning.make_plan(request, inventory, snapshot)
     planned = PlannedRun(request, result.plan_json, result.shards, result.holdout, now_iso(),
                          snapshot.to_json())
     out.mkdir(parents=True, exist_ok=True)
@@ -319,7 +228,8 @@ def finish(
 
         inventory = load_inventory(request.inventory)
         try:
-            verdict, update = selection.verify(planned, inventory, finished.outcomes, run_more)
+            verdict, update = verification.verify(planned, inventory, finished.outcomes,
+                                                   run_more)
         except _Faulted:
             verdict = None
     if faults or verdict is None:
@@ -335,7 +245,7 @@ def finish(
             history.apply(request.run_id, update)
             state = RunState.COMPLETED
     finished.summary = summarize(finished, verdict.metrics if verdict else {})
-    selection.export(finished, now_iso(), verdict)
+    exporting.export(finished, now_iso(), verdict)
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
 

@@ -41,3 +41,41 @@ def test_no_product_module_imports_benchmark_code() -> None:
         for path in _product_files()
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def _workflows_graph() -> dict[str, set[str]]:
+    """Module -> the workflows modules it imports (module level or lazily)."""
+    files = {_module(p): p for p in sorted(WORKFLOWS.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets = set()
+        for imported in _imports(path):
+            while imported and imported not in files:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name and imported != "workflows":
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def test_no_import_cycle_between_workflows_modules() -> None:
+    graph = _workflows_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == []

@@ -69,9 +69,10 @@ def register(subparsers: Any) -> None:
 
 
 def select(args: argparse.Namespace) -> int:
-    from selector import PlanConfig, SelectorError, plan
+    from selector import PlanConfig, SelectorError
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
+    from workflows.planning import describe_impact, plan_change
 
     if args.plan_out is not None and args.plan_out.is_dir():
         raise CommandError(f"{args.plan_out}: is a directory (--plan-out names the file the "
@@ -87,34 +88,39 @@ def select(args: argparse.Namespace) -> int:
             _check_variant(args.why, inventory)
         previous = (read_inventory(args.previous_inventory, "--previous-inventory")
                     if args.previous_inventory else None)
-        impact = read_impact_map(args.impact_map) if args.impact_map else None
+        impact = None
+        if args.impact_map:
+            loaded = read_impact_map(args.impact_map)
+            impact = (loaded, describe_impact(loaded, str(args.impact_map), inventory))
         history = _read_history(args.history) if args.history else _stored_history(changes)
         config = PlanConfig(
             budget_count=args.budget, budget_seconds=args.budget_time,
             holdout_rate=args.holdout, shards=args.shards, force_full=args.full,
             trial=frozenset(args.trial), disabled=frozenset(args.disable), seed=args.seed,
         )
-        result = plan(changes, inventory, history, config, previous=previous, impact=impact)
+        result = plan_change(changes, inventory, history, config, previous=previous,
+                             impact=impact)
     except SelectorError as exc:
         raise CommandError(str(exc)) from exc
     if args.plan_out:
         try:
             args.plan_out.parent.mkdir(parents=True, exist_ok=True)
-            args.plan_out.write_text(json.dumps(result.to_json(), indent=1) + "\n",
+            args.plan_out.write_text(json.dumps(result.plan_json, indent=1) + "\n",
                                      encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"{args.plan_out}: cannot write the plan: {exc.strerror}") from exc
+    chosen = result.plan
     if args.explain:
-        print(explain(result))
+        print(explain(chosen))
     if args.why:
         if args.explain:
             print()
-        print(why(result, args.why, inventory))
+        print(why(chosen, args.why, inventory))
     if not (args.explain or args.why):
-        t = result.totals
-        print(f"decision: {result.decision}" + (f" ({result.fallback})" if result.fallback else ""))
+        t = chosen.totals
+        print(f"decision: {chosen.decision}" + (f" ({chosen.fallback})" if chosen.fallback else ""))
         print(f"selected {t['selected']} of {t['eligible']} variants, holdout {t['holdout']}, "
-              f"{len(result.shards)} shard(s)")
+              f"{len(chosen.shards)} shard(s)")
         if args.plan_out:
             print(f"plan: {args.plan_out}")
     return 0

@@ -1,0 +1,97 @@
+"""Export assembly: the RunRecord every output format is built from, and writing them.
+
+`dashboard_export` builds and writes the formats (pure builders, `write_run`); this module
+gathers what they need from a run: the environment the tests ran in, the plan's summary, the
+per-variant results. The main job and the upgrade diff run both export through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from dashboard_export.layout import write_run
+from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
+from workflows.run_model import FinishedRun
+from workflows.verification import VerifiedRun
+
+
+def environment() -> Environment:
+    """Where the tests ran: read from the installed distributions, without importing torch."""
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return Environment(
+        torch_version=version("torch"), torch_git_version=_torch_git_version(),
+        backend="backend_under_test (emulated IBM Spyre)", backend_version=version("spyre-ci"),
+        device="spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)",
+    )
+
+
+def _torch_git_version() -> str:
+    spec = find_spec("torch")
+    if spec is None or spec.origin is None:
+        return "unknown"
+    version_file = Path(spec.origin).parent / "version.py"
+    try:
+        for line in version_file.read_text(encoding="utf-8").splitlines():
+            if line.startswith("git_version"):
+                return line.split("=", 1)[1].strip().strip("'\"")
+    except OSError:
+        pass
+    return "unknown"
+
+
+def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[str, int], ...]:
+    """The first reason of every selected variant, counted: the report's 'why these tests'."""
+    reasons: dict[str, int] = {}
+    for selected in plan_json.get("selected", ()):
+        for reason in selected.get("reasons", ())[:1]:
+            key = f"{reason['heuristic']}: {reason['reason']}"
+            reasons[key] = reasons.get(key, 0) + 1
+    return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
+
+
+def run_record(finished: FinishedRun, completed_at: str,
+               verified: VerifiedRun | None) -> RunRecord:
+    """The record of a main-job run; `verified` is None when it could not be verified (an
+    infrastructure error): the record then carries the faults and the tests that did run."""
+    request = finished.planned.request
+    plan_json = finished.planned.plan
+    holdout = set(finished.planned.holdout)
+    results = tuple(
+        VariantResult.of(outcome, finished.classification.get(vid), vid in holdout)
+        for vid, outcome in sorted(finished.outcomes.items())
+    )
+    metrics = verified.verdict.metrics if verified is not None else None
+    summary = PlanSummary(
+        selected=len(plan_json.get("selected", ())),
+        inventory=int(plan_json.get("totals", {}).get("variants", 0)),
+        fallback_reason=plan_json.get("fallback"),
+        top_reasons=top_reasons(plan_json),
+        skipped={str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
+        holdout=len(holdout),
+        holdout_misses=tuple(metrics.holdout_misses) if metrics else (),
+        metrics={k: float(v) for k, v in (metrics.to_json() if metrics else {}).items()
+                 if isinstance(v, int | float) and not isinstance(v, bool)},
+    )
+    return RunRecord(
+        run_id=request.run_id, attempt=request.attempt, downstream_repo=request.downstream_repo,
+        workflow=request.workflow, job=request.job, event=request.trigger,
+        environment=environment(), results=results, started_at=finished.planned.started_at,
+        completed_at=completed_at, plan=summary,
+        infrastructure=tuple(f"{f.summary}\n{f.cause}" for f in finished.faults),
+        held_back=finished.held_back, **RunRecord.ci_fields(request.run_id),
+    )
+
+
+def export(finished: FinishedRun, completed_at: str, verified: VerifiedRun | None) -> None:
+    """Write every output format of the run into its out directory."""
+    write_run(run_record(finished, completed_at, verified), finished.out_dir)

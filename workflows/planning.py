@@ -1,0 +1,94 @@
+"""Planning (selector stages 1-3) for every command that plans: `select`, `run`, the intake.
+
+One way from a change to a Plan: the change set (event and diff), the impact map (read and
+described for plan.json), and `selector.plan`. Finish never plans again: it reads the stored
+Plan back (`workflows.verification`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import selector
+from suites.model import Inventory
+from workflows.run_model import PipelineError, RunRequest
+
+ImpactInfo = tuple[selector.ImpactMap, dict[str, Any]]  # the map, what plan.json says of it
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: selector.Plan
+    plan_json: dict[str, Any]
+    shards: list[list[str]]
+    holdout: list[str]
+
+    @property
+    def selected_ids(self) -> tuple[str, ...]:
+        return self.plan.selected_ids
+
+
+def plan_config(request: RunRequest) -> selector.PlanConfig:
+    return selector.PlanConfig(
+        budget_count=request.budget_count, budget_seconds=request.budget_time_s,
+        holdout_rate=request.holdout, shards=request.shards, force_full=request.full,
+    )
+
+
+def change_set(request: RunRequest) -> selector.ChangeSet:
+    return selector.ChangeSet.from_event(request.trigger, request.diff_text)
+
+
+def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
+    """The impact map at `path` and what plan.json says of it; errors name the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: no impact map there; record one with `spyre-ci "
+                            f"impact-map --out {path}`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise PipelineError(f"{path}: not a readable impact map: {exc}") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"{path}: not an impact map (a JSON object is expected)")
+    try:
+        impact = selector.ImpactMap.from_json(data, path)
+    except selector.SelectorError as exc:
+        raise PipelineError(str(exc)) from None
+    return impact, describe_impact(impact, path, inventory)
+
+
+def describe_impact(impact: selector.ImpactMap, path: str,
+                    inventory: Inventory) -> dict[str, Any]:
+    """plan.json's `impact_map`: which map, recorded on which torch, how much it covers."""
+    known = {v.id for v in inventory.variants}
+    traced = set(impact.functions) | set(impact.aten_ops)
+    about: dict[str, Any] = {"path": path, "torch_version": impact.torch_version,
+                             "variants": len(traced),
+                             "inventory_variants_traced": len(traced & known)}
+    if impact.torch_version and impact.torch_version != inventory.torch_version:
+        about["note"] = (f"recorded on torch {impact.torch_version}, the Inventory is torch "
+                         f"{inventory.torch_version}: record it again for this torch")
+    return about
+
+
+def plan_change(changes: selector.ChangeSet, inventory: Inventory, history: selector.History,
+                config: selector.PlanConfig, *, impact: ImpactInfo | None = None,
+                previous: Inventory | None = None) -> PlanResult:
+    """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards."""
+    result = selector.plan(changes, inventory, history, config, previous=previous,
+                           impact=impact[0] if impact else None)
+    plan_json = result.to_json()
+    if impact is not None:
+        plan_json["impact_map"] = impact[1]
+    shards = [list(shard["ids"]) for shard in plan_json["shards"]]
+    return PlanResult(result, plan_json, [s for s in shards if s], list(result.holdout))
+
+
+def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
+    """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step)."""
+    impact = load_impact(request.impact_map, inventory) if request.impact_map else None
+    return plan_change(change_set(request), inventory, history, plan_config(request),
+                       impact=impact)
