@@ -117,7 +117,12 @@ def main() -> int:
     for t in threads:
         t.join()
     wall = time.monotonic() - started
-    (args.work_dir / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    from suites.model import Outcome
+    from suites.results_file import end_line
+
+    # The plugin's results format (suites.results_file), so `suites record` reads it back.
+    (args.work_dir / "all.jsonl").write_text("".join(
+        end_line(Outcome.from_json(r)) for r in records))
     counts = Counter(str(r["status"]) for r in records)
     failing = {k: v for k, v in counts.items() if k in ("failed", "error", "timeout", "crashed")}
     by_suite = Counter(str(r["id"]).split("::", 1)[0] for r in records)

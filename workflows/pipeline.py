@@ -25,6 +25,7 @@ from typing import Any
 
 from contracts.event import TriggerEvent
 from suites.model import Inventory, Outcome, Status
+from suites.results_file import read_outcomes
 from workflows import exporting, planning, verification
 from workflows.history import HistoryStore, RunRecord, RunState
 from workflows.run_model import (
@@ -180,18 +181,8 @@ def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
 
 def recorded_outcomes(request: RunRequest, shard: str) -> dict[str, Outcome]:
     """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
-    done: dict[str, Outcome] = {}
-    for path in sorted(work_dir(request, shard).glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # torn by the crash that stopped the run
-            if event.get("event") == "end":
-                done[event["id"]] = Outcome(event["id"], Status(event["status"]),
-                                            float(event.get("duration_s", 0.0)),
-                                            short_message(str(event.get("message", ""))))
-    return done
+    done = read_outcomes(sorted(work_dir(request, shard).glob("*.jsonl")))
+    return {vid: replace(o, message=short_message(o.message)) for vid, o in done.items()}
 
 
 ShardExecutor = Callable[[str, Sequence[str]], ShardRun]

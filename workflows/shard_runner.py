@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import resource
 import signal
@@ -24,10 +23,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from suites.model import Outcome, Status
+from suites.results_file import ResultsReader, Started
 
 PLUGIN = "suites.pytest_plugin"
 _POLL_S = 0.05
@@ -274,7 +274,7 @@ def _run_subprocess(
         stdout.close()
         stderr.close()
         raise
-    reader = _ResultsReader(results_file)
+    reader = ResultsReader(results_file)
     deadline = time.monotonic() + budget_s
     current: tuple[str, float] | None = None  # (variant id, monotonic start)
     killed_for: Status | None = None
@@ -282,14 +282,10 @@ def _run_subprocess(
         while True:
             exited = proc.poll() is not None
             for event in reader.read():
-                if event.get("event") == "start":
-                    current = (str(event["id"]), time.monotonic())
-                elif event.get("event") == "end":
-                    record(Outcome(
-                        str(event["id"]), Status(event["status"]),
-                        float(event.get("duration_s", 0.0)),
-                        short_message(str(event.get("message", ""))),
-                    ))
+                if isinstance(event, Started):
+                    current = (event.id, time.monotonic())
+                else:
+                    record(replace(event, message=short_message(event.message)))
                     current = None
             if exited:
                 break
@@ -323,29 +319,6 @@ def _run_subprocess(
         else:
             record(Outcome(vid, Status.CRASHED, elapsed, _describe_exit(proc.returncode)))
     return None if killed_for is not None else proc.returncode
-
-
-class _ResultsReader:
-    """Incremental reader of a JSON-lines file that another process appends to."""
-
-    def __init__(self, path: Path) -> None:
-        self._fh = open(path, encoding="utf-8")  # noqa: SIM115 - lives as long as the reader
-        self._partial = ""
-
-    def close(self) -> None:
-        self._fh.close()
-
-    def read(self) -> list[dict[str, object]]:
-        self._partial += self._fh.read()
-        *lines, self._partial = self._partial.split("\n")
-        events = []
-        for line in lines:
-            if line.strip():
-                try:
-                    events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line torn by a crash mid-write carries nothing usable
-        return events
 
 
 def short_message(text: str, limit: int = _MESSAGE_LIMIT) -> str:

@@ -502,21 +502,13 @@ def run_version(
 
 def recorded_outcomes(work_dir: Path) -> dict[str, Outcome]:
     """Outcomes earlier shard subprocesses wrote under `work_dir` (ended tests only)."""
-    from suites.model import Status
+    from dataclasses import replace
+
+    from suites.results_file import read_outcomes
     from workflows.shard_runner import short_message
 
-    done: dict[str, Outcome] = {}
-    for path in sorted(work_dir.rglob("*.jsonl")) if work_dir.is_dir() else ():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-                if event.get("event") == "end":
-                    done[event["id"]] = Outcome(event["id"], Status(event["status"]),
-                                                float(event.get("duration_s", 0.0)),
-                                                short_message(str(event.get("message", ""))))
-            except (json.JSONDecodeError, KeyError, ValueError, AttributeError):
-                continue  # a line torn by the stop
-    return done
+    done = read_outcomes(sorted(work_dir.rglob("*.jsonl")) if work_dir.is_dir() else ())
+    return {vid: replace(o, message=short_message(o.message)) for vid, o in done.items()}
 
 
 def moved_rows(diff: Any, old_run: VersionRun, new_run: VersionRun) -> list[Any]:
