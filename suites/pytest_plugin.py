@@ -227,7 +227,10 @@ class VariantItem(pytest.Item):
             return f"timeout: {excinfo.value}"
         if excinfo.errisinstance(AssertionError):
             return f"{excinfo.typename}: {excinfo.value}"
-        return super().repr_failure(excinfo, style="short")
+        # Native: Python's own traceback text. pytest's other styles parse the source file
+        # of every frame with `ast` (torch's OpInfo database among them): a failure cost
+        # about three times a pass; native costs what a pass does.
+        return super().repr_failure(excinfo, style="native")
 
 
 def run_variant(plan: Any) -> str | None:

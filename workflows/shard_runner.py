@@ -322,13 +322,26 @@ def _run_subprocess(
 
 
 def short_message(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    """The error itself, not the traceback: pytest's `E   ` lines when there are some.
+    """The error itself, not the traceback: pytest's `E   ` lines when there are some, else
+    the exception that ends a native traceback.
 
     The whole report stays in the JUnit artifact; outcomes carry what a reader scans.
     """
-    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
-    short = "\n".join(errors) if errors else text.strip()
+    lines = text.splitlines()
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    short = "\n".join(errors) if errors else (_native_exception(lines) or text.strip())
     return short if len(short) <= limit else short[: limit - 3] + "..."
+
+
+def _native_exception(lines: Sequence[str]) -> str | None:
+    """The exception that ends a Python traceback: what follows its last frame."""
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if not frames:
+        return None
+    rest = lines[frames[-1] + 1:]
+    while rest and rest[0].startswith("    "):  # the frame's source line and its carets
+        rest = rest[1:]
+    return "\n".join(rest).strip() or None
 
 
 _PR_SET_PDEATHSIG = 1

@@ -172,6 +172,11 @@ def test_short_message_keeps_the_error_not_the_traceback() -> None:
     report = "x.py:3: in f\n    g()\nE   TypeError: bad dtype\nE   second line\n"
     assert short_message(report) == "TypeError: bad dtype\nsecond line"
     assert short_message("plain message") == "plain message"
+    native = ('Traceback (most recent call last):\n  File "/x/ops.py", line 3, in f\n'
+              '    g()\n    ^^^\n  File "/x/rules.py", line 9, in g\n    raise TypeError(\n'
+              'TypeError: spyre does not support dtype torch.float64\nsecond line')
+    assert short_message(native) == "TypeError: spyre does not support dtype torch.float64\n" \
+        "second line"
     assert short_message("a" * 5000).endswith("...") and len(short_message("a" * 5000)) == 1000
 
 
