@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,62 @@ def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:
     return app
 
 
+def decode_body(body: bytes, content_type: str) -> Any | tuple[int, str]:
+    """The payload of a delivery, from either content type GitHub sends; (status, why) when
+    there is none.
+
+    `application/json`, or `application/x-www-form-urlencoded` with the JSON in its `payload`
+    field (GitHub's default for a new webhook); the signature was checked over the raw body
+    either way. Non-finite numbers (`NaN`, `Infinity`) and nesting deeper than a bound are
+    refused: JSON has neither, and GitHub never sends them.
+    """
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        fields = urllib.parse.parse_qs(body.decode("latin-1"), max_num_fields=20)
+        if "payload" not in fields:
+            return 400, "a form-encoded delivery carries its JSON in a 'payload' field"
+        text = fields["payload"][0]
+    elif kind in ("application/json", ""):
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return 400, f"body is not UTF-8 JSON: {exc}"
+    else:
+        return 415, (f"content type {kind!r} is not a webhook's: set the webhook's content type "
+                     "to application/json (or application/x-www-form-urlencoded)")
+    try:
+        payload = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        return 400, "body is not JSON: nested too deep"
+    except ValueError as exc:
+        return 400, f"body is not JSON: {exc}"
+    if _depth(payload) > MAX_DEPTH:
+        return 400, f"body is not JSON a webhook sends: nested deeper than {MAX_DEPTH} levels"
+    return payload
+
+
+MAX_DEPTH = 64
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a decoded JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else ()
+        stack.extend((child, level + 1) for child in children
+                     if isinstance(child, dict | list))
+    return deepest
+
+
 def _webhook(
     relay: Relay, config: RelayConfig, event_name: str
 ) -> tuple[int, str, str, dict[str, Any]]:
@@ -197,10 +254,11 @@ def _webhook(
         return 400, "bad_request", "X-GitHub-Event and X-GitHub-Delivery are required", {}
     if len(delivery) > 200:
         return 400, "bad_request", "X-GitHub-Delivery is longer than 200 characters", {}
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return 400, "bad_request", f"delivery {delivery}: body is not JSON: {exc}", {}
+    decoded = decode_body(body, request.headers.get("Content-Type", ""))
+    if isinstance(decoded, tuple):
+        status, why = decoded
+        return status, "bad_request", f"delivery {delivery}: {why}", {}
+    payload = decoded
     if event_name == "ping":
         return (
             200,

@@ -8,6 +8,7 @@ lacks (a pull request's changed files, a push with more commits than GitHub list
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,29 @@ def normalize(
     delivery_id: str,
     rules: TriggerRules | None = None,
 ) -> TriggerEvent | Ignored:
-    """Turn one delivery (`X-GitHub-Event`, decoded body, `X-GitHub-Delivery`) into a trigger."""
+    """Turn one delivery (`X-GitHub-Event`, decoded body, `X-GitHub-Delivery`) into a trigger.
+
+    Its shas, when it has them, are checked (40 hex characters): they name folders, Redis
+    keys and URLs later.
+    """
+    result = _normalize(event_name, payload, delivery_id, rules)
+    if isinstance(result, TriggerEvent):
+        for name, sha in (("head sha", result.head_sha), ("base sha", result.base_sha)):
+            if sha and not _SHA.fullmatch(sha):
+                raise RelayError(f"delivery {delivery_id}: {name} {sha[:60]!r} is not 40 hex "
+                                 "characters")
+    return result
+
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _normalize(
+    event_name: str,
+    payload: Mapping[str, Any],
+    delivery_id: str,
+    rules: TriggerRules | None = None,
+) -> TriggerEvent | Ignored:
     rules = rules or TriggerRules()
     if not isinstance(payload, Mapping):
         raise EventError(f"delivery {delivery_id}: payload is not a JSON object")
