@@ -71,6 +71,9 @@ def serve(
             "accesslog": None,
             "errorlog": "-",
             "proc_name": "spyre-ci-relay",
+            # gunicorn's control socket has one path per user: a second relay on the host
+            # would take it over and delete it on exit. Nothing here uses it.
+            "control_socket_disable": True,
         },
     ).run()
 

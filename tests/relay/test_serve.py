@@ -333,3 +333,39 @@ def test_serve_fans_out_and_takes_callbacks(
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_two_relays_on_one_host_do_not_share_a_control_socket(
+        redis_proc: RedisProcess, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**relay_env(redis_proc.url), "HOME": str(home)}
+    env.pop("XDG_RUNTIME_DIR", None)
+    procs, urls = [], []
+    try:
+        for _ in range(2):
+            port = free_port()
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "workflows", "serve", "--port", str(port), "--workers",
+                 "1", "--log-level", "warning"], cwd=REPO_ROOT, env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            urls.append(f"http://127.0.0.1:{port}")
+        for url in urls:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline, f"{url} did not come up"
+                time.sleep(0.1)
+        procs[1].terminate()
+        procs[1].wait(timeout=20)
+        assert requests.get(f"{urls[0]}/healthz", timeout=5).status_code == 200
+        assert not (home / ".gunicorn").exists()  # no per-user socket to take over
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=20)
