@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 import redis
@@ -158,24 +159,63 @@ def submit(request: pipeline.RunRequest, broker_url: str | None = None) -> str:
         return str(plan_task.apply_async((request.to_json(),), connection=connection).id)
 
 
-def consume_intake(make_request: Any, stop: threading.Event, block_ms: int = 1000) -> None:
-    """Move deliveries from the relay's durable intake into Celery, acking only once sent."""
-    from relay.intake import RedisIntake
+INTAKE_ALIVE = "spyre-ci:intake:alive:{consumer}"  # set while a consumer's loop turns
+_ALIVE_TTL_S = 30
+_BACKOFF_MAX_S = 30.0
 
-    intake = RedisIntake.from_url(app.conf.broker_url)
+
+def consume_intake(
+    make_request: Any, stop: threading.Event, block_ms: int = 1000, *,
+    url: str | None = None, send: Any = None,
+) -> None:
+    """Move deliveries from the relay's durable intake into Celery, acking only once sent.
+
+    Survives Redis outages: a failed claim or ack is retried with a backoff up to 30 s (the
+    client reconnects, a lost consumer group is made again, entries left unacknowledged are
+    reclaimed), so deliveries that piled up meanwhile start once Redis is back. Each turn of
+    the loop refreshes `INTAKE_ALIVE` (30 s): `intake_alive` reads it.
+    """
+    from relay.intake import QueueUnavailable, RedisIntake
+
+    intake = RedisIntake.from_url(url or app.conf.broker_url)
+    send = send or submit
     consumer = f"{socket.gethostname()}-{os.getpid()}"
+    alive = INTAKE_ALIVE.format(consumer=consumer)
+    delay = 0.0
     while not stop.is_set():
-        claimed = intake.claim(consumer, block_ms=block_ms)
+        try:
+            intake.client.set(alive, f"{time.time():.0f}", ex=_ALIVE_TTL_S)
+            claimed = intake.claim(consumer, block_ms=block_ms)
+        except (QueueUnavailable, redis.RedisError) as exc:
+            delay = min(_BACKOFF_MAX_S, max(0.5, delay * 2))
+            log.warning("intake: Redis unavailable (%s); trying again in %.1f s", exc, delay)
+            stop.wait(delay)
+            continue
+        delay = 0.0
         if claimed is None:
             continue
         try:
             request = make_request(claimed.event)
-            submit(request)
+            send(request)
         except Exception:  # noqa: BLE001 - left unacknowledged: reclaimed and retried later
             log.exception("delivery %s: not started; it stays queued", claimed.delivery_id)
             continue
-        intake.ack(claimed)
+        try:
+            intake.ack(claimed)
+        except (QueueUnavailable, redis.RedisError) as exc:
+            # Sent but not acknowledged: it is reclaimed and sent again, onto the same run id
+            # (runs are keyed by delivery), whose stored plan and shards make it a no-op.
+            log.warning("delivery %s: sent, ack failed (%s); it will be reclaimed",
+                        claimed.delivery_id, exc)
+            continue
         log.info("delivery %s -> run %s", claimed.delivery_id, request.run_id)
+
+
+def intake_alive(url: str) -> list[str]:
+    """The consumers whose intake loop turned in the last 30 s."""
+    client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5)
+    prefix = INTAKE_ALIVE.format(consumer="")
+    return sorted(k[len(prefix):] for k in client.scan_iter(match=prefix + "*"))
 
 
 def resume(run_id: str) -> bool:

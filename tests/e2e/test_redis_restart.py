@@ -110,3 +110,47 @@ def test_redis_restart_between_tasks(
     finally:
         worker.terminate()
         worker.wait(timeout=60)
+
+
+def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedis) -> None:
+    import threading
+
+    from relay.intake import RedisIntake
+    from workflows import distributed
+
+    sent: list[str] = []
+    stop = threading.Event()
+
+    def make_request(event: TriggerEvent) -> object:
+        class Request:
+            run_id = event.delivery_id
+        return Request()
+
+    loop = threading.Thread(target=distributed.consume_intake, args=(make_request, stop),
+                            kwargs={"block_ms": 200, "url": durable_redis.url,
+                                    "send": lambda r: sent.append(r.run_id)}, daemon=True)
+    loop.start()
+    producer = RedisIntake.from_url(durable_redis.url)
+
+    def event(n: int) -> TriggerEvent:
+        return TriggerEvent(kind="push", delivery_id=f"d-{n}", repo="pytorch/pytorch",
+                            head_sha=f"{n:040x}", source="cli")
+
+    try:
+        producer.accept("d-1", event(1))
+        wait_for(lambda: sent == ["d-1"], 20, "the first delivery to be sent")
+        assert distributed.intake_alive(durable_redis.url)
+        durable_redis.stop()  # Redis goes away under the loop ...
+        import time
+
+        time.sleep(2)
+        assert loop.is_alive()
+        durable_redis.start()  # ... and comes back with what it had on disk
+        producer = RedisIntake.from_url(durable_redis.url)
+        producer.accept("d-2", event(2))
+        wait_for(lambda: sent == ["d-1", "d-2"], 60, "the delivery accepted after the restart")
+        assert loop.is_alive() and distributed.intake_alive(durable_redis.url)
+        assert producer.depth() == 0  # acknowledged
+    finally:
+        stop.set()
+        loop.join(timeout=40)
