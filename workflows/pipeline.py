@@ -81,15 +81,20 @@ def now_iso() -> str:
 
 
 def load_inventory(path: str | Path) -> Inventory:
+    """An Inventory file (the main job's, each upgrade environment's); a missing or unreadable
+    one is a PipelineError naming it."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise PipelineError(
-            f"{path}: no inventory there; build one with `spyre-ci inventory --out {path}`"
+            f"{path}: no inventory there; build one with `spyre-ci inventory --out {path}` "
+            "(in an environment with that torch)"
         )
     try:
         return Inventory.load(path)
-    except (OSError, ValueError, KeyError) as exc:
-        raise PipelineError(f"{path}: not a readable inventory: {exc}") from exc
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError,
+            AttributeError, RecursionError) as exc:
+        raise PipelineError(f"{path}: not a readable inventory ({type(exc).__name__}: {exc}); "
+                            "build it again with `spyre-ci inventory --out FILE`") from exc
 
 
 def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:

@@ -1,13 +1,17 @@
-"""Where the workflows layer keeps its state, from the environment.
+"""Every `SPYRE_CI_*` variable the workflows layer reads, read here and only here.
 
-Every path is made absolute here, against the directory the command was started in, so a
-relative SPYRE_CI_STATE_DIR means the same directory to the shards, workers and a later
-`spyre-ci runs resume` that run elsewhere.
+The variables, their fields and defaults are the table in docs/workflows.md ("Settings").
+The relay's variables (`SPYRE_CI_WEBHOOK_SECRET`, `SPYRE_CI_HUD_URL`, ...) belong to its own
+config loader (`relay.config`); `SPYRE_CI_TRACE_OUT` and `SPYRE_CI_MUTATION` are set by the
+tool for its own test subprocesses. Every path is made absolute here, against the directory
+the command was started in, so a relative SPYRE_CI_STATE_DIR means the same directory to the
+shards, workers and a later `spyre-ci runs resume` that run elsewhere.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,17 +29,24 @@ class Settings:
     # SPYRE_CI_MASS_FAILURE_SHARE: a run failing more than this share (new failures) is held
     # back from History until `spyre-ci history confirm`.
     mass_failure_share: float = 0.5
+    inventory: Path | None = None  # SPYRE_CI_INVENTORY: what `select` selects from
+    env_cache_dir: Path | None = None  # SPYRE_CI_ENV_CACHE: upgrade-diff's torch environments
+    callback_token: str = ""  # SPYRE_CI_CALLBACK_TOKEN: bearer token of `export --callback-url`
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         default_state = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        default_cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         return cls(
             state_dir=absolute(env.get("SPYRE_CI_STATE_DIR") or default_state / "spyre-ci"),
             redis_url=env.get("SPYRE_CI_REDIS_URL") or None,
-            impact_map=absolute(env["SPYRE_CI_IMPACT_MAP"]) if env.get("SPYRE_CI_IMPACT_MAP")
-            else None,
+            impact_map=_path(env, "SPYRE_CI_IMPACT_MAP"),
             mass_failure_share=_share(env, "SPYRE_CI_MASS_FAILURE_SHARE", 0.5),
+            inventory=_path(env, "SPYRE_CI_INVENTORY"),
+            env_cache_dir=absolute(env.get("SPYRE_CI_ENV_CACHE")
+                                   or default_cache / "spyre-ci" / "envs"),
+            callback_token=env.get("SPYRE_CI_CALLBACK_TOKEN", ""),
         )
 
 
@@ -43,7 +54,12 @@ class SettingsError(ValueError):
     """An environment variable holds a value it cannot mean; the message names it."""
 
 
-def _share(env: os._Environ[str] | dict[str, str], name: str, default: float) -> float:
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    return absolute(raw) if raw else None
+
+
+def _share(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if not raw:
         return default

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import absolute_path, absolute_str, check_out_dir, check_specs, checked
+from workflows.change_input import absolute_path, check_out_dir, check_specs, checked
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 
 def register(subparsers: Any) -> None:
@@ -48,9 +48,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--validate", action="store_true",
                         help="also run every runnable variant on both versions and report "
                         "what the selection caught and missed (implies --run)")
-    parser.add_argument("--specs", action="append", default=[], type=absolute_str,
-                        metavar="PATH",
-                        help="spec file or folder (repeatable; default: the bundled specs)")
+    add_options(parser, "specs")
     parser.add_argument("--cache-dir", type=absolute_path, metavar="DIR",
                         help="where the per-version environments live (default "
                         "$SPYRE_CI_ENV_CACHE or ~/.cache/spyre-ci/envs)")
@@ -63,14 +61,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-canary", action="store_true",
                         help="do not run one canary variant per op (kernel changes that no "
                         "definition shows then go unseen unless the holdout samples them)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
-                        metavar="N", help="pytest subprocesses at a time per version, at "
-                        "least 1 (default: CPU count)")
-    parser.add_argument("--test-timeout", type=float, default=300.0,
-                        metavar="SECONDS", help="per-test time limit (default 300)")
-    parser.add_argument("--memory-mb", type=int, default=8192, metavar="MB",
-                        help="address-space limit per test subprocess (default 8192)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress lines")
+    add_options(parser, "jobs", "test_timeout", "memory_mb", "no_progress", help={
+        "jobs": "pytest subprocesses at a time per version, at least 1 (default: CPU count)",
+        "no_progress": "no progress lines"})
     parser.set_defaults(func=checked(cmd_upgrade_diff))
 
 
@@ -83,6 +76,7 @@ def _log(quiet: bool) -> Any:
 
 def cmd_upgrade_diff(args: argparse.Namespace) -> int:
     from workflows import upgrade
+    from workflows.pipeline import PipelineError
 
     offline = args.from_inventory is not None or args.to_inventory is not None
     online = args.from_version is not None or args.to_version is not None
@@ -100,7 +94,7 @@ def cmd_upgrade_diff(args: argparse.Namespace) -> int:
         if offline:
             return _offline(args)
         return _online(args)
-    except upgrade.UpgradeError as exc:
+    except PipelineError as exc:  # an UpgradeError, or an unreadable Inventory
         raise CommandError(str(exc)) from None
 
 

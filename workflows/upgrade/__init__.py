@@ -1,0 +1,66 @@
+"""The version-upgrade run: one isolated environment per torch version, both Inventories, the
+diff and selection (`selector.upgrade`), the selection run on both versions, and the report.
+
+```
+provision(2.13.0), provision(2.14.1)    <cache>/torch-<v>: python -m venv, pip install torch==<v>
+                                        expecttest numpy pyyaml jsonschema, the project --no-deps
+build_inventory(env) x 2                <venv>/bin/python -m workflows inventory --out ...
+                                        <venv>/bin/python -m workflows.upgrade describe --out ...
+selector.upgrade: diff, select          (pure)
+run_ids(env, ids) x 2                   shard subprocesses with the venv's python
+classify -> UpgradeDiff -> RunRecord    dashboard_export.layout.write_run (HUD files, report)
+```
+
+`python -m workflows.upgrade describe --out FILE.json.gz [--specs PATH]...` runs INSIDE an
+environment: it writes the details the diff names changes with (per-subject field digests,
+per-variant decorators and precision, template digests), using the suites' own fingerprint
+functions.
+
+Modules: `environments` (provision), `inventories` (build, details, describe), `diff_run`
+(diff, select, run both versions, expand, validate), `export` (RunRecord with the diff rows).
+The names below are the package's interface (`from workflows import upgrade`).
+"""
+
+from workflows.pipeline import load_inventory
+from workflows.upgrade.diff_run import (
+    UPGRADE_FORMAT,
+    VersionRun,
+    diff_and_select,
+    expand_misses,
+    moved_rows,
+    recorded_outcomes,
+    run_ids,
+    run_section,
+    run_version,
+    upgrade_json,
+    validate_full,
+    write_json,
+)
+from workflows.upgrade.environments import (
+    EXTRA_PACKAGES,
+    MARKER,
+    PROJECT_ROOT,
+    TorchEnv,
+    UpgradeError,
+    default_cache_dir,
+    provision,
+)
+from workflows.upgrade.export import environment_of, export_report
+from workflows.upgrade.inventories import (
+    DETAILS_FORMAT,
+    BuiltInventory,
+    build_inventory,
+    describe,
+    details_path_for,
+    load_details,
+    specs_key,
+)
+
+__all__ = [
+    "DETAILS_FORMAT", "EXTRA_PACKAGES", "MARKER", "PROJECT_ROOT", "UPGRADE_FORMAT",
+    "BuiltInventory", "TorchEnv", "UpgradeError", "VersionRun", "build_inventory",
+    "default_cache_dir", "describe", "details_path_for", "diff_and_select", "environment_of",
+    "expand_misses", "export_report", "load_details", "load_inventory", "moved_rows",
+    "provision", "recorded_outcomes", "run_ids", "run_section", "run_version", "specs_key",
+    "upgrade_json", "validate_full", "write_json",
+]
