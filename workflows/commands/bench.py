@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import absolute_path, absolute_str, checked
+from workflows.change_input import absolute_path, checked
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 # Same defaults as workflows.bench.selection, without importing it (the CLI starts cheaply).
 _REPO = Path(__file__).resolve().parents[2]
@@ -32,12 +33,11 @@ def register(subparsers: Any) -> None:
     sel.add_argument("--out", type=absolute_path, default="out/bench-selection", metavar="DIR",
                      help="where the record, the baseline, the impact map and the test "
                      "artifacts go (default out/bench-selection)")
-    sel.add_argument("--specs", action="append", type=absolute_str, metavar="PATH",
-                     help="benchmark inventory specs (repeatable; default "
-                     "benchmarks/selection/specs)")
+    add_options(sel, "specs", help={
+        "specs": "benchmark inventory specs (repeatable; default benchmarks/selection/specs)"})
     sel.add_argument("--only", action="append", default=[], metavar="ID",
                      help="replay only this mutation (repeatable)")
-    sel.add_argument("--jobs", type=int, default=1, metavar="N",
+    sel.add_argument("--jobs", type=int, default=1, metavar="N",  # mutations, not test processes
                      help="mutations replayed at the same time (default 1)")
     sel.add_argument("--no-restrict", action="store_true",
                      help="ground truth on every variant, not only those the impact map "
@@ -45,11 +45,12 @@ def register(subparsers: Any) -> None:
     sel.add_argument("--check-restriction", action="append", default=[], metavar="ID",
                      help="also run this mutation unrestricted and record whether the "
                      "restricted ground truth was the same (repeatable)")
-    sel.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
-                     help="a trace from `spyre-ci impact-map` (default: record one)")
+    add_options(sel, "impact_map", help={
+        "impact_map": "a trace from `spyre-ci impact-map` (default: record one)"})
     sel.add_argument("--record", type=absolute_path, metavar="FILE.json",
                      help="also write the record here (benchmarks/results/selection.json)")
-    sel.add_argument("--test-timeout", type=float, default=120.0, metavar="SECONDS")
+    add_options(sel, "test_timeout", default={"test_timeout": 120.0},
+                help={"test_timeout": "per-test time limit (default 120)"})
     sel.add_argument("--rescore", action="store_true",
                      help="run no tests: judge the selector again against the ground truth "
                      "recorded in --out by an earlier run (after a selector change)")

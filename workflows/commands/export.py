@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +96,9 @@ def _publish(args: argparse.Namespace, record: Any, out: Path) -> list[str]:
                      f"{sent.bytes_sent} bytes{trimmed}")
     if args.callback_url:
         from dashboard_export.publish import publish_callback
+        from workflows.settings import Settings
 
-        token = os.environ.get(CALLBACK_TOKEN_ENV, "")
+        token = Settings.from_env().callback_token
         if not token:
             raise CommandError(f"--callback-url needs the bearer token in {CALLBACK_TOKEN_ENV}")
         sent = publish_callback(record, args.callback_url, token, status=args.status)

@@ -12,8 +12,9 @@ import argparse
 import json
 from typing import Any
 
-from workflows.change_input import absolute_path, absolute_str, check_specs, checked, read_text
+from workflows.change_input import absolute_path, check_specs, checked, read_text
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 
 def register(subparsers: Any) -> None:
@@ -22,14 +23,12 @@ def register(subparsers: Any) -> None:
         description="Run the variants once under a tracer (sys.setprofile over torch's "
         "Python files, the torch profiler for aten ops) and write the impact map.")
     parser.add_argument("--out", type=absolute_path, required=True, metavar="FILE.json")
-    parser.add_argument("--specs", action="append", type=absolute_str, metavar="PATH",
-                        help="spec files or folders (repeatable; default: the bundled specs)")
+    add_options(parser, "specs")
     parser.add_argument("--ids", type=absolute_path, metavar="FILE",
                         help="only these variant ids (one per line)")
     parser.add_argument("--work", type=absolute_path, metavar="DIR",
                         help="test artifacts (default: next to --out)")
-    parser.add_argument("--test-timeout", type=float, default=300.0,
-                        metavar="SECONDS", help="per-test time limit (default 300)")
+    add_options(parser, "test_timeout")
     parser.set_defaults(func=checked(impact_map))
 
 

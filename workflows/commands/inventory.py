@@ -6,8 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from workflows.change_input import absolute_path, absolute_str, check_specs
+from workflows.change_input import absolute_path, check_specs
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 
 def register(subparsers: Any) -> None:
@@ -16,8 +17,7 @@ def register(subparsers: Any) -> None:
         "inventory", help="build the Inventory (every variant) for the installed torch")
     parser.add_argument("--out", type=absolute_path, metavar="FILE.json.gz",
                         help="write here (gzip when the name ends in .gz); default: a summary")
-    parser.add_argument("--specs", action="append", type=absolute_str, metavar="PATH",
-                        help="spec file or folder (repeatable; default: bundled specs)")
+    add_options(parser, "specs")
     parser.set_defaults(func=cmd_inventory)
 
 

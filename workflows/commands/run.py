@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import Any
 
 from workflows.change_input import (
     absolute_path,
-    absolute_str,
     add_budget_arguments,
     add_source_arguments,
     check_out_dir,
@@ -22,6 +20,7 @@ from workflows.change_input import (
     read_source,
 )
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 
 def register(subparsers: Any) -> None:
@@ -32,31 +31,19 @@ def register(subparsers: Any) -> None:
         "spyre device, verify (reruns, baseline, expansion), update History and export.",
     )
     add_source_arguments(parser)
-    parser.add_argument("--inventory", type=absolute_path, metavar="FILE.json.gz",
-                        help="the Inventory to select from (default: built from the bundled "
-                        "specs for the installed torch, cached in the state directory)")
-    parser.add_argument("--specs", action="append", default=[], type=absolute_str,
-                        metavar="PATH",
-                        help="spec file or folder (repeatable; default: the bundled specs)")
-    parser.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
-                        help="per-variant torch functions and aten ops from `spyre-ci "
-                        "impact-map`: the selector also picks the variants that run a changed "
-                        "function or dispatch a touched op (default $SPYRE_CI_IMPACT_MAP)")
+    add_options(parser, "inventory", "specs", "impact_map", help={
+        "impact_map": "per-variant torch functions and aten ops from `spyre-ci impact-map`: "
+        "the selector also picks the variants that run a changed function or dispatch a "
+        "touched op (default $SPYRE_CI_IMPACT_MAP)"})
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
     add_budget_arguments(parser, "run at most N variants")
     parser.add_argument("--out", type=absolute_path, default="out", metavar="DIR",
                         help="where results, reports and HUD files go (default ./out)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
-                        metavar="N", help="pytest subprocesses at a time, at least 1 "
-                        "(default: CPU count)")
-    parser.add_argument("--test-timeout", type=float, default=300.0,
-                        metavar="SECONDS", help="per-test time limit (default 300)")
-    parser.add_argument("--memory-mb", type=int, default=8192, metavar="MB",
-                        help="address-space limit per test subprocess (default 8192)")
+    add_options(parser, "jobs", "test_timeout", "memory_mb")
     parser.add_argument("--no-baseline", action="store_true",
                         help="do not record the results as the upstream baseline (trying a "
                         "patch); by default pushes and nightlies set it, pull requests do not")
-    parser.add_argument("--no-progress", action="store_true", help="no progress line")
+    add_options(parser, "no_progress")
     parser.set_defaults(func=checked(run))
 
 

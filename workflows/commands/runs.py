@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 from typing import Any
 
 from workflows.change_input import checked
 from workflows.cli import CommandError
+from workflows.options import add_options
 from workflows.shard_runner import InfrastructureError
 
 
@@ -26,9 +26,8 @@ def register(subparsers: Any) -> None:
     show.set_defaults(func=show_run)
     resume = sub.add_parser("resume", help="continue a run that stopped (keeps finished tests)")
     resume.add_argument("run_id")
-    resume.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
-                        metavar="N",
-                        help="embedded runs: pytest subprocesses at a time (default: CPU count)")
+    add_options(resume, "jobs", help={
+        "jobs": "embedded runs: pytest subprocesses at a time (default: CPU count)"})
     resume.set_defaults(func=checked(resume_run))
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,8 @@ from workflows.change_input import (
     read_source,
 )
 from workflows.cli import CommandError
+from workflows.options import add_options
 from workflows.shard_runner import InfrastructureError
-
-INVENTORY_ENV = "SPYRE_CI_INVENTORY"
 
 
 def register(subparsers: Any) -> None:
@@ -36,11 +34,10 @@ def register(subparsers: Any) -> None:
         "(budget, holdout, shards). Nothing runs.",
     )
     add_source_arguments(parser)
-    parser.add_argument("--inventory", type=absolute_path, metavar="FILE.json.gz",
-                        default=os.environ.get(INVENTORY_ENV) or None,
-                        help=f"the Inventory to select from (default ${INVENTORY_ENV}, else the "
-                        "one `spyre-ci run` uses: built from the bundled specs for the "
-                        "installed torch and cached in the state directory)")
+    add_options(parser, "inventory", help={
+        "inventory": "the Inventory to select from (default $SPYRE_CI_INVENTORY, else the one "
+        "`spyre-ci run` uses: built from the bundled specs for the installed torch and "
+        "cached in the state directory)"})
     parser.add_argument("--history", type=absolute_path, metavar="FILE.json",
                         help="a History snapshot (selector.History JSON) instead of the "
                         "History store `spyre-ci run` records into (SQLite in the state "
@@ -48,8 +45,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--previous-inventory", type=absolute_path, metavar="FILE.json.gz",
                         help="the inventory of the last run: finds changed definitions and "
                         "new variants")
-    parser.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
-                        help="per-variant functions and aten ops from `spyre-ci impact-map`")
+    add_options(parser, "impact_map")
     add_budget_arguments(parser, "select at most N variants (failing and new variants "
                          "always run)")
     parser.add_argument("--seed", help="holdout seed (default: the head sha)")
@@ -160,12 +156,16 @@ def _check_variant(variant_id: str, inventory: Any) -> None:
 
 
 def _default_inventory() -> Path:
+    """$SPYRE_CI_INVENTORY, else the cached Inventory `spyre-ci run` uses."""
     from suites.loader import SpecError
     from workflows.inventory_cache import default_inventory
     from workflows.settings import Settings
 
+    settings = Settings.from_env()
+    if settings.inventory is not None:
+        return settings.inventory
     try:
-        return default_inventory(Settings.from_env().state_dir)
+        return default_inventory(settings.state_dir)
     except SpecError as exc:
         raise CommandError(f"the bundled suites do not load: {exc}") from exc
 

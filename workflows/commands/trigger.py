@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workflows.change_input import absolute_path, checked
+from workflows.change_input import checked
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 
 def register(subparsers: Any) -> None:
@@ -21,8 +22,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("kind", choices=["nightly", "periodic"])
     parser.add_argument("--sha", required=True, help="upstream commit to test (40 hex digits)")
-    parser.add_argument("--config", type=absolute_path, metavar="FILE",
-                        help="relay config YAML")
+    add_options(parser, "config")
     parser.set_defaults(func=checked(run))
 
 

@@ -8,8 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from workflows.change_input import absolute_path, absolute_str, checked
+from workflows.change_input import absolute_path, checked
 from workflows.cli import CommandError
+from workflows.options import add_options
 
 
 def register(subparsers: Any) -> None:
@@ -26,17 +27,13 @@ def register(subparsers: Any) -> None:
                         help="also consume the relay's intake queue and start runs")
     parser.add_argument("--out-root", type=absolute_path, default="runs", metavar="DIR",
                         help="with --intake: each run writes under OUT_ROOT/RUN_ID")
-    parser.add_argument("--inventory", type=absolute_path, metavar="FILE.json.gz",
-                        help="with --intake: the Inventory to use")
-    parser.add_argument("--impact-map", type=absolute_path, metavar="FILE.json",
-                        help="with --intake: an impact map the selector also reads (default "
-                        "$SPYRE_CI_IMPACT_MAP)")
-    parser.add_argument("--specs", action="append", default=[], type=absolute_str,
-                        metavar="PATH", help="with --intake: spec file or folder (default: "
-                        "the bundled specs)")
-    parser.add_argument("--config", type=absolute_path, metavar="FILE",
-                        help="with --intake: the relay's config file; its `github` section lets "
-                        "the worker fetch the changed files of pull requests from GitHub")
+    add_options(parser, "inventory", "impact_map", "specs", "config", help={
+        "inventory": "with --intake: the Inventory to use",
+        "impact_map": "with --intake: an impact map the selector also reads (default "
+        "$SPYRE_CI_IMPACT_MAP)",
+        "specs": "with --intake: spec file or folder (default: the bundled specs)",
+        "config": "with --intake: the relay's config file; its `github` section lets the "
+        "worker fetch the changed files of pull requests from GitHub"})
     parser.add_argument("--loglevel", default="INFO")
     parser.set_defaults(func=checked(worker))
 
