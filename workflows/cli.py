@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 
 from workflows import commands
 
@@ -39,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workflows.settings import SettingsError
     from workflows.shard_runner import InfrastructureError
 
+    _absolute_path_variables(os.environ)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
     try:
@@ -55,6 +57,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+# Variables that specs expand into paths (`${TORCH_ROOT}/test/...`): made absolute here, at
+# the edge, because shard processes and workers read them from other directories.
+PATH_VARIABLES = ("TORCH_ROOT", "TORCH_DEVICE_ROOT")
+
+
+def _absolute_path_variables(environ: MutableMapping[str, str]) -> None:
+    for name in PATH_VARIABLES:
+        value = environ.get(name)
+        if value and not os.path.isabs(value):
+            environ[name] = os.path.abspath(os.path.expanduser(value))
 
 
 def _interrupt(signum: int, _frame: object) -> None:
