@@ -19,20 +19,25 @@ from workflows.run_model import FinishedRun
 from workflows.verification import VerifiedRun
 
 
-def environment() -> Environment:
-    """Where the tests ran: read from the installed distributions, without importing torch."""
-
-    def version(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "unknown"
-
+def environment(torch_version: str | None = None, torch_git_version: str | None = None,
+                extra: Mapping[str, str] | None = None) -> Environment:
+    """Where the tests ran: by default the installed torch, read from the installed
+    distributions without importing it; an upgrade run names its environment's torch."""
     return Environment(
-        torch_version=version("torch"), torch_git_version=_torch_git_version(),
-        backend="backend_under_test (emulated IBM Spyre)", backend_version=version("spyre-ci"),
+        torch_version=_version("torch") if torch_version is None else torch_version,
+        torch_git_version=(_torch_git_version() if torch_git_version is None
+                           else torch_git_version),
+        backend="backend_under_test (emulated IBM Spyre)", backend_version=_version("spyre-ci"),
         device="spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)",
+        extra=dict(extra or {}),
     )
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _torch_git_version() -> str:

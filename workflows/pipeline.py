@@ -36,11 +36,11 @@ from workflows.run_model import (
     RunRequest,
     ShardRun,
 )
-from workflows.shard_runner import InfraFault, ProgressCallback, run_shard, short_message
+from workflows.shard_runner import InfraFault, Limits, ProgressCallback, run_shard, short_message
 
 __all__ = [  # the run's data lives in workflows.run_model; callers reach it from here too
     "PLANNED_FILE", "FinishedRun", "PipelineError", "PlannedRun", "RunRequest", "ShardRun",
-    "claim_out_dir", "execute_shard", "finish", "load_inventory", "load_planned",
+    "claim_out_dir", "execute_ids", "execute_shard", "finish", "load_inventory", "load_planned",
     "mark_stopped", "plan", "recorded_outcomes", "run_dir", "run_id_for", "work_dir",
 ]
 
@@ -157,15 +157,28 @@ def execute_shard(
     `parallel`: shards running at once beside this one (default: the plan's shard count;
     reruns and expansions run alone and pass 1). `stop`: see `run_shard`.
     """
-    out = Path(request.out_dir)
-    result = run_shard(name, list(ids), work_dir(request, name), limits=request.limits,
+    return execute_ids(name, ids, work_dir(request, name), limits=request.limits,
                        specs=request.specs, progress=progress,
-                       parallel=request.shards if parallel is None else parallel, stop=stop)
-    junit = out / "junit"
-    junit.mkdir(parents=True, exist_ok=True)
-    for path in result.junit_paths:
-        shutil.copyfile(path, junit / path.name)  # unique per process: nothing is overwritten
-    return ShardRun(result.outcomes, result.fault)
+                       parallel=request.shards if parallel is None else parallel, stop=stop,
+                       junit_dir=Path(request.out_dir) / "junit")
+
+
+def execute_ids(
+    name: str, ids: Sequence[str], work: Path, *, limits: Limits, specs: Sequence[str] = (),
+    progress: ProgressCallback | None = None, parallel: int = 1,
+    stop: threading.Event | None = None, python: str | None = None,
+    junit_dir: Path | None = None,
+) -> ShardRun:
+    """The one shard executor: the main job's shards, reruns and expansions, and the upgrade
+    run's shards on each version (`python`: that environment's interpreter). JUnit files are
+    copied into `junit_dir` when given (unique per process: nothing is overwritten)."""
+    result = run_shard(name, list(ids), work, limits=limits, specs=specs, progress=progress,
+                       parallel=parallel, stop=stop, python=python)
+    if junit_dir is not None:
+        junit_dir.mkdir(parents=True, exist_ok=True)
+        for path in result.junit_paths:
+            shutil.copyfile(path, junit_dir / path.name)
+    return ShardRun(result.outcomes, result.fault, tuple(result.junit_paths))
 
 
 def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:

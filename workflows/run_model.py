@@ -98,6 +98,7 @@ class ShardRun:
 
     outcomes: list[Outcome]
     fault: InfraFault | None = None
+    junit_paths: tuple[Path, ...] = ()  # as the test processes wrote them, in the work dir
 
 
 @dataclass

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from suites.model import Inventory, Outcome
-from workflows.shard_runner import InfrastructureError, Limits, ProgressCallback, run_shard
+from workflows.pipeline import execute_ids
+from workflows.shard_runner import InfrastructureError, Limits, ProgressCallback
 from workflows.upgrade.environments import Log, TorchEnv, UpgradeError, stderr_log
 
 
@@ -36,7 +37,7 @@ def run_ids(
     shards = [list(ids[i::n]) for i in range(n)]
     spec_paths = [str(Path(s).resolve()) for s in specs]
     with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(run_shard, f"torch-{env.version}-{i}", shard,
+        futures = [pool.submit(execute_ids, f"torch-{env.version}-{i}", shard,
                                work_dir / f"shard-{i}", limits=limits or Limits(), specs=spec_paths,
                                progress=progress, python=env.python, parallel=n)
                    for i, shard in enumerate(shards)]

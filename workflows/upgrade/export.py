@@ -9,30 +9,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dashboard_export.model import Environment
 from suites.model import Inventory
+from workflows.exporting import environment
 from workflows.upgrade.diff_run import VersionRun
 from workflows.upgrade.environments import TorchEnv
 
 
-def environment_of(env: TorchEnv, inventory: Inventory) -> Any:
-    """The dashboard Environment of a run on `env`."""
-    from dashboard_export.model import Environment
-
-    return Environment(
-        torch_version=inventory.torch_version, torch_git_version=inventory.torch_git_version,
-        backend="backend_under_test (emulated IBM Spyre)", backend_version=_project_version(),
-        device="spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)",
-        extra={"environment": str(env.path)},
-    )
-
-
-def _project_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("spyre-ci")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
+    """The dashboard Environment of a run on `env` (the main job's, with that torch)."""
+    return environment(inventory.torch_version, inventory.torch_git_version,
+                       {"environment": str(env.path)})
 
 
 def export_report(
