@@ -87,13 +87,15 @@ def run_record(finished: FinishedRun, completed_at: str,
         metrics={k: float(v) for k, v in (metrics.to_json() if metrics else {}).items()
                  if isinstance(v, int | float) and not isinstance(v, bool)},
     )
+    ci = RunRecord.ci_fields(request.run_id)
     return RunRecord(
         run_id=request.run_id, attempt=request.attempt, downstream_repo=request.downstream_repo,
         workflow=request.workflow, job=request.job, event=request.trigger,
         environment=environment(), results=results, started_at=finished.planned.started_at,
         completed_at=completed_at, plan=summary,
         infrastructure=tuple(f"{f.summary}\n{f.cause}" for f in finished.faults),
-        held_back=finished.held_back, **RunRecord.ci_fields(request.run_id),
+        held_back=finished.held_back, ci_run_id=ci.get("ci_run_id", ""),
+        run_url=ci.get("run_url", ""), artifact_url=ci.get("artifact_url", ""),
     )
 
 

@@ -5,6 +5,10 @@ server; `RedisHistory` is shared by every worker when Redis is configured. Both 
 selector a `selector.History` snapshot and record the `selector.HistoryUpdate` that Verify
 produces, with the semantics of `selector.apply_update`. Every write is idempotent by run:
 applying the same run's update twice (a redelivered task) changes nothing.
+
+Over 400 lines on purpose: the interface and both stores stay side by side because each
+operation (apply, hold, forget, snapshot) must mean the same on both, keyed by (run, variant,
+attempt); reading the two implementations of one operation together is how that is checked.
 """
 
 from __future__ import annotations
@@ -369,7 +373,7 @@ class RedisHistory:
                    "held": 0}
         with self._guard(f"forgetting run {run_id}"):
             for entry in self._redis.smembers(wrote):
-                kind, *rest = entry.split("\x1f")
+                kind, *rest = _text(entry).split("\x1f")
                 if kind == "v":
                     removed["outcome"] += int(self._remove(keys=[self._key("v", rest[0])],
                                                            args=[run_id, 3]))
@@ -385,9 +389,9 @@ class RedisHistory:
                 elif kind == "known":
                     removed["known"] += int(self._remove(keys=[self._key("known")],
                                                          args=[run_id, "run"]))
-            for variant, marker in self._redis.hgetall(self._key("flaky")).items():
-                if marker == run_id:
-                    removed["flaky"] += int(self._redis.hdel(self._key("flaky"), variant))
+            for flaky_id, marker in self._redis.hgetall(self._key("flaky")).items():
+                if _text(marker) == run_id:
+                    removed["flaky"] += int(self._redis.hdel(self._key("flaky"), flaky_id))
             removed["held"] = int(self._redis.delete(self._key("held", run_id)))
             self._redis.delete(wrote)
         return removed
@@ -425,10 +429,10 @@ class RedisHistory:
                 for vid, raw in zip(ids, pipe.execute(), strict=True):
                     if raw:
                         found[vid] = [json.loads(item) for item in raw]
-            flaky = self._redis.hkeys(self._key("flaky"))
+            flaky = [_text(key) for key in self._redis.hkeys(self._key("flaky"))]
             co: dict[str, dict[str, int]] = {}
             for path in set(paths):
-                for variant in self._redis.smembers(self._key("co-index", path)):
+                for variant in map(_text, self._redis.smembers(self._key("co-index", path))):
                     count = int(self._redis.scard(self._key("co", path, variant)))
                     if count:
                         co.setdefault(path, {})[variant] = count
@@ -455,7 +459,7 @@ class RedisHistory:
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
         with self._guard("listing runs"):
             ids = self._redis.zrevrange(self._key("runs"), 0, limit - 1)
-        runs = (self.get_run(run_id) for run_id in ids)
+        runs = (self.get_run(_text(run_id)) for run_id in ids)
         return [run for run in runs if run is not None]
 
 
@@ -487,3 +491,9 @@ def open_history(state_dir: str | Path, redis_url: str | None = None) -> History
     if redis_url:
         return RedisHistory(redis_url)
     return SQLiteHistory(Path(state_dir) / "history.sqlite3")
+
+
+def _text(value: object) -> str:
+    """A Redis reply as text: the client decodes (decode_responses=True), its types say
+    bytes | str."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -95,7 +95,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if tracer is not None:
         tracer.session_ops |= tracer.stop_ops()
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         tracer.write(SESSION, tracer.session, tracer.session_ops)
         tracer.out.close()
 

@@ -73,9 +73,10 @@ class InfraFault:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> InfraFault:
         unrun = data.get("unrun") or ()
+        attempts = data.get("attempts", 1)
         return cls(str(data["shard_id"]), str(data.get("cause", "")),
-                   tuple(str(v) for v in unrun),  # type: ignore[union-attr]
-                   int(data.get("attempts", 1)))  # type: ignore[call-overload]
+                   tuple(str(v) for v in unrun) if isinstance(unrun, list | tuple) else (),
+                   int(attempts) if isinstance(attempts, int | str | float) else 1)
 
 
 @dataclass

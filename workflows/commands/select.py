@@ -126,8 +126,8 @@ def _read_change(args: argparse.Namespace) -> Any:
     from selector import ChangeSet
 
     change = read_source(args)
-    if change.event is None:
-        return ChangeSet.from_diff(change.diff_text, source=change.diff_source)
+    if change.event is None:  # a bare --diff: read_source always has its text
+        return ChangeSet.from_diff(change.diff_text or "", source=change.diff_source)
     return ChangeSet.from_event(change.event, change.diff_text, diff_source=change.diff_source)
 
 
