@@ -13,16 +13,13 @@ is restricted to the variants whose impact map touches the mutated code (exact; 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
-import platform
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,99 +28,19 @@ from suites.model import Expectation, Inventory, Outcome, Status
 from workflows.bench.mutations import Mutation, MutationError, load_mutations, subprocess_env
 from workflows.bench.mutations.impact import touched_variants
 from workflows.bench.mutations.model import check_all
+from workflows.bench.results import (
+    BenchConfig,
+    BenchError,
+    Log,
+    MutationResult,
+    build_record,
+    summary_lines,
+)
 from workflows.impact_recorder import record_impact_map
 from workflows.shard_runner import Limits, run_shard, short_message
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_MUTATIONS = REPO / "benchmarks" / "selection" / "mutations.yaml"
-DEFAULT_SPECS = REPO / "benchmarks" / "selection" / "specs"
-
-Log = Callable[[str], None]
-
-
-class BenchError(Exception):
-    """The benchmark cannot run; the message names the input and what to do."""
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    mutations: Path = DEFAULT_MUTATIONS
-    out: Path = Path("out/bench-selection")
-    specs: tuple[str, ...] = (str(DEFAULT_SPECS),)
-    only: tuple[str, ...] = ()  # mutation ids; empty: all
-    restrict: bool = True  # ground truth only on variants the impact map says can change
-    check_restriction: tuple[str, ...] = ()  # also run these mutations unrestricted, compare
-    impact_map: Path | None = None  # a recorded trace; default: record one
-    jobs: int = 1
-    holdout: float = 0.02
-    test_timeout_s: float = 120.0
-    command: str = ""
-
-
-@dataclass
-class MutationResult:
-    mutation: Mutation
-    decision: str
-    fallback: str | None
-    selected: list[str]
-    holdout: list[str]
-    eligible: int
-    ran: int
-    restricted: bool
-    changed: dict[str, str]  # id -> "baseline -> mutated"
-    wall_s: float
-    count_ratio: float
-    time_ratio: float
-    missed_why: dict[str, str] = field(default_factory=dict)
-    unrestricted_changed: dict[str, str] | None = None
-    with_impact: MutationResult | None = None  # the selector also given the impact map
-
-    @property
-    def caught(self) -> list[str]:
-        chosen = set(self.selected)
-        return sorted(v for v in self.changed if v in chosen)
-
-    @property
-    def missed(self) -> list[str]:
-        chosen = set(self.selected)
-        return sorted(v for v in self.changed if v not in chosen)
-
-    @property
-    def holdout_found(self) -> list[str]:
-        held = set(self.holdout)
-        return sorted(v for v in self.changed if v in held)
-
-    @property
-    def estimated_missed(self) -> float:
-        """The Verify estimate: holdout miss rate x unselected variants."""
-        if not self.holdout:
-            return 0.0
-        unselected = self.eligible - len(self.selected)
-        return len(self.holdout_found) / len(self.holdout) * unselected
-
-    def to_json(self) -> dict[str, Any]:
-        data = {
-            **self.mutation.to_json(),
-            "decision": self.decision, "fallback": self.fallback,
-            "failing": len(self.changed), "failing_ids": dict(sorted(self.changed.items())),
-            "selected": len(self.selected), "holdout": len(self.holdout),
-            "caught": self.caught, "missed": self.missed, "missed_why": self.missed_why,
-            "holdout_found": self.holdout_found,
-            "estimated_missed": round(self.estimated_missed, 3),
-            "count_ratio": round(self.count_ratio, 5), "time_ratio": round(self.time_ratio, 5),
-            "ground_truth_ran": self.ran, "ground_truth_restricted": self.restricted,
-            "wall_s": round(self.wall_s, 1),
-        }
-        if self.unrestricted_changed is not None:
-            data["unrestricted_failing_ids"] = dict(sorted(self.unrestricted_changed.items()))
-            data["restriction_exact"] = self.unrestricted_changed == self.changed
-        if self.with_impact is not None:
-            w = self.with_impact
-            data["with_impact_map"] = {
-                "decision": w.decision, "selected": len(w.selected), "holdout": len(w.holdout),
-                "caught": len(w.caught), "missed": w.missed,
-                "count_ratio": round(w.count_ratio, 5), "time_ratio": round(w.time_ratio, 5)}
-        return data
+__all__ = ["BenchConfig", "BenchError", "command_line", "rescore", "run_benchmark",
+           "summary_lines"]
 
 
 def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
@@ -179,8 +96,8 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
         for future in [pool.submit(one, m) for m in mutations]:
             future.result()
     ordered = [results[m.id] for m in mutations]
-    record = _record(config, ordered, inventory, baseline, judge.total_s, trace is not None,
-                     time.monotonic() - started)
+    record = build_record(config, ordered, inventory, baseline, judge.total_s, trace is not None,
+                           time.monotonic() - started)
     (out / "selection.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
 
@@ -350,8 +267,8 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
         if "unrestricted_failing_ids" in entry:
             result.unrestricted_changed = dict(entry["unrestricted_failing_ids"])
         results.append(result)
-    record = _record(config, results, inventory, baseline, judge.total_s,
-                     previous["restriction"]["used"], previous["wall_s"])
+    record = build_record(config, results, inventory, baseline, judge.total_s,
+                          previous["restriction"]["used"], previous["wall_s"])
     record["rescored_at"] = record.pop("date")
     record["date"] = previous["date"]
     # The figures need both: the run that recorded the ground truth, and this judgement.
@@ -392,119 +309,6 @@ def _first_lines(text: str, n: int) -> str:
 def _save_outcomes(path: Path, outcomes: Mapping[str, Outcome]) -> None:
     path.write_text(json.dumps({vid: o.to_json() for vid, o in sorted(outcomes.items())},
                                indent=0) + "\n", encoding="utf-8")
-
-
-def _ratio(num: float, den: float) -> float | None:
-    return round(num / den, 5) if den else None
-
-
-def _record(config: BenchConfig, results: Sequence[MutationResult], inventory: Inventory,
-            baseline: Mapping[str, Outcome], total_s: float, restricted: bool,
-            wall_s: float) -> dict[str, Any]:
-    failing = sum(len(r.changed) for r in results)
-    caught = sum(len(r.caught) for r in results)
-    with_failure = [r for r in results if r.changed]
-    caught_some = [r for r in with_failure if r.caught]
-    est_missed = sum(r.estimated_missed for r in results)
-    est_with_failure = [r for r in results if r.caught or r.holdout_found]
-    counts: dict[str, int] = {}
-    for o in baseline.values():
-        counts[str(o.status)] = counts.get(str(o.status), 0) + 1
-    test_recall = _ratio(caught, failing)
-    checks = [r for r in results if r.unrestricted_changed is not None]
-    alternative = [r.with_impact for r in results if r.with_impact is not None]
-    extra: dict[str, Any] = {}
-    if alternative and len(alternative) == len(results):
-        extra["with_impact_map"] = {
-            "what": "the same plans when the selector is also given the impact map "
-                    "(`spyre-ci select --impact-map`): a trace of the unmutated inventory",
-            **_figures(alternative)}
-    return {
-        "name": "selection",
-        "value": test_recall,
-        "unit": "test recall (failing variants selected / failing variants)",
-        "command": config.command,
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
-                   f"{platform.python_version()}, {platform.system()} (shared with other work)",
-        "notes": ("benchmark inventory (benchmarks/selection/specs), not the full bundled one; "
-                  "ground truth = variants whose status differs from the unmutated baseline"
-                  + ("; ground-truth runs restricted by the impact map (exact, see "
-                     "docs/selection-benchmark.md)" if restricted else "")
-                  + (f"; impact map {config.impact_map} recorded beforehand with `spyre-ci "
-                     f"impact-map --specs {' '.join(config.specs)} --out {config.impact_map}`"
-                     if config.impact_map else "")),
-        "test_recall": test_recall,
-        "change_recall": _ratio(len(caught_some), len(with_failure)),
-        "count_ratio": _ratio(sum(len(r.selected) for r in results),
-                              sum(r.eligible for r in results)),
-        "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
-        "holdout_estimate": {
-            "test_recall": _ratio(caught, caught + est_missed),
-            "change_recall": _ratio(len(caught_some), len(est_with_failure)),
-            "estimated_missed": round(est_missed, 2),
-            "mutations_with_holdout_failure": sum(1 for r in results if r.holdout_found),
-        },
-        "truth": {"failing": failing, "caught": caught, "missed": failing - caught,
-                  "mutations": len(results), "mutations_with_failure": len(with_failure),
-                  "mutations_caught": len(caught_some)},
-        "aim": {"change_recall": 1.0, "test_recall": 0.99, "time_ratio": 0.10},
-        "inventory": {"specs": [str(Path(s).relative_to(REPO)) if Path(s).is_relative_to(REPO)
-                                else s for s in config.specs],
-                      "variants": len(inventory.variants), "runnable": len(baseline),
-                      "baseline_statuses": counts, "baseline_test_s": round(total_s, 1)},
-        "restriction": {
-            "used": restricted,
-            "checked_against_unrestricted": [r.mutation.id for r in checks],
-            "exact_on_all_checked": all(r.unrestricted_changed == r.changed for r in checks),
-            "variants_run": sum(r.ran for r in results),
-            "variants_unrestricted": len(baseline) * len(results),
-        },
-        **extra,
-        "wall_s": round(wall_s, 1),
-        "mutations": [r.to_json() for r in results],
-    }
-
-
-def _figures(results: Sequence[MutationResult]) -> dict[str, Any]:
-    failing = sum(len(r.changed) for r in results)
-    with_failure = [r for r in results if r.changed]
-    return {
-        "test_recall": _ratio(sum(len(r.caught) for r in results), failing),
-        "change_recall": _ratio(sum(1 for r in with_failure if r.caught), len(with_failure)),
-        "count_ratio": _ratio(sum(len(r.selected) for r in results),
-                              sum(r.eligible for r in results)),
-        "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
-        "missed": sum(len(r.missed) for r in results),
-    }
-
-
-def summary_lines(record: Mapping[str, Any]) -> list[str]:
-    """The figures as a short table for the terminal."""
-    lines = [f"{'mutation':30s} {'decision':9s} {'sel':>4s} {'fail':>4s} {'caught':>6s} "
-             f"{'missed':>6s} {'time%':>6s}"]
-    for m in record["mutations"]:
-        lines.append(f"{m['id'][:30]:30s} {m['decision']:9s} {m['selected']:4d} "
-                     f"{m['failing']:4d} {len(m['caught']):6d} {len(m['missed']):6d} "
-                     f"{100 * m['time_ratio']:6.2f}")
-
-    def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{100 * value:.1f} %"
-
-    h = record["holdout_estimate"]
-    w = record.get("with_impact_map")
-    if w:
-        lines.append(f"with the impact map: test recall {pct(w['test_recall'])}, change recall "
-                     f"{pct(w['change_recall'])}, ratio by count {pct(w['count_ratio'])}, "
-                     f"by time {pct(w['time_ratio'])}")
-    lines += [
-        f"test recall {pct(record['test_recall'])} (holdout estimate {pct(h['test_recall'])}), "
-        f"change recall {pct(record['change_recall'])} (holdout estimate "
-        f"{pct(h['change_recall'])})",
-        f"selection ratio by count {pct(record['count_ratio'])}, by time "
-        f"{pct(record['time_ratio'])}",
-    ]
-    return lines
 
 
 def command_line() -> str:
