@@ -168,7 +168,7 @@ class Inventory:
     def load(cls, path: str | Path) -> Inventory:
         path = Path(path)
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with opener(path, "rt", encoding="utf-8") as fh:
             return cls.from_json(json.load(fh))
 
 
