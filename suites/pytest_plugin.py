@@ -14,7 +14,6 @@ so a runner can attribute a crash of the whole process to the last unmatched `st
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
@@ -24,7 +23,8 @@ from typing import IO, Any
 
 import pytest
 
-from suites.model import Expectation, Status
+from suites.model import Expectation, Outcome, Status
+from suites.results_file import end_line, start_line
 
 DEVICE = "spyre"
 _STATE = pytest.StashKey["_State"]()
@@ -43,10 +43,11 @@ class _State:
         self.started: dict[str, float] = {}
         self.unavailable: dict[str, str] = {}
 
-    def emit(self, record: dict[str, Any]) -> None:
+    def emit(self, line: str) -> None:
+        """One line of the results file (`suites.results_file`, the format's codec)."""
         if self.results is None:
             return
-        self.results.write(json.dumps(record) + "\n")
+        self.results.write(line)
         self.results.flush()
 
 
@@ -135,8 +136,8 @@ def pytest_collection(session: pytest.Session) -> bool:
             lines = []
             for vid in missing[:50]:
                 suite = split_variant_id(vid)[0]
-                why = state.unavailable.get(suite)
-                lines.append(f"  {vid}" + (f"  (suite unavailable: {why})" if why else ""))
+                cause = state.unavailable.get(suite)
+                lines.append(f"  {vid}" + (f"  (suite unavailable: {cause})" if cause else ""))
             more = f"\n  ... and {len(missing) - 50} more" if len(missing) > 50 else ""
             raise pytest.UsageError(
                 f"{len(missing)} unknown variant id(s) in {ids_file} (not in the loaded specs; "
@@ -316,14 +317,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     vid = item.plan.variant.id
     state.reports[vid] = []
-    state.emit({"event": "start", "id": vid})
+    state.emit(start_line(vid))
     started = time.monotonic()
     try:
         return (yield)
     finally:
         status, message = _status(state.reports.pop(vid, []))
-        state.emit({"event": "end", "id": vid, "status": str(status),
-                    "duration_s": round(time.monotonic() - started, 6), "message": message})
+        state.emit(end_line(Outcome(vid, status, round(time.monotonic() - started, 6),
+                                    message)))
 
 
 @pytest.hookimpl(tryfirst=True)
