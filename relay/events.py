@@ -68,9 +68,10 @@ def normalize(
     result = _normalize(event_name, payload, delivery_id, rules)
     if isinstance(result, TriggerEvent):
         for name, sha in (("head sha", result.head_sha), ("base sha", result.base_sha)):
-            if sha and not _SHA.fullmatch(sha):
-                raise RelayError(f"delivery {delivery_id}: {name} {sha[:60]!r} is not 40 hex "
-                                 "characters")
+            # A payload field of another type (a bool, a number) is refused as well.
+            if sha and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+                raise RelayError(f"delivery {delivery_id}: {name} {str(sha)[:60]!r} is not 40 "
+                                 "hex characters")
     return result
 
 
