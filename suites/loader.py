@@ -9,7 +9,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -120,6 +120,11 @@ class _BoundedComposer(yaml.composer.Composer):
     An error names the alias (or value) where the document goes past a bound.
     """
 
+    # The event stream, from the yaml.parser.Parser the loader mixes this composer with.
+    check_event: Callable[..., bool]
+    get_event: Callable[[], Any]
+    peek_event: Callable[[], Any]
+
     def __init__(self) -> None:
         super().__init__()
         self._open: set[str] = set()  # anchors whose value is being composed
@@ -206,7 +211,8 @@ def _compose(text: str) -> yaml.Node | None:
     else:
         loader = _SpecLoader(text)
     try:
-        return loader.get_single_node()
+        node: yaml.Node | None = loader.get_single_node()
+        return node
     finally:
         loader.dispose()
 
