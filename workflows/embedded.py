@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from suites.model import Outcome
 from workflows import pipeline
-from workflows.history import HistoryStore, RunState
+from workflows.history import HistoryStore
 from workflows.progress import Progress
 
 
@@ -29,7 +29,7 @@ def resume(run_id: str, history: HistoryStore, jobs: int = 1,
     if run is None:
         raise pipeline.PipelineError(f"no run {run_id!r} in History; `spyre-ci runs list` "
                                      "shows the ids")
-    if RunState(run.state).final:
+    if run.state.final:
         raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
     planned = pipeline.load_planned(run.summary["out_dir"], run_id)
     done = {

@@ -79,20 +79,20 @@ class RunRecord:
     """One run of the pipeline as `spyre-ci runs list/show` presents it."""
 
     run_id: str
-    state: str  # a RunState
+    state: RunState
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     summary: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "state": self.state, "created_at": self.created_at,
+            "run_id": self.run_id, "state": str(self.state), "created_at": self.created_at,
             "updated_at": self.updated_at, "summary": self.summary,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
-        return cls(data["run_id"], data["state"], data["created_at"], data["updated_at"],
+        return cls(data["run_id"], RunState(data["state"]), data["created_at"], data["updated_at"],
                    dict(data.get("summary", {})))
 
 

@@ -133,7 +133,7 @@ def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
         previous = None
     if previous is not None and previous != run_id:
         run = history.get_run(previous)
-        if run is not None and not RunState(run.state).final:
+        if run is not None and not run.state.final:
             raise PipelineError(
                 f"{out} holds run {previous}, which has not finished ({run.state}): resume it "
                 f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
@@ -296,7 +296,8 @@ def _event_label(request: RunRequest) -> str:
 
 
 def _with_state(
-    history: HistoryStore, run_id: str, state: str, summary: Mapping[str, Any] | None = None
+    history: HistoryStore, run_id: str, state: RunState,
+    summary: Mapping[str, Any] | None = None,
 ) -> RunRecord:
     run = history.get_run(run_id) or RunRecord(run_id, state)
     merged = {**run.summary, **(summary or {})}
@@ -308,7 +309,7 @@ def mark_stopped(history: HistoryStore, run_id: str, exc: BaseException) -> None
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
     try:
         run = history.get_run(run_id)
-        if run is not None and not RunState(run.state).final:
+        if run is not None and not run.state.final:
             history.save_run(replace(run, state=RunState.STOPPED,
                                      summary={**run.summary, "stopped_because": why[:500]}))
     except Exception:  # noqa: BLE001 - History may be what failed; the original error wins

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.change_input import checked
 from workflows.cli import CommandError
 from workflows.options import add_options
+
+if TYPE_CHECKING:
+    from workflows.history import RunState
 from workflows.shard_runner import InfrastructureError
 
 
@@ -82,7 +85,7 @@ def show_run(args: argparse.Namespace) -> int:
         print(f"  {key}: {value}")
     from workflows.history import RunState
 
-    meaning = _STATE_MEANING.get(run.state, run.state)
+    meaning = _state_meaning().get(run.state, str(run.state))
     if run.state in (RunState.PLANNED, RunState.FINISHING, RunState.STOPPED):
         print(f"  next: the run has not finished ({meaning}); "
               f"`spyre-ci runs resume {run.run_id}` continues it and keeps the tests that "
@@ -92,14 +95,18 @@ def show_run(args: argparse.Namespace) -> int:
     return 0
 
 
-_STATE_MEANING = {
-    "planned": "planned, shards running or stopped before they all reported",
-    "finishing": "stopped during reruns, expansion or export",
-    "stopped": "stopped by the error above",
-    "held": "finished, but History has not learned it (see held_back)",
-    "infra-error": "its tests could not run (see infrastructure); nothing was learned",
-    "forgotten": "what it taught History was removed by `spyre-ci history forget`",
-}
+def _state_meaning() -> dict[RunState, str]:
+    from workflows.history import RunState
+
+    return {
+        RunState.PLANNED: "planned, shards running or stopped before they all reported",
+        RunState.FINISHING: "stopped during reruns, expansion or export",
+        RunState.STOPPED: "stopped by the error above",
+        RunState.HELD: "finished, but History has not learned it (see held_back)",
+        RunState.INFRA_ERROR: "its tests could not run (see infrastructure); nothing was "
+        "learned",
+        RunState.FORGOTTEN: "what it taught History was removed by `spyre-ci history forget`",
+    }
 
 
 def resume_run(args: argparse.Namespace) -> int:
