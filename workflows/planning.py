@@ -1,13 +1,16 @@
-"""Planning (selector stages 1-3) for every command that plans: `select`, `run`, the intake.
+"""Planning (selector stages 1-3) for every command that plans: `select`, `run`, the intake,
+and the upgrade diff run.
 
 One way from a change to a Plan: the change set (event and diff), the impact map (read and
-described for plan.json), and `selector.plan`. Finish never plans again: it reads the stored
-Plan back (`workflows.verification`).
+described for plan.json), and `selector.plan`. An upgrade is the same with a different Scout:
+the change is the difference of two Inventories (`plan_upgrade`, `selector.upgrade`). Finish
+never plans again: it reads the stored Plan back (`workflows.verification`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,3 +95,25 @@ def make_plan(request: RunRequest, inventory: Inventory, history: selector.Histo
     impact = load_impact(request.impact_map, inventory) if request.impact_map else None
     return plan_change(change_set(request), inventory, history, plan_config(request),
                        impact=impact)
+
+
+def plan_upgrade(
+    old: Inventory,
+    new: Inventory,
+    details_old: Mapping[str, Any] | None = None,
+    details_new: Mapping[str, Any] | None = None,
+    *,
+    holdout: float = 0.02,
+    seed: str | None = None,
+    canaries: bool = True,
+) -> tuple[Any, Any]:
+    """The upgrade's Scout and plan (`selector.upgrade`): the diff of the two Inventories and
+    the selection to run on both versions; selector errors become PipelineErrors."""
+    from selector.upgrade import diff_inventories, select_upgrade
+
+    try:
+        diff = diff_inventories(old, new, details_old, details_new)
+        return diff, select_upgrade(diff, old, new, holdout_rate=holdout, seed=seed,
+                                    canaries=canaries)
+    except selector.SelectorError as exc:
+        raise PipelineError(str(exc)) from None

@@ -17,15 +17,16 @@ per-variant decorators and precision, template digests), using the suites' own f
 functions.
 
 Modules: `environments` (provision), `inventories` (build, details, describe), `diff_run`
-(diff, select, run both versions, expand, validate), `export` (RunRecord with the diff rows).
+(run both versions, compare, expand, validate), `export` (RunRecord with the diff rows); the
+plan is `workflows.planning.plan_upgrade`, the pipeline's planning with the upgrade's Scout.
 The names below are the package's interface (`from workflows import upgrade`).
 """
 
 from workflows.pipeline import load_inventory
+from workflows.planning import plan_upgrade as diff_and_select  # the upgrade's Scout + plan
 from workflows.upgrade.diff_run import (
     UPGRADE_FORMAT,
     VersionRun,
-    diff_and_select,
     expand_misses,
     moved_rows,
     recorded_outcomes,

@@ -1,6 +1,6 @@
-"""The diff run: the diff and selection (`selector.upgrade`, pure), the selected variants run
-on both versions (shards through the shard runner, with each environment's python), the
-results compared per variant, the holdout's misses expanded and an optional full validation.
+"""The diff run: the variants `planning.plan_upgrade` selected run on both versions (shards
+through the pipeline's executor, with each environment's python), the results compared per
+variant, the holdout's misses expanded and an optional full validation.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from suites.model import Inventory, Outcome
 from workflows.pipeline import execute_ids
 from workflows.shard_runner import InfrastructureError, Limits, ProgressCallback
-from workflows.upgrade.environments import Log, TorchEnv, UpgradeError, stderr_log
+from workflows.upgrade.environments import Log, TorchEnv, stderr_log
 
 
 def run_ids(
@@ -52,28 +52,6 @@ def run_ids(
 
 
 UPGRADE_FORMAT = 1
-
-def diff_and_select(
-    old: Inventory,
-    new: Inventory,
-    details_old: Mapping[str, Any] | None = None,
-    details_new: Mapping[str, Any] | None = None,
-    *,
-    holdout: float = 0.02,
-    seed: str | None = None,
-    canaries: bool = True,
-) -> tuple[Any, Any]:
-    """`selector.upgrade` diff and selection; selector errors become UpgradeErrors."""
-    from selector import SelectorError
-    from selector.upgrade import diff_inventories, select_upgrade
-
-    try:
-        diff = diff_inventories(old, new, details_old, details_new)
-        return diff, select_upgrade(diff, old, new, holdout_rate=holdout, seed=seed,
-                                    canaries=canaries)
-    except SelectorError as exc:
-        raise UpgradeError(str(exc)) from None
-
 
 def upgrade_json(diff: Any, selection: Any, sources: Mapping[str, Any]) -> dict[str, Any]:
     """The `upgrade.json` document: the diff, the selection and where they came from."""
