@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -255,6 +256,24 @@ def test_no_product_module_imports_benchmark_code() -> None:
         if not _covers(BENCHMARK_IMPORTERS, module)
     }
     assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_mypy_strict_covers_every_module_that_never_reaches_torch() -> None:
+    """pyproject's [tool.mypy] files (what .ci/run type-checks) keep up with the code: every
+    control-plane module, and every suites module that reaches no torch, numpy or workflows
+    (model, loader, lint, ...), is in it; a new torch-free module of suites joins the list."""
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    files = config["tool"]["mypy"]["files"]
+    checked = {
+        module for module, path in _modules().items()
+        if any(path == REPO_ROOT / f or path.is_relative_to(REPO_ROOT / f) for f in files)
+    }
+    torch_free = {
+        module for module in _modules()
+        if _top(module) in ("suites", *CONTROL_PLANE)
+        and _chain(module, NEVER_IN_CONTROL_PLANE) is None
+    }
+    assert sorted(torch_free - checked) == []
 
 
 # -- runtime probes ------------------------------------------------------------------------
