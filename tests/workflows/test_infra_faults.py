@@ -233,7 +233,6 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
 
 
 def test_a_relative_torch_root_means_the_same_folder_to_the_shards(tmp_path: Path) -> None:
-    from tests.conftest import REPO_ROOT
 
     spec = "tests/suites/upstream_like/tiny.yaml"
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
