@@ -59,10 +59,23 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
     """The Spyre decomposition table: aten overload -> replacement."""
     from torch._decomp import get_decompositions
 
-    table: dict[Any, Callable[..., Any]] = dict(get_decompositions([
-        aten.addcmul, aten.addcdiv, aten.lerp, aten.hardswish, aten.hardsigmoid,
-        aten.silu, aten.mish, aten.softplus, aten.elu, aten.leaky_relu, aten.logit,
-    ]))
+    table: dict[Any, Callable[..., Any]] = dict(
+        get_decompositions(
+            [
+                aten.addcmul,
+                aten.addcdiv,
+                aten.lerp,
+                aten.hardswish,
+                aten.hardsigmoid,
+                aten.silu,
+                aten.mish,
+                aten.softplus,
+                aten.elu,
+                aten.leaky_relu,
+                aten.logit,
+            ]
+        )
+    )
     table[aten.pow.Tensor_Scalar] = _pow_tensor_scalar
     table[aten.square.default] = _square
     return table

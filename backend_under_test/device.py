@@ -97,6 +97,7 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 # --- random numbers: the emulator has no device generator; it uses the CPU generator ----
 
+
 def manual_seed(seed: int) -> None:
     torch.random.default_generator.manual_seed(int(seed))
 
@@ -126,6 +127,7 @@ def set_rng_state(new_state: torch.Tensor, device: int | str | torch.device = "s
 
 
 # --- memory ---
+
 
 def memory_allocated(device: int | str | torch.device | None = None) -> int:
     """Bytes held by live device storages (whole sticks)."""
@@ -157,11 +159,16 @@ def reset_stats() -> None:
 
 # --- streams and events ---
 
+
 class Stream:
     """An emulated stream: work is ordered because it runs synchronously."""
 
-    def __init__(self, device: int | str | torch.device | None = None, priority: int = 0,
-                 stream_id: int | None = None) -> None:
+    def __init__(
+        self,
+        device: int | str | torch.device | None = None,
+        priority: int = 0,
+        stream_id: int | None = None,
+    ) -> None:
         self.device = torch.device(DEVICE_NAME, _index(device))
         self.priority = priority
         self.stream_id = next(_stream_ids) if stream_id is None else stream_id
@@ -230,8 +237,9 @@ def stream(stream: Stream | None) -> Iterator[None]:
 class Event:
     """An emulated event: complete as soon as recorded; timing is host wall time."""
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False,
-                 interprocess: bool = False) -> None:
+    def __init__(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> None:
         self.enable_timing = enable_timing
         self._recorded_ns: int | None = None
 

@@ -36,8 +36,10 @@ def _is_device(value: object) -> bool:
 
 # --- tensors over device storages ---
 
-def wrap(storage: torch.UntypedStorage, size: Any, stride: Any, offset: int,
-         dtype: torch.dtype) -> torch.Tensor:
+
+def wrap(
+    storage: torch.UntypedStorage, size: Any, stride: Any, offset: int, dtype: torch.dtype
+) -> torch.Tensor:
     """A device tensor viewing `storage` with the given geometry."""
     tensor = _create_empty([0], dtype)
     # set_ touches metadata only, so the CPU kernel is correct on a device tensor.
@@ -60,9 +62,11 @@ def host_alias(tensor: torch.Tensor, writable: bool = False) -> torch.Tensor:
     if writable:
         # Exactly the device storage's size: the owner may be larger (whole sticks).
         owner = torch._C._construct_storage_from_data_pointer(
-            ptr, _CPU, tensor.untyped_storage().nbytes())
+            ptr, _CPU, tensor.untyped_storage().nbytes()
+        )
     alias = _cpu_empty(0, dtype=tensor.dtype).set_(
-        owner, tensor.storage_offset(), tensor.size(), tensor.stride())
+        owner, tensor.storage_offset(), tensor.size(), tensor.stride()
+    )
     # conj and neg bits are lazy views: without them fft and friends read the wrong values.
     if tensor.is_conj():
         torch._C._set_conj(alias, True)
@@ -110,8 +114,9 @@ def to_device(result: torch.Tensor) -> torch.Tensor:
         device_storage = known() if known is not None else None
     if device_storage is None:
         device_storage = memory.adopt(cpu_storage)
-    tensor = wrap(device_storage, result.size(), result.stride(), result.storage_offset(),
-                  result.dtype)
+    tensor = wrap(
+        device_storage, result.size(), result.stride(), result.storage_offset(), result.dtype
+    )
     if result.is_conj():
         torch._C._set_conj(tensor, True)
     if result.is_neg():
@@ -123,30 +128,46 @@ def new_empty(size: Any, stride: Any, dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised device tensor."""
     nbytes = 0
     if all(s > 0 for s in size):
-        nbytes = (1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True)))
+        nbytes = 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
         nbytes *= dtype.itemsize
     return wrap(memory.allocate(nbytes), size, stride, 0, dtype)
 
 
 def _contiguous_strides(size: Any, memory_format: torch.memory_format | None) -> list[int]:
     # The CPU meta computation knows every memory format; ask it rather than re-derive.
-    probe = torch.empty(size, dtype=torch.uint8, device="meta",
-                        memory_format=memory_format or torch.contiguous_format)
+    probe = torch.empty(
+        size,
+        dtype=torch.uint8,
+        device="meta",
+        memory_format=memory_format or torch.contiguous_format,
+    )
     return list(probe.stride())
 
 
 # --- explicit kernels ---
 
-def empty_memory_format(size: Any, dtype: torch.dtype | None = None, layout: Any = None,
-                        device: Any = None, pin_memory: bool | None = None,
-                        memory_format: torch.memory_format | None = None) -> torch.Tensor:
+
+def empty_memory_format(
+    size: Any,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
     dtype = dtype or torch.get_default_dtype()
     rules.check_dtype(dtype, "allocation")
     return new_empty(size, _contiguous_strides(size, memory_format), dtype)
 
 
-def empty_strided(size: Any, stride: Any, dtype: torch.dtype | None = None, layout: Any = None,
-                  device: Any = None, pin_memory: bool | None = None) -> torch.Tensor:
+def empty_strided(
+    size: Any,
+    stride: Any,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
     dtype = dtype or torch.get_default_dtype()
     rules.check_dtype(dtype, "allocation")
     return new_empty(size, stride, dtype)
@@ -176,8 +197,9 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     return _copy_from(src, dst)
 
 
-def resize_(tensor: torch.Tensor, size: Any,
-            memory_format: torch.memory_format | None = None) -> torch.Tensor:
+def resize_(
+    tensor: torch.Tensor, size: Any, memory_format: torch.memory_format | None = None
+) -> torch.Tensor:
     stride = _contiguous_strides(size, memory_format)
     numel = 1
     for s in size:
@@ -204,6 +226,7 @@ def _convolution_on_host(op: Any, *args: Any) -> Any:
 
 # --- the boxed fallback ---
 
+
 @dataclass(frozen=True)
 class OpPlan:
     """What the fallback does for one op overload, decided once."""
@@ -221,8 +244,7 @@ def plan_for(op: torch._ops.OpOverload) -> OpPlan:
     """The cached per-op decisions of the fallback."""
     schema = op._schema
     name = schema.name.split("::", 1)[-1]
-    is_view = any(r.alias_info is not None and not r.alias_info.is_write
-                  for r in schema.returns)
+    is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
     mutated: list[int | str] = []
     for index, argument in enumerate(schema.arguments):
         if argument.alias_info is not None and argument.alias_info.is_write:
@@ -234,8 +256,13 @@ def plan_for(op: torch._ops.OpOverload) -> OpPlan:
         mutated=tuple(mutated),
         unlowerable=base in rules.UNLOWERABLE_OPS,
         fp16=base in rules.FP16_COMPUTE_OPS,
-        simple=(not mutated and not is_view and base not in rules.FP16_COMPUTE_OPS
-                and len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"),
+        simple=(
+            not mutated
+            and not is_view
+            and base not in rules.FP16_COMPUTE_OPS
+            and len(schema.returns) == 1
+            and str(schema.returns[0].type) == "Tensor"
+        ),
     )
 
 
@@ -257,8 +284,11 @@ class _Call:
             self.aliases[id(alias)] = (value, alias)
             self.sticks += _sticks(value.shape, value.dtype)
             return alias
-        if isinstance(value, (list, tuple)) and value and any(
-                isinstance(v, torch.Tensor) for v in value):
+        if (
+            isinstance(value, (list, tuple))
+            and value
+            and any(isinstance(v, torch.Tensor) for v in value)
+        ):
             return type(value)(self.to_host(v, writable) for v in value)
         if isinstance(value, torch.device) and value.type == _DEVICE_TYPE:
             return _CPU
@@ -279,36 +309,52 @@ class _Call:
 
     def fresh(self, device_value: Any, host_value: Any) -> Any:
         """A fresh, growable host tensor standing in for a written device argument."""
-        if isinstance(device_value, torch.Tensor) and isinstance(host_value, torch.Tensor) and (
-                id(host_value) in self.aliases):
+        if (
+            isinstance(device_value, torch.Tensor)
+            and isinstance(host_value, torch.Tensor)
+            and (id(host_value) in self.aliases)
+        ):
             del self.aliases[id(host_value)]
             replacement = torch.empty(0, dtype=device_value.dtype)
             self.aliases[id(replacement)] = (device_value, replacement)
             return replacement
         if isinstance(device_value, (list, tuple)) and isinstance(host_value, (list, tuple)):
-            return type(host_value)(self.fresh(d, h)
-                                    for d, h in zip(device_value, host_value, strict=True))
+            return type(host_value)(
+                self.fresh(d, h) for d, h in zip(device_value, host_value, strict=True)
+            )
         return host_value
 
     def sync_mutated(self) -> None:
         """Re-point device tensors whose host alias a CPU kernel resized or re-set."""
         for device_tensor, alias in self.aliases.values():
-            if (alias.untyped_storage().data_ptr() == device_tensor.untyped_storage().data_ptr()
-                    and alias.shape == device_tensor.shape
-                    and alias.stride() == device_tensor.stride()
-                    and alias.storage_offset() == device_tensor.storage_offset()):
+            if (
+                alias.untyped_storage().data_ptr() == device_tensor.untyped_storage().data_ptr()
+                and alias.shape == device_tensor.shape
+                and alias.stride() == device_tensor.stride()
+                and alias.storage_offset() == device_tensor.storage_offset()
+            ):
                 continue
             cpu_storage = alias.untyped_storage()
-            storage = memory.device_storage_for(cpu_storage.data_ptr()) if (
-                cpu_storage.data_ptr()) else None
+            storage = (
+                memory.device_storage_for(cpu_storage.data_ptr())
+                if (cpu_storage.data_ptr())
+                else None
+            )
             if storage is None:
                 storage = memory.adopt(cpu_storage)
-            _set_storage.redispatch(CPU_KEYS, device_tensor, storage, alias.storage_offset(),
-                                    alias.size(), alias.stride())
+            _set_storage.redispatch(
+                CPU_KEYS,
+                device_tensor,
+                storage,
+                alias.storage_offset(),
+                alias.size(),
+                alias.stride(),
+            )
 
 
-def _run_on_host(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> Any:
+def _run_on_host(
+    op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     if plan.fp16 and rules.fp16_compute_applies(plan.name):
         stats.count_fp16()
         return _fp16_call(op, plan, args, kwargs)
@@ -318,8 +364,9 @@ def _run_on_host(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
         return _with_scalars(op, error, args, kwargs)
 
 
-def _with_scalars(op: torch._ops.OpOverload, error: RuntimeError, args: Any,
-                  kwargs: dict[str, Any]) -> Any:
+def _with_scalars(
+    op: torch._ops.OpOverload, error: RuntimeError, args: Any, kwargs: dict[str, Any]
+) -> Any:
     """Retry a call whose Python-number argument stands where the overload wants a Tensor.
 
     A wrapped number (`x % 2.5`) reaches a boxed fallback as a plain Python number, and the
@@ -331,9 +378,11 @@ def _with_scalars(op: torch._ops.OpOverload, error: RuntimeError, args: Any,
     return op.overloadpacket(*args, **kwargs)
 
 
-def _fp16_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
+def _fp16_call(
+    op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """Run a matmul-family op or softmax in float16 and hand back the requested dtype."""
+
     def narrow(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.bfloat16):
             return value.to(torch.float16)
@@ -350,10 +399,13 @@ def _fp16_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...],
     new_args = list(args)
     for index, value in enumerate(args):
         new_args[index] = narrow_written(value) if index in plan.mutated else narrow(value)
-    new_kwargs = {k: narrow_written(v) if k in plan.mutated else narrow(v)
-                  for k, v in kwargs.items()}
-    requested = next((v.dtype for v in args if isinstance(v, torch.Tensor)
-                      and v.is_floating_point()), torch.float32)
+    new_kwargs = {
+        k: narrow_written(v) if k in plan.mutated else narrow(v) for k, v in kwargs.items()
+    }
+    requested = next(
+        (v.dtype for v in args if isinstance(v, torch.Tensor) and v.is_floating_point()),
+        torch.float32,
+    )
     result = op(*new_args, **new_kwargs)
     for original, narrowed in written:
         original.copy_(narrowed)
@@ -391,8 +443,9 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     call = _Call()
     mutated = plan.mutated
     host_args = tuple(call.to_host(a, i in mutated) for i, a in enumerate(args))
-    host_kwargs = ({k: call.to_host(v, k in mutated) for k, v in kwargs.items()} if kwargs
-                   else kwargs)
+    host_kwargs = (
+        {k: call.to_host(v, k in mutated) for k, v in kwargs.items()} if kwargs else kwargs
+    )
     try:
         result = _run_on_host(op, plan, host_args, host_kwargs)
     except RuntimeError as error:
@@ -400,10 +453,13 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             raise
         # The kernel grows an argument it writes (an out= tensor of the wrong size): let it
         # write fresh host tensors, which sync_mutated then adopts as device memory.
-        host_args = tuple(call.fresh(a, host) if i in mutated else host
-                          for i, (a, host) in enumerate(zip(args, host_args, strict=True)))
-        host_kwargs = {k: call.fresh(kwargs[k], v) if k in mutated else v
-                       for k, v in host_kwargs.items()}
+        host_args = tuple(
+            call.fresh(a, host) if i in mutated else host
+            for i, (a, host) in enumerate(zip(args, host_args, strict=True))
+        )
+        host_kwargs = {
+            k: call.fresh(kwargs[k], v) if k in mutated else v for k, v in host_kwargs.items()
+        }
         result = _run_on_host(op, plan, host_args, host_kwargs)
     if mutated:
         call.sync_mutated()
@@ -445,8 +501,9 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
     return out
 
 
-def _finish_other(plan: OpPlan, args: tuple[Any, ...], host_args: list[Any], result: Any,
-                  sticks: int) -> Any:
+def _finish_other(
+    plan: OpPlan, args: tuple[Any, ...], host_args: list[Any], result: Any, sticks: int
+) -> Any:
     call = _Call()
     call.sticks = sticks
     out = call.to_device(result)
@@ -454,8 +511,7 @@ def _finish_other(plan: OpPlan, args: tuple[Any, ...], host_args: list[Any], res
     return out
 
 
-_REFUSED = frozenset(d for d in (torch.float64, torch.complex32, torch.complex64,
-                                 torch.complex128))
+_REFUSED = frozenset(d for d in (torch.float64, torch.complex32, torch.complex64, torch.complex128))
 
 
 def _flops(name: str, args: tuple[Any, ...]) -> float:

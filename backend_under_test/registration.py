@@ -67,9 +67,11 @@ def _cpu_and_composite_ops() -> list[str]:
     for name in torch._C._dispatch_get_all_op_names():
         if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU"):
             continue
-        if (torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd")
-                or torch._C._dispatch_has_kernel_for_dispatch_key(
-                    name, "CompositeExplicitAutogradNonFunctional")):
+        if torch._C._dispatch_has_kernel_for_dispatch_key(
+            name, "CompositeExplicitAutograd"
+        ) or torch._C._dispatch_has_kernel_for_dispatch_key(
+            name, "CompositeExplicitAutogradNonFunctional"
+        ):
             found.append(name)
     return found
 
@@ -97,8 +99,12 @@ def register_kernels() -> list[torch.library.Library]:
     impl.impl("resize_", kernels.resize_, key)
     impl.impl("_local_scalar_dense", kernels._local_scalar_dense, key)
     impl.impl("set_", _set_empty, key)
-    for overload in ("source_Storage", "source_Storage_storage_offset", "source_Tensor",
-                     "source_Tensor_storage_offset"):
+    for overload in (
+        "source_Storage",
+        "source_Storage_storage_offset",
+        "source_Tensor",
+        "source_Tensor_storage_offset",
+    ):
         op = getattr(aten.set_, overload)
         impl.impl(f"set_.{overload}", functools.partial(_metadata_only, op), key)
     impl.impl("convolution_overrideable", _convolution, key)

@@ -33,23 +33,42 @@ CORE_ELEMENTS_PER_US = 64_000.0  # elementwise throughput per core: one stick pe
 
 # --- Rule 3: fp16-class compute ------------------------------------------------------------
 # Matmul-family ops and softmax compute in float16 and return the requested dtype.
-FP16_COMPUTE_OPS = frozenset({
-    "mm", "bmm", "addmm", "addmv", "mv", "baddbmm", "addbmm", "addr", "dot", "vdot",
-    "_softmax", "_log_softmax", "_safe_softmax",
-})
+FP16_COMPUTE_OPS = frozenset(
+    {
+        "mm",
+        "bmm",
+        "addmm",
+        "addmv",
+        "mv",
+        "baddbmm",
+        "addbmm",
+        "addr",
+        "dot",
+        "vdot",
+        "_softmax",
+        "_log_softmax",
+        "_safe_softmax",
+    }
+)
 
 # --- Rule 4: dtypes --------------------------------------------------------------------------
 SUPPORTED_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Integer and bool tensors exist for indices and masks.
-SUPPORTED_INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
-                          torch.bool)
+SUPPORTED_INDEX_DTYPES = (
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+)
 _REFUSED_DTYPE_ADVICE = {
     torch.float64: "use torch.float32 (or float16/bfloat16): Spyre has no 64-bit float unit",
     torch.complex32: "keep real and imaginary parts as two float16 tensors",
     torch.complex64: "keep real and imaginary parts as two float32 tensors "
-                     "(torch.view_as_real on the host)",
+    "(torch.view_as_real on the host)",
     torch.complex128: "keep real and imaginary parts as two float32 tensors "
-                      "(torch.view_as_real on the host)",
+    "(torch.view_as_real on the host)",
 }
 
 # --- Rule 5: ops the compiler cannot lower ---------------------------------------------------
@@ -94,6 +113,7 @@ def fp16_compute_applies(op_name: str) -> bool:
 
 # --- sticks ---
 
+
 def stick_bytes(nbytes: int) -> int:
     """`nbytes` rounded up to whole 128-byte sticks."""
     return -(-nbytes // STICK_BYTES) * STICK_BYTES
@@ -121,6 +141,7 @@ def cached_transfer_sticks(shape: torch.Size, dtype: torch.dtype) -> int:
 
 # --- dtypes ---
 
+
 def check_dtype(dtype: torch.dtype, where: str) -> None:
     """Raise TypeError for a dtype that Spyre cannot hold (float64, complex)."""
     if SWITCHES.permissive:
@@ -139,6 +160,7 @@ def refused_dtype(dtype: torch.dtype) -> bool:
 
 
 # --- unlowerable ops ---
+
 
 def _pow_rewrite(args: tuple[object, ...]) -> str:
     base = args[0] if args else None
@@ -180,6 +202,7 @@ def check_op(op_name: str, args: tuple[object, ...], where: str = "eager") -> No
 
 
 # --- cost model ---
+
 
 @dataclass(frozen=True)
 class OpCost:

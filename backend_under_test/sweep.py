@@ -49,38 +49,69 @@ class FailureGroup:
 
 # Order matters: the first group whose pattern matches the message wins.
 FAILURE_GROUPS = (
-    FailureGroup("rule-dtype", r"spyre does not support dtype torch\.(float64|complex)",
-                 "Spyre rule: float64/complex refused (TypeError naming the dtype); the op "
-                 "or its sample inputs compute in float64 or complex on the device", True),
-    FailureGroup("rule-unlowerable", r"spyre cannot lower aten::",
-                 "Spyre rule: aten::pow / float_power cannot be lowered "
-                 "(NotImplementedError with a rewrite)", True),
+    FailureGroup(
+        "rule-dtype",
+        r"spyre does not support dtype torch\.(float64|complex)",
+        "Spyre rule: float64/complex refused (TypeError naming the dtype); the op "
+        "or its sample inputs compute in float64 or complex on the device",
+        True,
+    ),
+    FailureGroup(
+        "rule-unlowerable",
+        r"spyre cannot lower aten::",
+        "Spyre rule: aten::pow / float_power cannot be lowered "
+        "(NotImplementedError with a rewrite)",
+        True,
+    ),
     # Only given to failures that pass with SPYRE_EMU_PERMISSIVE=1 (see `classify`).
-    FailureGroup("rule-fp16-compute", r"(not close|Tensor-likes are not|Scalars are not)",
-                 "Spyre rule: matmul-family ops and softmax compute in float16; float32 and "
-                 "bfloat16 results differ from CPU by more than the 1e-3 tolerance (passes "
-                 "with the rules off)", True),
+    FailureGroup(
+        "rule-fp16-compute",
+        r"(not close|Tensor-likes are not|Scalars are not)",
+        "Spyre rule: matmul-family ops and softmax compute in float16; float32 and "
+        "bfloat16 results differ from CPU by more than the 1e-3 tolerance (passes "
+        "with the rules off)",
+        True,
+    ),
     # Only given to numeric mismatches that fail with SPYRE_EMU_PERMISSIVE=1 too.
-    FailureGroup("low-precision-path", r"(not close|Tensor-likes are not|Scalars are not)",
-                 "Not a Spyre rule (fails with the rules off too): float16/bfloat16 results "
-                 "of grid_sample, rsqrt and chunked linear_cross_entropy differ from CPU in "
-                 "the last bits (grid_sample also at out-of-range samples). The device runs "
-                 "the same CPU kernels, so the likely cause is a device-dependent branch in "
-                 "the composite op or a different vectorised/scalar kernel variant; an open "
-                 "backend issue", False),
-    FailureGroup("cpu-kernel-dtype", r"not implemented for '(Half|BFloat16)'",
-                 "Emulation limit: the op's CPU kernel has no float16/bfloat16 version for "
-                 "this sample (CPU raises the same error; upstream runs this test on CUDA "
-                 "only, so it expects nothing of CPU here)", False),
-    FailureGroup("sparse", r"(sparse|Sparse|SparsePrivateUse1)",
-                 "Limitation: sparse layouts on the device need C++ kernels", False),
-    FailureGroup("no-device-generator", r"(Generator|generator)",
-                 "Limitation: no device torch.Generator from Python on torch 2.13 (random "
-                 "ops take the CPU generator); a sample passing a device generator fails",
-                 False),
-    FailureGroup("unexpected-success", r"(Unexpected success|XPASS|unexpectedly succeeded)",
-                 "Upstream expected failure that passes here: the CPU kernel runs the op, so "
-                 "a failure expected of other devices does not happen", False),
+    FailureGroup(
+        "low-precision-path",
+        r"(not close|Tensor-likes are not|Scalars are not)",
+        "Not a Spyre rule (fails with the rules off too): float16/bfloat16 results "
+        "of grid_sample, rsqrt and chunked linear_cross_entropy differ from CPU in "
+        "the last bits (grid_sample also at out-of-range samples). The device runs "
+        "the same CPU kernels, so the likely cause is a device-dependent branch in "
+        "the composite op or a different vectorised/scalar kernel variant; an open "
+        "backend issue",
+        False,
+    ),
+    FailureGroup(
+        "cpu-kernel-dtype",
+        r"not implemented for '(Half|BFloat16)'",
+        "Emulation limit: the op's CPU kernel has no float16/bfloat16 version for "
+        "this sample (CPU raises the same error; upstream runs this test on CUDA "
+        "only, so it expects nothing of CPU here)",
+        False,
+    ),
+    FailureGroup(
+        "sparse",
+        r"(sparse|Sparse|SparsePrivateUse1)",
+        "Limitation: sparse layouts on the device need C++ kernels",
+        False,
+    ),
+    FailureGroup(
+        "no-device-generator",
+        r"(Generator|generator)",
+        "Limitation: no device torch.Generator from Python on torch 2.13 (random "
+        "ops take the CPU generator); a sample passing a device generator fails",
+        False,
+    ),
+    FailureGroup(
+        "unexpected-success",
+        r"(Unexpected success|XPASS|unexpectedly succeeded)",
+        "Upstream expected failure that passes here: the CPU kernel runs the op, so "
+        "a failure expected of other devices does not happen",
+        False,
+    ),
 )
 UNEXPLAINED = "unexplained"
 
@@ -125,24 +156,32 @@ def parse_junit(path: Path) -> list[Outcome]:
             if child.tag in ("failure", "error"):
                 status, message = "failed", text
             elif child.tag == "skipped":
-                xfail = child.get("type") == "pytest.xfail" or "xfail" in (
-                    child.get("message") or "").lower()
+                xfail = (
+                    child.get("type") == "pytest.xfail"
+                    or "xfail" in (child.get("message") or "").lower()
+                )
                 status, message = ("xfailed" if xfail else "skipped"), text
         outcomes.append(Outcome(name, match["op"], match["dtype"], status, message))
     return outcomes
 
 
-def build_manifest(outcomes: Sequence[Outcome], torch_version: str, seconds: float | None,
-                   without_rules: Sequence[Outcome] = ()) -> dict[str, object]:
+def build_manifest(
+    outcomes: Sequence[Outcome],
+    torch_version: str,
+    seconds: float | None,
+    without_rules: Sequence[Outcome] = (),
+) -> dict[str, object]:
     """The manifest: counts, failure groups with causes, and the outcome of every test.
 
     `without_rules` holds the failed tests rerun with SPYRE_EMU_PERMISSIVE=1: a failure that
     passes there is a Spyre rule at work.
     """
     permissive_passed = {o.test for o in without_rules if o.status == "passed"}
-    group_of = {o.test: classify(o.message, (o.test in permissive_passed) if without_rules
-                                 else None)
-                for o in outcomes if o.status == "failed"}
+    group_of = {
+        o.test: classify(o.message, (o.test in permissive_passed) if without_rules else None)
+        for o in outcomes
+        if o.status == "failed"
+    }
     counts = Counter(o.status for o in outcomes)
     groups = Counter(group_of.values())
     by_dtype: dict[str, Counter[str]] = {}
@@ -156,12 +195,18 @@ def build_manifest(outcomes: Sequence[Outcome], torch_version: str, seconds: flo
         "seconds": round(seconds, 1) if seconds is not None else None,
         "counts": dict(sorted(counts.items())),
         "counts_by_dtype": {d: dict(sorted(c.items())) for d, c in sorted(by_dtype.items())},
-        "failure_groups": {name: dict(causes[name], count=count)
-                           for name, count in groups.most_common()},
-        "without_rules": (dict(sorted(Counter(o.status for o in without_rules).items()))
-                          if without_rules else None),
-        "tests": {o.test: (f"failed:{group_of[o.test]}" if o.test in group_of else o.status)
-                  for o in sorted(outcomes, key=lambda o: o.test)},
+        "failure_groups": {
+            name: dict(causes[name], count=count) for name, count in groups.most_common()
+        },
+        "without_rules": (
+            dict(sorted(Counter(o.status for o in without_rules).items()))
+            if without_rules
+            else None
+        ),
+        "tests": {
+            o.test: (f"failed:{group_of[o.test]}" if o.test in group_of else o.status)
+            for o in sorted(outcomes, key=lambda o: o.test)
+        },
     }
 
 
@@ -181,36 +226,66 @@ def render_table(manifest: dict[str, object]) -> str:
         lines.append(f"| `{name}` | {group['count']} | {rule} | {group['cause']} |")
     seconds = manifest.get("seconds")
     without_rules = manifest.get("without_rules")
-    lines += ["", f"torch {manifest['torch']}"
-              + (f"; the sweep took {seconds} s on this machine" if seconds else "")
-              + (f"; the failures rerun with SPYRE_EMU_PERMISSIVE=1 give {without_rules}"
-                 if without_rules else "") + "."]
+    lines += [
+        "",
+        f"torch {manifest['torch']}"
+        + (f"; the sweep took {seconds} s on this machine" if seconds else "")
+        + (
+            f"; the failures rerun with SPYRE_EMU_PERMISSIVE=1 give {without_rules}"
+            if without_rules
+            else ""
+        )
+        + ".",
+    ]
     return "\n".join(lines)
 
 
-def run_sweep(junit: Path, extra_env: dict[str, str] | None = None,
-              tests: Sequence[str] = (), timeout: float = 3600) -> float:
+def run_sweep(
+    junit: Path,
+    extra_env: dict[str, str] | None = None,
+    tests: Sequence[str] = (),
+    timeout: float = 3600,
+) -> float:
     """Run the sweep (or only `tests`, by name) in a pytest subprocess writing `junit`.
 
     Returns the wall seconds.
     """
     started = time.monotonic()
     targets = [f"{SWEEP_MODULE}::TestCommonPRIVATEUSE1::{name}" for name in tests] or [
-        str(SWEEP_MODULE)]
+        str(SWEEP_MODULE)
+    ]
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-         *targets, f"--junitxml={junit}"],
-        cwd=REPO_ROOT, env=dict(os.environ, **(extra_env or {})), timeout=timeout,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            *targets,
+            f"--junitxml={junit}",
+        ],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, **(extra_env or {})),
+        timeout=timeout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
     )
     return time.monotonic() - started
 
 
 def _torch_version() -> str:
     probe = "import torch; print(torch.__version__)"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True, env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
-                          ).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
+    ).stdout.strip()
 
 
 def update_readme(table: str, readme: Path = README) -> None:
@@ -221,20 +296,31 @@ def update_readme(table: str, readme: Path = README) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backend_under_test.sweep",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--junit", type=Path, nargs="+",
-                        help="reduce these JUnit XML files (shards of one sweep) instead of "
-                             "running")
-    parser.add_argument("--rerun", type=Path,
-                        help="JUnit XML of a rerun of some tests on newer code: its outcomes "
-                             "replace theirs")
-    parser.add_argument("--permissive-junit", type=Path,
-                        help="the failures rerun with SPYRE_EMU_PERMISSIVE=1 (JUnit XML)")
-    parser.add_argument("--seconds", type=float,
-                        help="wall time of the --junit run, recorded in the manifest")
-    parser.add_argument("--write", action="store_true",
-                        help="rewrite the manifest and the README table")
+    parser = argparse.ArgumentParser(
+        prog="python -m backend_under_test.sweep", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        nargs="+",
+        help="reduce these JUnit XML files (shards of one sweep) instead of running",
+    )
+    parser.add_argument(
+        "--rerun",
+        type=Path,
+        help="JUnit XML of a rerun of some tests on newer code: its outcomes replace theirs",
+    )
+    parser.add_argument(
+        "--permissive-junit",
+        type=Path,
+        help="the failures rerun with SPYRE_EMU_PERMISSIVE=1 (JUnit XML)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, help="wall time of the --junit run, recorded in the manifest"
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite the manifest and the README table"
+    )
     args = parser.parse_args(argv)
     seconds = args.seconds
     junits, permissive_junit = args.junit, args.permissive_junit
@@ -252,8 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if permissive_junit is None:
         # Only the failures need the rules-off verdict: rerun just those.
         permissive_junit = scratch / "spyre-opinfo-sweep-permissive.xml"
-        run_sweep(permissive_junit, {"SPYRE_EMU_PERMISSIVE": "1"},
-                  tests=[o.test for o in outcomes if o.status == "failed"])
+        run_sweep(
+            permissive_junit,
+            {"SPYRE_EMU_PERMISSIVE": "1"},
+            tests=[o.test for o in outcomes if o.status == "failed"],
+        )
     without_rules = parse_junit(permissive_junit) if permissive_junit else []
     manifest = build_manifest(outcomes, _torch_version(), seconds, without_rules)
     table = render_table(manifest)

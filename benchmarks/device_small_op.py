@@ -32,8 +32,10 @@ def per_call_us(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
         a + b  # warm up: caches, allocator, per-op plans
     # process_time, not wall time: the machine is shared, and other processes' time slices
     # would otherwise land in the figure.
-    runs = [t / NUMBER * 1e6 for t in timeit.repeat(lambda: a + b, number=NUMBER,
-                                                       repeat=REPEAT, timer=time.process_time)]
+    runs = [
+        t / NUMBER * 1e6
+        for t in timeit.repeat(lambda: a + b, number=NUMBER, repeat=REPEAT, timer=time.process_time)
+    ]
     return statistics.median(runs), min(runs)
 
 
@@ -55,13 +57,13 @@ def main() -> int:
         "command": ".venv/bin/python benchmarks/device_small_op.py",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}, "
-                   f"python {platform.python_version()}, torch {torch.__version__}; "
-                   f"load average {os.getloadavg()[0]:.1f} at the start",
+        f"python {platform.python_version()}, torch {torch.__version__}; "
+        f"load average {os.getloadavg()[0]:.1f} at the start",
         "notes": "Median of 7 repeats of 20,000 calls each, in process CPU time (the machine "
-                 "is shared; wall time would count other processes). The device path is a boxed "
-                 "Python fallback: cached per-op plan, cached host aliases of the inputs, "
-                 "the CPU kernel, and adoption of its result as device memory (no copies). "
-                 "Compare value with cpu_us from the same run.",
+        "is shared; wall time would count other processes). The device path is a boxed "
+        "Python fallback: cached per-op plan, cached host aliases of the inputs, "
+        "the CPU kernel, and adoption of its result as device memory (no copies). "
+        "Compare value with cpu_us from the same run.",
     }
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(record, indent=2) + "\n")

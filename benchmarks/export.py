@@ -44,13 +44,23 @@ def synthetic_record() -> RunRecord:
             results.append(VariantResult.of(outcome, "new" if i % 3 else "pre-existing"))
         else:
             results.append(VariantResult.of(Outcome(vid, Status.PASSED, 0.05)))
-    event = TriggerEvent(kind="push", delivery_id="bench-delivery", repo="pytorch/pytorch",
-                         head_sha="f" * 40, payload={"after": "f" * 40})
+    event = TriggerEvent(
+        kind="push",
+        delivery_id="bench-delivery",
+        repo="pytorch/pytorch",
+        head_sha="f" * 40,
+        payload={"after": "f" * 40},
+    )
     return RunRecord(
-        run_id="1000", attempt=1, downstream_repo="torch-spyre/torch-spyre", workflow="spyre-ci",
-        job="variants", event=event,
+        run_id="1000",
+        attempt=1,
+        downstream_repo="torch-spyre/torch-spyre",
+        workflow="spyre-ci",
+        job="variants",
+        event=event,
         environment=Environment("2.13.0", "0" * 40, "spyre-emulator", "0.3.1", "spyre:0"),
-        results=tuple(results), started_at="2026-11-29T14:00:00Z",
+        results=tuple(results),
+        started_at="2026-11-29T14:00:00Z",
         completed_at="2026-11-29T15:00:00Z",
     )
 
@@ -73,9 +83,9 @@ def main() -> None:
         "command": ".venv/bin/python benchmarks/export.py",
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {platform.processor() or ''} "
-                   f"python {platform.python_version()}".strip(),
+        f"python {platform.python_version()}".strip(),
         "notes": f"median of 3 exports of {VARIANTS} variants ({FAILING} failing, 3 KB "
-                 "messages), no JUnit (rows built from results); envelope sizes in bytes",
+        "messages), no JUnit (rows built from results); envelope sizes in bytes",
         "runs_s": [round(t, 3) for t in times],
         # Wall time depends on what else the machine runs; CPU time much less so.
         "cpu_s_median": round(statistics.median(cpu), 3),

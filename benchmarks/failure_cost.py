@@ -30,17 +30,41 @@ def run(ids: list[str], work: Path, name: str) -> dict[str, object]:
     ids_file, results = work / f"{name}.ids", work / f"{name}.jsonl"
     ids_file.write_text("\n".join(ids) + "\n", encoding="utf-8")
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "suites.pytest_plugin", "-p",
-                    "no:cacheprovider", "-q", "--spyre-ids", str(ids_file), "--spyre-results",
-                    str(results)], cwd=work, capture_output=True, text=True, check=False,
-                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "suites.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--spyre-ids",
+            str(ids_file),
+            "--spyre-results",
+            str(results),
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     wall = time.perf_counter() - started
-    ends = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()
-            if '"end"' in line]
+    ends = [
+        json.loads(line)
+        for line in results.read_text(encoding="utf-8").splitlines()
+        if '"end"' in line
+    ]
     durations = [float(e["duration_s"]) for e in ends]
-    return {"variants": len(ends), "statuses": sorted({e["status"] for e in ends}),
-            "median_s": round(statistics.median(durations), 4),
-            "total_s": round(sum(durations), 2), "process_wall_s": round(wall, 1)}
+    return {
+        "variants": len(ends),
+        "statuses": sorted({e["status"] for e in ends}),
+        "median_s": round(statistics.median(durations), 4),
+        "total_s": round(sum(durations), 2),
+        "process_wall_s": round(wall, 1),
+    }
 
 
 def main() -> int:
@@ -52,8 +76,9 @@ def main() -> int:
     from workflows.settings import Settings
 
     inventory = Inventory.load(default_inventory(Settings.from_env().state_dir))
-    variants = sorted((v for v in inventory.variants if v.template == "compare_cpu"),
-                      key=lambda v: v.id)
+    variants = sorted(
+        (v for v in inventory.variants if v.template == "compare_cpu"), key=lambda v: v.id
+    )
     failing = [v.id for v in variants if v.expectation is Expectation.XFAIL][: args.count]
     passing = [v.id for v in variants if v.expectation is Expectation.PASS][: args.count]
     work = Path(tempfile.mkdtemp(prefix="spyre-ci-failcost-"))
@@ -62,11 +87,18 @@ def main() -> int:
         "what": "median per-variant time of expected failures against passes (compare_cpu)",
         "command": f"python benchmarks/failure_cost.py --count {args.count}",
         "date": dt.date.today().isoformat(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1m": round(os.getloadavg()[0], 2)},
-        "xfail": fail, "pass": ok,
-        "ratio": {"value": round(float(fail["median_s"]) / float(ok["median_s"]), 2),
-                  "unit": "failing / passing median", "aim": 1.5},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        },
+        "xfail": fail,
+        "pass": ok,
+        "ratio": {
+            "value": round(float(fail["median_s"]) / float(ok["median_s"]), 2),
+            "unit": "failing / passing median",
+            "aim": 1.5,
+        },
     }
     RESULT.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(record, indent=2))

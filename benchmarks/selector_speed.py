@@ -40,30 +40,51 @@ RESULT = REPO / "benchmarks" / "results" / "selector_speed.json"
 # (path, hunk header context, changed line): 30 files, the way a busy day's push looks.
 CHANGE = [
     ("aten/src/ATen/native/SoftMax.cpp", "TORCH_IMPL_FUNC(softmax_cpu_out)", "  x = 1;"),
-    ("aten/src/ATen/native/cpu/SoftMaxKernel.cpp", "static void softmax_lastdim_kernel_impl(",
-     "  y = 2;"),
+    (
+        "aten/src/ATen/native/cpu/SoftMaxKernel.cpp",
+        "static void softmax_lastdim_kernel_impl(",
+        "  y = 2;",
+    ),
     ("aten/src/ATen/native/BinaryOps.cpp", "TORCH_IMPL_FUNC(add_out)", "  z = 3;"),
-    ("aten/src/ATen/native/cpu/BinaryOpsKernel.cpp", "void mul_kernel(TensorIteratorBase& iter) {",
-     "  w = 4;"),
+    (
+        "aten/src/ATen/native/cpu/BinaryOpsKernel.cpp",
+        "void mul_kernel(TensorIteratorBase& iter) {",
+        "  w = 4;",
+    ),
     ("aten/src/ATen/native/ReduceOps.cpp", "TORCH_IMPL_FUNC(sum_out)", "  a = 5;"),
     ("aten/src/ATen/native/cpu/ReduceOpsKernel.cpp", "static void mean_kernel_impl(", "  b = 6;"),
     ("aten/src/ATen/native/Sorting.cpp", "TORCH_IMPL_FUNC(topk_out_cpu)", "  c = 7;"),
-    ("aten/src/ATen/native/TensorShape.cpp", "Tensor permute(const Tensor& self, IntArrayRef d) {",
-     "  d = 8;"),
+    (
+        "aten/src/ATen/native/TensorShape.cpp",
+        "Tensor permute(const Tensor& self, IntArrayRef d) {",
+        "  d = 8;",
+    ),
     ("aten/src/ATen/native/Activation.cpp", "TORCH_IMPL_FUNC(gelu_out_cpu)", "  e = 9;"),
-    ("aten/src/ATen/native/layer_norm.cpp", "std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(",
-     "  f = 10;"),
+    (
+        "aten/src/ATen/native/layer_norm.cpp",
+        "std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(",
+        "  f = 10;",
+    ),
     ("aten/src/ATen/native/UnaryOps.cpp", "TORCH_IMPL_FUNC(sqrt_out)", "  g = 11;"),
-    ("aten/src/ATen/native/native_functions.yaml", "- func: clamp(Tensor self) -> Tensor",
-     "  tags: pointwise"),
-    ("tools/autograd/derivatives.yaml", "- name: cumsum(Tensor self, int dim) -> Tensor",
-     "  self: cumsum_backward(grad, dim)"),
+    (
+        "aten/src/ATen/native/native_functions.yaml",
+        "- func: clamp(Tensor self) -> Tensor",
+        "  tags: pointwise",
+    ),
+    (
+        "tools/autograd/derivatives.yaml",
+        "- name: cumsum(Tensor self, int dim) -> Tensor",
+        "  self: cumsum_backward(grad, dim)",
+    ),
     ("torch/nn/functional.py", "def embedding(", "    h = 12"),
     ("docs/source/notes/numerical_accuracy.rst", "", "x"),
     ("torch/_refs/__init__.py", "def where(", "    i = 13"),
     ("torch/_decomp/decompositions.py", "def index_select(", "    j = 14"),
-    ("torch/testing/_internal/common_methods_invocations.py", "def sample_inputs_gather(",
-     "    k = 15"),
+    (
+        "torch/testing/_internal/common_methods_invocations.py",
+        "def sample_inputs_gather(",
+        "    k = 15",
+    ),
     ("torch/functional.py", "def norm(", "    l = 16"),
     ("torch/_tensor_str.py", "def _tensor_str(", "    m = 17"),
     ("torch/_inductor/lowering.py", "def roll(", "    n = 18"),
@@ -82,22 +103,35 @@ CHANGE = [
 def change_diff() -> str:
     out = []
     for path, context, line in CHANGE:
-        out += [f"diff --git a/{path} b/{path}", "index 1111111..2222222 100644",
-                f"--- a/{path}", f"+++ b/{path}", f"@@ -10,3 +10,3 @@ {context}".rstrip(),
-                " context above", f"-{line}", f"+{line} # changed", " context below"]
+        out += [
+            f"diff --git a/{path} b/{path}",
+            "index 1111111..2222222 100644",
+            f"--- a/{path}",
+            f"+++ b/{path}",
+            f"@@ -10,3 +10,3 @@ {context}".rstrip(),
+            " context above",
+            f"-{line}",
+            f"+{line} # changed",
+            " context below",
+        ]
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
     inventory = large_inventory(VARIANTS)
     ids = [v.id for v in inventory.variants]
-    previous = Inventory(inventory.torch_version, "previous", tuple(
-        replace(v, fingerprint="0" * 16) if i % 100 == 0 else v
-        for i, v in enumerate(inventory.variants)
-    ))
+    previous = Inventory(
+        inventory.torch_version,
+        "previous",
+        tuple(
+            replace(v, fingerprint="0" * 16) if i % 100 == 0 else v
+            for i, v in enumerate(inventory.variants)
+        ),
+    )
     history = History(
-        variants={vid: VariantHistory(mean_duration_s=0.05 + (i % 17) * 0.01)
-                  for i, vid in enumerate(ids)},
+        variants={
+            vid: VariantHistory(mean_duration_s=0.05 + (i % 17) * 0.01) for i, vid in enumerate(ids)
+        },
         co_failures={"torch/_tensor_str.py": {ids[i]: 1 + i % 3 for i in range(0, 5000, 50)}},
         known_variants=frozenset(ids),
     )
@@ -124,7 +158,9 @@ def main() -> None:
 
     build = ChangeSet.from_diff(
         "diff --git a/CMakeLists.txt b/CMakeLists.txt\n--- a/CMakeLists.txt\n"
-        "+++ b/CMakeLists.txt\n@@ -1 +1 @@\n-a\n+b\n", head_sha="b" * 40)
+        "+++ b/CMakeLists.txt\n@@ -1 +1 @@\n-a\n+b\n",
+        head_sha="b" * 40,
+    )
     full = []
     for _ in range(5):
         start = time.perf_counter()
@@ -140,15 +176,18 @@ def main() -> None:
         "command": ".venv/bin/python benchmarks/selector_speed.py",
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpu, "
-                   f"Python {platform.python_version()}, {platform.system()}".replace("  ", " "),
+        f"Python {platform.python_version()}, {platform.system()}".replace("  ", " "),
         "notes": f"plan() over {VARIANTS:,} synthetic variants for a {len(CHANGE)}-file "
-                 "targeted change, InventoryIndex prebuilt, History timing every variant, "
-                 f"previous inventory for fingerprints; median of {RUNS} after a warm-up. "
-                 "Aim: under 0.5 s. The machine is shared: see load_average_1m.",
+        "targeted change, InventoryIndex prebuilt, History timing every variant, "
+        f"previous inventory for fingerprints; median of {RUNS} after a warm-up. "
+        "Aim: under 0.5 s. The machine is shared: see load_average_1m.",
         "variants": VARIANTS,
         "changed_files": len(CHANGE),
-        "warm_plan_s": {"median": round(value, 4), "min": round(min(warm), 4),
-                        "max": round(max(warm), 4)},
+        "warm_plan_s": {
+            "median": round(value, 4),
+            "min": round(min(warm), 4),
+            "max": round(max(warm), 4),
+        },
         "cold_index_s": round(cold_index, 4),
         "plan_with_index_build_s": round(statistics.median(with_build), 4),
         "full_fallback_s": round(statistics.median(full), 4),

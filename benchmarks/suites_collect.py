@@ -28,9 +28,24 @@ def run_once(work: Path) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "suites.pytest_plugin", "-p", "no:cacheprovider",
-         "--collect-only", "-q", "-o", "addopts="],
-        cwd=work, capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "suites.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            "-q",
+            "-o",
+            "addopts=",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -54,9 +69,9 @@ def main() -> int:
         "command": f"python benchmarks/suites_collect.py --runs {args.runs}",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus (shared), python "
-                   f"{platform.python_version()}",
+        f"{platform.python_version()}",
         "notes": "pytest --collect-only of every bundled variant via -p suites.pytest_plugin, "
-                 "torch import and expansion included; aim < 20 s",
+        "torch import and expansion included; aim < 20 s",
         "collected": runs[0][2],
         "runs_s": [round(w, 2) for w in walls],
         "cpu_s_median": round(statistics.median(cpus), 2),

@@ -21,15 +21,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = ("from suites.expand import expand, load_suites\n"
-         "print(len(expand(load_suites()).variants))")
+PROBE = "from suites.expand import expand, load_suites\nprint(len(expand(load_suites()).variants))"
 
 
 def run_once() -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, check=True
+    )
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -49,9 +49,9 @@ def main() -> int:
         "command": f"python benchmarks/suites_expand.py --runs {args.runs}",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus (shared), python "
-                   f"{platform.python_version()}",
+        f"{platform.python_version()}",
         "notes": "fresh process: import torch (registers spyre), op_db/python_ref_db/module_db, "
-                 "lint + expand of the bundled specs with fingerprints; aim < 10 s",
+        "lint + expand of the bundled specs with fingerprints; aim < 10 s",
         "variants": runs[0][2],
         "runs_s": [round(w, 2) for w in walls],
         "cpu_s_median": round(statistics.median(cpus), 2),

@@ -29,8 +29,13 @@ RESULT = REPO / "benchmarks" / "results" / "suites_full_run.json"
 
 
 def all_ids() -> list[dict[str, str]]:
-    out = subprocess.run([sys.executable, "-m", "workflows.cli", "suites", "expand", "--json"],
-                         cwd=REPO, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "workflows.cli", "suites", "expand", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
@@ -39,8 +44,13 @@ def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dic
     of the chunk still runs); returns the end records."""
     from workflows.shard_runner import Limits, run_shard
 
-    result = run_shard(name, ids, work, limits=Limits(test_timeout_s=timeout, memory_mb=None),
-                       env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    result = run_shard(
+        name,
+        ids,
+        work,
+        limits=Limits(test_timeout_s=timeout, memory_mb=None),
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
     if result.fault is not None:
         raise SystemExit(f"{result.fault.summary}\n{result.fault.cause}")
     return [{"event": "end", **outcome.to_json()} for outcome in result.outcomes]
@@ -55,15 +65,25 @@ def merge(parts: list[Path], out: Path) -> int:
         statuses.update(part["statuses"])
         per_suite.update(part["per_suite"])
     result = dict(loaded[-1])
-    result.update({
-        "value": round(sum(p["value"] for p in loaded), 1),
-        "variants": sum(p["variants"] for p in loaded),
-        "statuses": dict(sorted(statuses.items())),
-        "per_suite": dict(sorted(per_suite.items())),
-        "green": all(p["green"] for p in loaded),
-        "parts": [{"command": p["command"], "wall_s": p["value"], "variants": p["variants"],
-                   "date": p["date"], "workers": p["workers"]} for p in loaded],
-    })
+    result.update(
+        {
+            "value": round(sum(p["value"] for p in loaded), 1),
+            "variants": sum(p["variants"] for p in loaded),
+            "statuses": dict(sorted(statuses.items())),
+            "per_suite": dict(sorted(per_suite.items())),
+            "green": all(p["green"] for p in loaded),
+            "parts": [
+                {
+                    "command": p["command"],
+                    "wall_s": p["value"],
+                    "variants": p["variants"],
+                    "date": p["date"],
+                    "workers": p["workers"],
+                }
+                for p in loaded
+            ],
+        }
+    )
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if result["green"] else 1
@@ -75,13 +95,20 @@ def main() -> int:
     parser.add_argument("--chunk", type=int, default=400)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/suites-full"))
-    parser.add_argument("--record", action="store_true",
-                        help="write the generated expectations files from the failures")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the generated expectations files from the failures",
+    )
     parser.add_argument("--limit", type=int, default=0, help="only the first N variants (smoke)")
     parser.add_argument("--ids", type=Path, help="only these variant ids (one per line)")
     parser.add_argument("--out", type=Path, default=RESULT, help="result JSON to write")
-    parser.add_argument("--merge", type=Path, nargs="+",
-                        help="combine result JSONs of runs over disjoint --ids into --out")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="combine result JSONs of runs over disjoint --ids into --out",
+    )
     args = parser.parse_args()
     if args.merge:
         return merge(args.merge, args.out)
@@ -96,7 +123,7 @@ def main() -> int:
     ids = [v["id"] for v in variants]
     chunks: queue.Queue[tuple[int, list[str]]] = queue.Queue()
     for n, start in enumerate(range(0, len(ids), args.chunk)):
-        chunks.put((n, ids[start:start + args.chunk]))
+        chunks.put((n, ids[start : start + args.chunk]))
     records: list[dict[str, object]] = []
     lock = threading.Lock()
 
@@ -121,8 +148,9 @@ def main() -> int:
     from suites.results_file import end_line
 
     # The plugin's results format (suites.results_file), so `suites record` reads it back.
-    (args.work_dir / "all.jsonl").write_text("".join(
-        end_line(Outcome.from_json(r)) for r in records))
+    (args.work_dir / "all.jsonl").write_text(
+        "".join(end_line(Outcome.from_json(r)) for r in records)
+    )
     counts = Counter(str(r["status"]) for r in records)
     failing = {k: v for k, v in counts.items() if k in ("failed", "error", "timeout", "crashed")}
     by_suite = Counter(str(r["id"]).split("::", 1)[0] for r in records)
@@ -132,9 +160,15 @@ def main() -> int:
         from suites.record import expectation_entries, merge_into_specs, read_results
 
         entries = expectation_entries(read_results([args.work_dir / "all.jsonl"]))
-        written = merge_into_specs(entries, bundled_specs_dir(), {
-            "ops": "ops.expectations.yaml", "modules": "modules.expectations.yaml",
-            "compile": "compile.expectations.yaml"})
+        written = merge_into_specs(
+            entries,
+            bundled_specs_dir(),
+            {
+                "ops": "ops.expectations.yaml",
+                "modules": "modules.expectations.yaml",
+                "compile": "compile.expectations.yaml",
+            },
+        )
         print(f"recorded expectations: {written}")
     import torch
 
@@ -143,13 +177,12 @@ def main() -> int:
         "value": round(wall, 1),
         "unit": "s",
         "command": f"python benchmarks/suites_full_run.py --workers {args.workers} "
-                   f"--chunk {args.chunk} --timeout {args.timeout:g}"
-                   + (" --record" if args.record else ""),
+        f"--chunk {args.chunk} --timeout {args.timeout:g}" + (" --record" if args.record else ""),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
-                   f"python {platform.python_version()}",
+        f"python {platform.python_version()}",
         "notes": "every bundled variant through the pytest plugin on spyre (torch "
-                 f"{torch.__version__}); green = no failed/error/timeout/crashed",
+        f"{torch.__version__}); green = no failed/error/timeout/crashed",
         "variants": len(ids),
         "statuses": dict(sorted(counts.items())),
         "per_suite": dict(sorted(by_suite.items())),

@@ -36,8 +36,11 @@ def main() -> int:
     from suites.pytest_plugin import DEVICE
     from suites.templates import Context, get_template
 
-    planned = [p for p in expand(load_suites()).planned
-               if p.variant.suite == "ops" and p.variant.expectation is Expectation.PASS]
+    planned = [
+        p
+        for p in expand(load_suites()).planned
+        if p.variant.suite == "ops" and p.variant.expectation is Expectation.PASS
+    ]
     # Every n-th variant: a spread of templates and ops, not just the first op's family.
     step = max(1, len(planned) // args.variants)
     chosen = planned[::step][: args.variants]
@@ -45,9 +48,12 @@ def main() -> int:
     def direct() -> float:
         start = time.perf_counter()
         for plan in chosen:
-            ctx = Context(atol=plan.precision.atol if plan.precision else None,
-                          rtol=plan.precision.rtol if plan.precision else None,
-                          max_samples=plan.max_samples, template=plan.variant.template)
+            ctx = Context(
+                atol=plan.precision.atol if plan.precision else None,
+                rtol=plan.precision.rtol if plan.precision else None,
+                max_samples=plan.max_samples,
+                template=plan.variant.template,
+            )
             # A failing variant costs the same both ways.
             with contextlib.suppress(Exception):
                 get_template(plan.variant.template)(plan.info, plan.dtype, DEVICE, ctx)
@@ -56,8 +62,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         ids = Path(work) / "ids.txt"
         ids.write_text("\n".join(p.variant.id for p in chosen) + "\n")
-        base = ["-p", "suites.pytest_plugin", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
-                "--spyre-ids", str(ids), "--rootdir", work]
+        base = [
+            "-p",
+            "suites.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-o",
+            "addopts=",
+            "--spyre-ids",
+            str(ids),
+            "--rootdir",
+            work,
+        ]
 
         def plugin(*extra: str) -> float:
             start = time.perf_counter()
@@ -68,8 +85,14 @@ def main() -> int:
         d_runs, p_runs, c_runs = [], [], []
         for _ in range(args.rounds):
             d_runs.append(direct())
-            p_runs.append(plugin("--spyre-results", str(Path(work) / "r.jsonl"),
-                                 "--junitxml", str(Path(work) / "r.xml")))
+            p_runs.append(
+                plugin(
+                    "--spyre-results",
+                    str(Path(work) / "r.jsonl"),
+                    "--junitxml",
+                    str(Path(work) / "r.xml"),
+                )
+            )
             c_runs.append(plugin("--collect-only"))
     d, p, c = min(d_runs), min(p_runs), min(c_runs)
     overhead = (p - c - d) / d
@@ -78,12 +101,12 @@ def main() -> int:
         "value": round(100 * overhead, 1),
         "unit": "% per variant",
         "command": f"python benchmarks/suites_overhead.py --variants {args.variants} "
-                   f"--rounds {args.rounds}",
+        f"--rounds {args.rounds}",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus (shared), python "
-                   f"{platform.python_version()}",
+        f"{platform.python_version()}",
         "notes": "plugin run (with --spyre-results and --junitxml) minus its collection, "
-                 "against direct template calls on the same passing ops variants; aim < 10 %",
+        "against direct template calls on the same passing ops variants; aim < 10 %",
         "variants": len(chosen),
         "direct_s": round(d, 3),
         "plugin_run_s": round(p, 3),

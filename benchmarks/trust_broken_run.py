@@ -32,8 +32,13 @@ EVENT = "examples/events/push_softmax_kernel.json"
 def spyre_ci(state: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "workflows", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "workflows", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     return done, time.perf_counter() - started
 
 
@@ -55,19 +60,35 @@ def main() -> int:
     for state in states.values():
         state.mkdir()
         (state / "inventories").symlink_to(shared)  # one Inventory build for both
-    broken, broken_s = spyre_ci(states["broken"], "run", "--event", EVENT, "--memory-mb", "64",
-                                "--jobs", str(args.jobs), "--no-progress",
-                                "--out", str(work / "out-broken"))
+    broken, broken_s = spyre_ci(
+        states["broken"],
+        "run",
+        "--event",
+        EVENT,
+        "--memory-mb",
+        "64",
+        "--jobs",
+        str(args.jobs),
+        "--no-progress",
+        "--out",
+        str(work / "out-broken"),
+    )
     after = selected(states["broken"], work / "plan-after.json")
     fresh = selected(states["fresh"], work / "plan-fresh.json")
     record = {
         "what": "a run whose test processes cannot start (64 MB limit), then the next selection",
         "command": "python benchmarks/trust_broken_run.py --jobs " + str(args.jobs),
         "date": dt.date.today().isoformat(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1m": round(os.getloadavg()[0], 2)},
-        "broken_run": {"exit_code": broken.returncode, "wall_s": round(broken_s, 1),
-                       "says_infrastructure": "INFRASTRUCTURE ERROR" in broken.stdout},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        },
+        "broken_run": {
+            "exit_code": broken.returncode,
+            "wall_s": round(broken_s, 1),
+            "says_infrastructure": "INFRASTRUCTURE ERROR" in broken.stdout,
+        },
         "next_selection": {"value": len(after), "unit": "variants"},
         "selection_with_fresh_history": {"value": len(fresh), "unit": "variants"},
         "same_selection": after == fresh,

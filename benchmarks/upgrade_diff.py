@@ -33,19 +33,33 @@ def main() -> int:
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--specs", action="append", default=[])
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--test-timeout", type=float, default=120.0,
-                        help="per-test limit (the bundled specs' own timeout_s is 120)")
+    parser.add_argument(
+        "--test-timeout",
+        type=float,
+        default=120.0,
+        help="per-test limit (the bundled specs' own timeout_s is 120)",
+    )
     parser.add_argument("--name", default="upgrade_diff")
     parser.add_argument("--notes", default="")
     parser.add_argument("--out", type=Path, help="keep the run's output here")
-    parser.add_argument("--sample-ops", type=int, default=0, metavar="N",
-                        help="instead of --specs: a spec like suites/specs/ops.yaml over N "
-                        "op_db subjects drawn at random (seeded) from both committed "
-                        "Inventories, for a --validate that fits the time at hand")
+    parser.add_argument(
+        "--sample-ops",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of --specs: a spec like suites/specs/ops.yaml over N "
+        "op_db subjects drawn at random (seeded) from both committed "
+        "Inventories, for a --validate that fits the time at hand",
+    )
     parser.add_argument("--sample-seed", default="upgrade-validate")
-    parser.add_argument("--replay-seeds", type=int, default=50, metavar="N",
-                        help="with --validate: score the selection with and without canaries "
-                        "for N holdout seeds against the full run's outcomes (default 50)")
+    parser.add_argument(
+        "--replay-seeds",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with --validate: score the selection with and without canaries "
+        "for N holdout seeds against the full run's outcomes (default 50)",
+    )
     args = parser.parse_args()
     sampled: list[str] = []
     if args.sample_ops:
@@ -53,9 +67,23 @@ def main() -> int:
         args.specs = [str(spec)]
 
     out = args.out or Path(tempfile.mkdtemp(prefix="upgrade-bench-"))
-    command = [sys.executable, "-m", "workflows", "upgrade-diff", "--from", args.old,
-               "--to", args.new, "--out", str(out), "--jobs", str(args.jobs), "--no-progress",
-               "--test-timeout", str(args.test_timeout)]
+    command = [
+        sys.executable,
+        "-m",
+        "workflows",
+        "upgrade-diff",
+        "--from",
+        args.old,
+        "--to",
+        args.new,
+        "--out",
+        str(out),
+        "--jobs",
+        str(args.jobs),
+        "--no-progress",
+        "--test-timeout",
+        str(args.test_timeout),
+    ]
     for spec in args.specs:
         command += ["--specs", spec]
     if args.run:
@@ -76,17 +104,24 @@ def main() -> int:
         "name": args.name,
         "value": round(100 * sel["share"], 2),
         "unit": "% of the new version's runnable variants selected (incl. canaries, holdout)",
-        "command": "  ".join([".venv/bin/python benchmarks/upgrade_diff.py",
-                              *(["--run"] if args.run else []),
-                              *(["--validate"] if args.validate else []),
-                              *([f"--sample-ops {args.sample_ops} --sample-seed "
-                                 f"{args.sample_seed}"] if args.sample_ops else
-                                [f"--specs {shlex.quote(s)}" for s in args.specs]),
-                              f"--jobs {args.jobs}", f"--test-timeout {args.test_timeout:g}",
-                              f"--name {args.name}"]).replace("  ", " "),
+        "command": "  ".join(
+            [
+                ".venv/bin/python benchmarks/upgrade_diff.py",
+                *(["--run"] if args.run else []),
+                *(["--validate"] if args.validate else []),
+                *(
+                    [f"--sample-ops {args.sample_ops} --sample-seed {args.sample_seed}"]
+                    if args.sample_ops
+                    else [f"--specs {shlex.quote(s)}" for s in args.specs]
+                ),
+                f"--jobs {args.jobs}",
+                f"--test-timeout {args.test_timeout:g}",
+                f"--name {args.name}",
+            ]
+        ).replace("  ", " "),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
-                   f"{platform.python_version()}, {platform.system()}; shared with other work",
+        f"{platform.python_version()}, {platform.system()}; shared with other work",
         "notes": args.notes,
         "from_version": data["from_version"],
         "to_version": data["to_version"],
@@ -115,18 +150,24 @@ def main() -> int:
         record["sampled_ops"] = sampled
     if "run" in data:
         run = data["run"]
-        record["run"] = {"from": run["from"], "to": run["to"], "categories": run["categories"],
-                         "unchanged_passing": run["unchanged_passing"],
-                         "expansion": run.get("expansion"),
-                         "regressed_ids": [r["id"] for r in run["rows"]
-                                           if r["category"] == "regressed"][:50]}
+        record["run"] = {
+            "from": run["from"],
+            "to": run["to"],
+            "categories": run["categories"],
+            "unchanged_passing": run["unchanged_passing"],
+            "expansion": run.get("expansion"),
+            "regressed_ids": [r["id"] for r in run["rows"] if r["category"] == "regressed"][:50],
+        }
     if "validate" in data:
         val = dict(data["validate"])
         val["missed_ids"] = val["missed_ids"][:50]
         record["validate"] = val
         # The issue's aim: no outcome change missed while running at most 20 % of variants.
-        record["aim"] = {"missed": val["missed"], "share_ran": val["share_ran"],
-                         "met": val["missed"] == 0 and val["share_ran"] <= 0.20}
+        record["aim"] = {
+            "missed": val["missed"],
+            "share_ran": val["share_ran"],
+            "met": val["missed"] == 0 and val["share_ran"] <= 0.20,
+        }
         record["replay"] = replay_seeds(out, data, args.replay_seeds)
     path = ROOT / "benchmarks" / "results" / f"{args.name}.json"
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -157,9 +198,17 @@ def replay_seeds(out: Path, data: dict[str, object], seeds: int) -> dict[str, ob
         full.append(outcomes)
     result: dict[str, object] = {"seeds": seeds}
     for canaries in (True, False):
-        scores = [replay(diff, select_upgrade(diff, old, new, seed=f"replay-{i}",
-                                              canaries=canaries), old, new, full[0], full[1])
-                  for i in range(seeds)]
+        scores = [
+            replay(
+                diff,
+                select_upgrade(diff, old, new, seed=f"replay-{i}", canaries=canaries),
+                old,
+                new,
+                full[0],
+                full[1],
+            )
+            for i in range(seeds)
+        ]
         result["with_canaries" if canaries else "without_canaries"] = {
             "seeds_missing_nothing": sum(1 for s in scores if s["missed"] == 0),
             "missed_mean": round(sum(s["missed"] for s in scores) / seeds, 2),
@@ -170,8 +219,14 @@ def replay_seeds(out: Path, data: dict[str, object], seeds: int) -> dict[str, ob
     return result
 
 
-TEMPLATES = ("compare_cpu", "out", "noncontiguous_samples", "variant_consistency_eager",
-             "backward", "errors")
+TEMPLATES = (
+    "compare_cpu",
+    "out",
+    "noncontiguous_samples",
+    "variant_consistency_eager",
+    "backward",
+    "errors",
+)
 
 
 def sample_spec(n: int, seed: str) -> tuple[Path, list[str]]:
@@ -181,15 +236,19 @@ def sample_spec(n: int, seed: str) -> tuple[Path, list[str]]:
     subjects: set[str] = set()
     for version in ("2.13.0", "2.14.1"):
         path = ROOT / "tests" / "fixtures" / f"inventory-{version}.json.gz"
-        subjects |= {i.split("::")[2] for i in _ids(str(path))
-                     if i.startswith("ops::") and not i.split("::")[2].startswith("_refs.")}
+        subjects |= {
+            i.split("::")[2]
+            for i in _ids(str(path))
+            if i.startswith("ops::") and not i.split("::")[2].startswith("_refs.")
+        }
     chosen = sorted(random.Random(seed).sample(sorted(subjects), n))
     # A stable place: a rerun of the same sample reuses the cached Inventories.
     folder = Path(tempfile.gettempdir()) / f"upgrade-sample-{n}-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     expectations = ROOT / "suites" / "specs" / "ops.expectations.yaml"
-    (folder / "ops.expectations.yaml").write_text(expectations.read_text(encoding="utf-8"),
-                                                  encoding="utf-8")
+    (folder / "ops.expectations.yaml").write_text(
+        expectations.read_text(encoding="utf-8"), encoding="utf-8"
+    )
     include = "\n".join(f"          - {{name: {json.dumps(name)}}}" for name in chosen)
     spec = folder / "ops.yaml"
     spec.write_text(
@@ -199,7 +258,9 @@ def sample_spec(n: int, seed: str) -> tuple[Path, list[str]]:
         "      dtypes: [float32, float16, bfloat16]\n      opinfo_decorators: true\n"
         "      max_samples: 8\n      unlisted_test_mode: mandatory_success\n"
         "      expectations_file: ops.expectations.yaml\n"
-        f"      ops:\n        include:\n{include}\n", encoding="utf-8")
+        f"      ops:\n        include:\n{include}\n",
+        encoding="utf-8",
+    )
     return spec, chosen
 
 

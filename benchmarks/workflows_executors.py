@@ -30,16 +30,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SPECS = {"small": REPO / "benchmarks" / "specs" / "bench_ops.yaml",
-         "large": REPO / "benchmarks" / "specs" / "bench_ops_large.yaml"}
+SPECS = {
+    "small": REPO / "benchmarks" / "specs" / "bench_ops.yaml",
+    "large": REPO / "benchmarks" / "specs" / "bench_ops_large.yaml",
+}
 SPEC = SPECS["small"]
 RESULTS = REPO / "benchmarks" / "results"
 
 
 def build_inventory(work: Path) -> Path:
     path = work / "bench-inventory.json.gz"
-    subprocess.run([sys.executable, "-m", "workflows", "inventory", "--specs", str(SPEC),
-                    "--out", str(path)], check=True, cwd=REPO, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "workflows", "inventory", "--specs", str(SPEC), "--out", str(path)],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+    )
     return path
 
 
@@ -47,11 +53,24 @@ def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: igno
     from contracts.event import TriggerEvent
     from workflows import pipeline
 
-    event = TriggerEvent(kind="nightly", delivery_id=run_id, repo="pytorch/pytorch",
-                         head_sha="0" * 40, files_complete=False, source="cli")
+    event = TriggerEvent(
+        kind="nightly",
+        delivery_id=run_id,
+        repo="pytorch/pytorch",
+        head_sha="0" * 40,
+        files_complete=False,
+        source="cli",
+    )
     return pipeline.RunRequest(
-        run_id=run_id, event=event.to_json(), out_dir=str(out), inventory=str(inventory),
-        specs=(str(SPEC),), full=True, holdout=0.0, shards=shards, rerun_failures=False,
+        run_id=run_id,
+        event=event.to_json(),
+        out_dir=str(out),
+        inventory=str(inventory),
+        specs=(str(SPEC),),
+        full=True,
+        holdout=0.0,
+        shards=shards,
+        rerun_failures=False,
         expand=False,
     )
 
@@ -62,8 +81,9 @@ def time_embedded(inventory: Path, work: Path, jobs: int, tag: str) -> tuple[flo
 
     history = SQLiteHistory(work / f"state-{tag}" / "history.sqlite3")
     started = time.perf_counter()
-    finished = embedded.run(request(tag, inventory, work / tag, jobs), history, jobs=jobs,
-                            show_progress=False)
+    finished = embedded.run(
+        request(tag, inventory, work / tag, jobs), history, jobs=jobs, show_progress=False
+    )
     return time.perf_counter() - started, len(finished.outcomes)
 
 
@@ -77,13 +97,31 @@ def time_celery(inventory: Path, work: Path, concurrency: int, tag: str) -> tupl
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
     redis_proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    env = {**os.environ, "SPYRE_CI_REDIS_URL": url,
-           "SPYRE_CI_STATE_DIR": str(work / f"state-{tag}")}
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    env = {
+        **os.environ,
+        "SPYRE_CI_REDIS_URL": url,
+        "SPYRE_CI_STATE_DIR": str(work / f"state-{tag}"),
+    }
     worker = subprocess.Popen(
         [sys.executable, "-m", "workflows", "worker", "--concurrency", str(concurrency)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         from workflows import distributed
         from workflows.history import RedisHistory
@@ -121,8 +159,12 @@ def _worker_ready(url: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workload", choices=sorted(SPECS), default="small",
-                        help="small: ~500 variants (startup-bound); large: ~3,700 variants")
+    parser.add_argument(
+        "--workload",
+        choices=sorted(SPECS),
+        default="small",
+        help="small: ~500 variants (startup-bound); large: ~3,700 variants",
+    )
     args = parser.parse_args()
     global SPEC
     SPEC = SPECS[args.workload]
@@ -143,8 +185,11 @@ def main() -> int:
         t, n = time_celery(inventory, work, 2, f"cel2-{i}")
         celery.append(t)
         ran.add(n)
-        print(f"round {i}: 1 proc {one[-1]:.1f} s, 2 procs {two[-1]:.1f} s, "
-              f"celery 2 procs {celery[-1]:.1f} s", file=sys.stderr)
+        print(
+            f"round {i}: 1 proc {one[-1]:.1f} s, 2 procs {two[-1]:.1f} s, "
+            f"celery 2 procs {celery[-1]:.1f} s",
+            file=sys.stderr,
+        )
     t1, t2, tc = (statistics.median(x) for x in (one, two, celery))
     efficiency = t1 / (2 * t2)
     overhead = tc / t2 - 1
@@ -153,12 +198,12 @@ def main() -> int:
         "value": round(efficiency, 3),
         "unit": "scaling efficiency (T1 / (2 x T2))",
         "command": ".venv/bin/python benchmarks/workflows_executors.py --repeat "
-                   f"{args.repeat} --workload {args.workload}",
+        f"{args.repeat} --workload {args.workload}",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
-                   f"{platform.python_version()}, {platform.system()}",
+        f"{platform.python_version()}, {platform.system()}",
         "notes": f"full run of {SPEC.relative_to(REPO)}, no reruns or expansion; "
-                 "medians; wall time includes plan, shards and finish (History, exports)",
+        "medians; wall time includes plan, shards and finish (History, exports)",
         "variants_per_run": sorted(ran),
         "embedded_1_process_s": [round(x, 2) for x in one],
         "embedded_2_processes_s": [round(x, 2) for x in two],
@@ -169,7 +214,8 @@ def main() -> int:
     }
     suffix = "" if args.workload == "small" else f"_{args.workload}"
     (RESULTS / f"workflows_executors{suffix}.json").write_text(
-        json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        json.dumps(record, indent=2) + "\n", encoding="utf-8"
+    )
     print(json.dumps(record, indent=2))
     return 0
 

@@ -85,8 +85,9 @@ def environment(record: RunRecord) -> dict[str, Any]:
         "device": env.device,
         **{k: v for k, v in env.extra.items()},
         # HUD keeps this column whole: the one place its row can say the tests never ran.
-        **({"infrastructure_error": record.infrastructure_message}
-           if record.infrastructure else {}),
+        **(
+            {"infrastructure_error": record.infrastructure_message} if record.infrastructure else {}
+        ),
     }
 
 
@@ -97,8 +98,10 @@ def infra_verdict(record: RunRecord, analyzed_at: str | None = None) -> dict[str
     (`utils/triage_verdict.py`): category `infra`, high confidence (the test processes died
     before their first test, twice), one evidence entry per fault.
     """
-    evidence = [{"job": record.job, "excerpt": cause[-_EXCERPT_MAX:]}
-                for cause in record.infrastructure[:_EVIDENCE_MAX]]
+    evidence = [
+        {"job": record.job, "excerpt": cause[-_EXCERPT_MAX:]}
+        for cause in record.infrastructure[:_EVIDENCE_MAX]
+    ]
     verdict: dict[str, Any] = {
         "schema_version": 1,
         "category": "infra",

@@ -23,8 +23,12 @@ from dashboard_export.report import render_markdown
 
 SUMMARY_LIMIT = 65_535  # GitHub's cap on a check run's output.summary
 DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
-_STATUS_STATE = {"success": "success", "failure": "failure", "cancelled": "error",
-                 "timed_out": "error"}
+_STATUS_STATE = {
+    "success": "success",
+    "failure": "failure",
+    "cancelled": "error",
+    "timed_out": "error",
+}
 
 
 class GitHubChecks(Protocol):
@@ -34,17 +38,38 @@ class GitHubChecks(Protocol):
     contracts.errors.Unavailable when GitHub is down or unreachable.
     """
 
-    def set_commit_status(self, repo: str, sha: str, state: str, context: str,
-                          description: str = "", target_url: str | None = None) -> None: ...
+    def set_commit_status(
+        self,
+        repo: str,
+        sha: str,
+        state: str,
+        context: str,
+        description: str = "",
+        target_url: str | None = None,
+    ) -> None: ...
 
-    def create_check_run(self, repo: str, head_sha: str, name: str, external_id: str,
-                         status: str, conclusion: str | None = None,
-                         output: Mapping[str, Any] | None = None,
-                         details_url: str | None = None) -> int: ...
+    def create_check_run(
+        self,
+        repo: str,
+        head_sha: str,
+        name: str,
+        external_id: str,
+        status: str,
+        conclusion: str | None = None,
+        output: Mapping[str, Any] | None = None,
+        details_url: str | None = None,
+    ) -> int: ...
 
-    def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
-                         conclusion: str | None = None, output: Mapping[str, Any] | None = None,
-                         name: str | None = None, details_url: str | None = None) -> None: ...
+    def update_check_run(
+        self,
+        repo: str,
+        check_run_id: int,
+        status: str | None = None,
+        conclusion: str | None = None,
+        output: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        details_url: str | None = None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -71,8 +96,10 @@ def description(record: RunRecord) -> str:
     """One line for a commit status, within GitHub's 140 characters."""
     counts = result_counts(record)
     new = len(record.new_failures)
-    text = (f"{new} new failure{'s' if new != 1 else ''}, "
-            f"{counts['failed'] - new} known, {counts['passed']} passed of {counts['total']}")
+    text = (
+        f"{new} new failure{'s' if new != 1 else ''}, "
+        f"{counts['failed'] - new} known, {counts['passed']} passed of {counts['total']}"
+    )
     return text[:DESCRIPTION_LIMIT]
 
 
@@ -125,13 +152,25 @@ def publish_github(
             output = check_output(record) if done else None
             known = _load_state(state_path, repo, sha, name)
             if known is not None:
-                adapter.update_check_run(repo, known, "completed" if done else "in_progress",
-                                         conclusion, output, details_url=target)
+                adapter.update_check_run(
+                    repo,
+                    known,
+                    "completed" if done else "in_progress",
+                    conclusion,
+                    output,
+                    details_url=target,
+                )
                 run_id = known
             else:
                 run_id = adapter.create_check_run(
-                    repo, sha, name, external_id(record),
-                    "completed" if done else "in_progress", conclusion, output, target,
+                    repo,
+                    sha,
+                    name,
+                    external_id(record),
+                    "completed" if done else "in_progress",
+                    conclusion,
+                    output,
+                    target,
                 )
                 created = True
                 _save_state(state_path, repo, sha, name, run_id)
@@ -148,8 +187,9 @@ def _load_state(path: str | Path | None, repo: str, sha: str, name: str) -> int 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ExportError(f"{path}: invalid JSON ({exc.msg}); delete it to create a new "
-                          "check run") from None
+        raise ExportError(
+            f"{path}: invalid JSON ({exc.msg}); delete it to create a new check run"
+        ) from None
     entry = data.get("check_runs", {}).get(f"{repo}@{sha}/{name}")
     return int(entry) if entry is not None else None
 

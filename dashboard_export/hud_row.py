@@ -24,21 +24,53 @@ from dashboard_export.crcr import envelope_for, fit_body
 from dashboard_export.model import RunRecord, datetime64
 
 COLUMNS = (
-    "dynamoKey", "status", "downstream_repo", "upstream_repo", "pr_number", "pytorch_head_sha",
-    "delivery_id", "workflow_run_url", "workflow_name", "job_name", "check_run_id", "run_id",
-    "run_attempt", "conclusion", "queue_time", "execution_time", "started_at", "completed_at",
-    "total_tests", "passed_tests", "failed_tests", "skipped_tests", "failed_tests_json",
-    "artifact_url", "environment", "downstream_repo_level", "event_type",
+    "dynamoKey",
+    "status",
+    "downstream_repo",
+    "upstream_repo",
+    "pr_number",
+    "pytorch_head_sha",
+    "delivery_id",
+    "workflow_run_url",
+    "workflow_name",
+    "job_name",
+    "check_run_id",
+    "run_id",
+    "run_attempt",
+    "conclusion",
+    "queue_time",
+    "execution_time",
+    "started_at",
+    "completed_at",
+    "total_tests",
+    "passed_tests",
+    "failed_tests",
+    "skipped_tests",
+    "failed_tests_json",
+    "artifact_url",
+    "environment",
+    "downstream_repo_level",
+    "event_type",
 )
 # Our columns, not HUD's: derived from fields HUD does not read.
 EXTRA_COLUMNS = ("failed_tests_json", "environment")
 # The table's DEFAULTs (clickhouse_db_schema/default.crcr_workflow_job/schema.sql); a String
 # without one holds '', a DateTime64 the epoch, a Nullable NULL.
 _DEFAULTS: dict[str, Any] = {
-    "conclusion": "", "queue_time": None, "execution_time": None,
-    "started_at": None, "completed_at": None, "total_tests": 0, "passed_tests": 0,
-    "failed_tests": 0, "skipped_tests": 0, "failed_tests_json": "", "artifact_url": "",
-    "environment": "", "downstream_repo_level": "", "event_type": "pull_request",
+    "conclusion": "",
+    "queue_time": None,
+    "execution_time": None,
+    "started_at": None,
+    "completed_at": None,
+    "total_tests": 0,
+    "passed_tests": 0,
+    "failed_tests": 0,
+    "skipped_tests": 0,
+    "failed_tests_json": "",
+    "artifact_url": "",
+    "environment": "",
+    "downstream_repo_level": "",
+    "event_type": "pull_request",
 }
 
 
@@ -70,16 +102,24 @@ def hud_record(envelope: Mapping[str, Any]) -> dict[str, Any]:
     check_run_id = _js_string(workflow["check_run_id"])
     record: dict[str, Any] = {
         "dynamoKey": dynamo_key(
-            _js_string(trusted.get("verified_repo")), _js_string(callback.get("delivery_id")),
-            _js_string(workflow.get("name")), _js_string(job_name), check_run_id,
+            _js_string(trusted.get("verified_repo")),
+            _js_string(callback.get("delivery_id")),
+            _js_string(workflow.get("name")),
+            _js_string(job_name),
+            check_run_id,
         ),
         "status": workflow.get("status"),
         "downstream_repo": trusted.get("verified_repo"),
-        "upstream_repo": _coalesce(_get(_get(payload, "repository"), "full_name"),
-                                   "pytorch/pytorch"),
+        "upstream_repo": _coalesce(
+            _get(_get(payload, "repository"), "full_name"), "pytorch/pytorch"
+        ),
         "pr_number": _coalesce(_get(pr, "number"), 0),
-        "pytorch_head_sha": _coalesce(_get(_get(pr, "head"), "sha"), _get(payload, "head_sha"),
-                                      callback.get("delivery_id"), ""),
+        "pytorch_head_sha": _coalesce(
+            _get(_get(pr, "head"), "sha"),
+            _get(payload, "head_sha"),
+            callback.get("delivery_id"),
+            "",
+        ),
         "delivery_id": callback.get("delivery_id"),
         "workflow_run_url": _coalesce(workflow.get("url"), ""),
         "workflow_name": workflow.get("name"),
@@ -112,8 +152,8 @@ def hud_record(envelope: Mapping[str, Any]) -> dict[str, Any]:
                 if _is_number(value):
                     record[f"{name}_tests"] = value
             total = results.get("total")
-            record["total_tests"] = total if _is_number(total) else sum(
-                v for v in counts.values() if _is_number(v)
+            record["total_tests"] = (
+                total if _is_number(total) else sum(v for v in counts.values() if _is_number(v))
             )
     # spyre-ci's two columns: HUD's extraction never reads these fields.
     if workflow.get("failed_tests") is not None:
@@ -134,13 +174,34 @@ def merge(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 def columns(item: Mapping[str, Any]) -> dict[str, Any]:
     """The table row of a stored item: typed columns, DEFAULTs where the item has no value."""
     row = {name: item.get(name, _DEFAULTS.get(name)) for name in COLUMNS}
-    for name in ("dynamoKey", "status", "downstream_repo", "upstream_repo", "pytorch_head_sha",
-                 "delivery_id", "workflow_run_url", "workflow_name", "job_name",
-                 "check_run_id", "run_id", "conclusion", "artifact_url",
-                 "downstream_repo_level", "event_type", "failed_tests_json", "environment"):
+    for name in (
+        "dynamoKey",
+        "status",
+        "downstream_repo",
+        "upstream_repo",
+        "pytorch_head_sha",
+        "delivery_id",
+        "workflow_run_url",
+        "workflow_name",
+        "job_name",
+        "check_run_id",
+        "run_id",
+        "conclusion",
+        "artifact_url",
+        "downstream_repo_level",
+        "event_type",
+        "failed_tests_json",
+        "environment",
+    ):
         row[name] = _js_string(row[name])
-    for name in ("pr_number", "run_attempt", "total_tests", "passed_tests", "failed_tests",
-                 "skipped_tests"):
+    for name in (
+        "pr_number",
+        "run_attempt",
+        "total_tests",
+        "passed_tests",
+        "failed_tests",
+        "skipped_tests",
+    ):
         row[name] = int(row[name])
     for name in ("queue_time", "execution_time"):
         row[name] = None if row[name] is None else float(row[name])

@@ -342,10 +342,7 @@ class RunRecord:
     @property
     def new_failures(self) -> tuple[VariantResult, ...]:
         # A failure nobody classified counts as new: better a false alarm than a silent one.
-        return tuple(
-            r for r in self.failures
-            if r.classification in (None, Classification.NEW)
-        )
+        return tuple(r for r in self.failures if r.classification in (None, Classification.NEW))
 
     @property
     def effective_conclusion(self) -> str:

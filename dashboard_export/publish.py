@@ -71,16 +71,13 @@ def post_json(
                 return Delivery(url, response.status_code, response.text, attempts, len(data))
             if response.status_code < 500:
                 raise PublishRefused(
-                    f"{what} {url} answered {response.status_code}: "
-                    f"{response.text[:_BODY_SHOWN]}",
+                    f"{what} {url} answered {response.status_code}: {response.text[:_BODY_SHOWN]}",
                     response.status_code,
                 )
             last_problem = f"{response.status_code}: {response.text[:_BODY_SHOWN]}"
         if delay is not None:
             sleep(delay)
-    raise PublishUnavailable(
-        f"{what} {url} failed after {attempts} attempts; last: {last_problem}"
-    )
+    raise PublishUnavailable(f"{what} {url} failed after {attempts} attempts; last: {last_problem}")
 
 
 def publish_hud(
@@ -104,8 +101,12 @@ def publish_hud(
     fitted, omitted = fit_body(envelope, HUD_BODY_LIMIT)
     validate("hud_envelope", fitted)
     delivery = post_json(
-        hud_url.rstrip("/") + HUD_PATH, fitted, {HUD_AUTH_HEADER: bot_key},
-        session=session, sleep=sleep, what="HUD",
+        hud_url.rstrip("/") + HUD_PATH,
+        fitted,
+        {HUD_AUTH_HEADER: bot_key},
+        session=session,
+        sleep=sleep,
+        what="HUD",
     )
     return replace(delivery, omitted_failed_tests=omitted)
 
@@ -122,8 +123,12 @@ def publish_run_to_hud(
 ) -> Delivery:
     """Build the run's envelope and publish it (HUD keeps one row per dynamoKey)."""
     return publish_hud(
-        envelope_for(record, status), hud_url, bot_key,
-        session=session, sleep=sleep, require_https=require_https,
+        envelope_for(record, status),
+        hud_url,
+        bot_key,
+        session=session,
+        sleep=sleep,
+        require_https=require_https,
     )
 
 
@@ -152,7 +157,11 @@ def publish_callback(
     body, omitted = fit_body(callback_body(record, status))
     validate("callback", body)
     delivery = post_json(
-        callback_url, body, {"Authorization": f"Bearer {token}"},
-        session=session, sleep=sleep, what="CRCR callback",
+        callback_url,
+        body,
+        {"Authorization": f"Bearer {token}"},
+        session=session,
+        sleep=sleep,
+        what="CRCR callback",
     )
     return replace(delivery, omitted_failed_tests=omitted)

@@ -75,9 +75,7 @@ def summarize(record: RunRecord) -> Summary:
         pre_existing=tuple(r for r in failures if r.classification is Classification.PRE_EXISTING),
         # Flaky: failed then passed on rerun; Verify may record it on a passing outcome too.
         flaky=tuple(r for r in record.results if r.classification is Classification.FLAKY),
-        slowest=tuple(
-            sorted(record.results, key=lambda r: -r.outcome.duration_s)[:SLOWEST_SHOWN]
-        ),
+        slowest=tuple(sorted(record.results, key=lambda r: -r.outcome.duration_s)[:SLOWEST_SHOWN]),
         test_seconds=sum(r.outcome.duration_s for r in record.results),
         metrics=ci_metrics(record),
     )
@@ -158,16 +156,22 @@ def render_markdown(record: RunRecord) -> str:
     out.append("")
     c = s.counts
     if record.infrastructure:
-        out += ["## Infrastructure error: the tests could not run", "",
-                "These results say nothing about the change: the test processes failed before "
-                "their first test, in a fresh process too. Nothing was learned from this run.",
-                ""]
+        out += [
+            "## Infrastructure error: the tests could not run",
+            "",
+            "These results say nothing about the change: the test processes failed before "
+            "their first test, in a fresh process too. Nothing was learned from this run.",
+            "",
+        ]
         for cause in record.infrastructure:
             out += [_fence(cause), ""]
     if record.held_back:
-        out += [f"**Held back from History**: {_md(record.held_back)}. Check the failures, "
-                f"then `spyre-ci history confirm {record.run_id}` (or `spyre-ci history forget "
-                f"{record.run_id}`).", ""]
+        out += [
+            f"**Held back from History**: {_md(record.held_back)}. Check the failures, "
+            f"then `spyre-ci history confirm {record.run_id}` (or `spyre-ci history forget "
+            f"{record.run_id}`).",
+            "",
+        ]
     out.append(
         f"**{c['total']} variants**: {c['passed']} passed, {c['failed']} failed "
         f"({len(s.new)} new, {len(s.pre_existing)} pre-existing), {c['skipped']} skipped; "
@@ -188,13 +192,16 @@ def render_markdown(record: RunRecord) -> str:
     else:
         out.append(
             f"Selected {plan.selected} of {plan.inventory or '?'} variants"
-            + (f"; **fell back to a full run**: {_md(plan.fallback_reason)}"
-               if plan.fallback_reason
-               else "")
+            + (
+                f"; **fell back to a full run**: {_md(plan.fallback_reason)}"
+                if plan.fallback_reason
+                else ""
+            )
             + f"; {_holdout_text(plan)}."
         )
-        out += _md_table(["top reason", "variants"],
-                         [[_md(r), str(n)] for r, n in plan.top_reasons])
+        out += _md_table(
+            ["top reason", "variants"], [[_md(r), str(n)] for r, n in plan.top_reasons]
+        )
         out += _md_table(
             ["not run because", "variants"], [[_md(r), str(n)] for r, n in plan.skipped.items()]
         )
@@ -205,8 +212,15 @@ def render_markdown(record: RunRecord) -> str:
     out += ["", "## Results by suite", ""]
     out += _md_table(
         ["suite", *(str(st) for st in STATUS_COLUMNS), "total", "time"],
-        [[line.suite, *(str(line.counts[str(st)]) for st in STATUS_COLUMNS), str(line.total),
-          _seconds(line.seconds)] for line in s.suites],
+        [
+            [
+                line.suite,
+                *(str(line.counts[str(st)]) for st in STATUS_COLUMNS),
+                str(line.total),
+                _seconds(line.seconds),
+            ]
+            for line in s.suites
+        ],
     )
     out += ["", f"## New failures ({len(s.new)})", ""]
     if not s.new:
@@ -214,16 +228,25 @@ def render_markdown(record: RunRecord) -> str:
     for result in s.new[:NEW_SHOWN]:
         message = _short(result.outcome.message) or "(no message)"
         fence = _fence(message)
-        out += [f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
-                "", fence, message, fence, ""]
+        out += [
+            f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
+            "",
+            fence,
+            message,
+            fence,
+            "",
+        ]
     if len(s.new) > NEW_SHOWN:
         out.append(f"... and {len(s.new) - NEW_SHOWN} more (see hud/failed_test_runs).")
     out += ["", f"## Pre-existing failures ({len(s.pre_existing)})", ""]
-    out += [f"- `{r.id}` ({r.status}): {_md(_first_line(r.outcome.message))}"
-            for r in s.pre_existing]
+    out += [
+        f"- `{r.id}` ({r.status}): {_md(_first_line(r.outcome.message))}" for r in s.pre_existing
+    ]
     out += ["", f"## Flaky ({len(s.flaky)})", ""]
-    out += [f"- `{r.id}` (final: {r.status}) {_md(_first_line(r.outcome.message))}".rstrip()
-            for r in s.flaky]
+    out += [
+        f"- `{r.id}` (final: {r.status}) {_md(_first_line(r.outcome.message))}".rstrip()
+        for r in s.flaky
+    ]
     misses = plan.holdout_misses if plan else ()
     out += ["", f"## {_misses_title(plan)} ({len(misses)})", ""]
     if misses:
@@ -249,8 +272,15 @@ def render_markdown(record: RunRecord) -> str:
                 out += ["", f"### {category}", ""]
                 out += _md_table(
                     ["variant", "before", "after", "message"],
-                    [[f"`{r.id}`", str(r.before or "-"), str(r.after or "-"),
-                      _md(_first_line(r.message))] for r in rows],
+                    [
+                        [
+                            f"`{r.id}`",
+                            str(r.before or "-"),
+                            str(r.after or "-"),
+                            _md(_first_line(r.message)),
+                        ]
+                        for r in rows
+                    ],
                 )
     return "\n".join(out).rstrip() + "\n"
 
@@ -259,8 +289,13 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     if not rows:
         return []
     cells = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]
-    return ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(row) + " |" for row in cells), ""]
+    return [
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in cells),
+        "",
+    ]
 
 
 def _md(text: str) -> str:
@@ -270,8 +305,7 @@ def _md(text: str) -> str:
 
 def _fence(text: str) -> str:
     """A code fence longer than any backtick run inside `text`."""
-    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)),
-                  default=0)
+    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
     return "`" * max(3, longest + 1)
 
 
@@ -363,17 +397,21 @@ def render_html(record: RunRecord) -> str:
         "</header>",
     ]
     if record.infrastructure:
-        parts += ['<section class="infra"><h2>Infrastructure error: the tests could not run</h2>',
-                  "<p>These results say nothing about the change: the test processes failed "
-                  "before their first test, in a fresh process too. Nothing was learned from "
-                  "this run.</p>"]
+        parts += [
+            '<section class="infra"><h2>Infrastructure error: the tests could not run</h2>',
+            "<p>These results say nothing about the change: the test processes failed "
+            "before their first test, in a fresh process too. Nothing was learned from "
+            "this run.</p>",
+        ]
         parts += [f"<pre>{e(cause)}</pre>" for cause in record.infrastructure]
         parts.append("</section>")
     if record.held_back:
-        parts.append(f'<section class="infra"><p><b>Held back from History</b>: '
-                     f"{e(record.held_back)}. Check the failures, then <code>spyre-ci history "
-                     f"confirm {e(record.run_id)}</code> (or <code>spyre-ci history forget "
-                     f"{e(record.run_id)}</code>).</p></section>")
+        parts.append(
+            f'<section class="infra"><p><b>Held back from History</b>: '
+            f"{e(record.held_back)}. Check the failures, then <code>spyre-ci history "
+            f"confirm {e(record.run_id)}</code> (or <code>spyre-ci history forget "
+            f"{e(record.run_id)}</code>).</p></section>"
+        )
     parts += _html_change(record)
     parts += _html_plan(record)
     parts += _html_suites(s)
@@ -394,7 +432,8 @@ def _bar(counts: dict[str, int]) -> str:
     spans = "".join(
         f'<span style="width:{100 * counts[k] / total:.2f}%;background:{colour}" '
         f'title="{k}: {counts[k]}"></span>'
-        for k, colour in _BAR_COLOURS.items() if counts[k]
+        for k, colour in _BAR_COLOURS.items()
+        if counts[k]
     )
     return f'<div class="bar">{spans}</div>'
 
@@ -424,13 +463,18 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: i
 
 def _html_change(record: RunRecord) -> list[str]:
     event = record.event
-    out = ["<section><h2>What changed</h2>", f"<p>{escape(_change_line(record))}</p>",
-           f"<p>{escape(_files_line(record))}</p>"]
+    out = [
+        "<section><h2>What changed</h2>",
+        f"<p>{escape(_change_line(record))}</p>",
+        f"<p>{escape(_files_line(record))}</p>",
+    ]
     if event.files:
         out.append("<ul>")
         for changed in event.files[:FILES_SHOWN]:
-            out.append(f"<li><code>{escape(changed.path)}</code> "
-                       f'<span class="muted">{escape(changed.status)}</span></li>')
+            out.append(
+                f"<li><code>{escape(changed.path)}</code> "
+                f'<span class="muted">{escape(changed.status)}</span></li>'
+            )
         if len(event.files) > FILES_SHOWN:
             out.append(f"<li>and {len(event.files) - FILES_SHOWN} more</li>")
         out.append("</ul>")
@@ -445,8 +489,10 @@ def _html_change(record: RunRecord) -> list[str]:
 
 def _holdout_text(plan: PlanSummary) -> str:
     if plan.canaries:
-        return (f"canaries {plan.canaries} (one per op) and holdout sample "
-                f"{plan.holdout - plan.canaries}")
+        return (
+            f"canaries {plan.canaries} (one per op) and holdout sample "
+            f"{plan.holdout - plan.canaries}"
+        )
     return f"holdout sample {plan.holdout}"
 
 
@@ -466,29 +512,50 @@ def _html_plan(record: RunRecord) -> list[str]:
     if plan is None:
         out.append('<p class="muted">No plan recorded (every requested variant ran).</p>')
         return [*out, "</section>"]
-    fallback = (f" <b>Fell back to a full run:</b> {escape(plan.fallback_reason)}."
-                if plan.fallback_reason else "")
-    out.append(f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants;"
-               f" {escape(_holdout_text(plan))}.{fallback}</p>")
-    out.append(_html_table(["top reason", "variants"],
-                           [[escape(r), n] for r, n in plan.top_reasons], numeric=1))
+    fallback = (
+        f" <b>Fell back to a full run:</b> {escape(plan.fallback_reason)}."
+        if plan.fallback_reason
+        else ""
+    )
+    out.append(
+        f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants;"
+        f" {escape(_holdout_text(plan))}.{fallback}</p>"
+    )
+    out.append(
+        _html_table(
+            ["top reason", "variants"], [[escape(r), n] for r, n in plan.top_reasons], numeric=1
+        )
+    )
     if plan.skipped:
-        out.append(_html_table(["not run because", "variants"],
-                               [[escape(r), n] for r, n in plan.skipped.items()], numeric=1))
+        out.append(
+            _html_table(
+                ["not run because", "variants"],
+                [[escape(r), n] for r, n in plan.skipped.items()],
+                numeric=1,
+            )
+        )
     if plan.metrics:
-        out.append(_html_table(["metric", "value"],
-                               [[escape(k), f"{v:.4g}"] for k, v in sorted(plan.metrics.items())],
-                               numeric=1))
+        out.append(
+            _html_table(
+                ["metric", "value"],
+                [[escape(k), f"{v:.4g}"] for k, v in sorted(plan.metrics.items())],
+                numeric=1,
+            )
+        )
     misses = plan.holdout_misses
     out.append(f"<h2>{_misses_title(plan)} ({len(misses)})</h2>")
     if misses:
-        out.append(f"<p>Failures found only by {escape(_sample_name(plan))}: "
-                   "the selector missed them.</p><ul>")
+        out.append(
+            f"<p>Failures found only by {escape(_sample_name(plan))}: "
+            "the selector missed them.</p><ul>"
+        )
         out += [f"<li><code>{escape(v)}</code></li>" for v in misses]
         out.append("</ul>")
     else:
-        out.append(f'<p class="muted">None: {escape(_sample_name(plan))} found nothing the '
-                   'plan missed.</p>')
+        out.append(
+            f'<p class="muted">None: {escape(_sample_name(plan))} found nothing the '
+            "plan missed.</p>"
+        )
     out.append("</section>")
     return out
 
@@ -502,8 +569,9 @@ def _html_suites(s: Summary) -> list[str]:
             n = line.counts[str(st)]
             cells.append(f'<span class="hot">{n}</span>' if st.is_failure and n else n)
         rows.append([*cells, line.total, _seconds(line.seconds)])
-    table = _html_table(["suite", *(str(st) for st in shown), "total", "time"], rows,
-                        numeric=len(shown) + 2)
+    table = _html_table(
+        ["suite", *(str(st) for st in shown), "total", "time"], rows, numeric=len(shown) + 2
+    )
     return ["<section><h2>Results by suite</h2>", table, "</section>"]
 
 
@@ -524,20 +592,38 @@ def _html_failures(s: Summary) -> list[str]:
             "</div>",
         ]
     if len(s.new) > NEW_SHOWN:
-        out.append(f'<p class="muted">... and {len(s.new) - NEW_SHOWN} more '
-                   "(see hud/failed_test_runs).</p>")
+        out.append(
+            f'<p class="muted">... and {len(s.new) - NEW_SHOWN} more '
+            "(see hud/failed_test_runs).</p>"
+        )
     out.append(f"<h2>Pre-existing failures ({len(s.pre_existing)})</h2>")
-    out.append(_html_table(
-        ["variant", "status", "message"],
-        [[f"<code>{escape(r.id)}</code>", escape(str(r.status)),
-          escape(_first_line(r.outcome.message))] for r in s.pre_existing],
-    ))
+    out.append(
+        _html_table(
+            ["variant", "status", "message"],
+            [
+                [
+                    f"<code>{escape(r.id)}</code>",
+                    escape(str(r.status)),
+                    escape(_first_line(r.outcome.message)),
+                ]
+                for r in s.pre_existing
+            ],
+        )
+    )
     out.append(f"<h2>Flaky ({len(s.flaky)})</h2>")
-    out.append(_html_table(
-        ["variant", "final status", "message"],
-        [[f'<code>{escape(r.id)}</code> <span class="tag flaky">flaky</span>',
-          escape(str(r.status)), escape(_first_line(r.outcome.message))] for r in s.flaky],
-    ))
+    out.append(
+        _html_table(
+            ["variant", "final status", "message"],
+            [
+                [
+                    f'<code>{escape(r.id)}</code> <span class="tag flaky">flaky</span>',
+                    escape(str(r.status)),
+                    escape(_first_line(r.outcome.message)),
+                ]
+                for r in s.flaky
+            ],
+        )
+    )
     out.append("</section>")
     return out
 
@@ -548,9 +634,18 @@ def _html_timings(s: Summary) -> list[str]:
         "<section><h2>Timings</h2>",
         f"<p>Queued {_seconds(m['queue_time'])} · ran {_seconds(m['execution_time'])} · "
         f"test time {_seconds(s.test_seconds)}</p>",
-        _html_table(["slowest variants", "status", "time"],
-                    [[f"<code>{escape(r.id)}</code>", escape(str(r.status)),
-                      _seconds(r.outcome.duration_s)] for r in s.slowest], numeric=1),
+        _html_table(
+            ["slowest variants", "status", "time"],
+            [
+                [
+                    f"<code>{escape(r.id)}</code>",
+                    escape(str(r.status)),
+                    _seconds(r.outcome.duration_s),
+                ]
+                for r in s.slowest
+            ],
+            numeric=1,
+        ),
         "</section>",
     ]
 
@@ -560,18 +655,34 @@ def _html_upgrade(record: RunRecord) -> list[str]:
         return []
     up = record.upgrade
     groups = _diff_groups(record)
-    out = [f"<section><h2>Upgrade {escape(up.from_version)} → {escape(up.to_version)}</h2>",
-           _html_table(["category", "variants"],
-                       [[f'<span class="tag {cat}">{escape(str(cat))}</span>', len(rows)]
-                        for cat, rows in groups], numeric=1)]
+    out = [
+        f"<section><h2>Upgrade {escape(up.from_version)} → {escape(up.to_version)}</h2>",
+        _html_table(
+            ["category", "variants"],
+            [
+                [f'<span class="tag {cat}">{escape(str(cat))}</span>', len(rows)]
+                for cat, rows in groups
+            ],
+            numeric=1,
+        ),
+    ]
     for category, rows in groups:
         if not rows or category is DiffCategory.UNCHANGED_FAILING:
             continue
         out.append(f"<h2>{escape(str(category)).capitalize()} ({len(rows)})</h2>")
-        out.append(_html_table(
-            ["variant", "before", "after", "message"],
-            [[f"<code>{escape(r.id)}</code>", escape(str(r.before or "-")),
-              escape(str(r.after or "-")), escape(_first_line(r.message))] for r in rows],
-        ))
+        out.append(
+            _html_table(
+                ["variant", "before", "after", "message"],
+                [
+                    [
+                        f"<code>{escape(r.id)}</code>",
+                        escape(str(r.before or "-")),
+                        escape(str(r.after or "-")),
+                        escape(_first_line(r.message)),
+                    ]
+                    for r in rows
+                ],
+            )
+        )
     out.append("</section>")
     return out

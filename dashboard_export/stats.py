@@ -69,14 +69,31 @@ def summary_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """`test_run_summary`: counts per (file, classname, job, run, attempt, invoking file)."""
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
-        key = (row["file"], row["classname"], row["job_id"], row["workflow_id"],
-               row["workflow_run_attempt"], row["invoking_file"])
-        group = groups.setdefault(key, {
-            "classname": row["classname"], "errors": 0, "failures": 0, "file": row["file"],
-            "invoking_file": row["invoking_file"], "job_id": row["job_id"], "skipped": 0,
-            "successes": 0, "tests": 0, "time": 0.0, "workflow_id": row["workflow_id"],
-            "workflow_run_attempt": row["workflow_run_attempt"],
-        })
+        key = (
+            row["file"],
+            row["classname"],
+            row["job_id"],
+            row["workflow_id"],
+            row["workflow_run_attempt"],
+            row["invoking_file"],
+        )
+        group = groups.setdefault(
+            key,
+            {
+                "classname": row["classname"],
+                "errors": 0,
+                "failures": 0,
+                "file": row["file"],
+                "invoking_file": row["invoking_file"],
+                "job_id": row["job_id"],
+                "skipped": 0,
+                "successes": 0,
+                "tests": 0,
+                "time": 0.0,
+                "workflow_id": row["workflow_id"],
+                "workflow_run_attempt": row["workflow_run_attempt"],
+            },
+        )
         group["tests"] += 1
         # Same precedence as upstream: failure, then error, then skipped, else success.
         if row["failure"]:
@@ -121,8 +138,12 @@ def _case_of(result: VariantResult) -> dict[str, Any]:
         "file": result.suite,
         "time": outcome.duration_s,
         "invoking_file": result.suite,
-        "properties": {"property": [{"name": "variant_id", "value": outcome.id},
-                                    {"name": "status", "value": str(outcome.status)}]},
+        "properties": {
+            "property": [
+                {"name": "variant_id", "value": outcome.id},
+                {"name": "status", "value": str(outcome.status)},
+            ]
+        },
     }
     detail = {"message": outcome.message, "type": str(outcome.status)}
     if outcome.status is Status.ERROR:

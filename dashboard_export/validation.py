@@ -18,8 +18,13 @@ from referencing import Registry, Resource
 from dashboard_export import ExportError
 
 KINDS = (
-    "callback", "hud_envelope", "crcr_workflow_job", "test_run", "test_run_summary",
-    "failed_test_runs", "run_record",
+    "callback",
+    "hud_envelope",
+    "crcr_workflow_job",
+    "test_run",
+    "test_run_summary",
+    "failed_test_runs",
+    "run_record",
 )
 _BASE = "https://spyre-ci.invalid/schemas/"
 

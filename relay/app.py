@@ -199,8 +199,10 @@ def decode_body(body: bytes, content_type: str) -> Any | tuple[int, str]:
         except UnicodeDecodeError as exc:
             return 400, f"body is not UTF-8 JSON: {exc}"
     else:
-        return 415, (f"content type {kind!r} is not a webhook's: set the webhook's content type "
-                     "to application/json (or application/x-www-form-urlencoded)")
+        return 415, (
+            f"content type {kind!r} is not a webhook's: set the webhook's content type "
+            "to application/json (or application/x-www-form-urlencoded)"
+        )
     try:
         payload = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
@@ -227,10 +229,10 @@ def _depth(value: Any) -> int:
         deepest = max(deepest, level)
         if deepest > MAX_DEPTH:
             return deepest
-        children = item.values() if isinstance(item, dict) else item if isinstance(
-            item, list) else ()
-        stack.extend((child, level + 1) for child in children
-                     if isinstance(child, dict | list))
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return deepest
 
 

@@ -62,7 +62,9 @@ CALLBACK_SCHEMA: dict[str, Any] = {
                 "url": {"type": ["string", "null"]},
                 # GitHub's run id is a number; Buildkite's a build UUID: both are taken.
                 "run_id": {
-                    "type": ["string", "integer"], "minLength": 1, "maxLength": 200,
+                    "type": ["string", "integer"],
+                    "minLength": 1,
+                    "maxLength": 200,
                     "pattern": "^[^:]+$",
                 },
                 "run_attempt": {"type": ["string", "integer"], "pattern": "^[0-9]{1,9}$"},
@@ -144,10 +146,14 @@ class CallbackService:
         if data.get("event_type") in SCHEDULED_EVENTS:
             # Nightly/periodic runs report once, keyed by the upstream sha: no state machine.
             if workflow["status"] != "completed":
-                return 400, (
-                    f"{data['event_type']} callbacks report once, with status 'completed', "
-                    f"not {workflow['status']!r}"
-                ), {}
+                return (
+                    400,
+                    (
+                        f"{data['event_type']} callbacks report once, with status 'completed', "
+                        f"not {workflow['status']!r}"
+                    ),
+                    {},
+                )
             forwarded = self._forward(data, repo, entry, None, None)
             return 200, "recorded", {"hud": forwarded}
         key = JobKey(

@@ -53,17 +53,22 @@ def load_ci_providers(path: str | Path) -> dict[str, PipelineMapping]:
             raise RelayError(f"{where}: a key is organization_id/pipeline_id")
         if isinstance(value, str):
             value = {"repo": value}
-        if not isinstance(value, Mapping) or not isinstance(value.get("repo"), str) or (
-            value["repo"].count("/") != 1
+        if (
+            not isinstance(value, Mapping)
+            or not isinstance(value.get("repo"), str)
+            or (value["repo"].count("/") != 1)
         ):
             raise RelayError(f"{where}: want owner/repo, or {{repo: owner/repo, required_claims}}")
         claims = value.get("required_claims") or {}
         if not isinstance(claims, Mapping):
             raise RelayError(f"{where}.required_claims: map a claim to its allowed values")
-        mappings[str(key)] = PipelineMapping(value["repo"], {
-            str(c): tuple(str(v) for v in (allowed if isinstance(allowed, list) else [allowed]))
-            for c, allowed in claims.items()
-        })
+        mappings[str(key)] = PipelineMapping(
+            value["repo"],
+            {
+                str(c): tuple(str(v) for v in (allowed if isinstance(allowed, list) else [allowed]))
+                for c, allowed in claims.items()
+            },
+        )
     return mappings
 
 

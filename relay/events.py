@@ -70,8 +70,9 @@ def normalize(
         for name, sha in (("head sha", result.head_sha), ("base sha", result.base_sha)):
             # A payload field of another type (a bool, a number) is refused as well.
             if sha and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
-                raise RelayError(f"delivery {delivery_id}: {name} {str(sha)[:60]!r} is not 40 "
-                                 "hex characters")
+                raise RelayError(
+                    f"delivery {delivery_id}: {name} {str(sha)[:60]!r} is not 40 hex characters"
+                )
     return result
 
 
@@ -291,11 +292,14 @@ def load_event_file(path: str | Path, rules: TriggerRules | None = None) -> Trig
     except OSError as exc:
         raise EventError(f"{path}: cannot read the event file: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise EventError(f"{path}: not an event file: binary data (byte at offset {exc.start} "
-                         "is not UTF-8); an event file is JSON") from None
+        raise EventError(
+            f"{path}: not an event file: binary data (byte at offset {exc.start} "
+            "is not UTF-8); an event file is JSON"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise EventError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (an "
-                         "event file is JSON)") from None
+        raise EventError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (an event file is JSON)"
+        ) from None
     except RecursionError:
         raise EventError(f"{path}: not an event file: JSON nested too deep to read") from None
     if not isinstance(data, dict) or "event" not in data or "payload" not in data:

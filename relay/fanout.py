@@ -120,7 +120,8 @@ class Fanout:
         pr: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         head = str((pr.get("head") or {}).get("sha") or "")
         labels = tuple(
-            str(label.get("name", "")) for label in pr.get("labels") or ()
+            str(label.get("name", ""))
+            for label in pr.get("labels") or ()
             if isinstance(label, Mapping)
         )
         sent = 0

@@ -80,11 +80,7 @@ def _starts_file(lines: list[str], pos: int) -> bool:
     line = lines[pos]
     if line.startswith("diff --git "):
         return True
-    return (
-        line.startswith("--- ")
-        and pos + 1 < len(lines)
-        and lines[pos + 1].startswith("+++ ")
-    )
+    return line.startswith("--- ") and pos + 1 < len(lines) and lines[pos + 1].startswith("+++ ")
 
 
 def _strip_prefix(name: str) -> str | None:
@@ -119,13 +115,13 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
             elif line.startswith("deleted file mode"):
                 status = "removed"
             elif line.startswith("rename from "):
-                status, renamed_from = "renamed", line[len("rename from "):]
+                status, renamed_from = "renamed", line[len("rename from ") :]
             elif line.startswith("rename to "):
-                new = line[len("rename to "):]
+                new = line[len("rename to ") :]
             elif line.startswith("copy from "):
-                status, renamed_from = "copied", line[len("copy from "):]
+                status, renamed_from = "copied", line[len("copy from ") :]
             elif line.startswith("copy to "):
-                new = line[len("copy to "):]
+                new = line[len("copy to ") :]
             elif line.startswith(("Binary files ", "GIT binary patch")):
                 binary = True
             pos += 1

@@ -33,8 +33,10 @@ def explain(plan: Plan, top: int = _TOP) -> str:
     if len(f.paths) > 20:
         out.append(f"  ... and {len(f.paths) - 20} more path(s)")
     if f.ops:
-        out.append("ops touched: " + ", ".join(
-            o.name + (" (from file name)" if o.weak else "") for o in f.ops))
+        out.append(
+            "ops touched: "
+            + ", ".join(o.name + (" (from file name)" if o.weak else "") for o in f.ops)
+        )
     if f.templates:
         out.append("templates touched: " + ", ".join(f.templates))
     out.append(f"risk: {f.risk}" + (f" ({'; '.join(f.risk_reasons)})" if f.risk_reasons else ""))
@@ -55,8 +57,9 @@ def explain(plan: Plan, top: int = _TOP) -> str:
         out.append(f"budget: not applied ({b['not_applied']})")
     if plan.selected and plan.decision != "full":
         by_heuristic = Counter(r.heuristic for s in plan.selected for r in s.reasons)
-        out.append("reasons by heuristic: " + ", ".join(
-            f"{h} {n}" for h, n in by_heuristic.most_common()))
+        out.append(
+            "reasons by heuristic: " + ", ".join(f"{h} {n}" for h, n in by_heuristic.most_common())
+        )
         subjects = Counter(split_variant_id(s.id)[2] for s in plan.selected)
         shown = ", ".join(f"{name} {n}" for name, n in subjects.most_common(20))
         more = f", ... {len(subjects) - 20} more" if len(subjects) > 20 else ""
@@ -72,8 +75,10 @@ def explain(plan: Plan, top: int = _TOP) -> str:
     for name, info in plan.trial.items():
         out.append(f"trial {name}: scored {info['scored']}, would add {info['would_add']}")
     if plan.shards:
-        out.append("shards: " + ", ".join(
-            f"#{s.index} {len(s.ids)} (~{s.estimated_s:.1f} s)" for s in plan.shards))
+        out.append(
+            "shards: "
+            + ", ".join(f"#{s.index} {len(s.ids)} (~{s.estimated_s:.1f} s)" for s in plan.shards)
+        )
     return "\n".join(out)
 
 
@@ -82,30 +87,50 @@ def why(plan: Plan, variant_id: str, inventory: Inventory) -> str:
     variant = next((v for v in inventory.variants if v.id == variant_id), None)
     if variant is None:
         return f"{variant_id}: not in the inventory (check the id: suite::template::subject::dtype)"
-    head = f"{variant_id} (suite {variant.suite}, template {variant.template}, " \
-           f"subject {variant.subject}, dtype {variant.dtype})"
+    head = (
+        f"{variant_id} (suite {variant.suite}, template {variant.template}, "
+        f"subject {variant.subject}, dtype {variant.dtype})"
+    )
     selected = next((s for s in plan.selected if s.id == variant_id), None)
     if selected is not None:
-        lines = [head, f"SELECTED with score {selected.score:+.2f}"
-                 + (" (mandatory: failing or new)" if selected.mandatory else "")
-                 + f", ~{selected.duration_s:.2f} s"]
+        lines = [
+            head,
+            f"SELECTED with score {selected.score:+.2f}"
+            + (" (mandatory: failing or new)" if selected.mandatory else "")
+            + f", ~{selected.duration_s:.2f} s",
+        ]
         lines += ["  " + _reason_line(r) for r in selected.reasons]
         shard = next((s.index for s in plan.shards if variant_id in s.ids), None)
         if shard is not None:
             lines.append(f"  runs in shard #{shard}")
         return "\n".join(lines)
     if variant_id in plan.holdout:
-        return "\n".join([head, "HOLDOUT: not selected, runs in the random holdout sample "
-                          "(reported apart to measure what selection misses)"])
+        return "\n".join(
+            [
+                head,
+                "HOLDOUT: not selected, runs in the random holdout sample "
+                "(reported apart to measure what selection misses)",
+            ]
+        )
     if variant.expectation is Expectation.SKIP:
-        return "\n".join([head, f"NOT RUN: {SKIP_DECLARED} ({variant.reason or 'no reason'}, "
-                          f"{variant.rule or 'rule unknown'})"])
+        return "\n".join(
+            [
+                head,
+                f"NOT RUN: {SKIP_DECLARED} ({variant.reason or 'no reason'}, "
+                f"{variant.rule or 'rule unknown'})",
+            ]
+        )
     if plan.decision == "none":
         return "\n".join([head, f"NOT RUN: {SKIP_NOTHING}: {'; '.join(plan.facts.reasons)}"])
     entry = plan.unselected.get(variant_id)
     if entry is None:
-        return "\n".join([head, f"NOT RUN: {SKIP_NO_MATCH} "
-                          f"(ops touched: {', '.join(plan.facts.op_names) or 'none'})"])
+        return "\n".join(
+            [
+                head,
+                f"NOT RUN: {SKIP_NO_MATCH} "
+                f"(ops touched: {', '.join(plan.facts.op_names) or 'none'})",
+            ]
+        )
     reasons, verdict = entry
     lines = [head, f"NOT RUN: {verdict}"]
     lines += ["  " + _reason_line(r) for r in reasons]

@@ -32,7 +32,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape(c))
                 i += 1
             else:
-                body = pattern[i + 1:end].replace("\\", "\\\\")
+                body = pattern[i + 1 : end].replace("\\", "\\\\")
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append(f"[{body}]")

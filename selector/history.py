@@ -87,9 +87,11 @@ class History:
 
         if not isinstance(data, Mapping):
             raise SelectorError("history: the snapshot must be a JSON object")
-        for key, kind, name in (("variants", Mapping, "object"),
-                                ("co_failures", Mapping, "object"),
-                                ("known_variants", list, "array")):
+        for key, kind, name in (
+            ("variants", Mapping, "object"),
+            ("co_failures", Mapping, "object"),
+            ("known_variants", list, "array"),
+        ):
             if key in data and not isinstance(data[key], kind):
                 raise SelectorError(f"history: {key!r} must be a JSON {name}")
         variants: dict[str, VariantHistory] = {}
@@ -135,9 +137,7 @@ class HistoryUpdate:
             "mark_flaky": list(self.mark_flaky),
             "baseline": {vid: str(s) for vid, s in sorted(self.baseline.items())},
             "co_failures": {p: list(ids) for p, ids in sorted(self.co_failures.items())},
-            "known_variants": None
-            if self.known_variants is None
-            else sorted(self.known_variants),
+            "known_variants": None if self.known_variants is None else sorted(self.known_variants),
         }
 
     @classmethod
@@ -148,13 +148,16 @@ class HistoryUpdate:
         try:
             known = data.get("known_variants")
             return cls(
-                outcomes=tuple(OutcomeRecord(str(o["id"]), Status(o["status"]),
-                                             float(o["duration_s"]))
-                               for o in data.get("outcomes", ())),
+                outcomes=tuple(
+                    OutcomeRecord(str(o["id"]), Status(o["status"]), float(o["duration_s"]))
+                    for o in data.get("outcomes", ())
+                ),
                 mark_flaky=tuple(str(v) for v in data.get("mark_flaky", ())),
                 baseline={str(v): Status(s) for v, s in (data.get("baseline") or {}).items()},
-                co_failures={str(p): tuple(str(v) for v in ids)
-                             for p, ids in (data.get("co_failures") or {}).items()},
+                co_failures={
+                    str(p): tuple(str(v) for v in ids)
+                    for p, ids in (data.get("co_failures") or {}).items()
+                },
                 known_variants=None if known is None else frozenset(str(v) for v in known),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -56,8 +56,10 @@ class ImpactMap:
             },
         }
         if self.session_functions or self.session_ops:
-            data["session"] = {"functions": sorted(self.session_functions),
-                               "aten_ops": sorted(self.session_ops)}
+            data["session"] = {
+                "functions": sorted(self.session_functions),
+                "aten_ops": sorted(self.session_ops),
+            }
         return data
 
     @classmethod
@@ -72,9 +74,12 @@ class ImpactMap:
             raise SelectorError(f"{source}: 'variants' must be an object of variant id -> entry")
         for vid, entry in variants.items():
             if not isinstance(entry, Mapping) or not all(
-                    isinstance(entry.get(k, []), list) for k in ("functions", "aten_ops")):
-                raise SelectorError(f"{source}: not an impact map: variants[{vid!r}] must be an "
-                                    "object with 'functions' and 'aten_ops' lists")
+                isinstance(entry.get(k, []), list) for k in ("functions", "aten_ops")
+            ):
+                raise SelectorError(
+                    f"{source}: not an impact map: variants[{vid!r}] must be an "
+                    "object with 'functions' and 'aten_ops' lists"
+                )
         session = data.get("session") or {}
         if not isinstance(session, Mapping):
             raise SelectorError(f"{source}: 'session' must be an object with functions, aten_ops")

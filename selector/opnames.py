@@ -13,27 +13,81 @@ from selector.diff import FilePatch
 
 # Spellings of the same op that only say where it lives.
 _PREFIXES = (
-    "torch.ops.aten.", "torch.ops.prims.", "ops.aten.", "aten::", "aten.", "torch._refs.",
-    "_refs.", "torch._decomp.", "torch.", "prims::",
+    "torch.ops.aten.",
+    "torch.ops.prims.",
+    "ops.aten.",
+    "aten::",
+    "aten.",
+    "torch._refs.",
+    "_refs.",
+    "torch._decomp.",
+    "torch.",
+    "prims::",
 )
 # Namespaces that belong to the op's name (linalg.norm is not norm).
 _NAMESPACES = (
-    "nn.functional.", "special.", "linalg.", "fft.", "masked.", "sparse.", "nested.",
-    "signal.windows.", "nn.",
+    "nn.functional.",
+    "special.",
+    "linalg.",
+    "fft.",
+    "masked.",
+    "sparse.",
+    "nested.",
+    "signal.windows.",
+    "nn.",
 )
 # Namespaces whose ops run their base op (nn.functional.hardswish -> hardswish).
 _FAMILY_NAMESPACES = ("nn.functional.", "special.", "linalg.", "masked.")
 _FAMILY_SUFFIXES = (
-    "_backward_data", "_backward_input", "_backward_weight", "_double_backward", "_backward",
-    "_forward", "_functional", "_out", "_jvp",
+    "_backward_data",
+    "_backward_input",
+    "_backward_weight",
+    "_double_backward",
+    "_backward",
+    "_forward",
+    "_functional",
+    "_out",
+    "_jvp",
 )
 # Words in C++ kernel names that do not name the op (softmax_lastdim_kernel_impl -> softmax).
-_KERNEL_NOISE = frozenset({
-    "cpu", "cuda", "mps", "xpu", "kernel", "kernels", "impl", "stub", "lastdim", "vec", "host",
-    "out", "template", "fn", "func", "meta", "vectorized", "contiguous", "serial", "parallel",
-    "avx2", "avx512", "default", "generic", "cpp", "apply", "launch", "structured", "reduced",
-    "float", "floating", "inner", "outer", "dim",
-})
+_KERNEL_NOISE = frozenset(
+    {
+        "cpu",
+        "cuda",
+        "mps",
+        "xpu",
+        "kernel",
+        "kernels",
+        "impl",
+        "stub",
+        "lastdim",
+        "vec",
+        "host",
+        "out",
+        "template",
+        "fn",
+        "func",
+        "meta",
+        "vectorized",
+        "contiguous",
+        "serial",
+        "parallel",
+        "avx2",
+        "avx512",
+        "default",
+        "generic",
+        "cpp",
+        "apply",
+        "launch",
+        "structured",
+        "reduced",
+        "float",
+        "floating",
+        "inner",
+        "outer",
+        "dim",
+    }
+)
 _STEM_NOISE = ("kernels", "kernel", "utils", "impl", "ops", "cpu", "cuda")
 
 
@@ -45,9 +99,9 @@ def canonical(name: str) -> str:
         changed = False
         for prefix in _PREFIXES:
             if n.startswith(prefix):
-                n, changed = n[len(prefix):], True
+                n, changed = n[len(prefix) :], True
     namespace = next((ns for ns in _NAMESPACES if n.startswith(ns)), "")
-    return namespace + n[len(namespace):].split(".", 1)[0]
+    return namespace + n[len(namespace) :].split(".", 1)[0]
 
 
 def op_key(name: str) -> str:
@@ -67,7 +121,7 @@ def family_of(name: str, aliases: Mapping[str, str]) -> str:
         return aliases[key]
     for ns in _FAMILY_NAMESPACES:
         if key.startswith(ns):
-            key = key[len(ns):]
+            key = key[len(ns) :]
             if key in aliases:
                 return aliases[key]
             break
@@ -134,10 +188,22 @@ _OPINFO = re.compile(r"\b\w*(?:OpInfo|Info)\(\s*['\"]([\w.]+)['\"]")
 _MODULEINFO = re.compile(r"\bModuleInfo\(\s*(?:torch\.)?(nn\.\w+)")
 _ATEN_QUALIFIED = re.compile(r"\baten::(\w+)")
 _ATEN_ATTR = re.compile(r"\b(?:torch\.ops\.)?aten\.(\w+)")
-_CPP_KEYWORDS = frozenset({
-    "if", "for", "while", "switch", "return", "sizeof", "catch", "static_assert", "decltype",
-    "TORCH_CHECK", "TORCH_INTERNAL_ASSERT", "AT_DISPATCH_FLOATING_TYPES",
-})
+_CPP_KEYWORDS = frozenset(
+    {
+        "if",
+        "for",
+        "while",
+        "switch",
+        "return",
+        "sizeof",
+        "catch",
+        "static_assert",
+        "decltype",
+        "TORCH_CHECK",
+        "TORCH_INTERNAL_ASSERT",
+        "AT_DISPATCH_FLOATING_TYPES",
+    }
+)
 _INPUT_FUNC_PREFIXES = ("sample_inputs_", "reference_inputs_", "error_inputs_", "reference_")
 _CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm", ".c")
 
@@ -256,7 +322,7 @@ def _python_symbols(path: str, text: str) -> Iterator[tuple[str, str]]:
         name = m.group(1)
         for prefix in _INPUT_FUNC_PREFIXES:
             if name.startswith(prefix):
-                rest = name[len(prefix):]
+                rest = name[len(prefix) :]
                 parts = rest.split("_")
                 # sample_inputs_softmax_variant: every prefix; the vocabulary keeps real ops.
                 for n in range(len(parts), 0, -1):
@@ -282,11 +348,12 @@ def _python_names(patch: FilePatch) -> Iterator[Touch]:
             found = list(_python_symbols(patch.path, line[1:]))
             if line[:1] in "+-" and line[1:].lstrip().startswith("@"):
                 # A changed decorator belongs to the def below it.
-                below = next((_PY_DEF.match(n[1:]) for n in hunk.lines[i + 1:]
-                              if _PY_DEF.match(n[1:])), None)
+                below = next(
+                    (_PY_DEF.match(n[1:]) for n in hunk.lines[i + 1 :] if _PY_DEF.match(n[1:])),
+                    None,
+                )
                 if below:
-                    yield Touch(_qualify(patch.path, below.group(1)), patch.path,
-                                "decorated def")
+                    yield Touch(_qualify(patch.path, below.group(1)), patch.path, "decorated def")
             if line[:1] in "+-":
                 for symbol, how in found:
                     yield Touch(symbol, patch.path, f"changed {how}")

@@ -74,13 +74,16 @@ class Reason:
     trial: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"heuristic": self.heuristic, "score": self.score, "reason": self.reason,
-                "trial": self.trial}
+        return {
+            "heuristic": self.heuristic,
+            "score": self.score,
+            "reason": self.reason,
+            "trial": self.trial,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reason:
-        return cls(data["heuristic"], float(data["score"]), data["reason"],
-                   bool(data.get("trial")))
+        return cls(data["heuristic"], float(data["score"]), data["reason"], bool(data.get("trial")))
 
 
 @dataclass(frozen=True)
@@ -92,15 +95,23 @@ class Selected:
     mandatory: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "score": round(self.score, 4),
-                "reasons": [r.to_json() for r in self.reasons],
-                "duration_s": self.duration_s, "mandatory": self.mandatory}
+        return {
+            "id": self.id,
+            "score": round(self.score, 4),
+            "reasons": [r.to_json() for r in self.reasons],
+            "duration_s": self.duration_s,
+            "mandatory": self.mandatory,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Selected:
-        return cls(data["id"], float(data["score"]),
-                   tuple(Reason.from_json(r) for r in data.get("reasons", ())),
-                   float(data.get("duration_s", 0.0)), bool(data.get("mandatory")))
+        return cls(
+            data["id"],
+            float(data["score"]),
+            tuple(Reason.from_json(r) for r in data.get("reasons", ())),
+            float(data.get("duration_s", 0.0)),
+            bool(data.get("mandatory")),
+        )
 
 
 @dataclass(frozen=True)
@@ -184,7 +195,8 @@ def plan(
     config = config or PlanConfig()
     history = history or History()
     index = (
-        inventory if isinstance(inventory, InventoryIndex)
+        inventory
+        if isinstance(inventory, InventoryIndex)
         else InventoryIndex.build(inventory, config.extra_families)
     )
     before: Mapping[str, str] | None = None
@@ -244,7 +256,8 @@ def _decide(
         fallback = "; ".join(facts.reasons)
     scores = {vid: _counted(rs) for vid, rs in reasons.items()}
     mandatory = {
-        vid for vid, rs in reasons.items()
+        vid
+        for vid, rs in reasons.items()
         if any(r.heuristic in MANDATORY and r.score > 0 and not r.trial for r in rs)
         and vid not in declared_skip
     }
@@ -264,14 +277,16 @@ def _decide(
         decision = facts.decision
         tail = ()
         if decision == "rerun-failed":
-            pool = frozenset(v for v, h in history.variants.items()
-                             if h.failing and v in index.runnable_set)
+            pool = frozenset(
+                v for v, h in history.variants.items() if h.failing and v in index.runnable_set
+            )
             skipped[SKIP_NOT_FAILING] += len(eligible) - len(pool)
             mandatory &= pool
         else:
             pool = index.runnable_set
-        chosen, budget = _fit(pool, scores, mandatory, durations, config, skipped, reasons,
-                              unselected)
+        chosen, budget = _fit(
+            pool, scores, mandatory, durations, config, skipped, reasons, unselected
+        )
     chosen_set = set(chosen)
     holdout: tuple[str, ...] = ()
     if decision == "targeted" and config.holdout_rate > 0:
@@ -287,8 +302,13 @@ def _decide(
     durations.prefetch(holdout)
     no_reasons: list[Reason] = []
     selected = tuple(
-        Selected(vid, scores.get(vid, 0.0), (*reasons.get(vid, no_reasons), *tail),
-                 durations[vid], vid in mandatory)
+        Selected(
+            vid,
+            scores.get(vid, 0.0),
+            (*reasons.get(vid, no_reasons), *tail),
+            durations[vid],
+            vid in mandatory,
+        )
         for vid in chosen
     )
     run = [*chosen, *holdout]
@@ -387,8 +407,13 @@ def _fit(
         room = max(0, config.budget_count - len(chosen))
         over = candidates[room:]
         chosen += candidates[:room]
-        budget = {"kind": "count", "limit": config.budget_count, "used": len(chosen),
-                  "applied": True, "mandatory": len(must)}
+        budget = {
+            "kind": "count",
+            "limit": config.budget_count,
+            "used": len(chosen),
+            "applied": True,
+            "mandatory": len(must),
+        }
         for vid in over:
             unselected[vid] = (tuple(reasons[vid]), SKIP_COUNT_BUDGET)
         skipped[SKIP_COUNT_BUDGET] += len(over)
@@ -401,8 +426,13 @@ def _fit(
             else:
                 unselected[vid] = (tuple(reasons[vid]), SKIP_TIME_BUDGET)
                 skipped[SKIP_TIME_BUDGET] += 1
-        budget = {"kind": "time", "limit": config.budget_seconds, "used": round(used, 3),
-                  "applied": True, "mandatory": len(must)}
+        budget = {
+            "kind": "time",
+            "limit": config.budget_seconds,
+            "used": round(used, 3),
+            "applied": True,
+            "mandatory": len(must),
+        }
     else:
         chosen += candidates
         budget = {"kind": "none", "limit": None, "used": len(chosen), "applied": False}
@@ -423,6 +453,9 @@ def _trial_summary(
             scored += 1
             if vid not in chosen and _counted(rs) + sum(r.score for r in mine) > config.threshold:
                 would_add.append(vid)
-        summary[name] = {"scored": scored, "would_add": len(would_add),
-                         "would_add_sample": sorted(would_add)[:10]}
+        summary[name] = {
+            "scored": scored,
+            "would_add": len(would_add),
+            "would_add_sample": sorted(would_add)[:10],
+        }
     return summary

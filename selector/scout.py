@@ -36,17 +36,30 @@ class PathFact:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "path": self.path, "status": self.status, "area": self.area, "policy": self.policy,
-            "ops": list(self.ops), "has_patch": self.has_patch, "unresolved": self.unresolved,
-            "untested": list(self.untested), "cosmetic": self.cosmetic,
+            "path": self.path,
+            "status": self.status,
+            "area": self.area,
+            "policy": self.policy,
+            "ops": list(self.ops),
+            "has_patch": self.has_patch,
+            "unresolved": self.unresolved,
+            "untested": list(self.untested),
+            "cosmetic": self.cosmetic,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PathFact:
-        return cls(data["path"], data["status"], data["area"], data["policy"],
-                   tuple(data.get("ops", ())), bool(data.get("has_patch")),
-                   bool(data.get("unresolved")), tuple(data.get("untested", ())),
-                   bool(data.get("cosmetic")))
+        return cls(
+            data["path"],
+            data["status"],
+            data["area"],
+            data["policy"],
+            tuple(data.get("ops", ())),
+            bool(data.get("has_patch")),
+            bool(data.get("unresolved")),
+            tuple(data.get("untested", ())),
+            bool(data.get("cosmetic")),
+        )
 
 
 @dataclass(frozen=True)
@@ -59,13 +72,21 @@ class TouchedOp:
     level: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "evidence": list(self.evidence), "weak": self.weak,
-                "level": self.level}
+        return {
+            "name": self.name,
+            "evidence": list(self.evidence),
+            "weak": self.weak,
+            "level": self.level,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TouchedOp:
-        return cls(data["name"], tuple(data.get("evidence", ())), bool(data.get("weak")),
-                   int(data.get("level", 0)))
+        return cls(
+            data["name"],
+            tuple(data.get("evidence", ())),
+            bool(data.get("weak")),
+            int(data.get("level", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -141,15 +162,18 @@ def scout(
         rule = classify(changed.path)
         patch = changes.patches.get(changed.path)
         if patch is not None and _cosmetic(patch):
-            path_facts.append(PathFact(changed.path, changed.status, rule.area, "none",
-                                       has_patch=True, cosmetic=True))
+            path_facts.append(
+                PathFact(
+                    changed.path, changed.status, rule.area, "none", has_patch=True, cosmetic=True
+                )
+            )
             continue
         touches = _touches(changed.path, patch) if rule.policy == "targeted" else []
         named: list[str] = []
         untested: list[str] = []
         for touch in touches:
             if rule.area == "upstream_tests" and touch.name.startswith("test_"):
-                template = touch.name[len("test_"):]
+                template = touch.name[len("test_") :]
                 # A new upstream test is not a template any suite reuses.
                 if index is None or template in index.by_template:
                     templates.add(template)
@@ -170,13 +194,21 @@ def scout(
                 evidence.append(note)
             weak_only[name] = weak_only.get(name, True) and touch.weak
             level[name] = min(level.get(name, LEVEL_MODULE), source_level(touch.path))
-        unresolved = (rule.policy == "targeted" and rule.unresolved_is_blind
-                      and not named and not untested)
-        path_facts.append(PathFact(
-            changed.path, changed.status, rule.area, rule.policy,
-            tuple(dict.fromkeys(named)), patch is not None, unresolved,
-            tuple(dict.fromkeys(untested)),
-        ))
+        unresolved = (
+            rule.policy == "targeted" and rule.unresolved_is_blind and not named and not untested
+        )
+        path_facts.append(
+            PathFact(
+                changed.path,
+                changed.status,
+                rule.area,
+                rule.policy,
+                tuple(dict.fromkeys(named)),
+                patch is not None,
+                unresolved,
+                tuple(dict.fromkeys(untested)),
+            )
+        )
     touched = tuple(
         TouchedOp(name, tuple(ev[:_EVIDENCE_LIMIT]), weak_only[name], level[name])
         for name, ev in ops.items()
@@ -201,8 +233,20 @@ def scout(
 
 # Line comments by file type; a change of only these (and blank lines) changes no behaviour.
 # C/C++ `#` lines are preprocessor directives, and `/* */` blocks are not judged line by line.
-_COMMENTS = {".py": "#", ".pyi": "#", ".yaml": "#", ".yml": "#", ".cpp": "//", ".cc": "//",
-             ".cu": "//", ".cuh": "//", ".h": "//", ".hpp": "//", ".c": "//", ".mm": "//"}
+_COMMENTS = {
+    ".py": "#",
+    ".pyi": "#",
+    ".yaml": "#",
+    ".yml": "#",
+    ".cpp": "//",
+    ".cc": "//",
+    ".cu": "//",
+    ".cuh": "//",
+    ".h": "//",
+    ".hpp": "//",
+    ".c": "//",
+    ".mm": "//",
+}
 
 
 def _cosmetic(patch: FilePatch) -> bool:
@@ -293,11 +337,19 @@ def _risk(
         return "high", ["a full run is needed"]
     reasons: list[str] = []
     # Test files name no ops by nature; suites watch them through their globs.
-    quiet = [f.path for f in facts if f.policy == "targeted" and not f.ops and not f.untested
-             and f.area not in ("upstream_tests", "test_db")]
+    quiet = [
+        f.path
+        for f in facts
+        if f.policy == "targeted"
+        and not f.ops
+        and not f.untested
+        and f.area not in ("upstream_tests", "test_db")
+    ]
     if quiet:
-        reasons.append(f"{len(quiet)} code path(s) name no op; only watch globs and history "
-                       f"cover them (e.g. {quiet[0]})")
+        reasons.append(
+            f"{len(quiet)} code path(s) name no op; only watch globs and history "
+            f"cover them (e.g. {quiet[0]})"
+        )
     untested = sorted({op for f in facts for op in f.untested})
     if untested:
         reasons.append(f"op(s) no variant tests: {', '.join(untested[:5])}")

@@ -15,8 +15,11 @@ class Shard:
     estimated_s: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "ids": list(self.ids),
-                "estimated_s": round(self.estimated_s, 3)}
+        return {
+            "index": self.index,
+            "ids": list(self.ids),
+            "estimated_s": round(self.estimated_s, 3),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Shard:

@@ -65,8 +65,7 @@ class VariantChange:
     after: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "what": list(self.what), "before": self.before,
-                "after": self.after}
+        return {"id": self.id, "what": list(self.what), "before": self.before, "after": self.after}
 
 
 @dataclass(frozen=True)
@@ -79,8 +78,7 @@ class ApiChange:
     after: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "before": self.before,
-                "after": self.after}
+        return {"name": self.name, "kind": self.kind, "before": self.before, "after": self.after}
 
 
 @dataclass(frozen=True)
@@ -144,8 +142,10 @@ def _check_details(details: Mapping[str, Any] | None, which: str) -> Mapping[str
     if details is None:
         return None
     if details.get("format") != DETAILS_FORMAT:
-        raise SelectorError(f"{which} details: format {details.get('format')!r} is not "
-                            f"{DETAILS_FORMAT}; build them again with the same spyre-ci")
+        raise SelectorError(
+            f"{which} details: format {details.get('format')!r} is not "
+            f"{DETAILS_FORMAT}; build them again with the same spyre-ci"
+        )
     for key in ("subjects", "templates", "variants"):
         if not isinstance(details.get(key), Mapping):
             raise SelectorError(f"{which} details: field {key!r} is missing or not an object")
@@ -156,8 +156,9 @@ def diff_api(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[ApiChange,
     """aten overloads added, removed, or whose schema text changed (sorted by name)."""
     out = [ApiChange(n, ADDED, None, new[n]) for n in new.keys() - old.keys()]
     out += [ApiChange(n, REMOVED, old[n], None) for n in old.keys() - new.keys()]
-    out += [ApiChange(n, SIGNATURE, old[n], new[n]) for n in old.keys() & new.keys()
-            if old[n] != new[n]]
+    out += [
+        ApiChange(n, SIGNATURE, old[n], new[n]) for n in old.keys() & new.keys() if old[n] != new[n]
+    ]
     return tuple(sorted(out, key=lambda c: c.name))
 
 
@@ -194,31 +195,54 @@ def diff_inventories(
             elif a.fingerprint != b.fingerprint:
                 ignored[vid] = (
                     f"only fields one version lacks differ: {', '.join(sorted(only_one_side))}"
-                    if only_one_side else "the fingerprint differs, but nothing both versions' "
-                    "details carry (fields, decorators, template, precision) does")
+                    if only_one_side
+                    else "the fingerprint differs, but nothing both versions' "
+                    "details carry (fields, decorators, template, precision) does"
+                )
         elif a.fingerprint != b.fingerprint or plain:
-            what = tuple(dict.fromkeys([*plain, *([_fingerprint_only(a, b)]
-                                                  if a.fingerprint != b.fingerprint else [])]))
+            what = tuple(
+                dict.fromkeys(
+                    [*plain, *([_fingerprint_only(a, b)] if a.fingerprint != b.fingerprint else [])]
+                )
+            )
             changed.append(VariantChange(vid, what, a.fingerprint, b.fingerprint))
     common = len(before.keys() & after.keys())
     if not use_details:
-        notes.append("no details beside the inventories: changes are named from the "
-                     "fingerprints and the variant records only")
+        notes.append(
+            "no details beside the inventories: changes are named from the "
+            "fingerprints and the variant records only"
+        )
     for name, subjects in sorted(one_sided.items()):
-        notes.append(f"field {name} exists in one version only (on {len(subjects)} subjects): "
-                     "not compared")
-    fingerprint_changed = sum(1 for vid in before.keys() & after.keys()
-                              if before[vid].fingerprint != after[vid].fingerprint)
+        notes.append(
+            f"field {name} exists in one version only (on {len(subjects)} subjects): not compared"
+        )
+    fingerprint_changed = sum(
+        1
+        for vid in before.keys() & after.keys()
+        if before[vid].fingerprint != after[vid].fingerprint
+    )
     if common and fingerprint_changed > 0.9 * common:
-        notes.append(f"the suites fingerprint differs on {fingerprint_changed} of {common} "
-                     "common variants: it sees a change every variant shares"
-                     + ("; the named diff compares only what both versions carry"
-                        if use_details else "; give details to compare only what both carry"))
+        notes.append(
+            f"the suites fingerprint differs on {fingerprint_changed} of {common} "
+            "common variants: it sees a change every variant shares"
+            + (
+                "; the named diff compares only what both versions carry"
+                if use_details
+                else "; give details to compare only what both carry"
+            )
+        )
     return InventoryDiff(
-        from_version=old.torch_version, to_version=new.torch_version,
-        variants_from=len(old), variants_to=len(new), changed=tuple(changed), added=added,
-        removed=removed, api=diff_api(old.api_surface, new.api_surface), ignored=ignored,
-        details_used=use_details, notes=tuple(notes),
+        from_version=old.torch_version,
+        to_version=new.torch_version,
+        variants_from=len(old),
+        variants_to=len(new),
+        changed=tuple(changed),
+        added=added,
+        removed=removed,
+        api=diff_api(old.api_surface, new.api_surface),
+        ignored=ignored,
+        details_used=use_details,
+        notes=tuple(notes),
     )
 
 
@@ -233,8 +257,10 @@ def _plain_changes(a: Variant, b: Variant) -> list[str]:
 
 
 def _fingerprint_only(a: Variant, b: Variant) -> str:
-    return (f"definition: fingerprint {a.fingerprint[:8]} -> {b.fingerprint[:8]} (OpInfo "
-            "fields, decorators or template; no details to say which)")
+    return (
+        f"definition: fingerprint {a.fingerprint[:8]} -> {b.fingerprint[:8]} (OpInfo "
+        "fields, decorators or template; no details to say which)"
+    )
 
 
 def _detail_changes(
@@ -322,7 +348,7 @@ def api_ops(changes: Iterable[ApiChange]) -> tuple[TouchedOp, ...]:
         name = canonical(change.name)
         for ns in _ATEN_NAMESPACES:
             if name.startswith(ns) and len(name) > len(ns):
-                name = ns[:-1] + "." + name[len(ns):]
+                name = ns[:-1] + "." + name[len(ns) :]
                 break
         evidence[name].append(f"aten API: {change.name} {change.kind}")
     return tuple(TouchedOp(n, tuple(ev)) for n, ev in sorted(evidence.items()))
@@ -332,8 +358,16 @@ def api_ops(changes: Iterable[ApiChange]) -> tuple[TouchedOp, ...]:
 # reference reaches the op's main kernels; float32 takes the widest path spyre computes
 # (upcasts, accumulators, the float64 intermediates it refuses); an expected pass can
 # regress, an expected failure can only be fixed.
-CANARY_TEMPLATES = ("compare_cpu", "module_forward", "compile", "noncontiguous_samples",
-                    "variant_consistency_eager", "backward", "out", "errors")
+CANARY_TEMPLATES = (
+    "compare_cpu",
+    "module_forward",
+    "compile",
+    "noncontiguous_samples",
+    "variant_consistency_eager",
+    "backward",
+    "out",
+    "errors",
+)
 CANARY_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -341,8 +375,12 @@ def _canary_rank(v: Variant) -> tuple[int, int, int, str]:
     def at(order: Sequence[str], value: str) -> int:
         return order.index(value) if value in order else len(order)
 
-    return (0 if v.expectation is Expectation.PASS else 1,
-            at(CANARY_TEMPLATES, v.template), at(CANARY_DTYPES, v.dtype), v.id)
+    return (
+        0 if v.expectation is Expectation.PASS else 1,
+        at(CANARY_TEMPLATES, v.template),
+        at(CANARY_DTYPES, v.dtype),
+        v.id,
+    )
 
 
 def canary_of(index: InventoryIndex) -> dict[str, str]:
@@ -379,14 +417,22 @@ def select_upgrade(
         raise SelectorError(f"holdout rate must be within [0, 1], not {holdout_rate}")
     unknown = set(heuristics) - REGISTRY.keys()
     if unknown:
-        raise SelectorError(f"unknown heuristic(s) {', '.join(sorted(unknown))}; known: "
-                            f"{', '.join(REGISTRY)}")
+        raise SelectorError(
+            f"unknown heuristic(s) {', '.join(sorted(unknown))}; known: {', '.join(REGISTRY)}"
+        )
     index = InventoryIndex.of(new)
     ops = api_ops(diff.api)
     facts = ChangeFacts(
-        decision="targeted", reasons=(f"upgrade torch {diff.from_version} -> {diff.to_version}",),
-        paths=(), ops=ops, templates=(), functions=(), completeness="full", risk="high",
-        risk_reasons=("a new torch release",), kind="upgrade",
+        decision="targeted",
+        reasons=(f"upgrade torch {diff.from_version} -> {diff.to_version}",),
+        paths=(),
+        ops=ops,
+        templates=(),
+        functions=(),
+        completeness="full",
+        risk="high",
+        risk_reasons=("a new torch release",),
+        kind="upgrade",
     )
     # Only the fingerprints of variants the diff calls changed differ from "previous":
     # the definition heuristic then names exactly the diff's changes (details included).
@@ -411,8 +457,9 @@ def select_upgrade(
                     text = f"{text}: {'; '.join(changed[vid].what)}"
                 reasons[vid].append(f"{name}: {text}")
     ordered = {vid: tuple(reasons[vid]) for vid in index.runnable if vid in reasons}
-    canary = (sorted(vid for vid in canary_of(index).values() if vid not in ordered)
-              if canaries else [])
+    canary = (
+        sorted(vid for vid in canary_of(index).values() if vid not in ordered) if canaries else []
+    )
     taken = set(canary)
     unchosen = [vid for vid in index.runnable if vid not in ordered and vid not in taken]
     seed = seed or f"{diff.from_version}->{diff.to_version}"
@@ -420,9 +467,15 @@ def select_upgrade(
     if unchosen and holdout_rate > 0:
         k = min(len(unchosen), max(1, round(holdout_rate * len(unchosen))))
         sample = random.Random(seed).sample(unchosen, k)
-    return UpgradeSelection(ordered, diff.removed, tuple(sorted([*canary, *sample])),
-                            len(index.runnable), seed, tuple(o.name for o in ops),
-                            tuple(canary))
+    return UpgradeSelection(
+        ordered,
+        diff.removed,
+        tuple(sorted([*canary, *sample])),
+        len(index.runnable),
+        seed,
+        tuple(o.name for o in ops),
+        tuple(canary),
+    )
 
 
 @dataclass(frozen=True)
@@ -472,11 +525,12 @@ def classify(
         after = b.status if b else None
         was = broken(before) if before else None
         now = broken(after) if after else None
-        message = (b.message if b and now else a.message if a and was else "")
+        message = b.message if b and now else a.message if a and was else ""
         if vid in removed_set:
             category: str | None = "removed"
-        elif vid in added_set or (now is not None and (before is Status.SKIPPED
-                                                        or vid not in old_set)):
+        elif vid in added_set or (
+            now is not None and (before is Status.SKIPPED or vid not in old_set)
+        ):
             if now is None:
                 continue
             category = "new-failing" if now else "new-passing"
@@ -494,9 +548,7 @@ def classify(
     return out
 
 
-def validation(
-    full: Sequence[Moved], ran: Iterable[str], runnable: int
-) -> dict[str, Any]:
+def validation(full: Sequence[Moved], ran: Iterable[str], runnable: int) -> dict[str, Any]:
     """Against a full run of both versions: outcome changes the selection caught and missed."""
     ran_set = set(ran)
     moving = [m for m in full if m.category in ("regressed", "fixed", "new-failing", "removed")]

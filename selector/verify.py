@@ -42,11 +42,14 @@ class FailureVerdict:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "first": str(self.first),
-            "rerun": None if self.rerun is None else str(self.rerun), "kind": self.kind,
+            "id": self.id,
+            "first": str(self.first),
+            "rerun": None if self.rerun is None else str(self.rerun),
+            "kind": self.kind,
             "novelty": self.novelty,
             "baseline": None if self.baseline is None else str(self.baseline),
-            "in_holdout": self.in_holdout, "message": self.message,
+            "in_holdout": self.in_holdout,
+            "message": self.message,
         }
 
 
@@ -65,11 +68,16 @@ class Metrics:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "selected": self.selected, "holdout": self.holdout, "eligible": self.eligible,
-            "ratio_count": self.ratio_count, "ratio_time": self.ratio_time,
+            "selected": self.selected,
+            "holdout": self.holdout,
+            "eligible": self.eligible,
+            "ratio_count": self.ratio_count,
+            "ratio_time": self.ratio_time,
             "selected_new_failures": self.selected_new_failures,
-            "holdout_misses": list(self.holdout_misses), "miss_rate": self.miss_rate,
-            "estimated_missed": self.estimated_missed, "false_green": self.false_green,
+            "holdout_misses": list(self.holdout_misses),
+            "miss_rate": self.miss_rate,
+            "estimated_missed": self.estimated_missed,
+            "false_green": self.false_green,
         }
 
 
@@ -91,8 +99,9 @@ class Verdict:
 
     @property
     def pre_existing(self) -> tuple[str, ...]:
-        return tuple(f.id for f in self.failures
-                     if f.kind != "flaky" and f.novelty == "pre-existing")
+        return tuple(
+            f.id for f in self.failures if f.kind != "flaky" and f.novelty == "pre-existing"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,8 +158,11 @@ def verify(
         else:
             kind, rerun_status = "real", again[-1]
         novelty = "pre-existing" if baseline is not None and baseline.is_failure else "new"
-        failures.append(FailureVerdict(o.id, o.status, rerun_status, kind, novelty, baseline,
-                                       o.id in holdout, o.message))
+        failures.append(
+            FailureVerdict(
+                o.id, o.status, rerun_status, kind, novelty, baseline, o.id in holdout, o.message
+            )
+        )
     failures.sort(key=lambda f: f.id)
     new_ids = [f.id for f in failures if f.confirmed_new]
     ran = {o.id for o in outcomes}
@@ -163,8 +175,9 @@ def verify(
         co_failures={p: tuple(new_ids) for p in paths} if new_ids else {},
         known_variants=frozenset(index.ids),
     )
-    return Verdict(tuple(failures), tuple(sorted(fixed)), expansion, update,
-                   _metrics(plan, failures, holdout))
+    return Verdict(
+        tuple(failures), tuple(sorted(fixed)), expansion, update, _metrics(plan, failures, holdout)
+    )
 
 
 def _expand(
@@ -183,8 +196,7 @@ def _expand(
             same_family[other] = None
     ordered = [*same_subject, *(v for v in same_family if v not in same_subject)]
     keep = [
-        v for v in ordered
-        if v not in ran and index.by_id[v].expectation is not Expectation.SKIP
+        v for v in ordered if v not in ran and index.by_id[v].expectation is not Expectation.SKIP
     ]
     return tuple(keep[:limit])
 
@@ -251,11 +263,15 @@ def mass_failure(
             continue
         gists = {_gist(o.message) for o in ran}
         if len(gists) == 1:
-            return (f"every variant of shard-{index} ({len(ran)}) failed with the same "
-                    f"message: {next(iter(gists)) or '(no message)'}")
+            return (
+                f"every variant of shard-{index} ({len(ran)}) failed with the same "
+                f"message: {next(iter(gists)) or '(no message)'}"
+            )
     ran_total = sum(1 for o in by_id.values() if o.status is not Status.SKIPPED)
     failed = len(new & by_id.keys())
     if failed >= MASS_FAILURE_MIN and ran_total and failed / ran_total > max_share:
-        return (f"{failed} of {ran_total} variants failed new ({failed / ran_total:.0%}, more "
-                f"than the {max_share:.0%} a change is expected to break)")
+        return (
+            f"{failed} of {ran_total} variants failed new ({failed / ran_total:.0%}, more "
+            f"than the {max_share:.0%} a change is expected to break)"
+        )
     return None

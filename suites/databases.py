@@ -38,7 +38,7 @@ def family_of(db: str, name: str, info: Any = None) -> str:
     base = str(getattr(info, "name", name)) if info is not None else name.split(".", 1)[0]
     for prefix in ("_refs.", "_prims."):
         if base.startswith(prefix):
-            base = base[len(prefix):]
+            base = base[len(prefix) :]
     dunder = _DUNDER.match(base)
     if dunder:
         base = dunder.group("base")
@@ -69,10 +69,13 @@ def known_names_data() -> dict[str, Any]:
     return {
         "torch_version": torch.__version__.split("+")[0],
         # Both the bare OpInfo names and the names with variants select ops.
-        "op_db": sorted({s.info.name for s in load_db("op_db")}
-                        | {s.name for s in load_db("op_db")}),
-        "python_ref_db": sorted({s.info.name for s in load_db("python_ref_db")}
-                                | {s.name for s in load_db("python_ref_db")}),
+        "op_db": sorted(
+            {s.info.name for s in load_db("op_db")} | {s.name for s in load_db("op_db")}
+        ),
+        "python_ref_db": sorted(
+            {s.info.name for s in load_db("python_ref_db")}
+            | {s.name for s in load_db("python_ref_db")}
+        ),
         "module_db": sorted({s.name for s in load_db("module_db")}),
     }
 

@@ -76,8 +76,9 @@ class Expansion:
         return {p.variant.id: p for p in self.planned}
 
 
-def load_suites(paths: Iterable[str | Path] | None = None,
-                env: dict[str, str] | None = None) -> list[SpecFile]:
+def load_suites(
+    paths: Iterable[str | Path] | None = None, env: dict[str, str] | None = None
+) -> list[SpecFile]:
     """Load and lint suites (bundled by default); raise SpecError listing every error."""
     files = spec_paths(paths)
     problems = [p for p in lint_paths(files, env) if p.severity == "error"]
@@ -86,9 +87,10 @@ def load_suites(paths: Iterable[str | Path] | None = None,
     return [load_spec(f) for f in files]
 
 
-def load_suites_each(paths: Iterable[str | Path] | None = None,
-                     env: dict[str, str] | None = None,
-                     ) -> tuple[list[SpecFile], dict[str, str]]:
+def load_suites_each(
+    paths: Iterable[str | Path] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[list[SpecFile], dict[str, str]]:
     """Load and lint each suite on its own: the suites that lint, and the refused spec files
     (file -> its errors, `file:line:col: message` lines). One bad spec refuses only itself;
     a suite whose name an earlier suite has is refused too."""
@@ -104,22 +106,32 @@ def load_suites_each(paths: Iterable[str | Path] | None = None,
                 problems_text = str(exc)
             else:
                 name = spec.suite_name
-                if name not in names or not isinstance(spec.data, dict) or (
-                        "test_suite_config" not in spec.data):
+                if (
+                    name not in names
+                    or not isinstance(spec.data, dict)
+                    or ("test_suite_config" not in spec.data)
+                ):
                     if isinstance(spec.data, dict) and "test_suite_config" in spec.data:
                         names[name] = path
                     loaded.append(spec)
                     continue
-                problems_text = (f"{spec.location(('test_suite_config', 'name'))}: duplicate "
-                                 f"suite name {name!r} (also {names[name]})")
+                problems_text = (
+                    f"{spec.location(('test_suite_config', 'name'))}: duplicate "
+                    f"suite name {name!r} (also {names[name]})"
+                )
         else:
             problems_text = "\n".join(str(p) for p in problems)
         refused[str(path)] = problems_text
     return loaded, refused
 
 
-def expand(specs: Sequence[SpecFile], *, suite: str | None = None,
-           env: dict[str, str] | None = None, keep_trail: bool = False) -> Expansion:
+def expand(
+    specs: Sequence[SpecFile],
+    *,
+    suite: str | None = None,
+    env: dict[str, str] | None = None,
+    keep_trail: bool = False,
+) -> Expansion:
     """Expand suites into variants (only `suite` when given), in a stable order."""
     result = Expansion()
     for spec in specs:
@@ -128,15 +140,18 @@ def expand(specs: Sequence[SpecFile], *, suite: str | None = None,
         root = spec.get(("test_suite_config",)) or {}
         for oi, _ in enumerate(root.get("opinfo") or ()):
             result.planned.extend(
-                _expand_opinfo(spec, ("test_suite_config", "opinfo", oi), keep_trail))
+                _expand_opinfo(spec, ("test_suite_config", "opinfo", oi), keep_trail)
+            )
         for fi, _ in enumerate(root.get("files") or ()):
             _expand_file(spec, ("test_suite_config", "files", fi), env, result)
     seen: dict[str, Planned] = {}
     for planned in result.planned:
         vid = planned.variant.id
         if vid in seen:
-            raise SpecError(f"{planned.variant.rule or seen[vid].variant.rule}: duplicate "
-                            f"variant id {vid!r}; give the suites distinct names")
+            raise SpecError(
+                f"{planned.variant.rule or seen[vid].variant.rule}: duplicate "
+                f"variant id {vid!r}; give the suites distinct names"
+            )
         seen[vid] = planned
     return result
 
@@ -155,14 +170,18 @@ def _select(subjects: Sequence[Any], entry: dict[str, Any]) -> list[Any]:
     def hit(subject: Any, patterns: list[str]) -> bool:
         base = getattr(subject.info, "name", subject.name)
         names = {subject.name, base, base.removeprefix("torch.")}
-        return any(fnmatch.fnmatchcase(n, p.removeprefix("torch.") if p.startswith("torch.nn")
-                                       else p) for n in names for p in patterns)
+        return any(
+            fnmatch.fnmatchcase(n, p.removeprefix("torch.") if p.startswith("torch.nn") else p)
+            for n in names
+            for p in patterns
+        )
 
     return [s for s in subjects if hit(s, include) and not hit(s, exclude)]
 
 
-def _decorator_rules(info: Any, template: str, dtype: Any, dtype_name: str, subject: str,
-                     source: str) -> tuple[list[Rule], list[Any]]:
+def _decorator_rules(
+    info: Any, template: str, dtype: Any, dtype_name: str, subject: str, source: str
+) -> tuple[list[Rule], list[Any]]:
     """OpInfo/ModuleInfo decorators for one upstream test as rules, and the raw decorators."""
     from suites.fingerprint import applicable_decorators, skip_reason
 
@@ -174,28 +193,55 @@ def _decorator_rules(info: Any, template: str, dtype: Any, dtype_name: str, subj
         qualname = getattr(dec, "__qualname__", type(dec).__qualname__)
         if qualname == "skip.<locals>.decorator":
             reason = skip_reason(dec) or "skipped"
-            rules.append(Rule(f"{source} -> {cls}.{test} skip", "opinfo", mode=Expectation.SKIP,
-                              reason=f"OpInfo skip: {reason}", **one))  # type: ignore[arg-type]
+            rules.append(
+                Rule(
+                    f"{source} -> {cls}.{test} skip",
+                    "opinfo",
+                    mode=Expectation.SKIP,
+                    reason=f"OpInfo skip: {reason}",
+                    **one,  # type: ignore[arg-type]
+                )
+            )
         elif qualname == "expectedFailure" or type(dec).__name__ == "expectedFailure":
             device = getattr(dec, "device_type", None)
             if device not in (None, "spyre", "privateuse1"):
                 continue
-            rules.append(Rule(f"{source} -> {cls}.{test} expectedFailure", "opinfo",
-                              mode=Expectation.XFAIL, reason="OpInfo expectedFailure",
-                              **one))  # type: ignore[arg-type]
+            rules.append(
+                Rule(
+                    f"{source} -> {cls}.{test} expectedFailure",
+                    "opinfo",
+                    mode=Expectation.XFAIL,
+                    reason="OpInfo expectedFailure",
+                    **one,  # type: ignore[arg-type]
+                )
+            )
         elif type(dec).__name__ in ("onlyCUDA", "onlyCPU", "onlyNativeDeviceTypes", "onlyOn"):
-            rules.append(Rule(f"{source} -> {cls}.{test} {type(dec).__name__}", "opinfo",
-                              mode=Expectation.SKIP,
-                              reason=f"OpInfo {type(dec).__name__}: not for this device",
-                              **one))  # type: ignore[arg-type]
+            rules.append(
+                Rule(
+                    f"{source} -> {cls}.{test} {type(dec).__name__}",
+                    "opinfo",
+                    mode=Expectation.SKIP,
+                    reason=f"OpInfo {type(dec).__name__}: not for this device",
+                    **one,  # type: ignore[arg-type]
+                )
+            )
         elif type(dec).__name__ in ("toleranceOverride", "precisionOverride"):
             value = dec.d.get(dtype) if dtype is not None else None
             if value is None:
                 continue
-            tol = (Tolerance(float(value.atol), float(value.rtol))
-                   if hasattr(value, "atol") else Tolerance(float(value), None))
-            rules.append(Rule(f"{source} -> {cls}.{test} {type(dec).__name__}", "opinfo",
-                              precision=tol, **one))  # type: ignore[arg-type]
+            tol = (
+                Tolerance(float(value.atol), float(value.rtol))
+                if hasattr(value, "atol")
+                else Tolerance(float(value), None)
+            )
+            rules.append(
+                Rule(
+                    f"{source} -> {cls}.{test} {type(dec).__name__}",
+                    "opinfo",
+                    precision=tol,
+                    **one,  # type: ignore[arg-type]
+                )
+            )
     return rules, decorators
 
 
@@ -218,7 +264,9 @@ def _expand_opinfo(spec: SpecFile, where: Path_, keep_trail: bool) -> list[Plann
     dtypes = [canonical_dtype(d) for d in entry.get("dtypes") or ["float32"]]
     default_mode = entry.get("unlisted_test_mode", "mandatory_success")
     default_rule = Rule(
-        source=spec.line_ref(where), kind="default", mode=MODES[default_mode],
+        source=spec.line_ref(where),
+        kind="default",
+        mode=MODES[default_mode],
         reason="" if default_mode == "mandatory_success" else f"unlisted_test_mode {default_mode}",
         timeout_s=entry.get("timeout_s", root.get("timeout_s")),
         owners=tuple(entry.get("owners") or root.get("owners") or ()),
@@ -227,11 +275,15 @@ def _expand_opinfo(spec: SpecFile, where: Path_, keep_trail: bool) -> list[Plann
     use_decorators = entry.get("opinfo_decorators", True)
     rules = spec_rules(spec, where)
     exp_rules = _expectations_file(spec, entry)
-    exp_by_id = {r.id_glob: r for r in exp_rules if r.id_glob and not any(
-        c in r.id_glob for c in "*?[")}
+    exp_by_id = {
+        r.id_glob: r for r in exp_rules if r.id_glob and not any(c in r.id_glob for c in "*?[")
+    }
     exp_globs = [r for r in exp_rules if r not in exp_by_id.values()]
-    decorator_source = spec.line_ref((*where, "opinfo_decorators")) if (
-        "opinfo_decorators" in entry) else spec.line_ref((*where, "db"))
+    decorator_source = (
+        spec.line_ref((*where, "opinfo_decorators"))
+        if ("opinfo_decorators" in entry)
+        else spec.line_ref((*where, "db"))
+    )
     subjects = _select(load_db(db), entry)
     out: list[Planned] = []
     for template in entry["templates"]:
@@ -248,48 +300,81 @@ def _expand_opinfo(spec: SpecFile, where: Path_, keep_trail: bool) -> list[Plann
                 dname = dtype_name or DTYPE_NONE
                 vid = variant_id(suite, template, subject.name, dname)
                 key = VariantKey(vid, template, subject.name, base_name, dname)
-                dec_rules, decorators = _decorator_rules(
-                    info, template, dtype, dname, subject.name,
-                    f"{decorator_source} ({db} {subject.name})") if use_decorators else ([], [])
+                dec_rules, decorators = (
+                    _decorator_rules(
+                        info,
+                        template,
+                        dtype,
+                        dname,
+                        subject.name,
+                        f"{decorator_source} ({db} {subject.name})",
+                    )
+                    if use_decorators
+                    else ([], [])
+                )
                 chain = [default_rule, *dec_rules, *rules, *exp_globs]
                 if vid in exp_by_id:
                     chain.append(exp_by_id[vid])
                 decision: Decision = decide(key, chain, keep_trail=keep_trail)
                 fingerprint = variant_fingerprint(
-                    definition, decorators, template_digest, dname, str(decision.expectation),
-                    repr(decision.precision))
-                variant = Variant(
-                    id=vid, suite=suite, template=template, subject=subject.name, dtype=dname,
-                    expectation=decision.expectation, reason=decision.reason,
-                    rule=decision.rule, fingerprint=fingerprint,
-                    family=family_of(db, subject.name, info), owners=decision.owners,
-                    watch=decision.watch, timeout_s=decision.timeout_s,
+                    definition,
+                    decorators,
+                    template_digest,
+                    dname,
+                    str(decision.expectation),
+                    repr(decision.precision),
                 )
-                out.append(Planned(
-                    variant=variant, kind="opinfo", db=db, info=info, dtype=dtype,
-                    precision=decision.precision, max_samples=entry.get("max_samples"),
-                    matched=decision.matched,
-                ))
+                variant = Variant(
+                    id=vid,
+                    suite=suite,
+                    template=template,
+                    subject=subject.name,
+                    dtype=dname,
+                    expectation=decision.expectation,
+                    reason=decision.reason,
+                    rule=decision.rule,
+                    fingerprint=fingerprint,
+                    family=family_of(db, subject.name, info),
+                    owners=decision.owners,
+                    watch=decision.watch,
+                    timeout_s=decision.timeout_s,
+                )
+                out.append(
+                    Planned(
+                        variant=variant,
+                        kind="opinfo",
+                        db=db,
+                        info=info,
+                        dtype=dtype,
+                        precision=decision.precision,
+                        max_samples=entry.get("max_samples"),
+                        matched=decision.matched,
+                    )
+                )
     return out
 
 
-def file_suite_unavailable(spec: SpecFile, where: Path_,
-                           env: dict[str, str] | None = None) -> tuple[Path | None, str]:
+def file_suite_unavailable(
+    spec: SpecFile, where: Path_, env: dict[str, str] | None = None
+) -> tuple[Path | None, str]:
     """The resolved test file, or why this file suite cannot run here (no torch needed)."""
     raw = spec.get((*where, "path"))
     path, missing = resolve_test_path(raw, spec.path, env)
     if path is None:
         names = ", ".join(f"${{{m}}}" for m in missing)
-        return None, (f"{spec.location((*where, 'path'))}: test file {raw!r} needs {names}, "
-                      f"which is unset; set {missing[0]} to a PyTorch source checkout to run "
-                      "this suite")
+        return None, (
+            f"{spec.location((*where, 'path'))}: test file {raw!r} needs {names}, "
+            f"which is unset; set {missing[0]} to a PyTorch source checkout to run "
+            "this suite"
+        )
     if not path.exists():
         return None, f"{spec.location((*where, 'path'))}: test file {str(path)!r} does not exist"
     return path, ""
 
 
-def _expand_file(spec: SpecFile, where: Path_, env: dict[str, str] | None,
-                 result: Expansion) -> None:
+def _expand_file(
+    spec: SpecFile, where: Path_, env: dict[str, str] | None, result: Expansion
+) -> None:
     from suites.databases import family_of
     from suites.fingerprint import callable_digest, definition_digest, variant_fingerprint
     from suites.upstream import UpstreamError, enumerate_tests
@@ -308,8 +393,14 @@ def _expand_file(spec: SpecFile, where: Path_, env: dict[str, str] | None,
         return
     for test in tests:
         decision = decide_file_variant(
-            spec, where, test.base_name, test.op_name, test.dtype, test_type=test_type,
-            op_formatted=test.op_formatted)
+            spec,
+            where,
+            test.base_name,
+            test.op_name,
+            test.dtype,
+            test_type=test_type,
+            op_formatted=test.op_formatted,
+        )
         if decision is None:
             continue
         dname = test.dtype or DTYPE_NONE
@@ -319,8 +410,12 @@ def _expand_file(spec: SpecFile, where: Path_, env: dict[str, str] | None,
         except (AttributeError, TypeError):
             fn_digest = test.method
         fingerprint = variant_fingerprint(
-            fn_digest, [], str(decision.expectation), repr(decision.precision),
-            ",".join(decision.cpu_move))
+            fn_digest,
+            [],
+            str(decision.expectation),
+            repr(decision.precision),
+            ",".join(decision.cpu_move),
+        )
         family = family_of("op_db", test.op_name) if test.op_name else test.base_name
         if test.op_name:
             from suites.databases import load_db
@@ -330,16 +425,33 @@ def _expand_file(spec: SpecFile, where: Path_, env: dict[str, str] | None,
                     fingerprint = variant_fingerprint(fingerprint, [], definition_digest(s.info))
                     break
         variant = Variant(
-            id=vid, suite=suite, template=template, subject=test.subject, dtype=dname,
-            expectation=decision.expectation, reason=decision.reason, rule=decision.rule,
-            fingerprint=fingerprint, family=family, owners=decision.owners,
-            watch=decision.watch, timeout_s=decision.timeout_s,
+            id=vid,
+            suite=suite,
+            template=template,
+            subject=test.subject,
+            dtype=dname,
+            expectation=decision.expectation,
+            reason=decision.reason,
+            rule=decision.rule,
+            fingerprint=fingerprint,
+            family=family,
+            owners=decision.owners,
+            watch=decision.watch,
+            timeout_s=decision.timeout_s,
         )
-        result.planned.append(Planned(
-            variant=variant, kind="file", precision=decision.precision, file=path,
-            device_class=test.device_class, method=test.method, cpu_move=decision.cpu_move,
-            no_grad=decision.no_grad, tags=decision.tags,
-        ))
+        result.planned.append(
+            Planned(
+                variant=variant,
+                kind="file",
+                precision=decision.precision,
+                file=path,
+                device_class=test.device_class,
+                method=test.method,
+                cpu_move=decision.cpu_move,
+                no_grad=decision.no_grad,
+                tags=decision.tags,
+            )
+        )
 
 
 def _join(old: str | None, new: str) -> str:
@@ -347,5 +459,6 @@ def _join(old: str | None, new: str) -> str:
 
 
 def with_expectation(planned: Planned, expectation: Expectation, reason: str) -> Planned:
-    return replace(planned, variant=replace(planned.variant, expectation=expectation,
-                                            reason=reason))
+    return replace(
+        planned, variant=replace(planned.variant, expectation=expectation, reason=reason)
+    )

@@ -19,12 +19,19 @@ from collections.abc import Callable
 from typing import Any
 
 # Fields (and decorator device types) that only matter on other devices.
-_OTHER_DEVICE = re.compile(r"(cuda|rocm|mps|xpu|hpu|meta|mkl|magma|cusolver|cudnn|tf32)",
-                           re.IGNORECASE)
+_OTHER_DEVICE = re.compile(
+    r"(cuda|rocm|mps|xpu|hpu|meta|mkl|magma|cusolver|cudnn|tf32)", re.IGNORECASE
+)
 # Fields that are bookkeeping, not definition.
-_IGNORED_FIELDS = {"decorators", "skips", "_original_opinfo_args", "_original_unary_ufunc_args",
-                   "_original_binary_ufunc_args", "_original_reduction_args",
-                   "_original_spectral_func_args"}
+_IGNORED_FIELDS = {
+    "decorators",
+    "skips",
+    "_original_opinfo_args",
+    "_original_unary_ufunc_args",
+    "_original_binary_ufunc_args",
+    "_original_reduction_args",
+    "_original_spectral_func_args",
+}
 _OUR_DEVICES = {None, "spyre", "privateuse1"}
 
 
@@ -47,8 +54,11 @@ def _code_text(code: Any) -> str:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
             body = node.body
             first = body[0] if body else None
-            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 node.body = body[1:] or [ast.Pass()]
     return ast.unparse(tree)
 
@@ -68,15 +78,23 @@ def describe_value(value: Any, depth: int = 0) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(describe_value(v, depth + 1) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{describe_value(v, depth + 1)}"
-                              for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+        return (
+            "{"
+            + ",".join(
+                f"{k}:{describe_value(v, depth + 1)}"
+                for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
+            )
+            + "}"
+        )
     # Nested OpInfos (refs point at their torch OpInfo) are referenced by name.
     if hasattr(value, "sample_inputs_func") and hasattr(value, "name"):
         return f"OpInfo({value.name}:{getattr(value, 'variant_test_name', '')})"
     if isinstance(value, functools.partial):
-        return (f"partial({describe_value(value.func, depth + 1)},"
-                f"{describe_value(value.args, depth + 1)},"
-                f"{describe_value(value.keywords, depth + 1)})")
+        return (
+            f"partial({describe_value(value.func, depth + 1)},"
+            f"{describe_value(value.args, depth + 1)},"
+            f"{describe_value(value.keywords, depth + 1)})"
+        )
     if isinstance(value, torch._ops.OpOverloadPacket | torch._ops.OpOverload):
         return str(value)
     code = getattr(value, "__code__", None)
@@ -147,8 +165,9 @@ def applicable_decorators(
 
 def variant_fingerprint(definition_digest: str, decorators: list[Any], *extra: str) -> str:
     """Hash of the subject's definition, its decorators for this test, and the template."""
-    text = "\n".join([definition_digest, *sorted(describe_decorator(d) for d in decorators),
-                      *extra])
+    text = "\n".join(
+        [definition_digest, *sorted(describe_decorator(d) for d in decorators), *extra]
+    )
     return _digest(text)
 
 

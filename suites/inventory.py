@@ -26,13 +26,18 @@ def api_surface() -> dict[str, str]:
 
 def report_refused(path: str, why: str) -> None:
     """The default report of a refused spec file: on stderr, every error line."""
-    print(f"spyre-ci: warning: {path}: refused, its suite is not in the Inventory:\n"
-          + textwrap.indent(why, "  "), file=sys.stderr)
+    print(
+        f"spyre-ci: warning: {path}: refused, its suite is not in the Inventory:\n"
+        + textwrap.indent(why, "  "),
+        file=sys.stderr,
+    )
 
 
-def build_inventory(paths: Iterable[str | Path] | None = None,
-                    env: dict[str, str] | None = None,
-                    report: Callable[[str, str], None] | None = report_refused) -> Inventory:
+def build_inventory(
+    paths: Iterable[str | Path] | None = None,
+    env: dict[str, str] | None = None,
+    report: Callable[[str, str], None] | None = report_refused,
+) -> Inventory:
     """Load, lint and expand the suites (bundled by default) into an Inventory.
 
     A spec file that does not lint or expand is refused on its own: `report(file, errors)`

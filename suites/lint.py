@@ -95,8 +95,13 @@ def _describe(where: Path_) -> str:
 
 def _type_name(value: Any) -> str:
     return {
-        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-        list: "a list", dict: "a mapping", type(None): "empty (null)",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "empty (null)",
     }.get(type(value), type(value).__name__)
 
 
@@ -109,8 +114,10 @@ def _leaf_errors(error: jsonschema.ValidationError) -> list[jsonschema.Validatio
             by_branch.setdefault(sub.schema_path[0] if sub.schema_path else 0, []).append(sub)
         ranked = sorted(
             by_branch.values(),
-            key=lambda errs: (any(e.validator == "type" and not e.path for e in errs),
-                              -max(len(e.absolute_path) for e in errs)),
+            key=lambda errs: (
+                any(e.validator == "type" and not e.path for e in errs),
+                -max(len(e.absolute_path) for e in errs),
+            ),
         )
         best = ranked[0]
         if all(e.validator == "type" and len(e.path) == 0 for e in best):
@@ -132,9 +139,15 @@ def _schema_problem(spec: SpecFile, error: jsonschema.ValidationError) -> list[P
         out = []
         for key in extra:
             line, col = spec.mark((*where, key), key=True)
-            out.append(Problem(path, line, col,
-                               f"unknown key {key!r} in {what}{did_you_mean(key, allowed)}"
-                               f" (allowed: {', '.join(allowed)})"))
+            out.append(
+                Problem(
+                    path,
+                    line,
+                    col,
+                    f"unknown key {key!r} in {what}{did_you_mean(key, allowed)}"
+                    f" (allowed: {', '.join(allowed)})",
+                )
+            )
         return out
     line, col = spec.mark(where)
     if error.validator == "required":
@@ -142,25 +155,50 @@ def _schema_problem(spec: SpecFile, error: jsonschema.ValidationError) -> list[P
         return [Problem(path, line, col, f"{what}: missing required key {missing!r}")]
     if error.validator == "type":
         want = error.validator_value
-        words = {"array": "a list", "object": "a mapping", "string": "a string",
-                 "number": "a number", "integer": "an integer", "boolean": "a boolean"}
+        words = {
+            "array": "a list",
+            "object": "a mapping",
+            "string": "a string",
+            "number": "a number",
+            "integer": "an integer",
+            "boolean": "a boolean",
+        }
         wants = [str(w) for w in (want if isinstance(want, list) else [want])]
         want_s = " or ".join(words.get(w, w) for w in wants)
-        return [Problem(path, line, col,
-                        f"{what} must be {want_s}, got {_type_name(error.instance)}")]
+        return [
+            Problem(path, line, col, f"{what} must be {want_s}, got {_type_name(error.instance)}")
+        ]
     if error.validator == "enum":
         choices = [str(c) for c in error.validator_value]
         hint = did_you_mean(str(error.instance), choices)
-        return [Problem(path, line, col,
-                        f"{what}: {error.instance!r} is not one of {', '.join(choices)}{hint}")]
+        return [
+            Problem(
+                path,
+                line,
+                col,
+                f"{what}: {error.instance!r} is not one of {', '.join(choices)}{hint}",
+            )
+        ]
     if error.validator == "oneOf" and not where and isinstance(error.instance, dict):
-        return [Problem(path, line, col,
-                        "a spec file has exactly one of 'test_suite_config' (a suite) or "
-                        "'expectations' (a generated expectations file) at its top level")]
+        return [
+            Problem(
+                path,
+                line,
+                col,
+                "a spec file has exactly one of 'test_suite_config' (a suite) or "
+                "'expectations' (a generated expectations file) at its top level",
+            )
+        ]
     if error.validator == "anyOf" and isinstance(error.instance, dict):
-        return [Problem(path, line, col,
-                        f"{what} needs 'files' (upstream test files) or 'opinfo' "
-                        "(templates over torch's test databases)")]
+        return [
+            Problem(
+                path,
+                line,
+                col,
+                f"{what} needs 'files' (upstream test files) or 'opinfo' "
+                "(templates over torch's test databases)",
+            )
+        ]
     return [Problem(path, line, col, f"{what}: {error.message}")]
 
 
@@ -182,12 +220,17 @@ def _validator() -> jsonschema.Draft202012Validator:
         if not isinstance(node, dict):
             return node
         ref = node.get("$ref")
-        if (isinstance(ref, str) and ref.startswith("#/$defs/")
-                and all(k == "$ref" or k in _ANNOTATIONS for k in node)
-                and ref[len("#/$defs/"):] in defs and ref not in seen):
-            return inline(defs[ref[len("#/$defs/"):]], (*seen, ref))
-        return {k: v if k in ("enum", "const", "required") else inline(v, seen)
-                for k, v in node.items()}
+        if (
+            isinstance(ref, str)
+            and ref.startswith("#/$defs/")
+            and all(k == "$ref" or k in _ANNOTATIONS for k in node)
+            and ref[len("#/$defs/") :] in defs
+            and ref not in seen
+        ):
+            return inline(defs[ref[len("#/$defs/") :]], (*seen, ref))
+        return {
+            k: v if k in ("enum", "const", "required") else inline(v, seen) for k, v in node.items()
+        }
 
     return jsonschema.Draft202012Validator(inline(root, ()))
 
@@ -196,12 +239,15 @@ class _Unsure(Exception):
     """`_valid` meets a keyword or value it does not decide exactly: ask jsonschema."""
 
 
-_ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description", "examples",
-                          "default", "$comment"})
+_ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$defs", "title", "description", "examples", "default", "$comment"}
+)
 _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (
-        isinstance(v, float) and v.is_integer()),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "array": lambda v: isinstance(v, list),
@@ -311,8 +357,9 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
     out: list[Problem] = []
     path = str(spec.path)
     for where, (line, col) in spec.duplicate_keys:
-        out.append(Problem(path, line, col,
-                           f"duplicate key {where[-1]!r} in {_describe(where[:-1])}"))
+        out.append(
+            Problem(path, line, col, f"duplicate key {where[-1]!r} in {_describe(where[:-1])}")
+        )
     root = spec.get(("test_suite_config",))
     if isinstance(spec.data, dict) and "expectations" in spec.data:
         seen: dict[str, int] = {}
@@ -321,8 +368,11 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
                 if rule["id"] in seen:
                     line, col = spec.mark(("expectations", i, "id"))
                     first = spec.mark(("expectations", seen[rule["id"]], "id"))[0]
-                    out.append(Problem(path, line, col,
-                                       f"duplicate id {rule['id']!r} (first at line {first})"))
+                    out.append(
+                        Problem(
+                            path, line, col, f"duplicate id {rule['id']!r} (first at line {first})"
+                        )
+                    )
                 else:
                     seen[rule["id"]] = i
     if not isinstance(root, dict):
@@ -358,21 +408,37 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
                 line, col = spec.mark(where)
                 parts = name.split("::")
                 if len(parts) > 2 or not all(parts):
-                    out.append(Problem(path, line, col,
-                                       f"test name {name!r} must be 'Class::method' or 'method'"))
+                    out.append(
+                        Problem(
+                            path,
+                            line,
+                            col,
+                            f"test name {name!r} must be 'Class::method' or 'method'",
+                        )
+                    )
                     continue
                 method = parts[-1]
                 if REGEX_CHARS & set(method):
                     try:
                         re.compile(method)
                     except re.error as exc:
-                        out.append(Problem(path, line, col,
-                                           f"test name {name!r} is not a valid regex: {exc}"))
+                        out.append(
+                            Problem(
+                                path, line, col, f"test name {name!r} is not a valid regex: {exc}"
+                            )
+                        )
                 # The same name twice in one entry is harmless (torch-spyre's own configs do it);
                 # across entries it is the documented per-dtype choice.
                 if name in earlier:
-                    out.append(Problem(path, line, col,
-                                       f"duplicate test name {name!r} in this entry", "warning"))
+                    out.append(
+                        Problem(
+                            path,
+                            line,
+                            col,
+                            f"duplicate test name {name!r} in this entry",
+                            "warning",
+                        )
+                    )
                 earlier.add(name)
                 names_seen.setdefault(name, where)
             edits: dict[str, Any] = test["edits"] if isinstance(test.get("edits"), dict) else {}
@@ -385,8 +451,11 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
     for key, db in (("supported_ops", "op_db"), ("supported_modules", "module_db")):
         for i, name in item_names(glob.get(key)):
             item = glob[key][i]
-            where = (*base, "global", key, i) if isinstance(item, str) else (
-                *base, "global", key, i, "name")
+            where = (
+                (*base, "global", key, i)
+                if isinstance(item, str)
+                else (*base, "global", key, i, "name")
+            )
             _fix_single(spec, where, name, db, out)
     # opinfo: our extension, where an unknown name is an error.
     for oi, entry in enumerate(root.get("opinfo") or ()):
@@ -399,37 +468,63 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
             for i, name in item_names(selection.get(key)):
                 _fix_single(spec, (*obase, "ops", key, i, "name"), name, db, out, warn=False)
         if db == "module_db" and any(
-            t in ("out", "noncontiguous_samples", "variant_consistency_eager", "errors", "compile",
-                  "backward", "compare_cpu") for t in entry.get("templates") or ()):
+            t
+            in (
+                "out",
+                "noncontiguous_samples",
+                "variant_consistency_eager",
+                "errors",
+                "compile",
+                "backward",
+                "compare_cpu",
+            )
+            for t in entry.get("templates") or ()
+        ):
             line, col = spec.mark((*obase, "templates"))
-            out.append(Problem(path, line, col,
-                               "module_db takes the 'module_forward' template only"))
+            out.append(
+                Problem(path, line, col, "module_db takes the 'module_forward' template only")
+            )
         if db != "module_db" and "module_forward" in (entry.get("templates") or ()):
             line, col = spec.mark((*obase, "templates"))
-            out.append(Problem(path, line, col,
-                               "'module_forward' applies to db: module_db only"))
+            out.append(Problem(path, line, col, "'module_forward' applies to db: module_db only"))
         for ti, rule in enumerate(entry.get("tests") or ()):
             if not isinstance(rule, dict):
                 continue
             rops = rule.get("ops")
             for ni, name in enumerate(as_names(rops)):
-                where = (*obase, "tests", ti, "ops", ni) if isinstance(rops, list) else (
-                    *obase, "tests", ti, "ops")
+                where = (
+                    (*obase, "tests", ti, "ops", ni)
+                    if isinstance(rops, list)
+                    else (*obase, "tests", ti, "ops")
+                )
                 _fix_single(spec, where, name, db, out, warn=False)
             if rule.get("mode") in ("xfail", "xfail_strict", "skip") and not rule.get("reason"):
                 line, col = spec.mark((*obase, "tests", ti))
-                out.append(Problem(path, line, col,
-                                   f"a {rule['mode']} rule needs a 'reason' (say why)"))
+                out.append(
+                    Problem(path, line, col, f"a {rule['mode']} rule needs a 'reason' (say why)")
+                )
         exp = entry.get("expectations_file")
         if isinstance(exp, str):
             target = spec.path.parent / exp
             line, col = spec.mark((*obase, "expectations_file"))
             if not target.exists():
-                out.append(Problem(path, line, col, f"expectations file {exp!r} does not exist "
-                                   f"(looked for {target})"))
+                out.append(
+                    Problem(
+                        path,
+                        line,
+                        col,
+                        f"expectations file {exp!r} does not exist (looked for {target})",
+                    )
+                )
             elif not is_expectations_file(target):
-                out.append(Problem(path, line, col,
-                                   f"expectations file {exp!r} must be named *.expectations.yaml"))
+                out.append(
+                    Problem(
+                        path,
+                        line,
+                        col,
+                        f"expectations file {exp!r} must be named *.expectations.yaml",
+                    )
+                )
     return out
 
 
@@ -446,13 +541,15 @@ def _fix_single(
 def _unknown_name(name: str, db: str) -> str:
     """Why `name` is not in `db` (with a did-you-mean), or "" when it is."""
     known = known_names().for_db(db)
-    bare = name[len("torch."):] if db == "module_db" and name.startswith("torch.") else name
+    bare = name[len("torch.") :] if db == "module_db" and name.startswith("torch.") else name
     ok = bool(fnmatch.filter(known, bare)) if any(c in bare for c in "*?[") else bare in known
     if ok:
         return ""
     kind = "module" if db == "module_db" else "op"
-    return (f"unknown {kind} {name!r} (not in {db} of torch "
-            f"{known_names().torch_version}){did_you_mean(bare, known)}")
+    return (
+        f"unknown {kind} {name!r} (not in {db} of torch "
+        f"{known_names().torch_version}){did_you_mean(bare, known)}"
+    )
 
 
 def lint_spec(spec: SpecFile, env: dict[str, str] | None = None) -> list[Problem]:
@@ -486,8 +583,11 @@ def lint_paths(paths: Sequence[Path], env: dict[str, str] | None = None) -> list
             name = spec.suite_name
             if name in suites:
                 line, col = spec.mark(("test_suite_config", "name"))
-                problems.append(Problem(str(path), line, col,
-                                        f"duplicate suite name {name!r} (also {suites[name]})"))
+                problems.append(
+                    Problem(
+                        str(path), line, col, f"duplicate suite name {name!r} (also {suites[name]})"
+                    )
+                )
             else:
                 suites[name] = path
             for entry in spec.get(("test_suite_config", "opinfo")) or ():

@@ -140,9 +140,11 @@ class _BoundedComposer(yaml.composer.Composer):
         limit = _alias_limit(self._unique)
         for added, anchor, mark in self._past:
             if added > limit:
-                raise _error(f"alias *{anchor} takes the values that aliases add to this file "
-                             f"past {limit} (a YAML alias bomb?); write the values out instead",
-                             mark)
+                raise _error(
+                    f"alias *{anchor} takes the values that aliases add to this file "
+                    f"past {limit} (a YAML alias bomb?); write the values out instead",
+                    mark,
+                )
         return node
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -150,15 +152,19 @@ class _BoundedComposer(yaml.composer.Composer):
             event = self.get_event()
             anchor = event.anchor
             if anchor in self._open:
-                raise _error(f"alias *{anchor} is inside the value it refers to (a recursive "
-                             "structure, which a spec cannot be)", event.start_mark)
+                raise _error(
+                    f"alias *{anchor} is inside the value it refers to (a recursive "
+                    "structure, which a spec cannot be)",
+                    event.start_mark,
+                )
             if anchor not in self.anchors:
                 raise _error(f"found undefined alias *{anchor}", event.start_mark)
             size, levels = self._sizes[anchor]
             reach = self._depth + levels
             if reach > MAX_DEPTH:
-                raise _error(f"alias *{anchor} nests values deeper than {MAX_DEPTH} levels",
-                             event.start_mark)
+                raise _error(
+                    f"alias *{anchor} nests values deeper than {MAX_DEPTH} levels", event.start_mark
+                )
             self._deepest = max(self._deepest, reach)
             self._expanded += size
             added = self._expanded - self._unique
@@ -188,8 +194,13 @@ class _BoundedComposer(yaml.composer.Composer):
         return node
 
 
-class _SpecLoader(_BoundedComposer, yaml.reader.Reader, yaml.scanner.Scanner,
-                  yaml.parser.Parser, yaml.resolver.Resolver):
+class _SpecLoader(
+    _BoundedComposer,
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.resolver.Resolver,
+):
     def __init__(self, text: str) -> None:
         yaml.reader.Reader.__init__(self, text)
         yaml.scanner.Scanner.__init__(self)
@@ -253,8 +264,7 @@ def _build(
 ) -> Any:
     values[where] = _mark(node)
     if len(where) >= MAX_DEPTH:
-        raise _Problem(f"invalid YAML: values nested deeper than {MAX_DEPTH} levels",
-                       _mark(node))
+        raise _Problem(f"invalid YAML: values nested deeper than {MAX_DEPTH} levels", _mark(node))
     if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _PLAIN_TAGS:
         # Only plain mappings and lists: a tag could ask for arbitrary objects.
         raise _Problem(f"invalid YAML value: tag {node.tag!r} is not allowed", _mark(node))
@@ -264,8 +274,10 @@ def _build(
             constructor.flatten_mapping(node)
         except yaml.constructor.ConstructorError as exc:
             mark = exc.problem_mark
-            raise _Problem(f"invalid YAML merge (<<): {exc.problem}",
-                           (mark.line + 1, mark.column + 1) if mark else _mark(node)) from None
+            raise _Problem(
+                f"invalid YAML merge (<<): {exc.problem}",
+                (mark.line + 1, mark.column + 1) if mark else _mark(node),
+            ) from None
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
@@ -318,15 +330,19 @@ def load_spec(path: str | Path) -> SpecFile:
     except OSError as exc:
         raise SpecError(f"{path}:1:1: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}:1:1: {info.st_size / 1e6:.1f} MB; a spec file may have at most "
-                        f"{MAX_SPEC_BYTES // 1_000_000} MB (split it into several suites)")
+        raise SpecError(
+            f"{path}:1:1: {info.st_size / 1e6:.1f} MB; a spec file may have at most "
+            f"{MAX_SPEC_BYTES // 1_000_000} MB (split it into several suites)"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise SpecError(f"{path}:{line}:{col}: not UTF-8 text: byte "
-                        f"0x{raw[exc.start]:02x} ({exc.reason}); save the file as UTF-8") from None
+        raise SpecError(
+            f"{path}:{line}:{col}: not UTF-8 text: byte "
+            f"0x{raw[exc.start]:02x} ({exc.reason}); save the file as UTF-8"
+        ) from None
     return parse_yaml(text, path)
 
 
@@ -346,7 +362,8 @@ def spec_paths(paths: Iterable[str | Path] | None = None) -> list[Path]:
     for root in roots:
         if root.is_dir():
             found.extend(
-                p for p in sorted(root.rglob("*.y*ml"))
+                p
+                for p in sorted(root.rglob("*.y*ml"))
                 if p.suffix in (".yaml", ".yml") and not is_expectations_file(p)
             )
         else:
@@ -380,8 +397,9 @@ def expand_tokens(value: str, env: dict[str, str] | None = None) -> tuple[str, l
     return _TOKEN.sub(sub, value), missing
 
 
-def resolve_test_path(raw: str, spec_path: Path,
-                      env: dict[str, str] | None = None) -> tuple[Path | None, list[str]]:
+def resolve_test_path(
+    raw: str, spec_path: Path, env: dict[str, str] | None = None
+) -> tuple[Path | None, list[str]]:
     """A file entry's path with tokens expanded; None and the unset token names if any.
 
     Paths built from a token are relative to the working directory (like the variable);

@@ -53,14 +53,32 @@ class _State:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("spyre", "spyre-ci suite variants")
-    group.addoption("--spyre-ids", metavar="FILE", default=None,
-                    help="file of variant ids, one per line; collect exactly those")
-    group.addoption("--spyre-specs", metavar="PATH", action="append", default=None,
-                    help="spec file or folder (repeatable); default: the bundled specs")
-    group.addoption("--spyre-results", metavar="OUT.jsonl", default=None,
-                    help="write start/end JSON lines per test, flushed after each line")
-    group.addoption("--spyre-timeout", metavar="SECONDS", type=float, default=None,
-                    help="per-test timeout; the smaller of this and the variant's timeout_s")
+    group.addoption(
+        "--spyre-ids",
+        metavar="FILE",
+        default=None,
+        help="file of variant ids, one per line; collect exactly those",
+    )
+    group.addoption(
+        "--spyre-specs",
+        metavar="PATH",
+        action="append",
+        default=None,
+        help="spec file or folder (repeatable); default: the bundled specs",
+    )
+    group.addoption(
+        "--spyre-results",
+        metavar="OUT.jsonl",
+        default=None,
+        help="write start/end JSON lines per test, flushed after each line",
+    )
+    group.addoption(
+        "--spyre-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="per-test timeout; the smaller of this and the variant's timeout_s",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -111,8 +129,10 @@ def pytest_collection(session: pytest.Session) -> bool:
     if wanted is not None:
         bad = [i for i in wanted if i.count("::") < 3]
         if bad:
-            raise pytest.UsageError(f"{ids_file}: not variant ids (suite::template::subject::"
-                                    f"dtype): {', '.join(bad[:10])}")
+            raise pytest.UsageError(
+                f"{ids_file}: not variant ids (suite::template::subject::"
+                f"dtype): {', '.join(bad[:10])}"
+            )
         suites = {split_variant_id(i)[0] for i in wanted}
     _ensure_device()
     expansion = None
@@ -141,7 +161,8 @@ def pytest_collection(session: pytest.Session) -> bool:
             more = f"\n  ... and {len(missing) - 50} more" if len(missing) > 50 else ""
             raise pytest.UsageError(
                 f"{len(missing)} unknown variant id(s) in {ids_file} (not in the loaded specs; "
-                "see `spyre-ci suites expand`):\n" + "\n".join(lines) + more)
+                "see `spyre-ci suites expand`):\n" + "\n".join(lines) + more
+            )
         chosen = [by_id[i] for i in wanted]
     session.ihook.pytest_collectstart(collector=session)
     items: list[pytest.Item] = []
@@ -150,13 +171,20 @@ def pytest_collection(session: pytest.Session) -> bool:
         suite = plan.variant.suite
         if suite not in parents:
             parents[suite] = SuiteNode.from_parent(session, name=suite, nodeid=suite)
-        items.append(VariantItem.from_parent(parents[suite], name=plan.variant.id,
-                                             nodeid=f"{suite}::{plan.variant.id}", plan=plan))
+        items.append(
+            VariantItem.from_parent(
+                parents[suite],
+                name=plan.variant.id,
+                nodeid=f"{suite}::{plan.variant.id}",
+                plan=plan,
+            )
+        )
     session.items = items
     # One collect report for the lot: the terminal counts it ("collected N items"), and
     # --collect-only says how many it would run.
     session.ihook.pytest_collectreport(
-        report=pytest.CollectReport(session.nodeid, "passed", None, list(items)))
+        report=pytest.CollectReport(session.nodeid, "passed", None, list(items))
+    )
     config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
     config.hook.pytest_collection_finish(session=session)
     session.testscollected = len(session.items)
@@ -170,7 +198,8 @@ def _ensure_device() -> None:
         raise pytest.UsageError(
             f"the {DEVICE!r} device is not registered: install backend_under_test (a plain "
             "`import torch` loads it through the torch.backends entry point) and make sure "
-            "TORCH_DEVICE_BACKEND_AUTOLOAD is not 0")
+            "TORCH_DEVICE_BACKEND_AUTOLOAD is not 0"
+        )
 
 
 class SuiteNode(pytest.Collector):
@@ -190,16 +219,19 @@ class VariantItem(pytest.Item):
         if variant.expectation is Expectation.SKIP:
             self.add_marker(pytest.mark.skip(reason=variant.reason or "skip"))
         elif variant.expectation in (Expectation.XFAIL, Expectation.XFAIL_STRICT):
-            self.add_marker(pytest.mark.xfail(
-                reason=variant.reason or str(variant.expectation),
-                strict=variant.expectation is Expectation.XFAIL_STRICT, run=True))
+            self.add_marker(
+                pytest.mark.xfail(
+                    reason=variant.reason or str(variant.expectation),
+                    strict=variant.expectation is Expectation.XFAIL_STRICT,
+                    run=True,
+                )
+            )
         for tag in plan.tags:
             if tag.isidentifier():
                 self.add_marker(tag)
 
     def runtest(self) -> None:
-        timeout = _timeout_for(self.plan.variant.timeout_s,
-                               self.config.stash[_STATE].timeout)
+        timeout = _timeout_for(self.plan.variant.timeout_s, self.config.stash[_STATE].timeout)
         with _alarm(timeout) as alarm:
             try:
                 skip_message = run_variant(self.plan)
@@ -222,8 +254,9 @@ class VariantItem(pytest.Item):
         line_no = int(line.split()[0]) - 1 if line.split() and line.split()[0].isdigit() else None
         return Path(path or "suites"), line_no, self.plan.variant.id
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str | Any:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | Any:
         if excinfo.errisinstance(VariantTimeout):
             return f"timeout: {excinfo.value}"
         if excinfo.errisinstance(AssertionError):
@@ -241,9 +274,14 @@ def run_variant(plan: Any) -> str | None:
 
         precision = plan.precision
         outcome = run_upstream_test(
-            plan.file, plan.device_class, plan.method, cpu_move=plan.cpu_move,
-            no_grad=plan.no_grad, atol=precision.atol if precision else None,
-            rtol=precision.rtol if precision else None)
+            plan.file,
+            plan.device_class,
+            plan.method,
+            cpu_move=plan.cpu_move,
+            no_grad=plan.no_grad,
+            atol=precision.atol if precision else None,
+            rtol=precision.rtol if precision else None,
+        )
         if outcome.status in ("failed", "error"):
             raise AssertionError(outcome.message.strip())
         if outcome.status == "skipped":
@@ -256,9 +294,12 @@ def run_variant(plan: Any) -> str | None:
     from suites.templates.ops import NoSamples
 
     precision = plan.precision
-    ctx = Context(atol=precision.atol if precision else None,
-                  rtol=precision.rtol if precision else None,
-                  max_samples=plan.max_samples, template=plan.variant.template)
+    ctx = Context(
+        atol=precision.atol if precision else None,
+        rtol=precision.rtol if precision else None,
+        max_samples=plan.max_samples,
+        template=plan.variant.template,
+    )
     try:
         get_template(plan.variant.template)(plan.info, plan.dtype, DEVICE, ctx)
     except (NoSamples, NoModuleInputs) as exc:
@@ -310,8 +351,9 @@ def pytest_runtest_makereport(
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[
-        None, object, object]:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
     state = item.config.stash[_STATE]
     if not isinstance(item, VariantItem):
         return (yield)
@@ -323,8 +365,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         status, message = _status(state.reports.pop(vid, []))
-        state.emit(end_line(Outcome(vid, status, round(time.monotonic() - started, 6),
-                                    message)))
+        state.emit(end_line(Outcome(vid, status, round(time.monotonic() - started, 6), message)))
 
 
 @pytest.hookimpl(tryfirst=True)

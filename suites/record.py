@@ -35,8 +35,13 @@ def read_results(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
                 if open_start == event.id:
                     open_start = None
         if open_start is not None and open_start not in ends:
-            ends[open_start] = {"event": "end", "id": open_start, "status": "crashed",
-                                "duration_s": 0.0, "message": "the test process died"}
+            ends[open_start] = {
+                "event": "end",
+                "id": open_start,
+                "status": "crashed",
+                "duration_s": 0.0,
+                "message": "the test process died",
+            }
     return ends
 
 
@@ -46,18 +51,29 @@ _NOISE = re.compile(r"^(E\s+|\s+|Traceback|/|File |During handling)")
 def summarize(message: str, limit: int = 160) -> str:
     """One readable line of a failure message."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if re.match(r"^(E\s+)?[A-Za-z_.]*(Error|Exception|Timeout)\b", ln)
-              or ln.startswith(("E ", "timeout:", "AssertionError"))]
-    pick = (errors[-1] if errors else (lines[-1] if lines else "failed"))
+    errors = [
+        ln
+        for ln in lines
+        if re.match(r"^(E\s+)?[A-Za-z_.]*(Error|Exception|Timeout)\b", ln)
+        or ln.startswith(("E ", "timeout:", "AssertionError"))
+    ]
+    pick = errors[-1] if errors else (lines[-1] if lines else "failed")
     pick = re.sub(r"^E\s+", "", pick)
     # "sample 3 (SampleInput(...)): Tensor-likes are not close!" -> keep what and how far.
     pick = re.sub(r" \(SampleInput\(.*\)\)", "", pick)
     if "not close" in pick or "not equal" in pick:
-        diff = next((ln for ln in lines if ln.startswith(("Greatest absolute difference",
-                                                           "E   Greatest absolute"))), "")
+        diff = next(
+            (
+                ln
+                for ln in lines
+                if ln.startswith(("Greatest absolute difference", "E   Greatest absolute"))
+            ),
+            "",
+        )
         if diff:
-            pick += " " + re.sub(r"^E\s+", "", diff).replace("Greatest absolute difference",
-                                                              "max abs diff")
+            pick += " " + re.sub(r"^E\s+", "", diff).replace(
+                "Greatest absolute difference", "max abs diff"
+            )
     pick = re.sub(r"0x[0-9a-f]+", "0x…", pick)
     return pick if len(pick) <= limit else pick[: limit - 1] + "…"
 
@@ -69,23 +85,31 @@ def expectation_entries(results: Mapping[str, Mapping[str, Any]]) -> list[dict[s
         record = results[vid]
         status = Status(record["status"])
         if status in (Status.FAILED, Status.ERROR):
-            entries.append({"id": vid, "mode": "xfail",
-                            "reason": summarize(record.get("message", ""))})
+            entries.append(
+                {"id": vid, "mode": "xfail", "reason": summarize(record.get("message", ""))}
+            )
         elif status in (Status.TIMEOUT, Status.CRASHED):
             # A hang costs the shard its timeout and a crash costs the shard: do not run them.
-            entries.append({"id": vid, "mode": "skip",
-                            "reason": f"{status}: {summarize(record.get('message', ''))}"})
+            entries.append(
+                {
+                    "id": vid,
+                    "mode": "skip",
+                    "reason": f"{status}: {summarize(record.get('message', ''))}",
+                }
+            )
     return entries
 
 
 def write_expectations(entries: list[dict[str, Any]], path: Path) -> None:
-    body = yaml.safe_dump({"version": 1, "expectations": entries}, sort_keys=False,
-                          allow_unicode=True, width=100)
+    body = yaml.safe_dump(
+        {"version": 1, "expectations": entries}, sort_keys=False, allow_unicode=True, width=100
+    )
     path.write_text(HEADER + body, encoding="utf-8")
 
 
-def merge_into_specs(entries: list[dict[str, Any]], spec_dir: Path,
-                     files: Mapping[str, str]) -> dict[str, int]:
+def merge_into_specs(
+    entries: list[dict[str, Any]], spec_dir: Path, files: Mapping[str, str]
+) -> dict[str, int]:
     """Split entries by suite into `<spec_dir>/<files[suite]>`; returns counts per file."""
     by_file: dict[str, list[dict[str, Any]]] = {name: [] for name in files.values()}
     for entry in entries:

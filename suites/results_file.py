@@ -53,8 +53,12 @@ def parse_line(line: str) -> Event | None:
         if kind == START:
             return Started(str(record["id"]))
         if kind == END:
-            return Outcome(str(record["id"]), Status(record["status"]),
-                           float(record.get("duration_s", 0.0)), str(record.get("message", "")))
+            return Outcome(
+                str(record["id"]),
+                Status(record["status"]),
+                float(record.get("duration_s", 0.0)),
+                str(record.get("message", "")),
+            )
     except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError):
         pass
     return None

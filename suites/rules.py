@@ -168,19 +168,21 @@ def spec_rules(spec: SpecFile, entry_where: Path_) -> list[Rule]:
         ops = test.get("ops")
         dtypes = test.get("dtypes")
         mode = test.get("mode")
-        out.append(Rule(
-            source=spec.line_ref(where),
-            kind="tests",
-            templates=tuple(as_names(names)) if names is not None else None,
-            ops=tuple(as_names(ops)) if ops is not None else None,
-            dtypes=tuple(canonical_dtype(d) for d in dtypes) if dtypes is not None else None,
-            mode=MODES[mode] if mode else None,
-            reason=test.get("reason", "") or "",
-            precision=tolerance_of(test.get("precision")),
-            timeout_s=test.get("timeout_s"),
-            owners=tuple(test.get("owners") or ()),
-            watch=tuple(test.get("watch") or ()),
-        ))
+        out.append(
+            Rule(
+                source=spec.line_ref(where),
+                kind="tests",
+                templates=tuple(as_names(names)) if names is not None else None,
+                ops=tuple(as_names(ops)) if ops is not None else None,
+                dtypes=tuple(canonical_dtype(d) for d in dtypes) if dtypes is not None else None,
+                mode=MODES[mode] if mode else None,
+                reason=test.get("reason", "") or "",
+                precision=tolerance_of(test.get("precision")),
+                timeout_s=test.get("timeout_s"),
+                owners=tuple(test.get("owners") or ()),
+                watch=tuple(test.get("watch") or ()),
+            )
+        )
     return out
 
 
@@ -188,15 +190,17 @@ def expectation_rules(spec: SpecFile) -> list[Rule]:
     """Rules of a generated expectations file, one per id (or id glob)."""
     out: list[Rule] = []
     for i, item in enumerate(spec.get(("expectations",)) or ()):
-        out.append(Rule(
-            source=spec.line_ref(("expectations", i)),
-            kind="expectations",
-            id_glob=item["id"],
-            mode=MODES[item["mode"]],
-            reason=item.get("reason", ""),
-            precision=tolerance_of(item.get("precision")),
-            timeout_s=item.get("timeout_s"),
-        ))
+        out.append(
+            Rule(
+                source=spec.line_ref(("expectations", i)),
+                kind="expectations",
+                id_glob=item["id"],
+                mode=MODES[item["mode"]],
+                reason=item.get("reason", ""),
+                precision=tolerance_of(item.get("precision")),
+                timeout_s=item.get("timeout_s"),
+            )
+        )
     return out
 
 
@@ -268,8 +272,11 @@ def decide_file_variant(
     glob = root.get("global") or {}
     dtype = canonical_dtype(dtype) if dtype else None
     supported_dtypes = _dtype_items(glob.get("supported_dtypes"))
-    supported_ops = {name: item for _, name in item_names(glob.get("supported_ops"))
-                     for item in [_named(glob.get("supported_ops"), name)]}
+    supported_ops = {
+        name: item
+        for _, name in item_names(glob.get("supported_ops"))
+        for item in [_named(glob.get("supported_ops"), name)]
+    }
     tests = list(enumerate(entry.get("tests") or ()))
     exact = [(i, t) for i, t in tests if _entry_matches(t, base_name)[0]]
     regex = [(i, t) for i, t in tests if _entry_matches(t, base_name)[1] and (i, t) not in exact]
@@ -295,8 +302,11 @@ def decide_file_variant(
     exclude = _dtype_items(_edits(test, "dtypes").get("exclude"))
     # Disabling filters come before the mode.
     labels = test.get("labels") or []
-    if labels and test_type != "full" and not test_type.startswith("suite_") and (
-        test_type not in labels
+    if (
+        labels
+        and test_type != "full"
+        and not test_type.startswith("suite_")
+        and (test_type not in labels)
     ):
         return None
     if dtype is not None:
@@ -317,8 +327,9 @@ def decide_file_variant(
             return None
     if chosen is None:
         mode = entry.get("unlisted_test_mode", "xfail")
-        where: Path_ = (*file_where, "unlisted_test_mode") if "unlisted_test_mode" in entry \
-            else file_where
+        where: Path_ = (
+            (*file_where, "unlisted_test_mode") if "unlisted_test_mode" in entry else file_where
+        )
         reason = f"not listed; unlisted_test_mode {mode}"
         if mode == "skip":
             return None  # torch-spyre deletes these variants: they are not part of the suite
@@ -332,31 +343,44 @@ def decide_file_variant(
         forced = bool(op_item.get("force_xfail"))
         dtype_item = supported_dtypes.get(dtype or "") or {}
         forced_dtype = bool(dtype_item.get("force_xfail")) or bool(
-            (include.get(dtype or "") or {}).get("force_xfail"))
+            (include.get(dtype or "") or {}).get("force_xfail")
+        )
         if forced or forced_dtype:
             expectation = Expectation.XFAIL
-            reason = (f"force_xfail on op {op}" if forced else f"force_xfail on dtype {dtype}")
+            reason = f"force_xfail on op {op}" if forced else f"force_xfail on dtype {dtype}"
     precision = None
     if dtype is not None:
-        for source in (include.get(dtype), _dtype_items((supported_ops.get(op or "") or {})
-                                                        .get("dtypes")).get(dtype),
-                       supported_dtypes.get(dtype)):
+        for source in (
+            include.get(dtype),
+            _dtype_items((supported_ops.get(op or "") or {}).get("dtypes")).get(dtype),
+            supported_dtypes.get(dtype),
+        ):
             if source and tolerance_of(source.get("precision")):
                 precision = tolerance_of(source.get("precision"))
                 break
     cpu_move: list[str] = []
     for _, t in candidates:
-        for item in (_edits(t, "functions").get("cpu_move") or ()):
+        for item in _edits(t, "functions").get("cpu_move") or ():
             if isinstance(item, dict) and item.get("name") not in cpu_move:
                 cpu_move.append(item["name"])
     timeout = test.get("timeout_s", entry.get("timeout_s", root.get("timeout_s")))
     owners = tuple(test.get("owners") or entry.get("owners") or root.get("owners") or ())
-    watch = tuple(dict.fromkeys([*(root.get("watch") or ()), *(entry.get("watch") or ()),
-                                 *(test.get("watch") or ())]))
+    watch = tuple(
+        dict.fromkeys(
+            [*(root.get("watch") or ()), *(entry.get("watch") or ()), *(test.get("watch") or ())]
+        )
+    )
     return FileDecision(
-        expectation=expectation, reason=reason, rule=spec.line_ref(where), precision=precision,
-        cpu_move=tuple(cpu_move), tags=tuple(test.get("tags") or ()),
-        no_grad=bool(test.get("no_grad")), timeout_s=timeout, owners=owners, watch=watch,
+        expectation=expectation,
+        reason=reason,
+        rule=spec.line_ref(where),
+        precision=precision,
+        cpu_move=tuple(cpu_move),
+        tags=tuple(test.get("tags") or ()),
+        no_grad=bool(test.get("no_grad")),
+        timeout_s=timeout,
+        owners=owners,
+        watch=watch,
         listed=chosen is not None,
     )
 

@@ -90,8 +90,11 @@ def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
     device = torch._C._get_privateuse1_backend_name()
     # Sorted: upstream instantiates from a set of names, so definition order varies per process.
     for cls_name, cls in sorted(vars(module).items()):
-        if not (isinstance(cls, type) and issubclass(cls, PrivateUse1TestBase)
-                and cls_name.endswith(DEVICE_CLASS_SUFFIX)):
+        if not (
+            isinstance(cls, type)
+            and issubclass(cls, PrivateUse1TestBase)
+            and cls_name.endswith(DEVICE_CLASS_SUFFIX)
+        ):
             continue
         generic = cls_name[: -len(DEVICE_CLASS_SUFFIX)]
         for method, fn in sorted(vars(cls).items()):
@@ -111,9 +114,15 @@ def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
             if stem.endswith("_" + device):
                 stem = stem[: -len(device) - 1]
             yield UpstreamTest(
-                file=path, device_class=cls_name, generic_class=generic, method=method,
-                base_name=base, subject=f"{generic}::{stem}", dtype=dtype,
-                op_name=getattr(op, "name", None), op_formatted=getattr(op, "formatted_name", None),
+                file=path,
+                device_class=cls_name,
+                generic_class=generic,
+                method=method,
+                base_name=base,
+                subject=f"{generic}::{stem}",
+                dtype=dtype,
+                op_name=getattr(op, "name", None),
+                op_formatted=getattr(op, "formatted_name", None),
                 function=fn,
             )
 
@@ -138,8 +147,14 @@ class UnittestOutcome:
 
 
 def run_upstream_test(
-    path: Path, device_class: str, method: str, *, cpu_move: tuple[str, ...] = (),
-    no_grad: bool = False, atol: float | None = None, rtol: float | None = None,
+    path: Path,
+    device_class: str,
+    method: str,
+    *,
+    cpu_move: tuple[str, ...] = (),
+    no_grad: bool = False,
+    atol: float | None = None,
+    rtol: float | None = None,
 ) -> UnittestOutcome:
     """Run one instantiated test the way unittest would, with torch-spyre's edits applied."""
     module = import_test_file(path)

@@ -33,8 +33,19 @@ def redis_server(tmp_path: Path) -> Iterator[str]:
         pytest.fail("redis-server is not on the PATH; the tests need a real Redis")
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -60,17 +71,29 @@ def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Inventory of the tiny suite (16 variants) for the installed torch."""
     path = tmp_path_factory.mktemp("inventory") / "tiny.json.gz"
     result = subprocess.run(
-        [sys.executable, "-m", "workflows", "inventory", "--specs", str(TINY_SPEC),
-         "--out", str(path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "workflows",
+            "inventory",
+            "--specs",
+            str(TINY_SPEC),
+            "--out",
+            str(path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     return path
 
 
 @pytest.fixture(autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory,
-                       monkeypatch: pytest.MonkeyPatch) -> None:
+def _private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No test reads or writes the user's History and inventory cache."""
     monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(tmp_path_factory.mktemp("state")))
     monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)

@@ -31,10 +31,18 @@ NOT_IMPORTED_BY = {
 STDLIB_ONLY = ("contracts",)
 # Benchmark code, and the only product modules allowed to import it (the engines themselves
 # and the command that runs them). A module name covers its submodules.
-BENCHMARK_CODE = ("benchmarks", "workflows.bench", "workflows.bench_selection",
-                  "workflows.mutations")
-BENCHMARK_IMPORTERS = ("workflows.bench", "workflows.bench_selection", "workflows.mutations",
-                       "workflows.commands.bench")
+BENCHMARK_CODE = (
+    "benchmarks",
+    "workflows.bench",
+    "workflows.bench_selection",
+    "workflows.mutations",
+)
+BENCHMARK_IMPORTERS = (
+    "workflows.bench",
+    "workflows.bench_selection",
+    "workflows.mutations",
+    "workflows.commands.bench",
+)
 # Top-level folders that are not product packages.
 NOT_PRODUCT = ("tests", "benchmarks", "docs", "examples")
 
@@ -42,10 +50,13 @@ NOT_PRODUCT = ("tests", "benchmarks", "docs", "examples")
 
 
 def _packages() -> tuple[str, ...]:
-    return tuple(sorted(
-        p.name for p in REPO_ROOT.iterdir()
-        if (p / "__init__.py").is_file() and p.name not in NOT_PRODUCT
-    ))
+    return tuple(
+        sorted(
+            p.name
+            for p in REPO_ROOT.iterdir()
+            if (p / "__init__.py").is_file() and p.name not in NOT_PRODUCT
+        )
+    )
 
 
 def _module_name(path: Path) -> str:
@@ -176,15 +187,25 @@ def test_the_walk_counts_lazy_and_relative_imports_but_not_type_checking_ones() 
         "        import redis\n"
     )
     found = _imports_in(source, "pkg.sub")
-    assert {"os.path", "pkg.sub.sibling", "pkg.other.thing", "numpy", "workflows.cli.main",
-            "redis"} <= found
+    assert {
+        "os.path",
+        "pkg.sub.sibling",
+        "pkg.other.thing",
+        "numpy",
+        "workflows.cli.main",
+        "redis",
+    } <= found
     assert not any(_top(n) == "torch" for n in found)
 
 
 def test_the_rules_name_real_packages() -> None:
     packages = set(_packages())
-    named = {*CONTROL_PLANE, *NOT_IMPORTED_BY, *STDLIB_ONLY,
-             *(p for ps in NOT_IMPORTED_BY.values() for p in ps)}
+    named = {
+        *CONTROL_PLANE,
+        *NOT_IMPORTED_BY,
+        *STDLIB_ONLY,
+        *(p for ps in NOT_IMPORTED_BY.values() for p in ps),
+    }
     assert named <= packages, f"not packages of this repository: {sorted(named - packages)}"
     assert len(_modules()) > 100  # the walk found the code
 
@@ -196,9 +217,12 @@ def test_control_plane_never_reaches_torch_statically() -> None:
         if _top(module) in CONTROL_PLANE
         and (chain := _chain(module, NEVER_IN_CONTROL_PLANE)) is not None
     }
-    assert chains == {}, "control-plane modules that import (or reach) " + ", ".join(
-        NEVER_IN_CONTROL_PLANE) + ":\n" + "\n".join(
-        " -> ".join(chain) for chain in chains.values())
+    assert chains == {}, (
+        "control-plane modules that import (or reach) "
+        + ", ".join(NEVER_IN_CONTROL_PLANE)
+        + ":\n"
+        + "\n".join(" -> ".join(chain) for chain in chains.values())
+    )
 
 
 def test_packages_import_only_what_the_table_allows() -> None:
@@ -214,9 +238,13 @@ def test_packages_import_only_what_the_table_allows() -> None:
 
 def test_contracts_import_only_the_standard_library() -> None:
     offenders = {
-        module: sorted(n for n in _imports(module)
-                       if _top(n) not in sys.stdlib_module_names and _top(n) not in STDLIB_ONLY
-                       and _top(n) != "__future__")
+        module: sorted(
+            n
+            for n in _imports(module)
+            if _top(n) not in sys.stdlib_module_names
+            and _top(n) not in STDLIB_ONLY
+            and _top(n) != "__future__"
+        )
         for module in _modules()
         if _top(module) in STDLIB_ONLY
     }
@@ -234,10 +262,13 @@ def test_no_cycle_between_packages() -> None:
         stack.append(package)
         for nxt in sorted(graph[package]):
             if state.get(nxt) == 1:
-                loop = [*stack[stack.index(nxt):], nxt]
-                cycles.append(" -> ".join(
-                    f"{a} ({graph[a][b][0]})" for a, b in zip(loop, loop[1:], strict=False)
-                ) + f" -> {nxt}")
+                loop = [*stack[stack.index(nxt) :], nxt]
+                cycles.append(
+                    " -> ".join(
+                        f"{a} ({graph[a][b][0]})" for a, b in zip(loop, loop[1:], strict=False)
+                    )
+                    + f" -> {nxt}"
+                )
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -265,11 +296,13 @@ def test_mypy_strict_covers_every_module_that_never_reaches_torch() -> None:
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     files = config["tool"]["mypy"]["files"]
     checked = {
-        module for module, path in _modules().items()
+        module
+        for module, path in _modules().items()
         if any(path == REPO_ROOT / f or path.is_relative_to(REPO_ROOT / f) for f in files)
     }
     torch_free = {
-        module for module in _modules()
+        module
+        for module in _modules()
         if _top(module) in ("suites", *CONTROL_PLANE)
         and _chain(module, NEVER_IN_CONTROL_PLANE) is None
     }

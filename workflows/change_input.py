@@ -88,18 +88,23 @@ def check_ranges(args: argparse.Namespace) -> None:
             raise CommandError(f"{option} {shown_value}: not a finite number")
         too_low = value < low if low_ok else value <= low
         if too_low or (high is not None and value > high):
-            bound = (f"within [{low:g}, {high:g}]" if high is not None
-                     else f"{'at least' if low_ok else 'more than'} {low:g}")
+            bound = (
+                f"within [{low:g}, {high:g}]"
+                if high is not None
+                else f"{'at least' if low_ok else 'more than'} {low:g}"
+            )
             raise CommandError(f"{option} {shown_value}: must be {bound}")
 
 
 def checked(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """`func` that first checks the numbers of its arguments (see RANGES) and `--config`."""
+
     @functools.wraps(func)
     def run_checked(args: argparse.Namespace) -> int:
         check_ranges(args)
         check_config(args)
         return func(args)
+
     return run_checked
 
 
@@ -107,21 +112,38 @@ def add_budget_arguments(parser: argparse.ArgumentParser, count_help: str) -> No
     """`--budget N | --budget-time SECONDS` and `--holdout SHARE` (run and select)."""
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help=count_help)
-    budget.add_argument("--budget-time", type=float, metavar="SECONDS",
-                        help="fit the selection into this much test time")
-    parser.add_argument("--holdout", type=float, default=0.02, metavar="SHARE",
-                        help="share of unselected variants sampled to run apart to measure "
-                        "misses, within [0, 1] (default 0.02)")
+    budget.add_argument(
+        "--budget-time",
+        type=float,
+        metavar="SECONDS",
+        help="fit the selection into this much test time",
+    )
+    parser.add_argument(
+        "--holdout",
+        type=float,
+        default=0.02,
+        metavar="SHARE",
+        help="share of unselected variants sampled to run apart to measure "
+        "misses, within [0, 1] (default 0.02)",
+    )
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--event", type=absolute_path, metavar="FILE",
-                        help="a recorded delivery {event, delivery_id, payload} (see "
-                        "examples/events/); a sibling FILE.patch supplies the diff when the "
-                        "payload carries none")
-    source.add_argument("--diff", type=absolute_path, metavar="FILE.patch",
-                        help="a unified diff (git diff) in PyTorch's repository layout")
+    source.add_argument(
+        "--event",
+        type=absolute_path,
+        metavar="FILE",
+        help="a recorded delivery {event, delivery_id, payload} (see "
+        "examples/events/); a sibling FILE.patch supplies the diff when the "
+        "payload carries none",
+    )
+    source.add_argument(
+        "--diff",
+        type=absolute_path,
+        metavar="FILE.patch",
+        help="a unified diff (git diff) in PyTorch's repository layout",
+    )
 
 
 def read_source(args: argparse.Namespace) -> ChangeInput:
@@ -148,15 +170,18 @@ def read_diff(path: Path) -> str:
 
     text = read_text(path, "diff")
     if not text.strip():
-        raise CommandError(f"{path}: the diff is empty: it holds no file changes, so there "
-                           "is nothing to select (give the output of `git diff`)")
+        raise CommandError(
+            f"{path}: the diff is empty: it holds no file changes, so there "
+            "is nothing to select (give the output of `git diff`)"
+        )
     try:
         parsed = parse_unified_diff(text, str(path))
     except SelectorError as exc:
         raise CommandError(str(exc)) from exc
     if not parsed.files:
-        raise CommandError(f"{path}: the diff holds no file changes (give the output of "
-                           "`git diff`)")
+        raise CommandError(
+            f"{path}: the diff holds no file changes (give the output of `git diff`)"
+        )
     return text
 
 
@@ -171,11 +196,14 @@ def read_text(path: Path, what: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CommandError(f"{path}: not {_a(what)}: binary data (byte 0x{data[exc.start]:02x} "
-                           f"at offset {exc.start} is not UTF-8)") from None
+        raise CommandError(
+            f"{path}: not {_a(what)}: binary data (byte 0x{data[exc.start]:02x} "
+            f"at offset {exc.start} is not UTF-8)"
+        ) from None
     if "\0" in text:
-        raise CommandError(f"{path}: not {_a(what)}: binary data (a NUL byte at offset "
-                           f"{text.index(chr(0))})")
+        raise CommandError(
+            f"{path}: not {_a(what)}: binary data (a NUL byte at offset {text.index(chr(0))})"
+        )
     return text
 
 
@@ -185,8 +213,9 @@ def read_json(path: Path, what: str = "JSON file") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} "
-                           f"(expected: {what})") from exc
+        raise CommandError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (expected: {what})"
+        ) from exc
     except RecursionError:
         raise CommandError(f"{path}: not {_a(what)}: JSON nested too deep to read") from None
 
@@ -197,8 +226,10 @@ def read_impact_map(path: Path) -> Any:
 
     data = read_json(path, "impact map")
     if not isinstance(data, dict):
-        raise CommandError(f"{path}: not an impact map: a JSON object with 'format' and "
-                           f"'variants' is expected, not a JSON {_json_kind(data)}")
+        raise CommandError(
+            f"{path}: not an impact map: a JSON object with 'format' and "
+            f"'variants' is expected, not a JSON {_json_kind(data)}"
+        )
     try:  # the one reader of the format checks every entry
         return ImpactMap.from_json(data, str(path))
     except SelectorError as exc:
@@ -218,17 +249,28 @@ def read_inventory(path: Path, option: str = "--inventory") -> Any:
         raise CommandError(f"{path}: is a directory, not an inventory ({option})")
     try:
         return Inventory.load(path)
-    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError,
-            RecursionError) as exc:
-        raise CommandError(f"{path}: not a readable inventory ({option}): {exc}; rebuild it "
-                           f"with `spyre-ci inventory --out {shown(path)}`") from exc
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        EOFError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        raise CommandError(
+            f"{path}: not a readable inventory ({option}): {exc}; rebuild it "
+            f"with `spyre-ci inventory --out {shown(path)}`"
+        ) from exc
 
 
 def check_out_dir(path: Path, option: str = "--out") -> None:
     """An output directory: absent (it is created) or a directory, never a file."""
     if path.exists() and not path.is_dir():
-        raise CommandError(f"{path}: exists and is not a directory ({option} names the "
-                           "directory the outputs go to)")
+        raise CommandError(
+            f"{path}: exists and is not a directory ({option} names the "
+            "directory the outputs go to)"
+        )
 
 
 def check_specs(paths: Any, option: str = "--specs") -> None:
@@ -243,5 +285,11 @@ def _a(what: str) -> str:
 
 
 def _json_kind(value: Any) -> str:
-    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

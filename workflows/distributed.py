@@ -116,11 +116,14 @@ def shard_task(self: Any, run_id: str, index: int) -> int:
     planned = _load_planned(run_id)
     shard = pipeline.execute_shard(planned.request, f"shard-{index}", planned.shards[index])
     if shard.fault is not None and self.request.retries < self.max_retries:
-        log.warning("run %s shard %d: %s; retrying on another worker", run_id, index,
-                    shard.fault.summary)
+        log.warning(
+            "run %s shard %d: %s; retrying on another worker", run_id, index, shard.fault.summary
+        )
         raise self.retry(countdown=1)
-    body = {"outcomes": [o.to_json() for o in shard.outcomes],
-            "fault": shard.fault.to_json() if shard.fault else None}
+    body = {
+        "outcomes": [o.to_json() for o in shard.outcomes],
+        "fault": shard.fault.to_json() if shard.fault else None,
+    }
     store.hset(_key(run_id, "shards"), str(index), json.dumps(body))
     store.expire(_key(run_id, "shards"), _RESULT_TTL_S)
     return index
@@ -166,8 +169,12 @@ _BACKOFF_MAX_S = 30.0
 
 
 def consume_intake(
-    make_request: Any, stop: threading.Event, block_ms: int = 1000, *,
-    url: str | None = None, send: Any = None,
+    make_request: Any,
+    stop: threading.Event,
+    block_ms: int = 1000,
+    *,
+    url: str | None = None,
+    send: Any = None,
 ) -> None:
     """Move deliveries from the relay's durable intake into Celery, acking only once sent.
 
@@ -206,8 +213,9 @@ def consume_intake(
         except (QueueUnavailable, redis.RedisError) as exc:
             # Sent but not acknowledged: it is reclaimed and sent again, onto the same run id
             # (runs are keyed by delivery), whose stored plan and shards make it a no-op.
-            log.warning("delivery %s: sent, ack failed (%s); it will be reclaimed",
-                        claimed.delivery_id, exc)
+            log.warning(
+                "delivery %s: sent, ack failed (%s); it will be reclaimed", claimed.delivery_id, exc
+            )
             continue
         log.info("delivery %s -> run %s", claimed.delivery_id, request.run_id)
 
@@ -216,7 +224,7 @@ def intake_alive(url: str) -> list[str]:
     """The consumers whose intake loop turned in the last 30 s."""
     client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5)
     prefix = INTAKE_ALIVE.format(consumer="")
-    return sorted(k[len(prefix):] for k in client.scan_iter(match=prefix + "*"))
+    return sorted(k[len(prefix) :] for k in client.scan_iter(match=prefix + "*"))
 
 
 def resume(run_id: str) -> bool:

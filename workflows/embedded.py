@@ -15,20 +15,23 @@ from workflows.history import HistoryStore
 from workflows.progress import Progress
 
 
-def run(request: pipeline.RunRequest, history: HistoryStore, jobs: int = 1,
-        show_progress: bool = True) -> pipeline.FinishedRun:
+def run(
+    request: pipeline.RunRequest, history: HistoryStore, jobs: int = 1, show_progress: bool = True
+) -> pipeline.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
     planned = pipeline.plan(request, history)
     return _execute(planned, history, jobs, show_progress, done={})
 
 
-def resume(run_id: str, history: HistoryStore, jobs: int = 1,
-           show_progress: bool = True) -> pipeline.FinishedRun:
+def resume(
+    run_id: str, history: HistoryStore, jobs: int = 1, show_progress: bool = True
+) -> pipeline.FinishedRun:
     """Continue a run that stopped: keep what its shards reported, run the rest, finish."""
     run = history.get_run(run_id)
     if run is None:
-        raise pipeline.PipelineError(f"no run {run_id!r} in History; `spyre-ci runs list` "
-                                     "shows the ids")
+        raise pipeline.PipelineError(
+            f"no run {run_id!r} in History; `spyre-ci runs list` shows the ids"
+        )
     if run.state.final:
         raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
     planned = pipeline.load_planned(run.summary["out_dir"], run_id)
@@ -67,8 +70,9 @@ def _execute(
         for i, ids in enumerate(planned.shards):
             name = f"shard-{i}"
             todo = [v for v in ids if v not in done.get(name, {})]
-            futures.append(pool.submit(pipeline.execute_shard, request, name, todo, progress,
-                                       stop=stop))
+            futures.append(
+                pool.submit(pipeline.execute_shard, request, name, todo, progress, stop=stop)
+            )
         shards = [future.result() for future in futures]
         outcomes = kept + [o for shard in shards for o in shard.outcomes]
         faults = [shard.fault for shard in shards if shard.fault is not None]

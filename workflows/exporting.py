@@ -19,15 +19,20 @@ from workflows.run_model import FinishedRun
 from workflows.verification import VerifiedRun
 
 
-def environment(torch_version: str | None = None, torch_git_version: str | None = None,
-                extra: Mapping[str, str] | None = None) -> Environment:
+def environment(
+    torch_version: str | None = None,
+    torch_git_version: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> Environment:
     """Where the tests ran: by default the installed torch, read from the installed
     distributions without importing it; an upgrade run names its environment's torch."""
     return Environment(
         torch_version=_version("torch") if torch_version is None else torch_version,
-        torch_git_version=(_torch_git_version() if torch_git_version is None
-                           else torch_git_version),
-        backend="backend_under_test (emulated IBM Spyre)", backend_version=_version("spyre-ci"),
+        torch_git_version=(
+            _torch_git_version() if torch_git_version is None else torch_git_version
+        ),
+        backend="backend_under_test (emulated IBM Spyre)",
+        backend_version=_version("spyre-ci"),
         device="spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)",
         extra=dict(extra or {}),
     )
@@ -64,8 +69,7 @@ def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[st
     return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
 
 
-def run_record(finished: FinishedRun, completed_at: str,
-               verified: VerifiedRun | None) -> RunRecord:
+def run_record(finished: FinishedRun, completed_at: str, verified: VerifiedRun | None) -> RunRecord:
     """The record of a main-job run; `verified` is None when it could not be verified (an
     infrastructure error): the record then carries the faults and the tests that did run."""
     request = finished.planned.request
@@ -84,18 +88,30 @@ def run_record(finished: FinishedRun, completed_at: str,
         skipped={str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
         holdout=len(holdout),
         holdout_misses=tuple(metrics.holdout_misses) if metrics else (),
-        metrics={k: float(v) for k, v in (metrics.to_json() if metrics else {}).items()
-                 if isinstance(v, int | float) and not isinstance(v, bool)},
+        metrics={
+            k: float(v)
+            for k, v in (metrics.to_json() if metrics else {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        },
     )
     ci = RunRecord.ci_fields(request.run_id)
     return RunRecord(
-        run_id=request.run_id, attempt=request.attempt, downstream_repo=request.downstream_repo,
-        workflow=request.workflow, job=request.job, event=request.trigger,
-        environment=environment(), results=results, started_at=finished.planned.started_at,
-        completed_at=completed_at, plan=summary,
+        run_id=request.run_id,
+        attempt=request.attempt,
+        downstream_repo=request.downstream_repo,
+        workflow=request.workflow,
+        job=request.job,
+        event=request.trigger,
+        environment=environment(),
+        results=results,
+        started_at=finished.planned.started_at,
+        completed_at=completed_at,
+        plan=summary,
         infrastructure=tuple(f"{f.summary}\n{f.cause}" for f in finished.faults),
-        held_back=finished.held_back, ci_run_id=ci.get("ci_run_id", ""),
-        run_url=ci.get("run_url", ""), artifact_url=ci.get("artifact_url", ""),
+        held_back=finished.held_back,
+        ci_run_id=ci.get("ci_run_id", ""),
+        run_url=ci.get("run_url", ""),
+        artifact_url=ci.get("artifact_url", ""),
     )
 
 

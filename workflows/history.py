@@ -59,8 +59,7 @@ class RunState(StrEnum):
         return self in _FINAL
 
 
-_FINAL = frozenset({RunState.COMPLETED, RunState.HELD, RunState.INFRA_ERROR,
-                    RunState.FORGOTTEN})
+_FINAL = frozenset({RunState.COMPLETED, RunState.HELD, RunState.INFRA_ERROR, RunState.FORGOTTEN})
 
 
 def attempts(records: Iterable[Any]) -> list[tuple[Any, int]]:
@@ -86,14 +85,22 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "state": str(self.state), "created_at": self.created_at,
-            "updated_at": self.updated_at, "summary": self.summary,
+            "run_id": self.run_id,
+            "state": str(self.state),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "summary": self.summary,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
-        return cls(data["run_id"], RunState(data["state"]), data["created_at"], data["updated_at"],
-                   dict(data.get("summary", {})))
+        return cls(
+            data["run_id"],
+            RunState(data["state"]),
+            data["created_at"],
+            data["updated_at"],
+            dict(data.get("summary", {})),
+        )
 
 
 class HistoryStore(Protocol):
@@ -195,28 +202,40 @@ class SQLiteHistory:
         with self._db:
             self._db.executemany(
                 "INSERT OR IGNORE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, o.id, attempt, seq, str(o.status), o.duration_s, now)
-                 for seq, (o, attempt) in enumerate(attempts(update.outcomes))],
+                [
+                    (run_id, o.id, attempt, seq, str(o.status), o.duration_s, now)
+                    for seq, (o, attempt) in enumerate(attempts(update.outcomes))
+                ],
             )
-            self._db.executemany("INSERT OR REPLACE INTO flaky VALUES (?, ?)",
-                                 [(v, run_id) for v in update.mark_flaky])
-            self._db.executemany("INSERT OR IGNORE INTO baseline VALUES (?, ?, ?, ?)",
-                                 [(v, run_id, str(s), now) for v, s in update.baseline.items()])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO flaky VALUES (?, ?)",
+                [(v, run_id) for v in update.mark_flaky],
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO baseline VALUES (?, ?, ?, ?)",
+                [(v, run_id, str(s), now) for v, s in update.baseline.items()],
+            )
             if update.baseline:
                 self._db.execute(
                     "DELETE FROM baseline WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
                     "ROW_NUMBER() OVER (PARTITION BY variant ORDER BY at DESC, run_id DESC) "
-                    "AS n FROM baseline) WHERE n > ?)", (_BASELINES_KEPT,))
+                    "AS n FROM baseline) WHERE n > ?)",
+                    (_BASELINES_KEPT,),
+                )
             self._db.executemany(
                 "INSERT OR IGNORE INTO cofailure VALUES (?, ?, ?)",
                 [(run_id, p, v) for p, ids in update.co_failures.items() for v in ids],
             )
             if update.known_variants is not None:
-                self._db.execute("INSERT OR IGNORE INTO known VALUES (?, ?, ?)",
-                                 (run_id, now, json.dumps(sorted(update.known_variants))))
+                self._db.execute(
+                    "INSERT OR IGNORE INTO known VALUES (?, ?, ?)",
+                    (run_id, now, json.dumps(sorted(update.known_variants))),
+                )
                 self._db.execute(
                     "DELETE FROM known WHERE run_id NOT IN "
-                    "(SELECT run_id FROM known ORDER BY at DESC LIMIT ?)", (_KNOWN_KEPT,))
+                    "(SELECT run_id FROM known ORDER BY at DESC LIMIT ?)",
+                    (_KNOWN_KEPT,),
+                )
             self._db.execute("DELETE FROM held WHERE run_id = ?", (run_id,))
 
     def forget(self, run_id: str) -> dict[str, int]:
@@ -229,12 +248,15 @@ class SQLiteHistory:
 
     def hold(self, run_id: str, update: HistoryUpdate, reason: str) -> None:
         with self._db:
-            self._db.execute("INSERT OR REPLACE INTO held VALUES (?, ?, ?)",
-                             (run_id, reason, json.dumps(update.to_json())))
+            self._db.execute(
+                "INSERT OR REPLACE INTO held VALUES (?, ?, ?)",
+                (run_id, reason, json.dumps(update.to_json())),
+            )
 
     def held(self, run_id: str) -> tuple[HistoryUpdate, str] | None:
-        row = self._db.execute("SELECT body, reason FROM held WHERE run_id = ?",
-                               (run_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT body, reason FROM held WHERE run_id = ?", (run_id,)
+        ).fetchone()
         return (HistoryUpdate.from_json(json.loads(row[0])), row[1]) if row else None
 
     def confirm(self, run_id: str) -> bool:
@@ -251,8 +273,11 @@ class SQLiteHistory:
         ):
             recent.setdefault(variant, []).append((status, duration))
         flaky = {v for (v,) in self._db.execute("SELECT variant FROM flaky")}
-        baseline = dict(self._db.execute(  # the newest per variant wins
-            "SELECT variant, status FROM baseline ORDER BY at, run_id").fetchall())
+        baseline = dict(
+            self._db.execute(  # the newest per variant wins
+                "SELECT variant, status FROM baseline ORDER BY at, run_id"
+            ).fetchall()
+        )
         co: dict[str, dict[str, int]] = {}
         for path in set(paths):
             for variant, count in self._db.execute(
@@ -266,8 +291,10 @@ class SQLiteHistory:
     def save_run(self, run: RunRecord) -> None:
         run.updated_at = time.time()
         with self._db:
-            self._db.execute("INSERT OR REPLACE INTO run VALUES (?, ?, ?)",
-                             (run.run_id, json.dumps(run.to_json()), run.updated_at))
+            self._db.execute(
+                "INSERT OR REPLACE INTO run VALUES (?, ?, ?)",
+                (run.run_id, json.dumps(run.to_json()), run.updated_at),
+            )
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._db.execute("SELECT body FROM run WHERE run_id = ?", (run_id,)).fetchone()
@@ -331,8 +358,9 @@ class RedisHistory:
         try:
             yield
         except redis.RedisError as exc:
-            raise HistoryError(f"Redis History at {masked(self.url)}: {what} failed: "
-                               f"{exc}") from exc
+            raise HistoryError(
+                f"Redis History at {masked(self.url)}: {what} failed: {exc}"
+            ) from exc
 
     def apply(self, run_id: str, update: HistoryUpdate) -> None:
         wrote = self._key("wrote", run_id)
@@ -341,16 +369,19 @@ class RedisHistory:
             for o, attempt in attempts(update.outcomes):
                 self._append(
                     keys=[wrote, self._key("v", o.id)],
-                    args=[f"v\x1f{o.id}\x1f{attempt}",
-                          json.dumps([str(o.status), o.duration_s, run_id, attempt]),
-                          RECENT_LIMIT],
+                    args=[
+                        f"v\x1f{o.id}\x1f{attempt}",
+                        json.dumps([str(o.status), o.duration_s, run_id, attempt]),
+                        RECENT_LIMIT,
+                    ],
                     client=pipe,
                 )
             for vid, status in update.baseline.items():
-                self._append(keys=[wrote, self._key("b", vid)],
-                             args=[f"b\x1f{vid}", json.dumps([str(status), run_id]),
-                                   _BASELINES_KEPT],
-                             client=pipe)
+                self._append(
+                    keys=[wrote, self._key("b", vid)],
+                    args=[f"b\x1f{vid}", json.dumps([str(status), run_id]), _BASELINES_KEPT],
+                    client=pipe,
+                )
             if update.mark_flaky:
                 pipe.hset(self._key("flaky"), mapping=dict.fromkeys(update.mark_flaky, run_id))
             for path, ids in update.co_failures.items():
@@ -359,36 +390,43 @@ class RedisHistory:
                     pipe.sadd(self._key("co-index", path), variant)
                     pipe.sadd(wrote, f"co\x1f{path}\x1f{variant}")
             if update.known_variants is not None:
-                self._append(keys=[wrote, self._key("known")],
-                             args=["known", json.dumps({"run": run_id,
-                                                        "ids": sorted(update.known_variants)}),
-                                   _KNOWN_KEPT],
-                             client=pipe)
+                self._append(
+                    keys=[wrote, self._key("known")],
+                    args=[
+                        "known",
+                        json.dumps({"run": run_id, "ids": sorted(update.known_variants)}),
+                        _KNOWN_KEPT,
+                    ],
+                    client=pipe,
+                )
             pipe.delete(self._key("held", run_id))
             pipe.execute()
 
     def forget(self, run_id: str) -> dict[str, int]:
         wrote = self._key("wrote", run_id)
-        removed = {"outcome": 0, "baseline": 0, "cofailure": 0, "flaky": 0, "known": 0,
-                   "held": 0}
+        removed = {"outcome": 0, "baseline": 0, "cofailure": 0, "flaky": 0, "known": 0, "held": 0}
         with self._guard(f"forgetting run {run_id}"):
             for entry in self._redis.smembers(wrote):
                 kind, *rest = _text(entry).split("\x1f")
                 if kind == "v":
-                    removed["outcome"] += int(self._remove(keys=[self._key("v", rest[0])],
-                                                           args=[run_id, 3]))
+                    removed["outcome"] += int(
+                        self._remove(keys=[self._key("v", rest[0])], args=[run_id, 3])
+                    )
                 elif kind == "b":
-                    removed["baseline"] += int(self._remove(keys=[self._key("b", rest[0])],
-                                                            args=[run_id, 2]))
+                    removed["baseline"] += int(
+                        self._remove(keys=[self._key("b", rest[0])], args=[run_id, 2])
+                    )
                 elif kind == "co":
                     path, variant = rest
-                    removed["cofailure"] += int(self._redis.srem(
-                        self._key("co", path, variant), run_id))
+                    removed["cofailure"] += int(
+                        self._redis.srem(self._key("co", path, variant), run_id)
+                    )
                     if not self._redis.exists(self._key("co", path, variant)):
                         self._redis.srem(self._key("co-index", path), variant)
                 elif kind == "known":
-                    removed["known"] += int(self._remove(keys=[self._key("known")],
-                                                         args=[run_id, "run"]))
+                    removed["known"] += int(
+                        self._remove(keys=[self._key("known")], args=[run_id, "run"])
+                    )
             for flaky_id, marker in self._redis.hgetall(self._key("flaky")).items():
                 if _text(marker) == run_id:
                     removed["flaky"] += int(self._redis.hdel(self._key("flaky"), flaky_id))
@@ -398,8 +436,10 @@ class RedisHistory:
 
     def hold(self, run_id: str, update: HistoryUpdate, reason: str) -> None:
         with self._guard(f"holding run {run_id}"):
-            self._redis.set(self._key("held", run_id),
-                            json.dumps({"reason": reason, "update": update.to_json()}))
+            self._redis.set(
+                self._key("held", run_id),
+                json.dumps({"reason": reason, "update": update.to_json()}),
+            )
 
     def held(self, run_id: str) -> tuple[HistoryUpdate, str] | None:
         with self._guard(f"reading the held update of run {run_id}"):
@@ -421,8 +461,9 @@ class RedisHistory:
             lists: dict[str, dict[str, list[Any]]] = {"v": {}, "b": {}}
             for kind, found in lists.items():
                 prefix = self._key(kind, "")
-                ids = [k[len(prefix):] for k in
-                       self._redis.scan_iter(match=prefix + "*", count=1000)]
+                ids = [
+                    k[len(prefix) :] for k in self._redis.scan_iter(match=prefix + "*", count=1000)
+                ]
                 pipe = self._redis.pipeline(transaction=False)
                 for vid in ids:
                     pipe.lrange(self._key(kind, vid), 0, -1)
@@ -437,8 +478,9 @@ class RedisHistory:
                     if count:
                         co.setdefault(path, {})[variant] = count
             known_raw = self._redis.lindex(self._key("known"), -1)
-        recent = {vid: [(e[0], float(e[1])) for e in entries]
-                  for vid, entries in lists["v"].items()}
+        recent = {
+            vid: [(e[0], float(e[1])) for e in entries] for vid, entries in lists["v"].items()
+        }
         baseline = {vid: entries[-1][0] for vid, entries in lists["b"].items()}
         known = frozenset(json.loads(known_raw)["ids"]) if known_raw else frozenset()
         return _history(recent, flaky, baseline, co, known)

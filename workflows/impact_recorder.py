@@ -21,8 +21,9 @@ from workflows.shard_runner import Limits, run_shard
 TRACE_PLUGIN = "workflows.impact_tracer"
 
 
-def record_impact_map(ids: Sequence[str], work: Path, specs: Sequence[str],
-                      limits: Limits) -> dict[str, Any]:
+def record_impact_map(
+    ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits
+) -> dict[str, Any]:
     """Run `ids` once with the tracing plugin; the ImpactMap JSON (selector/impact.py) plus
     `session` (what ran outside any test: imports and collection) and `untraced`."""
     work.mkdir(parents=True, exist_ok=True)
@@ -45,18 +46,26 @@ def record_impact_map(ids: Sequence[str], work: Path, specs: Sequence[str],
             session["functions"].update(entry["functions"])
             session["aten_ops"].update(entry["aten_ops"])
         else:
-            variants[entry["id"]] = {"functions": entry["functions"],
-                                     "aten_ops": entry["aten_ops"]}
+            variants[entry["id"]] = {"functions": entry["functions"], "aten_ops": entry["aten_ops"]}
     # A variant that crashed, hung or never ran (a faulted shard) has an incomplete trace,
     # which must not restrict anything.
-    crashed = sorted(vid for vid in ids if vid not in variants or vid not in outcomes
-                     or outcomes[vid].status in (Status.CRASHED, Status.TIMEOUT))
+    crashed = sorted(
+        vid
+        for vid in ids
+        if vid not in variants
+        or vid not in outcomes
+        or outcomes[vid].status in (Status.CRASHED, Status.TIMEOUT)
+    )
     for vid in crashed:
         variants.pop(vid, None)
     try:
         torch_version = metadata.version("torch").split("+")[0]
     except metadata.PackageNotFoundError:
         torch_version = ""
-    return {"format": 1, "torch_version": torch_version, "variants": variants,
-            "session": {k: sorted(v) for k, v in session.items()},
-            "untraced": crashed}
+    return {
+        "format": 1,
+        "torch_version": torch_version,
+        "variants": variants,
+        "session": {k: sorted(v) for k, v in session.items()},
+        "untraced": crashed,
+    }

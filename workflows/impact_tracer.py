@@ -49,7 +49,7 @@ class _Tracer:
         if real is None:
             real = self._real[filename] = os.path.realpath(filename)
         if real.startswith(self.torch_dir):
-            self.current.add((real[len(self.prefix):], code.co_qualname))
+            self.current.add((real[len(self.prefix) :], code.co_qualname))
 
     def start(self) -> None:
         sys.setprofile(self.profile)
@@ -72,9 +72,16 @@ class _Tracer:
         return ops
 
     def write(self, vid: str, functions: set[tuple[str, str]], ops: set[str]) -> None:
-        self.out.write(json.dumps({
-            "id": vid, "functions": sorted(f"{p}:{q}" for p, q in functions),
-            "aten_ops": sorted(ops)}) + "\n")
+        self.out.write(
+            json.dumps(
+                {
+                    "id": vid,
+                    "functions": sorted(f"{p}:{q}" for p, q in functions),
+                    "aten_ops": sorted(ops),
+                }
+            )
+            + "\n"
+        )
         self.out.flush()
 
 

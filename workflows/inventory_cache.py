@@ -102,10 +102,21 @@ def read_cached(path: Path) -> Any | None:
 
     try:
         return Inventory.load(path)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, KeyError,
-            TypeError, AttributeError) as exc:
-        print(f"spyre-ci: the cached Inventory {path} is unreadable ({type(exc).__name__}: "
-              f"{exc}); building it again", file=sys.stderr)
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+        UnicodeDecodeError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+    ) as exc:
+        print(
+            f"spyre-ci: the cached Inventory {path} is unreadable ({type(exc).__name__}: "
+            f"{exc}); building it again",
+            file=sys.stderr,
+        )
         with contextlib.suppress(OSError):
             path.unlink()
         return None

@@ -33,8 +33,9 @@ class Option:
     env: str | None = None  # the variable used when the option is not given (Settings)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def add_to(self, parser: argparse.ArgumentParser | Any, *, help: str | None = None,
-               default: Any = None) -> None:
+    def add_to(
+        self, parser: argparse.ArgumentParser | Any, *, help: str | None = None, default: Any = None
+    ) -> None:
         kwargs: dict[str, Any] = dict(self.extra)
         if self.type is not None:
             kwargs["type"] = self.type
@@ -59,29 +60,62 @@ def _no_specs() -> list[str]:
 
 
 OPTIONS: dict[str, Option] = {
-    "specs": Option(("--specs",), "spec file or folder (repeatable; default: the bundled specs)",
-                    type=absolute_str, default=_no_specs, metavar="PATH", action="append"),
-    "inventory": Option(("--inventory",), "the Inventory to select from (default: built from "
-                        "the bundled specs for the installed torch, cached in the state "
-                        "directory)", type=absolute_path, metavar="FILE.json.gz"),
-    "impact_map": Option(("--impact-map",), "per-variant torch functions and aten ops from "
-                         "`spyre-ci impact-map`", type=absolute_path, metavar="FILE.json"),
-    "jobs": Option(("--jobs", "-j"), "pytest subprocesses at a time, at least 1 (default: CPU "
-                   "count)", type=int, default=_cpus, metavar="N"),
-    "test_timeout": Option(("--test-timeout",), "per-test time limit (default 300)",
-                           type=float, default=300.0, metavar="SECONDS"),
-    "memory_mb": Option(("--memory-mb",), "address-space limit per test subprocess (default "
-                        "8192)", type=int, default=8192, metavar="MB"),
+    "specs": Option(
+        ("--specs",),
+        "spec file or folder (repeatable; default: the bundled specs)",
+        type=absolute_str,
+        default=_no_specs,
+        metavar="PATH",
+        action="append",
+    ),
+    "inventory": Option(
+        ("--inventory",),
+        "the Inventory to select from (default: built from "
+        "the bundled specs for the installed torch, cached in the state "
+        "directory)",
+        type=absolute_path,
+        metavar="FILE.json.gz",
+    ),
+    "impact_map": Option(
+        ("--impact-map",),
+        "per-variant torch functions and aten ops from `spyre-ci impact-map`",
+        type=absolute_path,
+        metavar="FILE.json",
+    ),
+    "jobs": Option(
+        ("--jobs", "-j"),
+        "pytest subprocesses at a time, at least 1 (default: CPU count)",
+        type=int,
+        default=_cpus,
+        metavar="N",
+    ),
+    "test_timeout": Option(
+        ("--test-timeout",),
+        "per-test time limit (default 300)",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+    ),
+    "memory_mb": Option(
+        ("--memory-mb",),
+        "address-space limit per test subprocess (default 8192)",
+        type=int,
+        default=8192,
+        metavar="MB",
+    ),
     "config": Option(("--config",), "relay config YAML", type=absolute_path, metavar="FILE"),
-    "no_progress": Option(("--no-progress",), "no progress line", action="store_true",
-                          default=False),
+    "no_progress": Option(
+        ("--no-progress",), "no progress line", action="store_true", default=False
+    ),
 }
 
 
-def add_options(parser: argparse.ArgumentParser | Any, *names: str,
-                help: Mapping[str, str] | None = None,
-                default: Mapping[str, Any] | None = None) -> None:
+def add_options(
+    parser: argparse.ArgumentParser | Any,
+    *names: str,
+    help: Mapping[str, str] | None = None,
+    default: Mapping[str, Any] | None = None,
+) -> None:
     """Add the named options (keys of OPTIONS) to `parser`, with per-command overrides."""
     for name in names:
-        OPTIONS[name].add_to(parser, help=(help or {}).get(name),
-                             default=(default or {}).get(name))
+        OPTIONS[name].add_to(parser, help=(help or {}).get(name), default=(default or {}).get(name))

@@ -39,9 +39,24 @@ from workflows.run_model import (
 from workflows.shard_runner import InfraFault, Limits, ProgressCallback, run_shard, short_message
 
 __all__ = [  # the run's data lives in workflows.run_model; callers reach it from here too
-    "PLANNED_FILE", "FinishedRun", "PipelineError", "PlannedRun", "RunRequest", "ShardRun",
-    "claim_out_dir", "execute_ids", "execute_shard", "finish", "load_inventory", "load_planned",
-    "mark_stopped", "plan", "recorded_outcomes", "run_dir", "run_id_for", "work_dir",
+    "PLANNED_FILE",
+    "FinishedRun",
+    "PipelineError",
+    "PlannedRun",
+    "RunRequest",
+    "ShardRun",
+    "claim_out_dir",
+    "execute_ids",
+    "execute_shard",
+    "finish",
+    "load_inventory",
+    "load_planned",
+    "mark_stopped",
+    "plan",
+    "recorded_outcomes",
+    "run_dir",
+    "run_id_for",
+    "work_dir",
 ]
 
 
@@ -91,10 +106,20 @@ def load_inventory(path: str | Path) -> Inventory:
         )
     try:
         return Inventory.load(path)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError,
-            AttributeError, RecursionError) as exc:
-        raise PipelineError(f"{path}: not a readable inventory ({type(exc).__name__}: {exc}); "
-                            "build it again with `spyre-ci inventory --out FILE`") from exc
+    except (
+        OSError,
+        EOFError,
+        UnicodeDecodeError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        raise PipelineError(
+            f"{path}: not a readable inventory ({type(exc).__name__}: {exc}); "
+            "build it again with `spyre-ci inventory --out FILE`"
+        ) from exc
 
 
 def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
@@ -108,16 +133,25 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
     result = planning.make_plan(request, inventory, snapshot)
-    planned = PlannedRun(request, result.plan_json, result.shards, result.holdout, now_iso(),
-                         snapshot.to_json())
+    planned = PlannedRun(
+        request, result.plan_json, result.shards, result.holdout, now_iso(), snapshot.to_json()
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(planned.plan, indent=1) + "\n", encoding="utf-8")
     (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
-    history.save_run(RunRecord(request.run_id, RunState.PLANNED, summary={
-        "event": _event_label(request), "selected": len(result.selected_ids),
-        "holdout": len(planned.holdout), "fallback": planned.plan.get("fallback"),
-        "out_dir": str(out),
-    }))
+    history.save_run(
+        RunRecord(
+            request.run_id,
+            RunState.PLANNED,
+            summary={
+                "event": _event_label(request),
+                "selected": len(result.selected_ids),
+                "holdout": len(planned.holdout),
+                "fallback": planned.plan.get("fallback"),
+                "out_dir": str(out),
+            },
+        )
+    )
     return planned
 
 
@@ -137,7 +171,8 @@ def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
             raise PipelineError(
                 f"{out} holds run {previous}, which has not finished ({run.state}): resume it "
                 f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
-                f"{out} to give that run up)")
+                f"{out} to give that run up)"
+            )
     if previous != run_id:
         for stale in ("work", "junit"):
             shutil.rmtree(out / stale, ignore_errors=True)
@@ -149,31 +184,59 @@ def work_dir(request: RunRequest, name: str) -> Path:
 
 
 def execute_shard(
-    request: RunRequest, name: str, ids: Sequence[str], progress: ProgressCallback | None = None,
-    *, parallel: int | None = None, stop: threading.Event | None = None,
+    request: RunRequest,
+    name: str,
+    ids: Sequence[str],
+    progress: ProgressCallback | None = None,
+    *,
+    parallel: int | None = None,
+    stop: threading.Event | None = None,
 ) -> ShardRun:
     """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
 
     `parallel`: shards running at once beside this one (default: the plan's shard count;
     reruns and expansions run alone and pass 1). `stop`: see `run_shard`.
     """
-    return execute_ids(name, ids, work_dir(request, name), limits=request.limits,
-                       specs=request.specs, progress=progress,
-                       parallel=request.shards if parallel is None else parallel, stop=stop,
-                       junit_dir=Path(request.out_dir) / "junit")
+    return execute_ids(
+        name,
+        ids,
+        work_dir(request, name),
+        limits=request.limits,
+        specs=request.specs,
+        progress=progress,
+        parallel=request.shards if parallel is None else parallel,
+        stop=stop,
+        junit_dir=Path(request.out_dir) / "junit",
+    )
 
 
 def execute_ids(
-    name: str, ids: Sequence[str], work: Path, *, limits: Limits, specs: Sequence[str] = (),
-    progress: ProgressCallback | None = None, parallel: int = 1,
-    stop: threading.Event | None = None, python: str | None = None,
+    name: str,
+    ids: Sequence[str],
+    work: Path,
+    *,
+    limits: Limits,
+    specs: Sequence[str] = (),
+    progress: ProgressCallback | None = None,
+    parallel: int = 1,
+    stop: threading.Event | None = None,
+    python: str | None = None,
     junit_dir: Path | None = None,
 ) -> ShardRun:
     """The one shard executor: the main job's shards, reruns and expansions, and the upgrade
     run's shards on each version (`python`: that environment's interpreter). JUnit files are
     copied into `junit_dir` when given (unique per process: nothing is overwritten)."""
-    result = run_shard(name, list(ids), work, limits=limits, specs=specs, progress=progress,
-                       parallel=parallel, stop=stop, python=python)
+    result = run_shard(
+        name,
+        list(ids),
+        work,
+        limits=limits,
+        specs=specs,
+        progress=progress,
+        parallel=parallel,
+        stop=stop,
+        python=python,
+    )
     if junit_dir is not None:
         junit_dir.mkdir(parents=True, exist_ok=True)
         for path in result.junit_paths:
@@ -193,7 +256,8 @@ def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
     if run_id is not None and planned.request.run_id != run_id:
         raise PipelineError(
             f"{path} now holds run {planned.request.run_id}, not {run_id}: the out directory "
-            f"was reused, so run {run_id} cannot be resumed; start it again")
+            f"was reused, so run {run_id} cannot be resumed; start it again"
+        )
     return planned
 
 
@@ -228,6 +292,7 @@ def finish(
     finished = FinishedRun(planned, {o.id: o for o in outcomes}, {}, {}, Path(request.out_dir))
     verdict = None
     if not faults:
+
         def run_more(name: str, ids: Sequence[str]) -> list[Outcome]:
             shard = execute(name, ids)
             if shard.fault is not None:
@@ -237,8 +302,7 @@ def finish(
 
         inventory = load_inventory(request.inventory)
         try:
-            verdict, update = verification.verify(planned, inventory, finished.outcomes,
-                                                   run_more)
+            verdict, update = verification.verify(planned, inventory, finished.outcomes, run_more)
         except _Faulted:
             verdict = None
     if faults or verdict is None:
@@ -264,8 +328,9 @@ def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
     from selector.verify import mass_failure
 
     failing = {v for v, c in finished.classification.items() if c != "flaky"}
-    return mass_failure(finished.outcomes.values(), finished.planned.shards, failing,
-                        max_share=max_share)
+    return mass_failure(
+        finished.outcomes.values(), finished.planned.shards, failing, max_share=max_share
+    )
 
 
 def summarize(finished: FinishedRun, metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,7 +361,9 @@ def _event_label(request: RunRequest) -> str:
 
 
 def _with_state(
-    history: HistoryStore, run_id: str, state: RunState,
+    history: HistoryStore,
+    run_id: str,
+    state: RunState,
     summary: Mapping[str, Any] | None = None,
 ) -> RunRecord:
     run = history.get_run(run_id) or RunRecord(run_id, state)
@@ -310,7 +377,12 @@ def mark_stopped(history: HistoryStore, run_id: str, exc: BaseException) -> None
     try:
         run = history.get_run(run_id)
         if run is not None and not run.state.final:
-            history.save_run(replace(run, state=RunState.STOPPED,
-                                     summary={**run.summary, "stopped_because": why[:500]}))
+            history.save_run(
+                replace(
+                    run,
+                    state=RunState.STOPPED,
+                    summary={**run.summary, "stopped_because": why[:500]},
+                )
+            )
     except Exception:  # noqa: BLE001 - History may be what failed; the original error wins
         pass

@@ -36,8 +36,11 @@ class PlanResult:
 
 def plan_config(request: RunRequest) -> selector.PlanConfig:
     return selector.PlanConfig(
-        budget_count=request.budget_count, budget_seconds=request.budget_time_s,
-        holdout_rate=request.holdout, shards=request.shards, force_full=request.full,
+        budget_count=request.budget_count,
+        budget_seconds=request.budget_time_s,
+        holdout_rate=request.holdout,
+        shards=request.shards,
+        force_full=request.full,
     )
 
 
@@ -50,8 +53,9 @@ def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise PipelineError(f"{path}: no impact map there; record one with `spyre-ci "
-                            f"impact-map --out {path}`") from None
+        raise PipelineError(
+            f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise PipelineError(f"{path}: not a readable impact map: {exc}") from None
     if not isinstance(data, dict):
@@ -63,26 +67,37 @@ def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
     return impact, describe_impact(impact, path, inventory)
 
 
-def describe_impact(impact: selector.ImpactMap, path: str,
-                    inventory: Inventory) -> dict[str, Any]:
+def describe_impact(impact: selector.ImpactMap, path: str, inventory: Inventory) -> dict[str, Any]:
     """plan.json's `impact_map`: which map, recorded on which torch, how much it covers."""
     known = {v.id for v in inventory.variants}
     traced = set(impact.functions) | set(impact.aten_ops)
-    about: dict[str, Any] = {"path": path, "torch_version": impact.torch_version,
-                             "variants": len(traced),
-                             "inventory_variants_traced": len(traced & known)}
+    about: dict[str, Any] = {
+        "path": path,
+        "torch_version": impact.torch_version,
+        "variants": len(traced),
+        "inventory_variants_traced": len(traced & known),
+    }
     if impact.torch_version and impact.torch_version != inventory.torch_version:
-        about["note"] = (f"recorded on torch {impact.torch_version}, the Inventory is torch "
-                         f"{inventory.torch_version}: record it again for this torch")
+        about["note"] = (
+            f"recorded on torch {impact.torch_version}, the Inventory is torch "
+            f"{inventory.torch_version}: record it again for this torch"
+        )
     return about
 
 
-def plan_change(changes: selector.ChangeSet, inventory: Inventory, history: selector.History,
-                config: selector.PlanConfig, *, impact: ImpactInfo | None = None,
-                previous: Inventory | None = None) -> PlanResult:
+def plan_change(
+    changes: selector.ChangeSet,
+    inventory: Inventory,
+    history: selector.History,
+    config: selector.PlanConfig,
+    *,
+    impact: ImpactInfo | None = None,
+    previous: Inventory | None = None,
+) -> PlanResult:
     """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards."""
-    result = selector.plan(changes, inventory, history, config, previous=previous,
-                           impact=impact[0] if impact else None)
+    result = selector.plan(
+        changes, inventory, history, config, previous=previous, impact=impact[0] if impact else None
+    )
     plan_json = result.to_json()
     if impact is not None:
         plan_json["impact_map"] = impact[1]
@@ -93,8 +108,7 @@ def plan_change(changes: selector.ChangeSet, inventory: Inventory, history: sele
 def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
     """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step)."""
     impact = load_impact(request.impact_map, inventory) if request.impact_map else None
-    return plan_change(change_set(request), inventory, history, plan_config(request),
-                       impact=impact)
+    return plan_change(change_set(request), inventory, history, plan_config(request), impact=impact)
 
 
 def plan_upgrade(
@@ -113,7 +127,8 @@ def plan_upgrade(
 
     try:
         diff = diff_inventories(old, new, details_old, details_new)
-        return diff, select_upgrade(diff, old, new, holdout_rate=holdout, seed=seed,
-                                    canaries=canaries)
+        return diff, select_upgrade(
+            diff, old, new, holdout_rate=holdout, seed=seed, canaries=canaries
+        )
     except selector.SelectorError as exc:
         raise PipelineError(str(exc)) from None

@@ -46,8 +46,10 @@ class Progress:
         filled = int(_WIDTH * share)
         remaining = elapsed / self.done * (self.total - self.done) if self.done else None
         eta = "--:--" if remaining is None else _clock(remaining)
-        return (f"[{'#' * filled}{'.' * (_WIDTH - filled)}] {self.done}/{self.total} tests, "
-                f"{self.failed} failed, {_clock(elapsed)} elapsed, ETA {eta}")
+        return (
+            f"[{'#' * filled}{'.' * (_WIDTH - filled)}] {self.done}/{self.total} tests, "
+            f"{self.failed} failed, {_clock(elapsed)} elapsed, ETA {eta}"
+        )
 
     def _draw(self, now: float) -> None:
         end = "\r" if self._tty and self.done < self.total else "\n"

@@ -81,15 +81,25 @@ class PlannedRun:
     history: dict[str, Any]  # the History snapshot the plan was made from (selector JSON)
 
     def to_json(self) -> dict[str, Any]:
-        return {"request": self.request.to_json(), "plan": self.plan, "shards": self.shards,
-                "holdout": self.holdout, "started_at": self.started_at,
-                "history": self.history}
+        return {
+            "request": self.request.to_json(),
+            "plan": self.plan,
+            "shards": self.shards,
+            "holdout": self.holdout,
+            "started_at": self.started_at,
+            "history": self.history,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PlannedRun:
-        return cls(RunRequest.from_json(data["request"]), dict(data["plan"]),
-                   [list(s) for s in data["shards"]], list(data["holdout"]), data["started_at"],
-                   dict(data["history"]))
+        return cls(
+            RunRequest.from_json(data["request"]),
+            dict(data["plan"]),
+            [list(s) for s in data["shards"]],
+            list(data["holdout"]),
+            data["started_at"],
+            dict(data["history"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,9 @@ class Settings:
             impact_map=_path(env, "SPYRE_CI_IMPACT_MAP"),
             mass_failure_share=_share(env, "SPYRE_CI_MASS_FAILURE_SHARE", 0.5),
             inventory=_path(env, "SPYRE_CI_INVENTORY"),
-            env_cache_dir=absolute(env.get("SPYRE_CI_ENV_CACHE")
-                                   or default_cache / "spyre-ci" / "envs"),
+            env_cache_dir=absolute(
+                env.get("SPYRE_CI_ENV_CACHE") or default_cache / "spyre-ci" / "envs"
+            ),
             callback_token=env.get("SPYRE_CI_CALLBACK_TOKEN", ""),
         )
 

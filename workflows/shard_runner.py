@@ -63,20 +63,29 @@ class InfraFault:
     @property
     def summary(self) -> str:
         first = next((line for line in self.cause.splitlines() if line.strip()), self.cause)
-        return (f"{self.shard_id}: {len(self.unrun)} variant(s) not run, the test process "
-                f"failed before its first test {self.attempts} time(s): {first[:300]}")
+        return (
+            f"{self.shard_id}: {len(self.unrun)} variant(s) not run, the test process "
+            f"failed before its first test {self.attempts} time(s): {first[:300]}"
+        )
 
     def to_json(self) -> dict[str, object]:
-        return {"shard_id": self.shard_id, "cause": self.cause, "unrun": list(self.unrun),
-                "attempts": self.attempts}
+        return {
+            "shard_id": self.shard_id,
+            "cause": self.cause,
+            "unrun": list(self.unrun),
+            "attempts": self.attempts,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> InfraFault:
         unrun = data.get("unrun") or ()
         attempts = data.get("attempts", 1)
-        return cls(str(data["shard_id"]), str(data.get("cause", "")),
-                   tuple(str(v) for v in unrun) if isinstance(unrun, list | tuple) else (),
-                   int(attempts) if isinstance(attempts, int | str | float) else 1)
+        return cls(
+            str(data["shard_id"]),
+            str(data.get("cause", "")),
+            tuple(str(v) for v in unrun) if isinstance(unrun, list | tuple) else (),
+            int(attempts) if isinstance(attempts, int | str | float) else 1,
+        )
 
 
 @dataclass
@@ -104,10 +113,20 @@ def pytest_command(
 ) -> list[str]:
     """The command line of one shard subprocess (the plugin's documented contract)."""
     command = [
-        python, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider", "-q",
-        "--spyre-ids", str(ids_file),
-        "--spyre-results", str(results_file),
-        "--spyre-timeout", str(test_timeout_s),
+        python,
+        "-m",
+        "pytest",
+        "-p",
+        plugin,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--spyre-ids",
+        str(ids_file),
+        "--spyre-results",
+        str(results_file),
+        "--spyre-timeout",
+        str(test_timeout_s),
         f"--junitxml={junit_file}",
     ]
     for spec in specs:
@@ -185,14 +204,19 @@ def run_shard(
         junit_file = workdir / f"{shard_id}.{attempt}.xml"
         ids_file.write_text("\n".join(remaining) + "\n", encoding="utf-8")
         command = pytest_command(
-            ids_file, results_file, junit_file, specs=specs,
-            test_timeout_s=limits.test_timeout_s, plugin=plugin,
+            ids_file,
+            results_file,
+            junit_file,
+            specs=specs,
+            test_timeout_s=limits.test_timeout_s,
+            plugin=plugin,
             python=python or sys.executable,
         )
         ended_before = len(done)
         try:
-            returncode = _run_subprocess(command, results_file, workdir, limits, left_s, env,
-                                         record, stop)
+            returncode = _run_subprocess(
+                command, results_file, workdir, limits, left_s, env, record, stop
+            )
         except OSError as exc:  # the interpreter is gone, fork failed, the disk is full
             returncode, cause = None, f"cannot start the test process: {exc}"
         else:
@@ -315,8 +339,14 @@ def _run_subprocess(
         vid, began = current
         elapsed = time.monotonic() - began
         if killed_for is Status.TIMEOUT:
-            record(Outcome(vid, Status.TIMEOUT, elapsed,
-                           f"no result after {elapsed:.0f} s: the test process was killed"))
+            record(
+                Outcome(
+                    vid,
+                    Status.TIMEOUT,
+                    elapsed,
+                    f"no result after {elapsed:.0f} s: the test process was killed",
+                )
+            )
         else:
             record(Outcome(vid, Status.CRASHED, elapsed, _describe_exit(proc.returncode)))
     return None if killed_for is not None else proc.returncode
@@ -339,7 +369,7 @@ def _native_exception(lines: Sequence[str]) -> str | None:
     frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
     if not frames:
         return None
-    rest = lines[frames[-1] + 1:]
+    rest = lines[frames[-1] + 1 :]
     while rest and rest[0].startswith("    "):  # the frame's source line and its carets
         rest = rest[1:]
     return "\n".join(rest).strip() or None

@@ -44,21 +44,27 @@ def verify(
     try:  # the plan that ran, as stored at plan time: finish never plans again
         plan = selector.Plan.from_json(planned.plan)
     except (selector.SelectorError, KeyError, TypeError, ValueError) as exc:
-        raise PipelineError(f"run {request.run_id}: its stored plan is unreadable: "
-                            f"{exc}; start the run again") from None
-    on_baseline = (request.trigger.kind in BASELINE_KINDS if request.baseline is None
-                   else request.baseline)
+        raise PipelineError(
+            f"run {request.run_id}: its stored plan is unreadable: {exc}; start the run again"
+        ) from None
+    on_baseline = (
+        request.trigger.kind in BASELINE_KINDS if request.baseline is None else request.baseline
+    )
     outcomes = dict(first)
     reruns: list[Outcome] = []
 
     def judge() -> selector.Verdict:
         if request.rerun_failures:
-            again = [vid for vid in selector.to_rerun(outcomes.values())
-                     if vid not in {r.id for r in reruns}]
+            again = [
+                vid
+                for vid in selector.to_rerun(outcomes.values())
+                if vid not in {r.id for r in reruns}
+            ]
             if again:
                 reruns.extend(execute("rerun", again))
-        return selector.verify(plan, list(outcomes.values()), reruns, history, inventory,
-                               on_baseline=on_baseline)
+        return selector.verify(
+            plan, list(outcomes.values()), reruns, history, inventory, on_baseline=on_baseline
+        )
 
     verdict = judge()
     if request.expand and verdict.expansion:
@@ -73,7 +79,8 @@ def verify(
             final[failure.id] = rerun_by_id.get(failure.id, final[failure.id])
         else:
             classification[failure.id] = (
-                str(Classification.NEW) if failure.novelty == "new"
+                str(Classification.NEW)
+                if failure.novelty == "new"
                 else str(Classification.PRE_EXISTING)
             )
     return VerifiedRun(final, classification, verdict), verdict.history_update

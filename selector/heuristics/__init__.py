@@ -13,8 +13,14 @@ from selector.heuristics.record import CoFailure, DefinitionChanged, NewVariant,
 REGISTRY: dict[str, Heuristic] = {
     h.name: h
     for h in (
-        WatchGlobs(), OpMatch(), TemplateChanged(), DefinitionChanged(), CoFailure(),
-        PreviouslyFailing(), NewVariant(), ImpactMapMatch(),
+        WatchGlobs(),
+        OpMatch(),
+        TemplateChanged(),
+        DefinitionChanged(),
+        CoFailure(),
+        PreviouslyFailing(),
+        NewVariant(),
+        ImpactMapMatch(),
     )
 }
 

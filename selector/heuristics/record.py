@@ -28,8 +28,9 @@ class DefinitionChanged:
         for vid, fingerprint in now.items() - before.items():
             old = before.get(vid)
             if old is not None:
-                scores[vid] = Score(DEFINITION, f"definition changed ({old[:8]} -> "
-                                                f"{fingerprint[:8]})")
+                scores[vid] = Score(
+                    DEFINITION, f"definition changed ({old[:8]} -> {fingerprint[:8]})"
+                )
         return scores
 
 

@@ -75,8 +75,9 @@ def reseed(seed: int = 0) -> None:
         seed_all(seed)
 
 
-def samples(op: Any, dtype: torch.dtype, *, requires_grad: bool = False,
-            limit: int | None = None) -> Iterator[Any]:
+def samples(
+    op: Any, dtype: torch.dtype, *, requires_grad: bool = False, limit: int | None = None
+) -> Iterator[Any]:
     """Sample inputs built on the CPU (the device's random generator is the CPU one anyway)."""
     # Fixed seed: the CPU reference and the device see the same inputs on every run.
     reseed(0)
@@ -84,14 +85,29 @@ def samples(op: Any, dtype: torch.dtype, *, requires_grad: bool = False,
     return islice(gen, limit) if limit else iter(gen)
 
 
-def assert_close(actual: Any, expected: Any, *, dtype: torch.dtype | None, atol: float | None,
-                 rtol: float | None, what: str) -> None:
+def assert_close(
+    actual: Any,
+    expected: Any,
+    *,
+    dtype: torch.dtype | None,
+    atol: float | None,
+    rtol: float | None,
+    what: str,
+) -> None:
     """Compare results on CPU; tolerances as in `tolerances`; exact for non-float tensors."""
     a_tol, r_tol = tolerances(dtype, atol, rtol)
     actual_c, expected_c = to_cpu(actual), to_cpu(expected)
     try:
-        torch.testing.assert_close(actual_c, expected_c, atol=a_tol, rtol=r_tol, equal_nan=True,
-                                   check_device=False, check_layout=False, check_stride=False)
+        torch.testing.assert_close(
+            actual_c,
+            expected_c,
+            atol=a_tol,
+            rtol=r_tol,
+            equal_nan=True,
+            check_device=False,
+            check_layout=False,
+            check_stride=False,
+        )
     except AssertionError as exc:
         raise AssertionError(f"{what}: {exc}") from None
     except TypeError:

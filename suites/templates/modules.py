@@ -19,14 +19,17 @@ class NoModuleInputs(Exception):
 def module_forward(info: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
     """TestModule.test_forward: a module moved to the device computes what it does on CPU."""
     reseed(0)
-    inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=False,
-                                     training=False)
+    inputs = info.module_inputs_func(
+        info, device="cpu", dtype=dtype, requires_grad=False, training=False
+    )
     ran = 0
     for module_input in inputs[: ctx.max_samples] if ctx.max_samples else inputs:
         if module_input.forward_input is None:
             continue
-        c_args, c_kwargs = (module_input.constructor_input.args,
-                            module_input.constructor_input.kwargs)
+        c_args, c_kwargs = (
+            module_input.constructor_input.args,
+            module_input.constructor_input.kwargs,
+        )
         reseed(0)
         module = info.module_cls(*c_args, **c_kwargs).to(dtype=dtype)
         module.eval()
@@ -40,8 +43,14 @@ def module_forward(info: Any, dtype: torch.dtype, device: str, ctx: Context) -> 
             return t.detach().to(device)
 
         actual = dev_module(*tree_map(move, f_args), **tree_map(move, f_kwargs))
-        assert_close(actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol,
-                     what=f"module input {ran} ({module_input.desc or 'default'})")
+        assert_close(
+            actual,
+            expected,
+            dtype=dtype,
+            atol=ctx.atol,
+            rtol=ctx.rtol,
+            what=f"module input {ran} ({module_input.desc or 'default'})",
+        )
         ran += 1
     if not ran:
         raise NoModuleInputs("the ModuleInfo yields no forward inputs for this dtype")

@@ -31,8 +31,9 @@ def compare_cpu(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
         expected = sample.output_process_fn_grad(_call(op, sample))
         dev = move_sample(sample, device)
         actual = dev.output_process_fn_grad(_call(op, dev))
-        assert_close(actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol,
-                     what=f"sample {ran}")
+        assert_close(
+            actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol, what=f"sample {ran}"
+        )
         ran += 1
     if not ran:
         raise NoSamples(_NO_SAMPLES)
@@ -62,8 +63,9 @@ def out(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
         result = op(dev.input, *dev.args, **dev.kwargs, out=out_arg)
         if isinstance(out_arg, torch.Tensor):
             assert result is out_arg, "op did not return its out= tensor"
-        assert_close(out_arg, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol,
-                     what=f"out= sample {ran}")
+        assert_close(
+            out_arg, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol, what=f"out= sample {ran}"
+        )
         ran += 1
     if not ran:
         raise NoSamples(_NO_SAMPLES)
@@ -77,8 +79,14 @@ def noncontiguous_samples(op: Any, dtype: torch.dtype, device: str, ctx: Context
         expected = dev.output_process_fn_grad(_call(op, dev))
         noncontig = dev.noncontiguous()
         actual = noncontig.output_process_fn_grad(_call(op, noncontig))
-        assert_close(actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol,
-                     what=f"noncontiguous sample {ran}")
+        assert_close(
+            actual,
+            expected,
+            dtype=dtype,
+            atol=ctx.atol,
+            rtol=ctx.rtol,
+            what=f"noncontiguous sample {ran}",
+        )
         ran += 1
     if not ran:
         raise NoSamples(_NO_SAMPLES)
@@ -110,17 +118,26 @@ def variant_consistency_eager(op: Any, dtype: torch.dtype, device: str, ctx: Con
         for label, fn, inplace in variants:
             if inplace:
                 # In-place needs the result to fit the input (no broadcast, same dtype).
-                if (sample.broadcasts_input or not isinstance(expected, torch.Tensor)
-                        or expected.dtype != dev.input.dtype
-                        or expected.shape != dev.input.shape):
+                if (
+                    sample.broadcasts_input
+                    or not isinstance(expected, torch.Tensor)
+                    or expected.dtype != dev.input.dtype
+                    or expected.shape != dev.input.shape
+                ):
                     continue
                 target = dev.input.clone()
                 reseed(0)
                 actual = fn(target, *dev.args, **dev.kwargs)
             else:
                 actual = _call(fn, dev)
-            assert_close(actual, expected, dtype=dtype, atol=0.0, rtol=0.0,
-                         what=f"{label} variant, sample {ran}")
+            assert_close(
+                actual,
+                expected,
+                dtype=dtype,
+                atol=0.0,
+                rtol=0.0,
+                what=f"{label} variant, sample {ran}",
+            )
         ran += 1
     if not ran:
         raise NoSamples(_NO_SAMPLES)
@@ -166,10 +183,17 @@ def backward(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
         dev = move_sample(sample, device)
         dev_out = _outputs(dev.output_process_fn_grad(_call(op, dev)))
         dev_in = _grad_inputs(dev)
-        actual = torch.autograd.grad(dev_out, dev_in, [g.to(device) for g in grads_out],
-                                     allow_unused=True)
-        assert_close(list(actual), list(expected), dtype=dtype, atol=ctx.atol, rtol=ctx.rtol,
-                     what=f"gradients of sample {ran}")
+        actual = torch.autograd.grad(
+            dev_out, dev_in, [g.to(device) for g in grads_out], allow_unused=True
+        )
+        assert_close(
+            list(actual),
+            list(expected),
+            dtype=dtype,
+            atol=ctx.atol,
+            rtol=ctx.rtol,
+            what=f"gradients of sample {ran}",
+        )
         ran += 1
     if not ran:
         raise NoSamples("no sample input has a differentiable output")
@@ -188,7 +212,8 @@ def errors(op: Any, dtype: torch.dtype | None, device: str, ctx: Context) -> Non
             if not re.search(error_input.error_regex, str(exc)):
                 raise AssertionError(
                     f"error input {ran}: {type(exc).__name__} message {str(exc)!r} does not "
-                    f"match {error_input.error_regex!r}") from None
+                    f"match {error_input.error_regex!r}"
+                ) from None
         else:
             raise AssertionError(f"error input {ran}: no {error_input.error_type.__name__} raised")
         ran += 1
@@ -215,8 +240,14 @@ def compile(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:  # 
             actual = compiled(dev.input, *dev.args, **dev.kwargs)
         finally:
             torch._dynamo.reset()
-        assert_close(actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol,
-                     what=f"compiled sample {ran}")
+        assert_close(
+            actual,
+            expected,
+            dtype=dtype,
+            atol=ctx.atol,
+            rtol=ctx.rtol,
+            what=f"compiled sample {ran}",
+        )
         ran += 1
     if not ran:
         raise NoSamples(_NO_SAMPLES)
@@ -245,8 +276,11 @@ APPLIES: dict[str, Callable[[Any, Any], bool]] = {
     "out": lambda op, dt: bool(op.supports_out) and dt in _dtypes(op),
     "noncontiguous_samples": lambda op, dt: dt in _dtypes(op),
     "variant_consistency_eager": _has_variants,
-    "backward": lambda op, dt: bool(op.supports_autograd)
-    and dt in set(op.supported_backward_dtypes("cpu")) and dt in _dtypes(op),
+    "backward": lambda op, dt: (
+        bool(op.supports_autograd)
+        and dt in set(op.supported_backward_dtypes("cpu"))
+        and dt in _dtypes(op)
+    ),
     # error_inputs take no dtype: one variant, dtype "none".
     "errors": lambda op, dt: dt is None and op.error_inputs_func is not None,
     "compile": lambda op, dt: dt in _dtypes(op),

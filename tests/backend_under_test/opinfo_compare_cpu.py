@@ -32,9 +32,11 @@ class TestCommon(TestCase):
         for sample in op.reference_inputs(device, dtype):
             host_sample = sample.transform(_to_cpu)
             on_device = sample.output_process_fn_grad(
-                op(sample.input, *sample.args, **sample.kwargs))
+                op(sample.input, *sample.args, **sample.kwargs)
+            )
             on_host = host_sample.output_process_fn_grad(
-                op(host_sample.input, *host_sample.args, **host_sample.kwargs))
+                op(host_sample.input, *host_sample.args, **host_sample.kwargs)
+            )
             self.assertEqual(on_device, on_host, atol=TOLERANCE, rtol=TOLERANCE)
 
 

@@ -32,7 +32,7 @@ def test_integer_powers_become_multiplications() -> None:
     x = torch.linspace(-2, 2, 12).reshape(3, 4).to(DEVICE)
 
     def powers(t: torch.Tensor) -> torch.Tensor:
-        return torch.pow(t, 3.0) + t ** 2 + t.square() - t ** -1 + t.abs() ** 0.5
+        return torch.pow(t, 3.0) + t**2 + t.square() - t**-1 + t.abs() ** 0.5
 
     result = torch.compile(powers, backend="spyre")(x)
     host = x.cpu()
@@ -51,7 +51,7 @@ def test_compiled_backward_matches_eager() -> None:
     torch.manual_seed(0)
     base = torch.randn(5, 3)
     x = base.to(DEVICE).requires_grad_()
-    torch.compile(lambda t: (t ** 3).sum(), backend="spyre")(x).backward()
+    torch.compile(lambda t: (t**3).sum(), backend="spyre")(x).backward()
     assert x.grad is not None
     torch.testing.assert_close(x.grad.cpu(), 3 * base * base)
 

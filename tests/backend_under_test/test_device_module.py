@@ -40,9 +40,20 @@ def test_stats_keys() -> None:
     torch.spyre.reset_stats()
     torch.ones(4, device="spyre").add(1).cpu()
     snapshot = torch.spyre.stats()
-    for key in ("ops_executed", "ops_by_name", "estimated_kernel_time_us", "op_sticks",
-                "h2d_sticks", "d2h_sticks", "allocated_bytes", "peak_allocated_bytes",
-                "fp16_compute_ops", "rejected_ops", "compiled_graphs", "permissive"):
+    for key in (
+        "ops_executed",
+        "ops_by_name",
+        "estimated_kernel_time_us",
+        "op_sticks",
+        "h2d_sticks",
+        "d2h_sticks",
+        "allocated_bytes",
+        "peak_allocated_bytes",
+        "fp16_compute_ops",
+        "rejected_ops",
+        "compiled_graphs",
+        "permissive",
+    ):
         assert key in snapshot
     assert snapshot["ops_executed"] >= 1 and snapshot["d2h_transfers"] == 1
 

@@ -21,8 +21,18 @@ def test_identity_and_round_trip(host: torch.Tensor) -> None:
     assert torch.equal(host.spyre().cpu(), host)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64,
-                                   torch.int32, torch.bool, torch.uint8])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.bool,
+        torch.uint8,
+    ],
+)
 def test_round_trip_dtypes(dtype: torch.dtype) -> None:
     values = (torch.arange(12).reshape(3, 4) % 5).to(dtype)
     assert torch.equal(values.to(DEVICE).cpu(), values)
@@ -97,8 +107,7 @@ def test_autograd(host: torch.Tensor) -> None:
 
 def test_module_and_optimizer_step(host: torch.Tensor, permissive: None) -> None:
     torch.manual_seed(0)
-    reference = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(),
-                                    torch.nn.Linear(8, 2))
+    reference = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     model = copy.deepcopy(reference).to(DEVICE)
     for net, data in ((reference, host), (model, host.to(DEVICE))):
         optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -129,7 +138,8 @@ def test_printing_shows_device(host: torch.Tensor) -> None:
     text = repr(host.to(DEVICE))
     assert "device='spyre:0'" in text
     assert text.split("device=")[0].replace(" ", "").replace("\n", "").rstrip(",") == repr(
-        host).replace(" ", "").replace("\n", "").rstrip(")")
+        host
+    ).replace(" ", "").replace("\n", "").rstrip(")")
 
 
 def test_untyped_storage_on_device() -> None:

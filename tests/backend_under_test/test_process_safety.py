@@ -16,9 +16,14 @@ from tests.conftest import REPO_ROOT
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO_ROOT,
-                          env=dict(os.environ, **env), capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_plain_import_torch_registers_the_device() -> None:
@@ -33,10 +38,13 @@ def test_plain_import_torch_registers_the_device() -> None:
 
 
 def test_explicit_import_without_autoload() -> None:
-    result = _run("""
+    result = _run(
+        """
         import backend_under_test, torch
         print(torch.ones(1).to("spyre").device)
-    """, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    """,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "spyre:0"
 

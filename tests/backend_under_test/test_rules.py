@@ -33,7 +33,10 @@ def test_transfers_count_sticks_with_padded_rows() -> None:
     on_device.cpu()
     snapshot = torch.spyre.stats()
     assert (snapshot["h2d_transfers"], snapshot["d2h_transfers"], snapshot["d2h_sticks"]) == (
-        1, 1, 6)
+        1,
+        1,
+        6,
+    )
     assert rules.transfer_sticks((2, 32), 4) == 2
     assert rules.transfer_sticks((64,), 2) == 1
     assert rules.transfer_sticks((), 4) == 1
@@ -81,8 +84,7 @@ def test_softmax_computes_in_fp16_and_the_switch_turns_it_off() -> None:
     torch.manual_seed(0)
     x = torch.randn(8, 50) * 4
     on_device = x.to(DEVICE)
-    assert torch.equal(torch.softmax(on_device, -1).cpu(),
-                       torch.softmax(x.half(), -1).float())
+    assert torch.equal(torch.softmax(on_device, -1).cpu(), torch.softmax(x.half(), -1).float())
     previous = rules.set_fp16_compute(False)
     try:
         assert torch.equal(torch.softmax(on_device, -1).cpu(), torch.softmax(x, -1))
@@ -102,8 +104,18 @@ def test_matmul_out_and_in_place_keep_their_tensors() -> None:
     assert torch.equal(target.cpu(), torch.addmm(c.half(), a.half(), b.half()).float())
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64,
-                                   torch.int32, torch.int8, torch.bool])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.int64,
+        torch.int32,
+        torch.int8,
+        torch.bool,
+    ],
+)
 def test_supported_dtypes(dtype: torch.dtype) -> None:
     assert torch.ones(3, dtype=dtype).to(DEVICE).dtype == dtype
 
@@ -134,7 +146,7 @@ def test_pow_is_unlowerable_with_the_public_rewrite() -> None:
     with pytest.raises(NotImplementedError, match=r"aten::pow .*rewrite it as x \* x \* x"):
         torch.pow(x, 3.0)
     with pytest.raises(NotImplementedError, match=r"rewrite it as x \* x "):
-        x ** 2  # noqa: B018
+        x**2  # noqa: B018
     with pytest.raises(NotImplementedError, match=r"torch\.sqrt\(x\)"):
         x.pow(0.5)
     with pytest.raises(NotImplementedError, match=r"torch\.exp\(2\.5 \* torch\.log\(x\)\)"):
@@ -144,8 +156,12 @@ def test_pow_is_unlowerable_with_the_public_rewrite() -> None:
 def test_rules_match_op_names_not_overloads() -> None:
     x = torch.ones(3, device=DEVICE)
     out = torch.empty(3, device=DEVICE)
-    for call in (lambda: x.pow_(3.0), lambda: torch.pow(x, 3.0, out=out),
-                 lambda: torch.pow(x, x), lambda: torch.pow(2.0, x)):
+    for call in (
+        lambda: x.pow_(3.0),
+        lambda: torch.pow(x, 3.0, out=out),
+        lambda: torch.pow(x, x),
+        lambda: torch.pow(2.0, x),
+    ):
         with pytest.raises(NotImplementedError, match="aten::pow"):
             call()
 
@@ -160,10 +176,18 @@ def test_permissive_switch_turns_rules_off(permissive: None) -> None:
 
 
 def test_permissive_environment_variable() -> None:
-    probe = ("import torch; x = torch.full((2,), 2.0, dtype=torch.float64).to('spyre');"
-             "print(torch.pow(x, 3.0).cpu().tolist(), torch.spyre.stats()['permissive'])")
+    probe = (
+        "import torch; x = torch.full((2,), 2.0, dtype=torch.float64).to('spyre');"
+        "print(torch.pow(x, 3.0).cpu().tolist(), torch.spyre.stats()['permissive'])"
+    )
     env = dict(os.environ, SPYRE_EMU_PERMISSIVE="1")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[8.0, 8.0] True"

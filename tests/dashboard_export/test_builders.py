@@ -30,8 +30,9 @@ def test_callback_and_envelope_validate(record: RunRecord, status: str) -> None:
     assert workflow["schema_version"] == "1" and workflow["status"] == status
     # Beyond what the contract requires, our callbacks always carry these.
     assert {"event_type", "delivery_id", "payload"} <= set(body)
-    assert {"conclusion", "url", "run_attempt", "started_at", "completed_at",
-            "environment"} <= set(workflow)
+    assert {"conclusion", "url", "run_attempt", "started_at", "completed_at", "environment"} <= set(
+        workflow
+    )
     assert body["delivery_id"] == record.event.delivery_id
     assert body["payload"]["pull_request"]["number"] == 4242
     if status == "in_progress":
@@ -84,8 +85,12 @@ def test_workflow_job_row_has_every_column_as_hud_computes_it(record: RunRecord)
     assert row["upstream_repo"] == "pytorch/pytorch"
     assert row["run_attempt"] == 2 and row["run_id"] == "9876543210"
     assert row["started_at"] == "2026-11-29 14:00:05.000000000"
-    assert (row["total_tests"], row["passed_tests"], row["failed_tests"],
-            row["skipped_tests"]) == (9, 3, 4, 2)
+    assert (row["total_tests"], row["passed_tests"], row["failed_tests"], row["skipped_tests"]) == (
+        9,
+        3,
+        4,
+        2,
+    )
     environment = json.loads(row["environment"])
     assert environment["torch_version"] == "2.13.0"
     assert environment["torch_git_version"] == "0123456789abcdef0123"
@@ -111,9 +116,13 @@ def test_schemas_reject_what_hud_or_the_relay_would(record: RunRecord) -> None:
     body = callback_body(record)
     del body["workflow"]["job_name"]
     assert any("job_name" in e for e in errors("callback", body))
-    for field, bad in (("status", "done"), ("run_attempt", "0"), ("started_at", "today"),
-                       ("test_results", {"passed": -1, "failed": 0, "skipped": 0, "total": 0}),
-                       ("failed_tests", [{"id": "x", "classification": "maybe"}])):
+    for field, bad in (
+        ("status", "done"),
+        ("run_attempt", "0"),
+        ("started_at", "today"),
+        ("test_results", {"passed": -1, "failed": 0, "skipped": 0, "total": 0}),
+        ("failed_tests", [{"id": "x", "classification": "maybe"}]),
+    ):
         body = callback_body(record)
         body["workflow"][field] = bad
         assert any(field in e for e in errors("callback", body)), field
@@ -128,8 +137,9 @@ def test_schemas_reject_what_hud_or_the_relay_would(record: RunRecord) -> None:
 
 def _many_failures(record: RunRecord, count: int, message_size: int) -> RunRecord:
     extra = tuple(
-        VariantResult.of(Outcome(f"big::tmpl::op{i}::float32", Status.FAILED, 0.5,
-                                 "x" * message_size), "new")
+        VariantResult.of(
+            Outcome(f"big::tmpl::op{i}::float32", Status.FAILED, 0.5, "x" * message_size), "new"
+        )
         for i in range(count)
     )
     return dataclasses.replace(record, results=record.results + extra)
@@ -162,14 +172,19 @@ def test_body_that_cannot_fit_is_refused(record: RunRecord) -> None:
 
 def test_long_messages_are_cut_in_failed_tests(record: RunRecord) -> None:
     big = _many_failures(record, 1, 10_000)
-    entry = next(f for f in callback_body(big)["workflow"]["failed_tests"]
-                 if f["id"].startswith("big::"))
+    entry = next(
+        f for f in callback_body(big)["workflow"]["failed_tests"] if f["id"].startswith("big::")
+    )
     assert entry["message"].endswith("[6000 more characters truncated]")
 
 
 def test_callback_carries_the_ci_run_and_links_a_person_can_open(record: RunRecord) -> None:
-    env = {"GITHUB_RUN_ID": "17001234567", "GITHUB_REPOSITORY": "torch-spyre/torch-spyre",
-           "GITHUB_SERVER_URL": "https://github.com", "SPYRE_CI_RUNS_URL": "https://ci.example/runs/"}
+    env = {
+        "GITHUB_RUN_ID": "17001234567",
+        "GITHUB_REPOSITORY": "torch-spyre/torch-spyre",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "SPYRE_CI_RUNS_URL": "https://ci.example/runs/",
+    }
     fields = RunRecord.ci_fields("push-a04374e4-1", env)
     assert fields == {
         "ci_run_id": "17001234567",
@@ -183,8 +198,13 @@ def test_callback_carries_the_ci_run_and_links_a_person_can_open(record: RunReco
     assert workflow["run_attempt"] == "2" and workflow["check_run_id"] == "17001234567-2"
     assert workflow["url"] == fields["run_url"]
     assert workflow["artifact_url"] == "https://ci.example/runs/push-a04374e4-1"
-    buildkite = RunRecord.ci_fields("r", {"BUILDKITE_BUILD_ID": "0190a8e1-8d5c",
-                                          "BUILDKITE_BUILD_URL": "https://buildkite.com/o/p/b/7"})
+    buildkite = RunRecord.ci_fields(
+        "r",
+        {
+            "BUILDKITE_BUILD_ID": "0190a8e1-8d5c",
+            "BUILDKITE_BUILD_URL": "https://buildkite.com/o/p/b/7",
+        },
+    )
     assert buildkite == {"ci_run_id": "0190a8e1-8d5c", "run_url": "https://buildkite.com/o/p/b/7"}
     # Without a CI run link, HUD's link is the run's page.
     page = callback_body(dataclasses.replace(ours, run_url=""))["workflow"]

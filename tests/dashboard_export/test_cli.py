@@ -13,8 +13,12 @@ from workflows.cli import main
 
 
 def test_export_writes_and_publishes_idempotently(
-    record: RunRecord, junit_dir: Path, tmp_path: Path, hud_server: HudServer,
-    github_api: GitHubAPIServer, monkeypatch: pytest.MonkeyPatch,
+    record: RunRecord,
+    junit_dir: Path,
+    tmp_path: Path,
+    hud_server: HudServer,
+    github_api: GitHubAPIServer,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     run_dir = tmp_path / "run"
@@ -29,8 +33,16 @@ def test_export_writes_and_publishes_idempotently(
     key = tmp_path / "app.pem"
     key.write_bytes(github_api.private_key_pem)
     monkeypatch.setenv("SPYRE_CI_GITHUB_PRIVATE_KEY", str(key))
-    argv = ["export", str(run_dir), "--junit", str(junit_dir), "--hud", "--allow-http",
-            "--github-status", "--github-check-run"]
+    argv = [
+        "export",
+        str(run_dir),
+        "--junit",
+        str(junit_dir),
+        "--hud",
+        "--allow-http",
+        "--github-status",
+        "--github-check-run",
+    ]
     for _ in range(2):
         assert main(argv) == 0
     out = capsys.readouterr().out

@@ -18,7 +18,8 @@ UPSTREAM = "pytorch/pytorch"
 
 def _adapter(gh: GitHubAPIServer, app: bool = True) -> GitHubAdapter:
     return GitHubAdapter(
-        base_url=gh.url, token=gh.token,
+        base_url=gh.url,
+        token=gh.token,
         app_id=int(gh.app_id) if app else None,
         installation_id=gh.installation_id if app else None,
         private_key_pem=gh.private_key_pem if app else None,
@@ -43,16 +44,16 @@ def test_check_run_is_created_once_and_updated_on_reexport(
 ) -> None:
     adapter = _adapter(github_api)
     state = tmp_path / "github.json"
-    first = publish_github(record, adapter, status="in_progress", commit_status=False,
-                           check_run=True, state_path=state)
+    first = publish_github(
+        record, adapter, status="in_progress", commit_status=False, check_run=True, state_path=state
+    )
     assert first.check_run_created
     run = github_api.check_runs[first.check_run_id]  # type: ignore[index]
     assert run["name"] == "crcr/torch-spyre/torch-spyre/spyre-ci/variants (shard 1/1)"
     assert run["external_id"] == "9876543210:4242" and run["status"] == "in_progress"
     assert run["head_sha"] == "b" * 40
 
-    again = publish_github(record, adapter, commit_status=False, check_run=True,
-                           state_path=state)
+    again = publish_github(record, adapter, commit_status=False, check_run=True, state_path=state)
     publish_github(record, adapter, commit_status=False, check_run=True, state_path=state)
     assert not again.check_run_created and again.check_run_id == first.check_run_id
     assert len(github_api.check_runs) == 1
@@ -63,13 +64,13 @@ def test_check_run_is_created_once_and_updated_on_reexport(
 
 
 def test_green_run_and_github_errors(record: RunRecord, github_api: GitHubAPIServer) -> None:
-    green = dataclasses.replace(record, results=tuple(
-        r for r in record.results if not r.status.is_failure))
+    green = dataclasses.replace(
+        record, results=tuple(r for r in record.results if not r.status.is_failure)
+    )
     publish_github(green, _adapter(github_api, app=False))
     assert github_api.statuses[(UPSTREAM, "b" * 40)][-1]["state"] == "success"
     with pytest.raises(ExportError, match="check runs need a GitHub App"):
-        publish_github(record, _adapter(github_api, app=False), commit_status=False,
-                       check_run=True)
+        publish_github(record, _adapter(github_api, app=False), commit_status=False, check_run=True)
     github_api.fail_next("POST", r"/statuses/", status=422)
     with pytest.raises(ExportError, match=r"GitHub crcr/.* on pytorch/pytorch@bbbbbbbbbbbb"):
         publish_github(record, _adapter(github_api, app=False))

@@ -9,9 +9,15 @@ from dashboard_export.validation import validate
 from tests.dashboard_export.conftest import CRASHED
 
 EXPECTED = {
-    "run.json", "callback.json", "hud/envelope.json", "hud/crcr_workflow_job.json",
-    "hud/test_run/9876543210/2", "hud/test_run_summary/9876543210/2",
-    "hud/failed_test_runs/9876543210/2", "report.html", "report.md",
+    "run.json",
+    "callback.json",
+    "hud/envelope.json",
+    "hud/crcr_workflow_job.json",
+    "hud/test_run/9876543210/2",
+    "hud/test_run_summary/9876543210/2",
+    "hud/failed_test_runs/9876543210/2",
+    "report.html",
+    "report.md",
 }
 
 
@@ -19,8 +25,9 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_write_run_leaves_every_format_valid(record: RunRecord, junit_dir: Path,
-                                            tmp_path: Path) -> None:
+def test_write_run_leaves_every_format_valid(
+    record: RunRecord, junit_dir: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     written = write_run(record, out, junit_dir=junit_dir)
     assert {str(p.relative_to(out)) for p in written.values()} == EXPECTED
@@ -37,8 +44,9 @@ def test_write_run_leaves_every_format_valid(record: RunRecord, junit_dir: Path,
     runs = read_json_lines(out / "hud/test_run/9876543210/2")
     # 8 testcases from the real JUnit plus the crashed variant that left none.
     assert len(runs) == 9
-    by_variant = {next(p["value"] for p in r["properties"] if p["name"] == "variant_id"): r
-                  for r in runs}
+    by_variant = {
+        next(p["value"] for p in r["properties"] if p["name"] == "variant_id"): r for r in runs
+    }
     mul = by_variant["sample::binary_ufunc::mul::float32"]
     assert mul["name"] == "test_mul_float32" and mul["file"] == "test_variants.py"
     assert mul["invoking_file"] == "shard-0" and mul["workflow_id"] == 9876543210
@@ -46,19 +54,27 @@ def test_write_run_leaves_every_format_valid(record: RunRecord, junit_dir: Path,
     assert mul["result"] == "failure" and mul["failure"][0]["message"].startswith("Assertion")
     assert by_variant["sample::unary_ufunc::cos::float32"]["status"] == "xfailed"
     assert by_variant[CRASHED]["status"] == "crashed"
-    assert "captured output from det" in (
-        by_variant["upstream::TestLinalg::test_det::float32"]["system-out"][0]["text"])
+    assert (
+        "captured output from det"
+        in (by_variant["upstream::TestLinalg::test_det::float32"]["system-out"][0]["text"])
+    )
 
     summary = read_json_lines(out / "hud/test_run_summary/9876543210/2")
     from_junit = next(s for s in summary if s["classname"] == "test_variants")
-    assert (from_junit["tests"], from_junit["failures"], from_junit["errors"],
-            from_junit["skipped"], from_junit["successes"]) == (8, 2, 1, 2, 3)
+    assert (
+        from_junit["tests"],
+        from_junit["failures"],
+        from_junit["errors"],
+        from_junit["skipped"],
+        from_junit["successes"],
+    ) == (8, 2, 1, 2, 3)
     failed = read_json_lines(out / "hud/failed_test_runs/9876543210/2")
     assert len(failed) == 4  # mul, Linear (error), det, the crash
 
 
-def test_reexport_rewrites_the_same_files_and_nothing_else(record: RunRecord, junit_dir: Path,
-                                                         tmp_path: Path) -> None:
+def test_reexport_rewrites_the_same_files_and_nothing_else(
+    record: RunRecord, junit_dir: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     write_run(record, out, junit_dir=junit_dir)
     first = _tree(out)
@@ -66,8 +82,9 @@ def test_reexport_rewrites_the_same_files_and_nothing_else(record: RunRecord, ju
     assert _tree(out) == first
 
 
-def test_junit_under_out_dir_is_used_by_default(record: RunRecord, junit_dir: Path,
-                                                tmp_path: Path) -> None:
+def test_junit_under_out_dir_is_used_by_default(
+    record: RunRecord, junit_dir: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     (out / "junit").mkdir(parents=True)
     (out / "junit" / "shard-0.xml").write_bytes((junit_dir / "shard-0.xml").read_bytes())
@@ -84,15 +101,19 @@ def test_reruns_become_one_row_with_rerun_entries(record: RunRecord, tmp_path: P
     junit = tmp_path / "junit"
     junit.mkdir()
     vid = "sample::binary_ufunc::add::float16"  # classified flaky in the record
-    for attempt, body in ((1, '<failure message="mismatch at index 3">trace</failure>'),
-                          (2, ""), (10, "")):
+    for attempt, body in (
+        (1, '<failure message="mismatch at index 3">trace</failure>'),
+        (2, ""),
+        (10, ""),
+    ):
         (junit / f"shard-0.{attempt}.xml").write_text(
             f'<testsuites><testsuite name="pytest"><testcase classname="sample" name="{vid}" '
             f'time="0.25">{body}</testcase></testsuite></testsuites>'
         )
     write_run(record, tmp_path / "out", junit_dir=junit)
-    rows = [r for r in read_json_lines(tmp_path / "out/hud/test_run/9876543210/2")
-            if r["name"] == vid]
+    rows = [
+        r for r in read_json_lines(tmp_path / "out/hud/test_run/9876543210/2") if r["name"] == vid
+    ]
     assert len(rows) == 1
     [row] = rows
     assert row["result"] == "success" and row["failure"] == []

@@ -29,16 +29,30 @@ class Sleeps(list[float]):
         self.append(seconds)
 
 
-def _publish(record: RunRecord, hud: HudServer, status: str = "completed",
-             key: str = KEY, sleep: Sleeps | None = None) -> Any:
-    return publish_run_to_hud(record, hud.url, key, status=status,
-                              sleep=sleep if sleep is not None else Sleeps(), require_https=False)
+def _publish(
+    record: RunRecord,
+    hud: HudServer,
+    status: str = "completed",
+    key: str = KEY,
+    sleep: Sleeps | None = None,
+) -> Any:
+    return publish_run_to_hud(
+        record,
+        hud.url,
+        key,
+        status=status,
+        sleep=sleep if sleep is not None else Sleeps(),
+        require_https=False,
+    )
 
 
 def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     # JSON-in-a-string columns may differ in spacing between two writers, not in content.
-    return {**row, "failed_tests_json": json.loads(row["failed_tests_json"] or "null"),
-            "environment": json.loads(row["environment"] or "null")}
+    return {
+        **row,
+        "failed_tests_json": json.loads(row["failed_tests_json"] or "null"),
+        "environment": json.loads(row["environment"] or "null"),
+    }
 
 
 def test_hud_stores_the_row_we_build(record: RunRecord, hud_server: HudServer) -> None:
@@ -57,10 +71,19 @@ def test_hud_stores_the_row_we_build(record: RunRecord, hud_server: HudServer) -
 def test_another_downstreams_minimal_callback_goes_through(hud_server: HudServer) -> None:
     # The relay forwards every allowlisted repo's callback with this publisher: the contract's
     # required fields are enough, extra fields pass.
-    callback = {"delivery_id": "d-77", "workflow": {
-        "status": "completed", "run_id": 5, "name": "ci", "job_name": "test",
-        "check_run_id": "5-1", "run_attempt": 1, "started_at": "2026-11-29T10:00:00.123Z",
-        "vendor_field": {"anything": True}}}
+    callback = {
+        "delivery_id": "d-77",
+        "workflow": {
+            "status": "completed",
+            "run_id": 5,
+            "name": "ci",
+            "job_name": "test",
+            "check_run_id": "5-1",
+            "run_attempt": 1,
+            "started_at": "2026-11-29T10:00:00.123Z",
+            "vendor_field": {"anything": True},
+        },
+    }
     envelope = hud_envelope(callback, verified_repo="acme/npu", level="L2")
     publish_hud(envelope, hud_server.url, KEY, sleep=Sleeps(), require_https=False)
     [row] = hud_server.rows
@@ -93,22 +116,29 @@ def test_missing_required_field_is_400(record: RunRecord, hud_server: HudServer)
     envelope = envelope_for(record)
     del envelope["untrusted"]["callback_payload"]["workflow"]["check_run_id"]
     with pytest.raises(ExportError, match=r"answered 400: .*workflow\.check_run_id"):
-        post_json(hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY},
-                  sleep=Sleeps())
+        post_json(
+            hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY}, sleep=Sleeps()
+        )
     # The publisher validates first and never sends such a body.
     with pytest.raises(ExportError, match="invalid hud_envelope"):
         publish_hud(envelope, hud_server.url, KEY, sleep=Sleeps(), require_https=False)
     assert len(hud_server.received) == 1
 
 
-def test_server_refuses_over_2mb_and_publisher_trims(record: RunRecord,
-                                                    hud_server: HudServer) -> None:
+def test_server_refuses_over_2mb_and_publisher_trims(
+    record: RunRecord, hud_server: HudServer
+) -> None:
     with pytest.raises(ExportError, match="answered 413"):
-        post_json(hud_server.url + "/crcr/results", {"blob": "z" * (2 * 1024 * 1024)},
-                  {"x-hud-internal-bot": KEY}, sleep=Sleeps())
+        post_json(
+            hud_server.url + "/crcr/results",
+            {"blob": "z" * (2 * 1024 * 1024)},
+            {"x-hud-internal-bot": KEY},
+            sleep=Sleeps(),
+        )
     many = tuple(
-        VariantResult.of(Outcome(f"big::tmpl::op{i}::float32", Status.FAILED, 1.0, "m" * 3900),
-                         "new")
+        VariantResult.of(
+            Outcome(f"big::tmpl::op{i}::float32", Status.FAILED, 1.0, "m" * 3900), "new"
+        )
         for i in range(700)
     )
     big = dataclasses.replace(record, results=record.results + many)
@@ -169,8 +199,13 @@ class _CallbackEndpoint:
                     status, reply = 401, "bad token"
                 else:
                     wf = body["workflow"]
-                    key = (body["delivery_id"], wf["run_id"], str(wf["run_attempt"]),
-                           wf["job_name"], wf["status"])
+                    key = (
+                        body["delivery_id"],
+                        wf["run_id"],
+                        str(wf["run_attempt"]),
+                        wf["job_name"],
+                        wf["status"],
+                    )
                     if key in seen:
                         status, reply = 400, "duplicate callback"
                     else:
@@ -205,7 +240,9 @@ def test_callback_publisher(record: RunRecord, callback_endpoint: _CallbackEndpo
     publish_callback(record, url, "oidc-token", status="in_progress", sleep=Sleeps())
     publish_callback(record, url, "oidc-token", sleep=Sleeps())
     assert [b["workflow"]["status"] for b in callback_endpoint.bodies] == [
-        "in_progress", "completed"]
+        "in_progress",
+        "completed",
+    ]
     assert callback_endpoint.bodies[1]["workflow"]["test_results"]["total"] == 9
     with pytest.raises(ExportError, match="answered 400: duplicate callback"):
         publish_callback(record, url, "oidc-token", sleep=Sleeps())
@@ -216,35 +253,57 @@ def test_callback_publisher(record: RunRecord, callback_endpoint: _CallbackEndpo
 def test_callback_without_a_ci_run_id_is_refused_before_sending(record: RunRecord) -> None:
     local = dataclasses.replace(record, run_id="push-a04374e4-1", ci_run_id="")
     with pytest.raises(ExportError, match="no CI run id .*GITHUB_RUN_ID"):
-        publish_callback(local, "http://127.0.0.1:9/github/callback", "oidc-token",
-                         sleep=Sleeps())
+        publish_callback(local, "http://127.0.0.1:9/github/callback", "oidc-token", sleep=Sleeps())
 
 
 HUD_CASES = {
-    "total absent is summed": {"status": "completed", "conclusion": "success",
-                               "test_results": {"passed": 3, "failed": 1, "skipped": 2}},
+    "total absent is summed": {
+        "status": "completed",
+        "conclusion": "success",
+        "test_results": {"passed": 3, "failed": 1, "skipped": 2},
+    },
     "counts and conclusion only on completed": {
-        "status": "in_progress", "conclusion": "failure",
-        "test_results": {"passed": 3, "failed": 1, "skipped": 2, "total": 6}},
+        "status": "in_progress",
+        "conclusion": "failure",
+        "test_results": {"passed": 3, "failed": 1, "skipped": 2, "total": 6},
+    },
     "run_attempt junk falls back to 1": {"status": "in_progress", "run_attempt": "x"},
     "run_attempt absent is 1, numeric run id": {"status": "completed", "run_id": 42},
-    "ISO timestamps with fractions": {"status": "completed", "started_at": "2026-11-29T10:00:00Z",
-                                      "completed_at": "2026-11-29T10:30:00.123456Z"},
-    "a Buildkite build": {"status": "completed", "run_id": "0190a8e1-8d5c-4b6e-9b1e-2f1d3c4b5a69",
-                          "run_attempt": "2", "artifact_url": "https://buildkite.example/b/1"},
+    "ISO timestamps with fractions": {
+        "status": "completed",
+        "started_at": "2026-11-29T10:00:00Z",
+        "completed_at": "2026-11-29T10:30:00.123456Z",
+    },
+    "a Buildkite build": {
+        "status": "completed",
+        "run_id": "0190a8e1-8d5c-4b6e-9b1e-2f1d3c4b5a69",
+        "run_attempt": "2",
+        "artifact_url": "https://buildkite.example/b/1",
+    },
 }
 
 
 @pytest.mark.parametrize("case", sorted(HUD_CASES))
 def test_our_derivation_is_huds(case: str, hud_server: HudServer) -> None:
-    workflow = {"name": "ci", "job_name": "test", "check_run_id": "7-1", "run_id": "7",
-                "url": "https://ci.example/7", **HUD_CASES[case]}
-    callback = {"event_type": "push", "delivery_id": "d-1",
-                "payload": {"repository": {"full_name": "pytorch/pytorch"}}, "workflow": workflow}
+    workflow = {
+        "name": "ci",
+        "job_name": "test",
+        "check_run_id": "7-1",
+        "run_id": "7",
+        "url": "https://ci.example/7",
+        **HUD_CASES[case],
+    }
+    callback = {
+        "event_type": "push",
+        "delivery_id": "d-1",
+        "payload": {"repository": {"full_name": "pytorch/pytorch"}},
+        "workflow": workflow,
+    }
     envelope = hud_envelope(callback, verified_repo="acme/npu", level="L2", queue_time=3.5)
     # Straight to HUD: the derivation is the point (our publisher refuses run_attempt "x").
-    post_json(hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY},
-              sleep=Sleeps())
+    post_json(
+        hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY}, sleep=Sleeps()
+    )
     [row] = hud_server.rows
     assert _comparable(row) == _comparable(workflow_job_row(envelope))
     assert row["pytorch_head_sha"] == "d-1"  # no PR, no head_sha: the delivery id
@@ -255,11 +314,14 @@ def test_our_derivation_is_huds(case: str, hud_server: HudServer) -> None:
 
 
 def test_job_fields_hud_requires_are_refused_as_hud_refuses_them(hud_server: HudServer) -> None:
-    callback = {"delivery_id": "d-2", "workflow": {"status": "completed", "run_id": "5",
-                                                   "name": "ci", "check_run_id": "5-1"}}
+    callback = {
+        "delivery_id": "d-2",
+        "workflow": {"status": "completed", "run_id": "5", "name": "ci", "check_run_id": "5-1"},
+    }
     envelope = hud_envelope(callback, verified_repo="acme/npu", level="L2")
     with pytest.raises(ExportError, match="workflow.job_name"):
         workflow_job_row(envelope)
     with pytest.raises(ExportError, match=r"answered 400: .*workflow\.job_name"):
-        post_json(hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY},
-                  sleep=Sleeps())
+        post_json(
+            hud_server.url + "/crcr/results", envelope, {"x-hud-internal-bot": KEY}, sleep=Sleeps()
+        )

@@ -67,10 +67,11 @@ def test_markdown_report(record: RunRecord) -> None:
 def test_markdown_fence_outlasts_backticks_in_a_message(record: RunRecord) -> None:
     first = record.results[2]
     assert first.status.is_failure
-    tricky = dataclasses.replace(first, outcome=dataclasses.replace(
-        first.outcome, message="expected:\n```\ntensor([1.])\n```"))
-    text = render_markdown(dataclasses.replace(
-        record, results=(tricky, *record.results[3:])))
+    tricky = dataclasses.replace(
+        first,
+        outcome=dataclasses.replace(first.outcome, message="expected:\n```\ntensor([1.])\n```"),
+    )
+    text = render_markdown(dataclasses.replace(record, results=(tricky, *record.results[3:])))
     assert "````\nexpected:\n```\ntensor([1.])\n```\n````" in text
 
 

@@ -36,22 +36,37 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 
 @pytest.fixture()
 def services(redis_server: str, tmp_path: Path, tiny_inventory: Path) -> Iterator[dict[str, Any]]:
-    env = {**os.environ, "SPYRE_CI_REDIS_URL": redis_server, "SPYRE_CI_WEBHOOK_SECRET": SECRET,
-           "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "SPYRE_CI_REDIS_URL": redis_server,
+        "SPYRE_CI_WEBHOOK_SECRET": SECRET,
+        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+    }
     logs = tmp_path / "logs"
     logs.mkdir()
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, *args: str) -> subprocess.Popen[bytes]:
         with open(logs / f"{name}.log", "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "workflows", *args], cwd=tmp_path,
-                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workflows", *args],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         procs.append(proc)
         return proc
 
     try:
-        yield {"env": env, "start": start, "logs": logs, "redis": redis_server,
-               "runs": tmp_path / "runs", "inventory": tiny_inventory}
+        yield {
+            "env": env,
+            "start": start,
+            "logs": logs,
+            "redis": redis_server,
+            "runs": tmp_path / "runs",
+            "inventory": tiny_inventory,
+        }
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -64,16 +79,32 @@ def services(redis_server: str, tmp_path: Path, tiny_inventory: Path) -> Iterato
 
 
 def worker_args(services: dict[str, Any]) -> list[str]:
-    return ["worker", "--concurrency", "2", "--intake", "--inventory", str(services["inventory"]),
-            "--specs", str(TINY_SPEC), "--out-root", str(services["runs"])]
+    return [
+        "worker",
+        "--concurrency",
+        "2",
+        "--intake",
+        "--inventory",
+        str(services["inventory"]),
+        "--specs",
+        str(TINY_SPEC),
+        "--out-root",
+        str(services["runs"]),
+    ]
 
 
 def post_delivery(port: int, delivery: str, payload: dict[str, Any]) -> tuple[int, str]:
     body = json.dumps(payload).encode()
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/github/webhook", data=body, method="POST",
-        headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
-                 "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": sign(SECRET, body)},
+        f"http://127.0.0.1:{port}/github/webhook",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": sign(SECRET, body),
+        },
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -98,8 +129,9 @@ def test_served_delivery_runs_through_celery_to_exported_results(
     services: dict[str, Any],
 ) -> None:
     port = free_port()
-    services["start"]("serve", "serve", "--host", "127.0.0.1", "--port", str(port),
-                      "--workers", "1")
+    services["start"](
+        "serve", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"
+    )
     services["start"]("worker", *worker_args(services))
     wait_for(lambda: listening(port), 60, "the relay to listen")
     event = json.loads((REPO_ROOT / "examples/events/push_softmax_kernel.json").read_text())
@@ -139,16 +171,30 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     from workflows import distributed, pipeline
 
     services["start"]("worker", *worker_args(services)[:3])
-    event = TriggerEvent(kind="nightly", delivery_id="f" * 40, repo="pytorch/pytorch",
-                         head_sha="f" * 40, files_complete=False, source="cli")
+    event = TriggerEvent(
+        kind="nightly",
+        delivery_id="f" * 40,
+        repo="pytorch/pytorch",
+        head_sha="f" * 40,
+        files_complete=False,
+        source="cli",
+    )
     request = pipeline.RunRequest(
-        run_id="kill-test", event=event.to_json(), out_dir=str(services["runs"] / "kill-test"),
-        inventory=str(services["inventory"]), specs=(str(TINY_SPEC),), shards=2, full=True,
+        run_id="kill-test",
+        event=event.to_json(),
+        out_dir=str(services["runs"] / "kill-test"),
+        inventory=str(services["inventory"]),
+        specs=(str(TINY_SPEC),),
+        shards=2,
+        full=True,
         holdout=0.0,
     )
     distributed.submit(request, services["redis"])
-    victims = wait_for(lambda: _shard_pytest_parents(services["runs"] / "kill-test"), 240,
-                       "a shard's pytest to start")
+    victims = wait_for(
+        lambda: _shard_pytest_parents(services["runs"] / "kill-test"),
+        240,
+        "a shard's pytest to start",
+    )
     victim = sorted(victims)[0]
     os.kill(victim, signal.SIGKILL)  # the pool child running the shard task
 

@@ -23,8 +23,15 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 # Not linked into the clone-like directory: outputs and caches a fresh clone does not have.
-NOT_IN_A_FRESH_CLONE = {"out", ".git", ".pytest_cache", ".ruff_cache", ".mypy_cache",
-                        ".spyre-ci", "build"}
+NOT_IN_A_FRESH_CLONE = {
+    "out",
+    ".git",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    ".spyre-ci",
+    "build",
+}
 
 
 def readme_run_command() -> list[str]:
@@ -39,7 +46,7 @@ def readme_run_command() -> list[str]:
             words = shlex.split(part)
             for i, word in enumerate(words[:-1]):
                 if word.endswith("spyre-ci") and words[i + 1] == "run":
-                    return words[i + 1:]
+                    return words[i + 1 :]
     raise AssertionError("no `spyre-ci run` command in README.md's first bash block")
 
 
@@ -61,11 +68,19 @@ def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state directory holding only the cached Inventory of the bundled specs, built the
     way `spyre-ci run` builds it (workflows.inventory_cache), once per session."""
     state = tmp_path_factory.mktemp("seeded-state")
-    probe = ("from workflows.inventory_cache import default_inventory\n"
-             "from workflows.settings import Settings\n"
-             "print(default_inventory(Settings.from_env().state_dir))\n")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=_env(state),
-                            capture_output=True, text=True, timeout=900)
+    probe = (
+        "from workflows.inventory_cache import default_inventory\n"
+        "from workflows.settings import Settings\n"
+        "print(default_inventory(Settings.from_env().state_dir))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO_ROOT,
+        env=_env(state),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr
     return state
 
@@ -87,8 +102,14 @@ def test_readme_first_command_runs_as_written(seeded_state: Path, tmp_path: Path
     state = tmp_path / "state"
     shutil.copytree(seeded_state, state)
 
-    result = subprocess.run([*spyre_ci_executable(), *args, "--no-progress"], cwd=checkout,
-                            env=_env(state), capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [*spyre_ci_executable(), *args, "--no-progress"],
+        cwd=checkout,
+        env=_env(state),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "Traceback" not in output
@@ -104,7 +125,8 @@ def test_readme_first_command_runs_as_written(seeded_state: Path, tmp_path: Path
     statuses = [r["status"] for r in record["results"]]
     assert len(statuses) == int(ran.group(1))
     assert statuses.count("passed") > 0
-    broken = [r for r in record["results"]
-              if r["status"] in ("error", "crashed", "timeout", "failed")]
+    broken = [
+        r for r in record["results"] if r["status"] in ("error", "crashed", "timeout", "failed")
+    ]
     assert broken == [], broken[:5]
     assert str(out / "report.html") in result.stdout

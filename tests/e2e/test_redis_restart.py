@@ -30,9 +30,23 @@ class RestartableRedis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.dir)],
-            stdout=subprocess.DEVNULL)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                str(self.dir),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         client = redis.Redis.from_url(self.url)
         wait_for(lambda: _pings(client), 20, "redis-server to answer")
 
@@ -65,26 +79,48 @@ def test_redis_restart_between_tasks(
 ) -> None:
     from workflows import distributed, pipeline
 
-    env = {**os.environ, "SPYRE_CI_REDIS_URL": durable_redis.url,
-           "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "SPYRE_CI_REDIS_URL": durable_redis.url,
+        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+    }
     log = tmp_path / "worker.log"
     with open(log, "wb") as fh:
         worker = subprocess.Popen(
             [sys.executable, "-m", "workflows", "worker", "--concurrency", "1"],
-            cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        event = TriggerEvent(kind="nightly", delivery_id="b" * 40, repo="pytorch/pytorch",
-                             head_sha="b" * 40, files_complete=False, source="cli")
+        event = TriggerEvent(
+            kind="nightly",
+            delivery_id="b" * 40,
+            repo="pytorch/pytorch",
+            head_sha="b" * 40,
+            files_complete=False,
+            source="cli",
+        )
         request = pipeline.RunRequest(
-            run_id="restart-test", event=event.to_json(), out_dir=str(tmp_path / "out"),
-            inventory=str(tiny_inventory), specs=(str(TINY_SPEC),), full=True, holdout=0.0,
-            shards=2, expand=False,
+            run_id="restart-test",
+            event=event.to_json(),
+            out_dir=str(tmp_path / "out"),
+            inventory=str(tiny_inventory),
+            specs=(str(TINY_SPEC),),
+            full=True,
+            holdout=0.0,
+            shards=2,
+            expand=False,
         )
         distributed.submit(request, durable_redis.url)
         store = redis.Redis.from_url(durable_redis.url)
         # With one worker process the shards run one after the other: restart in between.
-        wait_for(lambda: store.hlen("spyre-ci:run:restart-test:shards") >= 1, 300,
-                 "the first shard's results")
+        wait_for(
+            lambda: store.hlen("spyre-ci:run:restart-test:shards") >= 1,
+            300,
+            "the first shard's results",
+        )
         durable_redis.stop()
         durable_redis.start()
 
@@ -97,11 +133,19 @@ def test_redis_restart_between_tasks(
         try:
             wait_for(completed, 240, "the run to complete after the restart")
         except AssertionError:
-            shown = subprocess.run([sys.executable, "-m", "workflows", "runs", "show",
-                                    "restart-test"], env=env, capture_output=True, text=True)
+            shown = subprocess.run(
+                [sys.executable, "-m", "workflows", "runs", "show", "restart-test"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             assert "runs resume restart-test" in shown.stdout, shown.stdout + shown.stderr
-            resumed = subprocess.run([sys.executable, "-m", "workflows", "runs", "resume",
-                                      "restart-test"], env=env, capture_output=True, text=True)
+            resumed = subprocess.run(
+                [sys.executable, "-m", "workflows", "runs", "resume", "restart-test"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             assert resumed.returncode == 0, resumed.stderr
             wait_for(completed, 240, "the resumed run to complete")
         record = json.loads((tmp_path / "out" / "run.json").read_text())
@@ -124,17 +168,26 @@ def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedi
     def make_request(event: TriggerEvent) -> object:
         class Request:
             run_id = event.delivery_id
+
         return Request()
 
-    loop = threading.Thread(target=distributed.consume_intake, args=(make_request, stop),
-                            kwargs={"block_ms": 200, "url": durable_redis.url,
-                                    "send": lambda r: sent.append(r.run_id)}, daemon=True)
+    loop = threading.Thread(
+        target=distributed.consume_intake,
+        args=(make_request, stop),
+        kwargs={"block_ms": 200, "url": durable_redis.url, "send": lambda r: sent.append(r.run_id)},
+        daemon=True,
+    )
     loop.start()
     producer = RedisIntake.from_url(durable_redis.url)
 
     def event(n: int) -> TriggerEvent:
-        return TriggerEvent(kind="push", delivery_id=f"d-{n}", repo="pytorch/pytorch",
-                            head_sha=f"{n:040x}", source="cli")
+        return TriggerEvent(
+            kind="push",
+            delivery_id=f"d-{n}",
+            repo="pytorch/pytorch",
+            head_sha=f"{n:040x}",
+            source="cli",
+        )
 
     try:
         producer.accept("d-1", event(1))

@@ -61,19 +61,28 @@ class Served:
 
     def webhook(self, event: str, payload: dict[str, Any], delivery: str) -> requests.Response:
         body = json.dumps(payload).encode()
-        headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
-                   "X-Hub-Signature-256": sign(SECRET, body)}
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": sign(SECRET, body),
+        }
         return requests.post(f"{self.url}/github/webhook", data=body, headers=headers, timeout=10)
 
     def callback(self, body: Any, token: str) -> requests.Response:
-        return requests.post(f"{self.url}/github/callback", json=body, timeout=30,
-                             headers={"Authorization": f"Bearer {token}"})
+        return requests.post(
+            f"{self.url}/github/callback",
+            json=body,
+            timeout=30,
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
     def dispatched(self, delivery: str, repo: str) -> None:
         """Wait for the background thread to send `delivery` to `repo` (DISPATCHED)."""
         deadline = time.monotonic() + 15
-        while not any(d["repo"] == repo and d["client_payload"]["delivery_id"] == delivery
-                      for d in self.github.dispatches):
+        while not any(
+            d["repo"] == repo and d["client_payload"]["delivery_id"] == delivery
+            for d in self.github.dispatches
+        ):
             assert time.monotonic() < deadline, f"{delivery} was not dispatched to {repo}"
             time.sleep(0.05)
         time.sleep(0.2)  # the DISPATCHED record lands just after the dispatch itself
@@ -81,26 +90,48 @@ class Served:
 
 def pr_payload(action: str = "synchronize", labels: tuple[str, ...] = ()) -> dict[str, Any]:
     return {
-        "action": action, "number": 42,
-        "pull_request": {"number": 42, "head": {"sha": HEAD},
-                         "labels": [{"name": n} for n in labels]},
+        "action": action,
+        "number": 42,
+        "pull_request": {
+            "number": 42,
+            "head": {"sha": HEAD},
+            "labels": [{"name": n} for n in labels],
+        },
         "repository": {"full_name": "pytorch/pytorch"},
     }
 
 
-def body(delivery: str, status: str = "completed", run_id: Any = 99999, job_name: str = "build",
-         labels: tuple[str, ...] = (), **workflow: Any) -> dict[str, Any]:
+def body(
+    delivery: str,
+    status: str = "completed",
+    run_id: Any = 99999,
+    job_name: str = "build",
+    labels: tuple[str, ...] = (),
+    **workflow: Any,
+) -> dict[str, Any]:
     """The reference tests' `_body()`, with what the callback action always adds."""
-    wf = {"status": status, "conclusion": "success" if status == "completed" else None,
-          "name": "CI", "url": "http://ci.example.com/run/1", "run_id": run_id,
-          "run_attempt": 1, "job_name": job_name, **workflow}
-    return {"event_type": "pull_request", "delivery_id": delivery,
-            "payload": pr_payload(labels=labels), "workflow": wf}
+    wf = {
+        "status": status,
+        "conclusion": "success" if status == "completed" else None,
+        "name": "CI",
+        "url": "http://ci.example.com/run/1",
+        "run_id": run_id,
+        "run_attempt": 1,
+        "job_name": job_name,
+        **workflow,
+    }
+    return {
+        "event_type": "pull_request",
+        "delivery_id": delivery,
+        "payload": pr_payload(labels=labels),
+        "workflow": wf,
+    }
 
 
 @pytest.fixture()
-def served(redis_proc: RedisProcess, github_api: GitHubAPIServer,
-           tmp_path: Path) -> Iterator[Served]:
+def served(
+    redis_proc: RedisProcess, github_api: GitHubAPIServer, tmp_path: Path
+) -> Iterator[Served]:
     allowlist = tmp_path / "allowlist.yml"
     allowlist.write_text(ALLOWLIST)
     providers = tmp_path / "ci_providers.yml"
@@ -118,18 +149,36 @@ def served(redis_proc: RedisProcess, github_api: GitHubAPIServer,
     with HudServer("hud-key", tls_dir=str(tmp_path)) as hud:
         assert hud.ca_file is not None
         env = relay_env(
-            redis_proc.url, SPYRE_CI_ALLOWLIST=str(allowlist), SPYRE_CI_CALLBACK_TOKENS=TOKENS,
-            SPYRE_CI_GITHUB_URL=github_api.url, SPYRE_CI_GITHUB_TOKEN=github_api.token,
+            redis_proc.url,
+            SPYRE_CI_ALLOWLIST=str(allowlist),
+            SPYRE_CI_CALLBACK_TOKENS=TOKENS,
+            SPYRE_CI_GITHUB_URL=github_api.url,
+            SPYRE_CI_GITHUB_TOKEN=github_api.token,
             SPYRE_CI_GITHUB_APP_ID=github_api.app_id,
             SPYRE_CI_GITHUB_INSTALLATION_ID=str(github_api.installation_id),
-            SPYRE_CI_GITHUB_PRIVATE_KEY=str(app_key), SPYRE_CI_HUD_URL=hud.url,
-            SPYRE_CI_HUD_BOT_KEY="hud-key", REQUESTS_CA_BUNDLE=hud.ca_file,
+            SPYRE_CI_GITHUB_PRIVATE_KEY=str(app_key),
+            SPYRE_CI_HUD_URL=hud.url,
+            SPYRE_CI_HUD_BOT_KEY="hud-key",
+            REQUESTS_CA_BUNDLE=hud.ca_file,
         )
         port = free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workflows", "serve", "--port", str(port), "--workers", "1",
-             "--config", str(config), "--log-level", "warning"],
-            cwd=REPO_ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "workflows",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+                "--config",
+                str(config),
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -196,8 +245,10 @@ def test_hud_4xx_reaches_the_caller_and_the_state_waits(served: Served) -> None:
 
 
 def test_rate_limit_exceeded_returns_429(served: Served) -> None:
-    codes = [served.callback(body("never", "in_progress", run_id=i), "tok-l2").status_code
-             for i in range(9)]
+    codes = [
+        served.callback(body("never", "in_progress", run_id=i), "tok-l2").status_code
+        for i in range(9)
+    ]
     assert codes == [400] * 8 + [429]
 
 
@@ -205,18 +256,32 @@ def test_nightly_and_buildkite_callbacks(served: Served) -> None:
     # The action's nightly self-report: no dispatch, one completed callback; a Buildkite build
     # UUID as run id, its OIDC token mapped through ci_providers.yml.
     nightly = {
-        "event_type": "nightly", "delivery_id": HEAD,
+        "event_type": "nightly",
+        "delivery_id": HEAD,
         "payload": {"repository": {"full_name": "pytorch/pytorch"}, "head_sha": HEAD},
-        "workflow": {"schema_version": "1", "status": "completed", "conclusion": "success",
-                     "name": "ci", "url": "https://buildkite.com/vllm/ci/builds/7",
-                     "run_id": "0190a8e1-8d5c-4b6e-9b1e-2f1d3c4b5a69", "run_attempt": "1",
-                     "job_name": "torch-nightly", "started_at": None,
-                     "completed_at": "2026-11-29T10:30:00Z"},
+        "workflow": {
+            "schema_version": "1",
+            "status": "completed",
+            "conclusion": "success",
+            "name": "ci",
+            "url": "https://buildkite.com/vllm/ci/builds/7",
+            "run_id": "0190a8e1-8d5c-4b6e-9b1e-2f1d3c4b5a69",
+            "run_attempt": "1",
+            "job_name": "torch-nightly",
+            "started_at": None,
+            "completed_at": "2026-11-29T10:30:00Z",
+        },
     }
-    claims = {"iss": "https://agent.buildkite.com", "aud": "pytorch-cross-repo-ci-relay",
-              "exp": int(time.time()) + 300, "organization_id": BK_PIPELINE.split("/")[0],
-              "pipeline_id": BK_PIPELINE.split("/")[1], "organization_slug": "vllm",
-              "pipeline_slug": "ci", "build_branch": "main"}
+    claims = {
+        "iss": "https://agent.buildkite.com",
+        "aud": "pytorch-cross-repo-ci-relay",
+        "exp": int(time.time()) + 300,
+        "organization_id": BK_PIPELINE.split("/")[0],
+        "pipeline_id": BK_PIPELINE.split("/")[1],
+        "organization_slug": "vllm",
+        "pipeline_slug": "ci",
+        "build_branch": "main",
+    }
     token = jwt.encode(claims, served.key, algorithm="RS256", headers={"kid": "k1"})
     answer = served.callback(nightly, token)
     assert answer.status_code == 200, answer.text
@@ -225,11 +290,13 @@ def test_nightly_and_buildkite_callbacks(served: Served) -> None:
     # Without check_run_id: the action's fallback {run_id}-{run_attempt} keys the row.
     assert row["check_run_id"] == "0190a8e1-8d5c-4b6e-9b1e-2f1d3c4b5a69-1"
     # A fork branch may not report as the repo (required_claims), nor may an unmapped pipeline.
-    fork = jwt.encode({**claims, "build_branch": "evil"}, served.key, algorithm="RS256",
-                      headers={"kid": "k1"})
+    fork = jwt.encode(
+        {**claims, "build_branch": "evil"}, served.key, algorithm="RS256", headers={"kid": "k1"}
+    )
     assert served.callback(nightly, fork).status_code == 401
-    other = jwt.encode({**claims, "pipeline_id": "x"}, served.key, algorithm="RS256",
-                       headers={"kid": "k1"})
+    other = jwt.encode(
+        {**claims, "pipeline_id": "x"}, served.key, algorithm="RS256", headers={"kid": "k1"}
+    )
     assert served.callback(nightly, other).status_code == 401
     # A nightly in_progress is refused, as the reference refuses it.
     nightly["workflow"]["status"] = "in_progress"
@@ -251,8 +318,10 @@ def test_check_runs_labels_and_rerequests(served: Served) -> None:
     served.callback(body("del-cr", "in_progress"), "tok-l3")
     assert len(served.github.check_runs) == 1
     # _handle_pr_labeled: the label creates the check run of the job that already reported.
-    labeled = {**pr_payload("labeled", ("ciflow/crcr/device1",)),
-               "label": {"name": "ciflow/crcr/device1"}}
+    labeled = {
+        **pr_payload("labeled", ("ciflow/crcr/device1",)),
+        "label": {"name": "ciflow/crcr/device1"},
+    }
     assert served.webhook("pull_request", labeled, "del-label").status_code == 202
     deadline = time.monotonic() + 15
     while len(served.github.check_runs) < 2:
@@ -261,26 +330,38 @@ def test_check_runs_labels_and_rerequests(served: Served) -> None:
     l3 = [r for r in served.github.check_runs.values() if "l3-backend" in r["name"]][0]
     assert l3["status"] == "in_progress" and l3["head_sha"] == HEAD
     # A label is not a dispatch.
-    assert not [d for d in served.github.dispatches
-                if d["client_payload"]["delivery_id"] == "del-label"]
+    assert not [
+        d for d in served.github.dispatches if d["client_payload"]["delivery_id"] == "del-label"
+    ]
     # The job's completion completes that check run (the flag is set now).
     served.callback(body("del-cr", conclusion="failure"), "tok-l3")
     assert l3["status"] == "completed" and l3["conclusion"] == "failure"
     # check_run rerequested: re-run the failed jobs of the downstream run; other actions: none.
-    check = {"action": "completed", "check_run": {"name": l4["name"], "external_id":
-             l4["external_id"]}, "repository": {"full_name": "pytorch/pytorch"}}
+    check = {
+        "action": "completed",
+        "check_run": {"name": l4["name"], "external_id": l4["external_id"]},
+        "repository": {"full_name": "pytorch/pytorch"},
+    }
     served.webhook("check_run", check, "del-cr-done")
     served.webhook("check_run", {**check, "action": "rerequested"}, "del-cr-again")
-    served.webhook("check_suite", {"action": "rerequested", "check_suite": {
-        "id": l4["check_suite"]["id"], "head_sha": HEAD},
-        "repository": {"full_name": "pytorch/pytorch"}}, "del-suite")
+    served.webhook(
+        "check_suite",
+        {
+            "action": "rerequested",
+            "check_suite": {"id": l4["check_suite"]["id"], "head_sha": HEAD},
+            "repository": {"full_name": "pytorch/pytorch"},
+        },
+        "del-suite",
+    )
     deadline = time.monotonic() + 15
     while len(served.github.reruns) < 3:
         assert time.monotonic() < deadline, served.github.reruns
         time.sleep(0.05)
     time.sleep(0.3)
     assert sorted((r["repo"], r["failed_only"]) for r in served.github.reruns) == [
-        ("acme/l3-backend", False), ("acme/l4-backend", False), ("acme/l4-backend", True),
+        ("acme/l3-backend", False),
+        ("acme/l4-backend", False),
+        ("acme/l4-backend", True),
     ]
     assert all(r["run_id"] == "99999" for r in served.github.reruns)
     assert not [d for d in served.github.dispatches if d["event_type"].startswith("check_")]

@@ -336,7 +336,8 @@ def test_serve_fans_out_and_takes_callbacks(
 
 
 def test_two_relays_on_one_host_do_not_share_a_control_socket(
-        redis_proc: RedisProcess, tmp_path: Path) -> None:
+    redis_proc: RedisProcess, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env = {**relay_env(redis_proc.url), "HOME": str(home)}
@@ -345,10 +346,26 @@ def test_two_relays_on_one_host_do_not_share_a_control_socket(
     try:
         for _ in range(2):
             port = free_port()
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "workflows", "serve", "--port", str(port), "--workers",
-                 "1", "--log-level", "warning"], cwd=REPO_ROOT, env=env,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "workflows",
+                        "serve",
+                        "--port",
+                        str(port),
+                        "--workers",
+                        "1",
+                        "--log-level",
+                        "warning",
+                    ],
+                    cwd=REPO_ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
             urls.append(f"http://127.0.0.1:{port}")
         for url in urls:
             deadline = time.monotonic() + 30

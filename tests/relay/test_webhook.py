@@ -274,32 +274,48 @@ def test_any_queue_can_take_the_triggers(redis_proc: RedisProcess) -> None:
 
 
 def test_a_form_encoded_delivery_is_verified_over_its_raw_body_and_accepted(
-        relay_http: RelayHTTP) -> None:
+    relay_http: RelayHTTP,
+) -> None:
     from urllib.parse import urlencode
 
     # GitHub's default content type for a new webhook: the JSON in a `payload` field.
     raw = urlencode({"payload": json.dumps(push())}).encode()
-    answer = relay_http.webhook("push", None, "d-form", raw=raw,
-                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    answer = relay_http.webhook(
+        "push",
+        None,
+        "d-form",
+        raw=raw,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert answer.status_code == 202, answer.text
     assert relay_http.relay.intake.depth() == 1
-    no_field = relay_http.webhook("push", None, "d-form-2", raw=b"other=1",
-                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    no_field = relay_http.webhook(
+        "push",
+        None,
+        "d-form-2",
+        raw=b"other=1",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert no_field.status_code == 400 and "'payload' field" in no_field.json()["message"]
 
 
-@pytest.mark.parametrize(("raw", "content_type", "status", "says"), [
-    (b'{"a": 1}', "text/plain", 415, "application/json"),
-    (b'{"after": NaN}', "application/json", 400, "NaN is not a JSON number"),
-    (b'{"after": Infinity}', "application/json", 400, "Infinity"),
-    (b"[" * 100_000 + b"]" * 100_000, "application/json", 400, "nested"),
-    (b'{"a":' * 70 + b"1" + b"}" * 70, "application/json", 400, "nested deeper than 64"),
-    (b"\xff\xfe", "application/json", 400, "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("raw", "content_type", "status", "says"),
+    [
+        (b'{"a": 1}', "text/plain", 415, "application/json"),
+        (b'{"after": NaN}', "application/json", 400, "NaN is not a JSON number"),
+        (b'{"after": Infinity}', "application/json", 400, "Infinity"),
+        (b"[" * 100_000 + b"]" * 100_000, "application/json", 400, "nested"),
+        (b'{"a":' * 70 + b"1" + b"}" * 70, "application/json", 400, "nested deeper than 64"),
+        (b"\xff\xfe", "application/json", 400, "not UTF-8"),
+    ],
+)
 def test_bodies_no_webhook_sends_are_refused_with_a_reason_never_a_500(
-        relay_http: RelayHTTP, raw: bytes, content_type: str, status: int, says: str) -> None:
-    answer = relay_http.webhook("push", None, "d-odd", raw=raw,
-                                headers={"Content-Type": content_type})
+    relay_http: RelayHTTP, raw: bytes, content_type: str, status: int, says: str
+) -> None:
+    answer = relay_http.webhook(
+        "push", None, "d-odd", raw=raw, headers={"Content-Type": content_type}
+    )
     assert answer.status_code == status, answer.text
     assert says in answer.json()["message"]
     assert relay_http.relay.intake.depth() == 0

@@ -15,8 +15,14 @@ NAMES = sorted(p.stem for p in EVENTS.glob("*.json"))
 
 
 def test_the_promised_examples_exist() -> None:
-    assert {"push_docs_only", "push_softmax_kernel", "pr_merged_nn_functional",
-            "dispatch_crcr_push", "nightly", "push_build_cmake"} <= set(NAMES)
+    assert {
+        "push_docs_only",
+        "push_softmax_kernel",
+        "pr_merged_nn_functional",
+        "dispatch_crcr_push",
+        "nightly",
+        "push_build_cmake",
+    } <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -29,8 +35,20 @@ def test_example_is_a_trigger(name: str) -> None:
         assert event.source == "crcr"
         payload = payload["client_payload"]["payload"]
     if "commits" in payload:
-        for key in ("ref", "before", "after", "commits", "head_commit", "pusher", "compare",
-                    "repository", "sender", "created", "deleted", "forced"):
+        for key in (
+            "ref",
+            "before",
+            "after",
+            "commits",
+            "head_commit",
+            "pusher",
+            "compare",
+            "repository",
+            "sender",
+            "created",
+            "deleted",
+            "forced",
+        ):
             assert key in payload, key
         assert payload["repository"]["full_name"] == "pytorch/pytorch"
         assert payload["head_commit"]["id"] == payload["after"]

@@ -13,11 +13,17 @@ ALIASES = alias_index()
 @pytest.mark.parametrize(
     ("name", "key"),
     [
-        ("add_", "add"), ("add.out", "add"), ("add_out", "add"), ("aten::add.Tensor", "add"),
-        ("torch.ops.aten._softmax.default", "_softmax"), ("_refs.softmax", "softmax"),
+        ("add_", "add"),
+        ("add.out", "add"),
+        ("add_out", "add"),
+        ("aten::add.Tensor", "add"),
+        ("torch.ops.aten._softmax.default", "_softmax"),
+        ("_refs.softmax", "softmax"),
         ("torch._refs.nn.functional.softmax", "nn.functional.softmax"),
-        ("log_softmax.with_dtype", "log_softmax"), ("linalg.norm", "linalg.norm"),
-        ("__radd__", "__radd__"), ("nn.Linear", "nn.Linear"),
+        ("log_softmax.with_dtype", "log_softmax"),
+        ("linalg.norm", "linalg.norm"),
+        ("__radd__", "__radd__"),
+        ("nn.Linear", "nn.Linear"),
     ],
 )
 def test_op_key_folds_spellings(name: str, key: str) -> None:
@@ -26,9 +32,19 @@ def test_op_key_folds_spellings(name: str, key: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["softmax", "_softmax", "log_softmax", "special.softmax", "nn.functional.softmax",
-     "_softmax_backward_data", "aten::_log_softmax.out", "torch.ops.aten.softmax.int",
-     "masked.softmax", "nn.Softmax", "softmax_backward"],
+    [
+        "softmax",
+        "_softmax",
+        "log_softmax",
+        "special.softmax",
+        "nn.functional.softmax",
+        "_softmax_backward_data",
+        "aten::_log_softmax.out",
+        "torch.ops.aten.softmax.int",
+        "masked.softmax",
+        "nn.Softmax",
+        "softmax_backward",
+    ],
 )
 def test_softmax_family(name: str) -> None:
     assert family_of(name, ALIASES) == "softmax"
@@ -36,9 +52,15 @@ def test_softmax_family(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "family"),
-    [("abs_", "abs"), ("nn.functional.hardswish", "hardswish"), ("linalg.det", "det"),
-     ("gelu_backward", "gelu"), ("_foreach_add", "add"), ("fft.fft", "fft.fft"),
-     ("threshold_backward", "relu")],
+    [
+        ("abs_", "abs"),
+        ("nn.functional.hardswish", "hardswish"),
+        ("linalg.det", "det"),
+        ("gelu_backward", "gelu"),
+        ("_foreach_add", "add"),
+        ("fft.fft", "fft.fft"),
+        ("threshold_backward", "relu"),
+    ],
 )
 def test_family_rules(name: str, family: str) -> None:
     assert family_of(name, ALIASES) == family
@@ -52,15 +74,17 @@ def test_extra_families_extend_the_table() -> None:
 
 def _names(path: str, header: str, *lines: str) -> set[str]:
     """Names found in a one-hunk diff of `path` (`lines` keep their diff tag)."""
-    text = "\n".join((f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}",
-                      header, *lines, ""))
+    text = "\n".join(
+        (f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}", header, *lines, "")
+    )
     (patch,) = parse_unified_diff(text).files
     return {t.name for t in touched_names(patch) if not t.weak}
 
 
 def test_native_functions_yaml_entry_around_a_changed_dispatch_line() -> None:
     names = _names(
-        "aten/src/ATen/native/native_functions.yaml", "@@ -5001,6 +5001,7 @@",
+        "aten/src/ATen/native/native_functions.yaml",
+        "@@ -5001,6 +5001,7 @@",
         " - func: _softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
         "   structured_delegate: _softmax.out",
         "   tags: core",
@@ -75,7 +99,8 @@ def test_native_functions_yaml_entry_around_a_changed_dispatch_line() -> None:
 
 def test_derivatives_yaml_name() -> None:
     names = _names(
-        "tools/autograd/derivatives.yaml", "@@ -1600,3 +1600,3 @@",
+        "tools/autograd/derivatives.yaml",
+        "@@ -1600,3 +1600,3 @@",
         " - name: _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
         "-  self: _log_softmax_backward_data(grad, result, dim, self.scalar_type())",
         "+  self: _log_softmax_backward_data(grad, result, dim, grad.scalar_type())",
@@ -94,8 +119,12 @@ def test_cpp_context_macros_definitions_and_aten_names() -> None:
         "+  return at::_softmax(a, 1, false);",
         "+REGISTER_DISPATCH(log_softmax_backward_lastdim_kernel, &log_softmax_bwd_impl)",
     )
-    assert {"softmax_lastdim_kernel_impl", "softmax", "_log_softmax",
-            "log_softmax_backward"} <= names
+    assert {
+        "softmax_lastdim_kernel_impl",
+        "softmax",
+        "_log_softmax",
+        "log_softmax_backward",
+    } <= names
     assert "_softmax" not in names  # a call in a `return` is not a definition
 
 
@@ -117,7 +146,8 @@ def test_python_opinfo_def_decorator_and_torch_ops_aten() -> None:
 
 def test_python_qualified_by_file_and_decorator_owner() -> None:
     names = _names(
-        "torch/nn/functional.py", "@@ -1,5 +1,6 @@ import torch",
+        "torch/nn/functional.py",
+        "@@ -1,5 +1,6 @@ import torch",
         " ",
         "+@_overload",
         " def softmax(input, dim=None):",
@@ -134,8 +164,11 @@ def test_python_qualified_by_file_and_decorator_owner() -> None:
         ("torch/nn/**", "torch/nn/modules/linear.py", True),
         ("torch/nn/*", "torch/nn/modules/linear.py", False),
         ("aten/src/ATen/native/**/SoftMax*.cpp", "aten/src/ATen/native/SoftMax.cpp", True),
-        ("aten/src/ATen/native/**/SoftMax*.cpp", "aten/src/ATen/native/cpu/SoftMaxKernel.cpp",
-         True),
+        (
+            "aten/src/ATen/native/**/SoftMax*.cpp",
+            "aten/src/ATen/native/cpu/SoftMaxKernel.cpp",
+            True,
+        ),
         ("**/*.md", "README.md", True),
         ("test/test_ops.py", "test/test_ops_jit.py", False),
         ("torch/_refs/", "torch/_refs/nn/functional/__init__.py", True),
@@ -148,9 +181,15 @@ def test_watch_globs(glob: str, path: str, hit: bool) -> None:
 
 @pytest.mark.parametrize(
     ("module", "family"),
-    [("nn.ELU", "elu"), ("nn.GLU", "glu"), ("nn.LayerNorm", "layer_norm"),
-     ("nn.BatchNorm2d", "batch_norm"), ("nn.PReLU", "prelu"), ("nn.LeakyReLU", "leaky_relu"),
-     ("nn.Softmax", "softmax")],
+    [
+        ("nn.ELU", "elu"),
+        ("nn.GLU", "glu"),
+        ("nn.LayerNorm", "layer_norm"),
+        ("nn.BatchNorm2d", "batch_norm"),
+        ("nn.PReLU", "prelu"),
+        ("nn.LeakyReLU", "leaky_relu"),
+        ("nn.Softmax", "softmax"),
+    ],
 )
 def test_module_runs_the_op_it_is_named_after(module: str, family: str) -> None:
     assert family_of(module, {}) == family

@@ -25,10 +25,19 @@ from tests.selector.conftest import diff_change, example_change
 from tests.selector.synthetic import make_variant
 
 SOFTMAX_FAMILY = {
-    "softmax", "softmax.with_dtype", "log_softmax", "log_softmax.with_dtype",
-    "nn.functional.softmax", "nn.functional.log_softmax", "special.softmax",
-    "special.log_softmax", "softmin", "_softmax_backward_data", "masked.softmax",
-    "masked.log_softmax", "nn.Softmax",
+    "softmax",
+    "softmax.with_dtype",
+    "log_softmax",
+    "log_softmax.with_dtype",
+    "nn.functional.softmax",
+    "nn.functional.log_softmax",
+    "special.softmax",
+    "special.log_softmax",
+    "softmin",
+    "_softmax_backward_data",
+    "masked.softmax",
+    "masked.log_softmax",
+    "nn.Softmax",
 }
 
 
@@ -88,9 +97,7 @@ def test_holdout_is_seeded_by_the_head_sha(index: InventoryIndex) -> None:
     assert len(first.holdout) == round(0.02 * pool)
     assert plan(change, index, config=PlanConfig(holdout_rate=0)).holdout == ()
     # holdout variants run but are counted apart from the skipped ones
-    assert sum(first.skipped.values()) + len(first.holdout) + len(first.selected) == len(
-        index.ids
-    )
+    assert sum(first.skipped.values()) + len(first.holdout) + len(first.selected) == len(index.ids)
 
 
 def test_count_budget_keeps_the_best_and_always_the_failing_and_new(
@@ -161,8 +168,10 @@ def test_impact_map_links_changed_functions_to_variants(inventory: Inventory) ->
         functions={"ops::compare_cpu::cat::float32": frozenset({"torch/functional.py:split"})},
         aten_ops={"ops::out::stack::float16": frozenset({"aten::split_with_sizes.default"})},
     )
-    body = ("diff --git a/torch/functional.py b/torch/functional.py\n--- a/torch/functional.py\n"
-            "+++ b/torch/functional.py\n@@ -1 +1 @@ def split(\n-a\n+b\n")
+    body = (
+        "diff --git a/torch/functional.py b/torch/functional.py\n--- a/torch/functional.py\n"
+        "+++ b/torch/functional.py\n@@ -1 +1 @@ def split(\n-a\n+b\n"
+    )
     p = plan(diff_change(body=body), inventory, impact=impact)
     assert p.selected_ids == ("ops::compare_cpu::cat::float32",)
     assert p.selected[0].reasons[0].reason == "executes changed torch/functional.py:split"
@@ -223,19 +232,29 @@ def test_rerun_of_failed_tests_runs_only_what_fails(inventory: Inventory) -> Non
     from selector import ChangeSet
 
     failing = "ops::out::cat::float16"
-    history = History(variants={
-        failing: VariantHistory(recent=(Status.FAILED,)),
-        "ops::out::cat::float32": VariantHistory(recent=(Status.PASSED,), flaky=True),
-    })
-    event = TriggerEvent(kind="rerun", delivery_id="d", repo="pytorch/pytorch",
-                         head_sha="e" * 40, files_complete=False, rerun="failed")
+    history = History(
+        variants={
+            failing: VariantHistory(recent=(Status.FAILED,)),
+            "ops::out::cat::float32": VariantHistory(recent=(Status.PASSED,), flaky=True),
+        }
+    )
+    event = TriggerEvent(
+        kind="rerun",
+        delivery_id="d",
+        repo="pytorch/pytorch",
+        head_sha="e" * 40,
+        files_complete=False,
+        rerun="failed",
+    )
     p = plan(ChangeSet.from_event(event), inventory, history)
     assert (p.decision, p.selected_ids, p.holdout) == ("rerun-failed", (failing,), ())
     assert p.skipped["not failing (re-run of failed tests)"] == len(inventory) - 2
 
 
-REAL_INVENTORY = Path(os.environ.get("SPYRE_CI_INVENTORY")
-                      or REPO_ROOT / "tests" / "fixtures" / "inventory-2.13.0.json.gz")
+REAL_INVENTORY = Path(
+    os.environ.get("SPYRE_CI_INVENTORY")
+    or REPO_ROOT / "tests" / "fixtures" / "inventory-2.13.0.json.gz"
+)
 
 
 @pytest.mark.skipif(not REAL_INVENTORY.exists(), reason="no built inventory in the tree")
@@ -260,15 +279,19 @@ def test_plan_json_round_trip(index: InventoryIndex) -> None:
 
 
 def test_a_module_change_reaches_module_tests_not_the_op_family(inventory: Inventory) -> None:
-    body = ("diff --git a/torch/nn/modules/linear.py b/torch/nn/modules/linear.py\n"
-            "--- a/torch/nn/modules/linear.py\n+++ b/torch/nn/modules/linear.py\n"
-            "@@ -10,1 +10,1 @@ class Linear(Module):\n-a\n+b\n")
+    body = (
+        "diff --git a/torch/nn/modules/linear.py b/torch/nn/modules/linear.py\n"
+        "--- a/torch/nn/modules/linear.py\n+++ b/torch/nn/modules/linear.py\n"
+        "@@ -10,1 +10,1 @@ class Linear(Module):\n-a\n+b\n"
+    )
     p = plan(diff_change(body=body), inventory)
     assert subjects(p.selected_ids) == {"nn.Linear"}
     # while a kernel change of the same family reaches the module too
-    kernel = ("diff --git a/aten/src/ATen/native/LinearAlgebra.cpp "
-              "b/aten/src/ATen/native/LinearAlgebra.cpp\n"
-              "--- a/aten/src/ATen/native/LinearAlgebra.cpp\n"
-              "+++ b/aten/src/ATen/native/LinearAlgebra.cpp\n"
-              "@@ -10,1 +10,1 @@ TORCH_IMPL_FUNC(addmm_out_cpu)\n-a\n+b\n")
+    kernel = (
+        "diff --git a/aten/src/ATen/native/LinearAlgebra.cpp "
+        "b/aten/src/ATen/native/LinearAlgebra.cpp\n"
+        "--- a/aten/src/ATen/native/LinearAlgebra.cpp\n"
+        "+++ b/aten/src/ATen/native/LinearAlgebra.cpp\n"
+        "@@ -10,1 +10,1 @@ TORCH_IMPL_FUNC(addmm_out_cpu)\n-a\n+b\n"
+    )
     assert "nn.Linear" in subjects(plan(diff_change(body=kernel), inventory).selected_ids)

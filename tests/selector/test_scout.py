@@ -74,9 +74,13 @@ def test_blind_changes(index: InventoryIndex, paths: tuple[str, ...], reason: st
 
 
 def _event(**kw: object) -> TriggerEvent:
-    base: dict[str, object] = dict(kind="push", delivery_id="d", repo="pytorch/pytorch",
-                                   head_sha="a" * 40,
-                                   files=(ChangedFile("torch/nn/functional.py", "modified"),))
+    base: dict[str, object] = dict(
+        kind="push",
+        delivery_id="d",
+        repo="pytorch/pytorch",
+        head_sha="a" * 40,
+        files=(ChangedFile("torch/nn/functional.py", "modified"),),
+    )
     base.update(kw)
     return TriggerEvent(**base)  # type: ignore[arg-type]
 
@@ -103,9 +107,11 @@ def test_decisions_from_the_trigger(
 
 def test_a_diff_completes_a_pull_request_without_files(index: InventoryIndex) -> None:
     pr = _event(kind="pull_request", files=(), files_complete=False)
-    text = ("diff --git a/torch/nn/functional.py b/torch/nn/functional.py\n"
-            "--- a/torch/nn/functional.py\n+++ b/torch/nn/functional.py\n"
-            "@@ -1 +1 @@ def gelu(\n-a\n+b\n")
+    text = (
+        "diff --git a/torch/nn/functional.py b/torch/nn/functional.py\n"
+        "--- a/torch/nn/functional.py\n+++ b/torch/nn/functional.py\n"
+        "@@ -1 +1 @@ def gelu(\n-a\n+b\n"
+    )
     changes = ChangeSet.from_event(pr, text)
     assert changes.complete
     facts = scout(changes, index)
@@ -124,28 +130,32 @@ def test_paths_without_patch_fall_back_to_file_names(index: InventoryIndex) -> N
 
 
 def test_upstream_test_function_names_a_template(index: InventoryIndex) -> None:
-    body = ("diff --git a/test/test_ops.py b/test/test_ops.py\n--- a/test/test_ops.py\n"
-            "+++ b/test/test_ops.py\n@@ -400,2 +400,2 @@ class TestCommon(TestCase):\n"
-            "     def test_compare_cpu(self, device, dtype, op):\n-        a\n+        b\n")
+    body = (
+        "diff --git a/test/test_ops.py b/test/test_ops.py\n--- a/test/test_ops.py\n"
+        "+++ b/test/test_ops.py\n@@ -400,2 +400,2 @@ class TestCommon(TestCase):\n"
+        "     def test_compare_cpu(self, device, dtype, op):\n-        a\n+        b\n"
+    )
     facts = scout(diff_change(body=body), index)
     assert facts.templates == ("compare_cpu",)
 
 
 def test_a_new_native_function_is_named_not_blind(index: InventoryIndex) -> None:
-    body = "\n".join([
-        "diff --git a/aten/src/ATen/native/native_functions.yaml "
-        "b/aten/src/ATen/native/native_functions.yaml",
-        "--- a/aten/src/ATen/native/native_functions.yaml",
-        "+++ b/aten/src/ATen/native/native_functions.yaml",
-        "@@ -10,2 +10,6 @@",
-        " - func: abs(Tensor self) -> Tensor",
-        "   variants: function, method",
-        "+",
-        "+- func: spyre_fused_rms(Tensor self, float eps) -> Tensor",
-        "+  dispatch:",
-        "+    CPU: spyre_fused_rms_cpu",
-        "",
-    ])
+    body = "\n".join(
+        [
+            "diff --git a/aten/src/ATen/native/native_functions.yaml "
+            "b/aten/src/ATen/native/native_functions.yaml",
+            "--- a/aten/src/ATen/native/native_functions.yaml",
+            "+++ b/aten/src/ATen/native/native_functions.yaml",
+            "@@ -10,2 +10,6 @@",
+            " - func: abs(Tensor self) -> Tensor",
+            "   variants: function, method",
+            "+",
+            "+- func: spyre_fused_rms(Tensor self, float eps) -> Tensor",
+            "+  dispatch:",
+            "+    CPU: spyre_fused_rms_cpu",
+            "",
+        ]
+    )
     facts = scout(diff_change(body=body), index)
     assert facts.decision == "targeted"
     (path,) = facts.paths
@@ -154,15 +164,27 @@ def test_a_new_native_function_is_named_not_blind(index: InventoryIndex) -> None
 
 
 def test_comment_only_changes_need_nothing(index: InventoryIndex) -> None:
-    body = "\n".join([
-        "diff --git a/c10/core/TensorImpl.h b/c10/core/TensorImpl.h",
-        "--- a/c10/core/TensorImpl.h", "+++ b/c10/core/TensorImpl.h",
-        "@@ -10,3 +10,4 @@ struct C10_API TensorImpl {",
-        "   int x;", "-  // old words", "+  // new words", "+", "   int y;",
-        "diff --git a/torch/nn/functional.py b/torch/nn/functional.py",
-        "--- a/torch/nn/functional.py", "+++ b/torch/nn/functional.py",
-        "@@ -1,2 +1,2 @@ def softmax(", "-    # typo", "+    # fixed", "     return x", "",
-    ])
+    body = "\n".join(
+        [
+            "diff --git a/c10/core/TensorImpl.h b/c10/core/TensorImpl.h",
+            "--- a/c10/core/TensorImpl.h",
+            "+++ b/c10/core/TensorImpl.h",
+            "@@ -10,3 +10,4 @@ struct C10_API TensorImpl {",
+            "   int x;",
+            "-  // old words",
+            "+  // new words",
+            "+",
+            "   int y;",
+            "diff --git a/torch/nn/functional.py b/torch/nn/functional.py",
+            "--- a/torch/nn/functional.py",
+            "+++ b/torch/nn/functional.py",
+            "@@ -1,2 +1,2 @@ def softmax(",
+            "-    # typo",
+            "+    # fixed",
+            "     return x",
+            "",
+        ]
+    )
     facts = scout(diff_change(body=body), index)
     assert facts.decision == "none"
     assert facts.reasons == ("only comments changed: no test result can change",)
@@ -170,9 +192,15 @@ def test_comment_only_changes_need_nothing(index: InventoryIndex) -> None:
 
 
 def test_a_preprocessor_line_is_not_a_comment(index: InventoryIndex) -> None:
-    body = "\n".join([
-        "diff --git a/c10/core/TensorImpl.h b/c10/core/TensorImpl.h",
-        "--- a/c10/core/TensorImpl.h", "+++ b/c10/core/TensorImpl.h",
-        "@@ -1,1 +1,1 @@", "-#include <a.h>", "+#include <b.h>", "",
-    ])
+    body = "\n".join(
+        [
+            "diff --git a/c10/core/TensorImpl.h b/c10/core/TensorImpl.h",
+            "--- a/c10/core/TensorImpl.h",
+            "+++ b/c10/core/TensorImpl.h",
+            "@@ -1,1 +1,1 @@",
+            "-#include <a.h>",
+            "+#include <b.h>",
+            "",
+        ]
+    )
     assert scout(diff_change(body=body), index).decision == "blind"

@@ -33,9 +33,16 @@ def test_softmax_push_explained(
     capsys: pytest.CaptureFixture[str], inventory_file: Path, tmp_path: Path
 ) -> None:
     plan_file = tmp_path / "plan.json"
-    code, out, _ = run_cli(capsys, "--event", str(EVENTS / "push_softmax_kernel.json"),
-                           "--inventory", str(inventory_file), "--explain",
-                           "--plan-out", str(plan_file))
+    code, out, _ = run_cli(
+        capsys,
+        "--event",
+        str(EVENTS / "push_softmax_kernel.json"),
+        "--inventory",
+        str(inventory_file),
+        "--explain",
+        "--plan-out",
+        str(plan_file),
+    )
     assert code == 0
     assert "decision: targeted" in out
     assert "ops touched: softmax, log_softmax, _log_softmax" in out
@@ -51,40 +58,83 @@ def test_softmax_push_explained(
 
 def test_why_tells_one_variant(capsys: pytest.CaptureFixture[str], inventory_file: Path) -> None:
     event = str(EVENTS / "push_softmax_kernel.json")
-    _, out, _ = run_cli(capsys, "--event", event, "--inventory", str(inventory_file),
-                        "--why", "ops::out::nn.functional.softmax::bfloat16")
+    _, out, _ = run_cli(
+        capsys,
+        "--event",
+        event,
+        "--inventory",
+        str(inventory_file),
+        "--why",
+        "ops::out::nn.functional.softmax::bfloat16",
+    )
     assert "SELECTED with score +0.60" in out
     assert "same op family 'softmax'" in out
-    _, out, _ = run_cli(capsys, "--event", event, "--inventory", str(inventory_file),
-                        "--why", "ops::compare_cpu::abs::float32")
+    _, out, _ = run_cli(
+        capsys,
+        "--event",
+        event,
+        "--inventory",
+        str(inventory_file),
+        "--why",
+        "ops::compare_cpu::abs::float32",
+    )
     assert "NOT RUN: no heuristic matched" in out
-    _, out, _ = run_cli(capsys, "--event", event, "--inventory", str(inventory_file),
-                        "--why", "ops::compare_cpu::nn.functional.dropout::float64")
+    _, out, _ = run_cli(
+        capsys,
+        "--event",
+        event,
+        "--inventory",
+        str(inventory_file),
+        "--why",
+        "ops::compare_cpu::nn.functional.dropout::float64",
+    )
     assert "declared skip" in out and "test_ops.yaml:12" in out
 
 
 def test_docs_only_and_build(capsys: pytest.CaptureFixture[str], inventory_file: Path) -> None:
-    code, out, _ = run_cli(capsys, "--event", str(EVENTS / "push_docs_only.json"),
-                           "--inventory", str(inventory_file))
+    code, out, _ = run_cli(
+        capsys, "--event", str(EVENTS / "push_docs_only.json"), "--inventory", str(inventory_file)
+    )
     assert code == 0 and out.startswith("decision: none")
     assert "selected 0 of" in out
-    code, out, _ = run_cli(capsys, "--diff", str(EVENTS / "push_build_cmake.patch"),
-                           "--inventory", str(inventory_file), "--budget", "3")
+    code, out, _ = run_cli(
+        capsys,
+        "--diff",
+        str(EVENTS / "push_build_cmake.patch"),
+        "--inventory",
+        str(inventory_file),
+        "--budget",
+        "3",
+    )
     assert code == 0 and out.startswith("decision: full (change reaches every op")
 
 
 def test_history_budget_and_trial_options(
     capsys: pytest.CaptureFixture[str], inventory_file: Path, tmp_path: Path
 ) -> None:
-    history = History(variants={"ops::errors::cat::float32": VariantHistory(
-        recent=(Status.FAILED,))})
+    history = History(
+        variants={"ops::errors::cat::float32": VariantHistory(recent=(Status.FAILED,))}
+    )
     hist_file = tmp_path / "history.json"
     hist_file.write_text(json.dumps(history.to_json()))
     plan_file = tmp_path / "p.json"
-    code, _, _ = run_cli(capsys, "--event", str(EVENTS / "dispatch_crcr_push.json"),
-                         "--inventory", str(inventory_file), "--history", str(hist_file),
-                         "--budget", "5", "--trial", "watch", "--shards", "2",
-                         "--plan-out", str(plan_file))
+    code, _, _ = run_cli(
+        capsys,
+        "--event",
+        str(EVENTS / "dispatch_crcr_push.json"),
+        "--inventory",
+        str(inventory_file),
+        "--history",
+        str(hist_file),
+        "--budget",
+        "5",
+        "--trial",
+        "watch",
+        "--shards",
+        "2",
+        "--plan-out",
+        str(plan_file),
+    )
     assert code == 0
     plan = json.loads(plan_file.read_text())
     assert len(plan["selected"]) == 5
@@ -98,10 +148,14 @@ def test_history_budget_and_trial_options(
     [
         (["--event", "missing.json"], "missing.json: no such event file"),
         (["--diff", "missing.patch"], "missing.patch: cannot read the diff"),
-        (["--event", str(EVENTS / "push_softmax_kernel.json"), "--inventory", "nope.json.gz"],
-         "spyre-ci inventory --out nope.json.gz"),
-        (["--event", str(EVENTS / "push_softmax_kernel.json"), "--trial", "nope"],
-         "unknown heuristic"),
+        (
+            ["--event", str(EVENTS / "push_softmax_kernel.json"), "--inventory", "nope.json.gz"],
+            "spyre-ci inventory --out nope.json.gz",
+        ),
+        (
+            ["--event", str(EVENTS / "push_softmax_kernel.json"), "--trial", "nope"],
+            "unknown heuristic",
+        ),
     ],
 )
 def test_clear_errors(
@@ -132,8 +186,9 @@ def test_installed_command_runs_without_torch(inventory_file: Path) -> None:
         f"'--inventory', {str(inventory_file)!r}])\n"
         "print('torch' in sys.modules, code)"
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "decision: full (nightly run" in result.stdout
     assert result.stdout.strip().endswith("False 0")
@@ -148,12 +203,22 @@ def test_installed_command_runs_without_torch(inventory_file: Path) -> None:
     ],
 )
 def test_bad_history_file_names_file_and_field(
-    capsys: pytest.CaptureFixture[str], inventory_file: Path, tmp_path: Path,
-    content: str, message: str,
+    capsys: pytest.CaptureFixture[str],
+    inventory_file: Path,
+    tmp_path: Path,
+    content: str,
+    message: str,
 ) -> None:
     bad = tmp_path / "history.json"
     bad.write_text(content)
-    code, _, err = run_cli(capsys, "--event", str(EVENTS / "push_softmax_kernel.json"),
-                           "--inventory", str(inventory_file), "--history", str(bad))
+    code, _, err = run_cli(
+        capsys,
+        "--event",
+        str(EVENTS / "push_softmax_kernel.json"),
+        "--inventory",
+        str(inventory_file),
+        "--history",
+        str(bad),
+    )
     assert code == 2
     assert str(bad) in err and message in err

@@ -25,24 +25,32 @@ SPECIAL = "ops::fake::special.softmax::float32"
 def _recorded(index: InventoryIndex):  # type: ignore[no-untyped-def]
     """A softmax push run: recorded first-run outcomes and reruns of what failed."""
     p = plan(example_change("push_softmax_kernel"), index)
-    history = History(variants={
-        SOFTMIN: VariantHistory(recent=(Status.FAILED,), baseline=Status.FAILED),
-        SPECIAL: VariantHistory(recent=(Status.FAILED,), baseline=Status.FAILED),
-        SOFTMAX_F16: VariantHistory(recent=(Status.PASSED,), baseline=Status.PASSED,
-                                    mean_duration_s=0.2),
-    })
+    history = History(
+        variants={
+            SOFTMIN: VariantHistory(recent=(Status.FAILED,), baseline=Status.FAILED),
+            SPECIAL: VariantHistory(recent=(Status.FAILED,), baseline=Status.FAILED),
+            SOFTMAX_F16: VariantHistory(
+                recent=(Status.PASSED,), baseline=Status.PASSED, mean_duration_s=0.2
+            ),
+        }
+    )
     outcomes = [Outcome(v, Status.PASSED, 0.1) for v in p.selected_ids]
     fail = {
         SOFTMAX_F16: Status.FAILED,  # fails again on rerun: real, new
         LOG_SOFTMAX: Status.CRASHED,  # passes on rerun: flaky
         SOFTMIN: Status.FAILED,  # failing on the baseline too: pre-existing
     }
-    outcomes = [Outcome(o.id, fail.get(o.id, o.status), 0.1, "boom" if o.id in fail else "")
-                for o in outcomes]
+    outcomes = [
+        Outcome(o.id, fail.get(o.id, o.status), 0.1, "boom" if o.id in fail else "")
+        for o in outcomes
+    ]
     missed = p.holdout[0]
     outcomes.append(Outcome(missed, Status.FAILED, 0.3, "missed"))
-    reruns = [Outcome(SOFTMAX_F16, Status.FAILED, 0.1), Outcome(LOG_SOFTMAX, Status.PASSED, 0.1),
-              Outcome(SOFTMIN, Status.FAILED, 0.1)]
+    reruns = [
+        Outcome(SOFTMAX_F16, Status.FAILED, 0.1),
+        Outcome(LOG_SOFTMAX, Status.PASSED, 0.1),
+        Outcome(SOFTMIN, Status.FAILED, 0.1),
+    ]
     return p, history, outcomes, reruns, missed
 
 

@@ -390,8 +390,11 @@ class GitHubAPIServer:
         denied = self._auth(req, installation=True)
         if denied:
             return (*denied, {})
-        runs = [_public(r) for r in self.check_runs.values()
-                if r["_repo"] == f"{owner}/{repo}" and r["check_suite"]["id"] == int(suite_id)]
+        runs = [
+            _public(r)
+            for r in self.check_runs.values()
+            if r["_repo"] == f"{owner}/{repo}" and r["check_suite"]["id"] == int(suite_id)
+        ]
         return 200, {"total_count": len(runs), "check_runs": runs}, {}
 
     def _rerun(
@@ -401,8 +404,13 @@ class GitHubAPIServer:
         if denied:
             return (*denied, {})
         with self._lock:
-            self.reruns.append({"repo": f"{owner}/{repo}", "run_id": run_id,
-                                "failed_only": what == "rerun-failed-jobs"})
+            self.reruns.append(
+                {
+                    "repo": f"{owner}/{repo}",
+                    "run_id": run_id,
+                    "failed_only": what == "rerun-failed-jobs",
+                }
+            )
         return 201, {}, {}
 
     def _dispatch(self, req: RecordedRequest, owner: str, repo: str) -> tuple[int, Any, dict]:
@@ -475,7 +483,9 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ("POST", re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/dispatches"), "_dispatch"),
     (
         "GET",
-        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-suites/(?P<suite_id>\d+)/check-runs"),
+        re.compile(
+            r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-suites/(?P<suite_id>\d+)/check-runs"
+        ),
         "_suite_check_runs",
     ),
     (

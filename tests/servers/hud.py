@@ -33,6 +33,8 @@ from typing import Any
 BODY_LIMIT = 2 * 1024 * 1024
 AUTH_HEADER = "x-hud-internal-bot"
 PATH = "/crcr/results"
+
+
 @dataclass(frozen=True)
 class Received:
     """One request as the server saw it."""
@@ -192,9 +194,16 @@ def _record(body: Mapping[str, Any]) -> dict[str, Any]:
         if head is None:
             head = fallback
     rec: dict[str, Any] = {
-        "dynamoKey": "/".join(_string(v) for v in (
-            trusted["verified_repo"], cb.get("delivery_id"), wf.get("name"), wf["job_name"], check,
-        )),
+        "dynamoKey": "/".join(
+            _string(v)
+            for v in (
+                trusted["verified_repo"],
+                cb.get("delivery_id"),
+                wf.get("name"),
+                wf["job_name"],
+                check,
+            )
+        ),
         "status": wf.get("status"),
         "downstream_repo": trusted["verified_repo"],
         "upstream_repo": upstream if upstream is not None else "pytorch/pytorch",
@@ -226,13 +235,17 @@ def _record(body: Mapping[str, Any]) -> dict[str, Any]:
             rec["completed_at"] = wf["completed_at"]
         tr = wf.get("test_results")
         if tr:
-            numbers = {k: v for k, v in tr.items()
-                       if isinstance(v, int | float) and not isinstance(v, bool)}
+            numbers = {
+                k: v
+                for k, v in tr.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            }
             for name in ("passed", "failed", "skipped"):
                 if name in numbers:
                     rec[f"{name}_tests"] = numbers[name]
-            rec["total_tests"] = numbers.get("total", sum(
-                numbers.get(k, 0) for k in ("passed", "failed", "skipped")))
+            rec["total_tests"] = numbers.get(
+                "total", sum(numbers.get(k, 0) for k in ("passed", "failed", "skipped"))
+            )
     # The proposed HUD change: the two columns filled from spyre-ci's extra fields.
     if wf.get("failed_tests") is not None:
         rec["failed_tests_json"] = json.dumps(wf["failed_tests"])
@@ -244,25 +257,61 @@ def _record(body: Mapping[str, Any]) -> dict[str, Any]:
 # Column DEFAULTs of clickhouse_db_schema/default.crcr_workflow_job/schema.sql ('' for a
 # String without one, the epoch for a DateTime64, NULL for a Nullable).
 _COLUMN_DEFAULTS = {
-    "conclusion": "", "queue_time": None, "execution_time": None, "started_at": None,
-    "completed_at": None, "total_tests": 0, "passed_tests": 0, "failed_tests": 0,
-    "skipped_tests": 0, "failed_tests_json": "", "artifact_url": "", "environment": "",
-    "downstream_repo_level": "", "event_type": "pull_request",
+    "conclusion": "",
+    "queue_time": None,
+    "execution_time": None,
+    "started_at": None,
+    "completed_at": None,
+    "total_tests": 0,
+    "passed_tests": 0,
+    "failed_tests": 0,
+    "skipped_tests": 0,
+    "failed_tests_json": "",
+    "artifact_url": "",
+    "environment": "",
+    "downstream_repo_level": "",
+    "event_type": "pull_request",
 }
 _STRING_COLUMNS = (
-    "dynamoKey", "status", "downstream_repo", "upstream_repo", "pytorch_head_sha", "delivery_id",
-    "workflow_run_url", "workflow_name", "job_name", "check_run_id", "run_id", "conclusion",
-    "failed_tests_json", "artifact_url", "environment", "downstream_repo_level", "event_type",
+    "dynamoKey",
+    "status",
+    "downstream_repo",
+    "upstream_repo",
+    "pytorch_head_sha",
+    "delivery_id",
+    "workflow_run_url",
+    "workflow_name",
+    "job_name",
+    "check_run_id",
+    "run_id",
+    "conclusion",
+    "failed_tests_json",
+    "artifact_url",
+    "environment",
+    "downstream_repo_level",
+    "event_type",
 )
-_INT_COLUMNS = ("pr_number", "run_attempt", "total_tests", "passed_tests", "failed_tests",
-                "skipped_tests")
+_INT_COLUMNS = (
+    "pr_number",
+    "run_attempt",
+    "total_tests",
+    "passed_tests",
+    "failed_tests",
+    "skipped_tests",
+)
 
 
 def _row(item: Mapping[str, Any]) -> dict[str, Any]:
     """The ClickHouse row of a stored item."""
     row: dict[str, Any] = {}
-    for name in (*_STRING_COLUMNS, *_INT_COLUMNS, "queue_time", "execution_time",
-                 "started_at", "completed_at"):
+    for name in (
+        *_STRING_COLUMNS,
+        *_INT_COLUMNS,
+        "queue_time",
+        "execution_time",
+        "started_at",
+        "completed_at",
+    ):
         value = item.get(name, _COLUMN_DEFAULTS.get(name))
         if name in _STRING_COLUMNS:
             value = _string(value)
@@ -291,18 +340,27 @@ def _self_signed(directory: str) -> str:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.now(UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     path = Path(directory) / "hud.pem"
     path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                          serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
         + cert.public_bytes(serialization.Encoding.PEM)
     )
     return str(path)

@@ -76,7 +76,8 @@ def test_ids_expectations_and_rules(small: tuple[Path, Expansion]) -> None:
     # Stable: the same expansion twice gives the same ids, order and fingerprints.
     again = expand(load_suites([path]))
     assert [(v.id, v.fingerprint) for v in again.variants] == [
-        (v.id, v.fingerprint) for v in expansion.variants]
+        (v.id, v.fingerprint) for v in expansion.variants
+    ]
 
 
 def test_bundled_specs_expand_to_at_least_8000_variants(bundled: Expansion) -> None:
@@ -85,8 +86,15 @@ def test_bundled_specs_expand_to_at_least_8000_variants(bundled: Expansion) -> N
     assert len({v.id for v in variants}) == len(variants)
     assert {v.suite for v in variants} == {"ops", "modules", "compile"}
     assert {v.template for v in variants} == {
-        "compare_cpu", "out", "noncontiguous_samples", "variant_consistency_eager", "backward",
-        "errors", "compile", "module_forward"}
+        "compare_cpu",
+        "out",
+        "noncontiguous_samples",
+        "variant_consistency_eager",
+        "backward",
+        "errors",
+        "compile",
+        "module_forward",
+    }
     for v in variants:
         assert v.fingerprint and v.family and v.watch, v.id
         assert re.match(r"^.+\.yaml:\d+", v.rule), (v.id, v.rule)
@@ -153,8 +161,9 @@ def test_unset_torch_root_reports_the_suite_unavailable() -> None:
     assert "tiny.yaml:4:13" in why and "${TORCH_ROOT}" in why and "unset" in why
 
 
-def test_cli_expand_explain_and_inventory(small: tuple[Path, Expansion], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_expand_explain_and_inventory(
+    small: tuple[Path, Expansion], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path, expansion = small
     assert main(["suites", "expand", "--specs", str(path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -166,8 +175,9 @@ def test_cli_expand_explain_and_inventory(small: tuple[Path, Expansion], tmp_pat
     assert "expectation: xfail (bf16 rounding of quotients)" in out
     assert f"decided by:  {path}:13" in out
     assert f"{path}:6 [default]" in out and f"{path}:13 [tests] xfail" in out
-    assert main(["suites", "explain", "small::compare_cpu::addd::float32", "--specs",
-                 str(path)]) == 2
+    assert (
+        main(["suites", "explain", "small::compare_cpu::addd::float32", "--specs", str(path)]) == 2
+    )
     assert "did you mean" in capsys.readouterr().err
     out_file = tmp_path / "inv.json.gz"
     assert main(["inventory", "--specs", str(path), "--out", str(out_file)]) == 0

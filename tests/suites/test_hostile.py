@@ -21,7 +21,8 @@ TINY = Path(__file__).resolve().parents[1] / "workflows" / "data" / "tiny.yaml"
 
 BOMB = "".join(
     f"{k}: &{k} [{', '.join([f'*{p}'] * 9 if p else ['lol'] * 9)}]\n"
-    for p, k in zip(["", *"abcdefgh"], "abcdefghi", strict=True))
+    for p, k in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
+)
 
 # input -> (bytes, what the error says, line:col it names)
 HOSTILE: dict[str, tuple[bytes, str, str]] = {
@@ -31,8 +32,10 @@ HOSTILE: dict[str, tuple[bytes, str, str]] = {
     "undefined alias": (b"a: *nope\n", "found undefined alias", "1:4"),
     "deep nesting": (b"[" * 100 + b"]" * 100 + b"\n", "nested deeper than 64 levels", "1:65"),
     "deep via aliases": (
-        b"a: &a " + b"[" * 40 + b"1" + b"]" * 40 + b"\nb: " + b"[" * 40 + b"*a" + b"]" * 40
-        + b"\n", "alias *a nests values deeper than 64 levels", "2:44"),
+        b"a: &a " + b"[" * 40 + b"1" + b"]" * 40 + b"\nb: " + b"[" * 40 + b"*a" + b"]" * 40 + b"\n",
+        "alias *a nests values deeper than 64 levels",
+        "2:44",
+    ),
     "very deep nesting": (b"[" * 5000 + b"]" * 5000, "maximum nesting depth", "1:1001"),
     "not UTF-8": (b"test_suite_config:\n  name: caf\xe9\n", "not UTF-8 text: byte 0xe9", "2:12"),
     "huge int": (b"a: " + b"9" * 5000 + b"\n", "Exceeds the limit", "1:4"),
@@ -61,14 +64,17 @@ def test_hostile_yaml_is_a_located_error(name: str, tmp_path: Path):
     assert [(p.path, f"{p.line}:{p.col}") for p in problems] == [(str(path), where)]
 
 
-@pytest.mark.parametrize("text, says", [
-    ("- a\n- b\n", "the document must be a mapping, got a list"),
-    ("just a scalar\n", "the document must be a mapping, got a string"),
-    ("", "the document must be a mapping, got empty (null)"),
-    ("test_suite_config:\n  name: a\n  name: b\n  opinfo: []\n", "duplicate key 'name'"),
-    ("test_suite_config: {version: 99999999999999999999999, opinfo: []}\n", "version"),
-    ("test_suite_config: {timeout_s: 1e999, opinfo: []}\n", ""),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("- a\n- b\n", "the document must be a mapping, got a list"),
+        ("just a scalar\n", "the document must be a mapping, got a string"),
+        ("", "the document must be a mapping, got empty (null)"),
+        ("test_suite_config:\n  name: a\n  name: b\n  opinfo: []\n", "duplicate key 'name'"),
+        ("test_suite_config: {version: 99999999999999999999999, opinfo: []}\n", "version"),
+        ("test_suite_config: {timeout_s: 1e999, opinfo: []}\n", ""),
+    ],
+)
 def test_hostile_documents_lint_without_traceback(text: str, says: str, tmp_path: Path):
     path = tmp_path / "odd.yaml"
     path.write_text(text, encoding="utf-8")
@@ -77,8 +83,9 @@ def test_hostile_documents_lint_without_traceback(text: str, says: str, tmp_path
         assert any(says in m for m in messages), messages
 
 
-def test_spec_that_is_a_folder_or_a_fifo_or_too_big(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch):
+def test_spec_that_is_a_folder_or_a_fifo_or_too_big(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     folder = tmp_path / "folder.yaml"
     folder.mkdir()
     with pytest.raises(SpecError, match=r"folder.yaml:1:1: is a folder, not a spec file"):
@@ -96,9 +103,11 @@ def test_spec_that_is_a_folder_or_a_fifo_or_too_big(tmp_path: Path,
 
 def test_aliases_within_bounds_still_load(tmp_path: Path):
     path = tmp_path / "ok.yaml"
-    path.write_text("base: &b {mode: xfail, reason: r}\nitems:\n"
-                    + "".join(f"  - {{<<: *b, id: x{i}}}\n" for i in range(200)),
-                    encoding="utf-8")
+    path.write_text(
+        "base: &b {mode: xfail, reason: r}\nitems:\n"
+        + "".join(f"  - {{<<: *b, id: x{i}}}\n" for i in range(200)),
+        encoding="utf-8",
+    )
     spec = load_spec(path)
     assert spec.data["items"][199] == {"mode": "xfail", "reason": "r", "id": "x199"}
     assert spec.mark(("items", 3)) == (6, 5)
@@ -107,8 +116,15 @@ def test_aliases_within_bounds_still_load(tmp_path: Path):
 def test_lint_of_a_big_spec_is_fast_and_unchanged(tmp_path: Path):
     """Once 92 s for 5 MB (pure-Python YAML, difflib per name, jsonschema per value); the
     results are those of the slow paths."""
-    lines = ["test_suite_config:", "  version: 1", "  name: big", "  opinfo:",
-             "    - db: op_db", "      templates: [compare_cpu]", "      tests:"]
+    lines = [
+        "test_suite_config:",
+        "  version: 1",
+        "  name: big",
+        "  opinfo:",
+        "    - db: op_db",
+        "      templates: [compare_cpu]",
+        "      tests:",
+    ]
     for i in range(8000):
         op = ("add", "mul", "nope_op", "softmax")[i % 4]
         lines += [f"        - ops: [{op}]", "          mode: xfail", f"          reason: r{i}"]
@@ -123,16 +139,30 @@ def test_lint_of_a_big_spec_is_fast_and_unchanged(tmp_path: Path):
 
 
 VALIDITY_CASES = [
-    {"test_suite_config": {"version": 1, "name": "x", "opinfo": [
-        {"db": "op_db", "templates": ["compare_cpu"], "dtypes": ["float32"],
-         "tests": [{"ops": "add", "mode": "xfail", "reason": "r"}]}]}},
+    {
+        "test_suite_config": {
+            "version": 1,
+            "name": "x",
+            "opinfo": [
+                {
+                    "db": "op_db",
+                    "templates": ["compare_cpu"],
+                    "dtypes": ["float32"],
+                    "tests": [{"ops": "add", "mode": "xfail", "reason": "r"}],
+                }
+            ],
+        }
+    },
     {"test_suite_config": {"version": 1.0, "opinfo": []}},
     {"test_suite_config": {"version": True, "opinfo": []}},
     {"test_suite_config": {"version": 2, "opinfo": []}},
     {"test_suite_config": {"opinfo": [{"db": "op_db", "templates": []}]}},
     {"test_suite_config": {"opinfo": [{"db": "nope", "templates": ["compare_cpu"]}]}},
-    {"test_suite_config": {"opinfo": [{"db": "op_db", "templates": ["compare_cpu"],
-                                       "tests": [{"ops": ""}]}]}},
+    {
+        "test_suite_config": {
+            "opinfo": [{"db": "op_db", "templates": ["compare_cpu"], "tests": [{"ops": ""}]}]
+        }
+    },
     {"test_suite_config": {"timeout_s": 0, "opinfo": []}},
     {"test_suite_config": {"timeout_s": -1, "opinfo": []}},
     {"test_suite_config": {"files": [{"path": "x.py", "tests": [{"names": ["A::b"]}]}]}},
@@ -153,7 +183,8 @@ def test_fast_schema_check_agrees_with_jsonschema(doc: object):
     slow = list(jsonschema.Draft202012Validator(loader.schema()).iter_errors(doc))
     inlined = list(validator.iter_errors(doc))  # the $refs inlined: the same errors
     assert [(e.message, list(e.absolute_path), e.validator) for e in inlined] == [
-        (e.message, list(e.absolute_path), e.validator) for e in slow]
+        (e.message, list(e.absolute_path), e.validator) for e in slow
+    ]
     with contextlib.suppress(lint._Unsure):
         assert lint._valid(doc, validator.schema) == (not slow)
 
@@ -183,8 +214,16 @@ def test_cli_lint_of_an_alias_bomb_ends_fast(tmp_path: Path):
 def test_cli_run_with_only_bad_specs_exits_2(tmp_path: Path):
     bad = tmp_path / "bomb.yaml"
     bad.write_text(BOMB, encoding="utf-8")
-    done = spyre_ci("run", "--diff", str(SOFTMAX_PATCH), "--specs", str(bad), "--out",
-                    str(tmp_path / "out"), timeout=300)
+    done = spyre_ci(
+        "run",
+        "--diff",
+        str(SOFTMAX_PATCH),
+        "--specs",
+        str(bad),
+        "--out",
+        str(tmp_path / "out"),
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert "bundled" not in done.stderr

@@ -18,8 +18,9 @@ TORCH_SPYRE = Path("/work/shared/reference/torch-spyre-configs")
 BUNDLED = REPO_ROOT / "suites" / "specs"
 
 
-def _lint(tmp_path: Path, text: str, name: str = "spec.yaml",
-          env: dict[str, str] | None = None) -> list[str]:
+def _lint(
+    tmp_path: Path, text: str, name: str = "spec.yaml", env: dict[str, str] | None = None
+) -> list[str]:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return [str(p) for p in lint_paths([path], env=env) if p.severity == "error"]
@@ -64,7 +65,9 @@ def test_bundled_specs_lint_clean() -> None:
 
 
 def test_all_problems_of_a_file_at_once(tmp_path: Path) -> None:
-    problems = _lint(tmp_path, """\
+    problems = _lint(
+        tmp_path,
+        """\
 test_suite_config:
   owners: "@me"
   timeout_s: -3
@@ -82,7 +85,8 @@ test_suite_config:
         - ops: [mul]
           mode: xfail
       expectations_file: missing.expectations.yaml
-""")
+""",
+    )
     text = "\n".join(problems)
     expected = [
         ":2:11: test_suite_config.owners must be a list, got a string",
@@ -105,13 +109,20 @@ test_suite_config:
 
 
 def test_unknown_top_level_key_and_wrong_type(tmp_path: Path) -> None:
-    problems = _lint(tmp_path, """\
+    problems = _lint(
+        tmp_path,
+        """\
 test_suite_confg:
   files: []
-""")
-    assert any(":1:1: unknown key 'test_suite_confg'" in p and "did you mean 'test_suite_config'"
-               in p for p in problems), problems
-    problems = _lint(tmp_path, """\
+""",
+    )
+    assert any(
+        ":1:1: unknown key 'test_suite_confg'" in p and "did you mean 'test_suite_config'" in p
+        for p in problems
+    ), problems
+    problems = _lint(
+        tmp_path,
+        """\
 test_suite_config:
   files:
     - path: 3
@@ -119,7 +130,8 @@ test_suite_config:
       tests:
         - names: [A::b::c]
           mode: skip
-""")
+""",
+    )
     text = "\n".join(problems)
     assert ":3:13: test_suite_config.files[0].path must be a string, got an integer" in text
     assert ":4:27: test_suite_config.files[0].unlisted_test_mode: 'maybe' is not one of" in text
@@ -145,8 +157,9 @@ test_suite_config:
     (tmp_path / "two.yaml").write_text(spec + "  name: s\n")
     problems = [str(p) for p in lint_paths([tmp_path / "one.yaml", tmp_path / "two.yaml"])]
     text = "\n".join(problems)
-    assert ("a.expectations.yaml:3:10: duplicate id 's::compare_cpu::add::float32' "
-            "(first at line 2)") in text
+    assert (
+        "a.expectations.yaml:3:10: duplicate id 's::compare_cpu::add::float32' (first at line 2)"
+    ) in text
     assert "two.yaml:8:3: duplicate key 'name' in test_suite_config" in text
     assert any("two.yaml:" in p and "duplicate suite name 's' (also" in p for p in problems)
 
@@ -165,20 +178,30 @@ test_suite_config:
 
 
 def test_unknown_module_name_did_you_mean(tmp_path: Path) -> None:
-    problems = _lint(tmp_path, """\
+    problems = _lint(
+        tmp_path,
+        """\
 test_suite_config:
   opinfo:
     - db: module_db
       templates: [module_forward]
       ops: {include: [{name: nn.Linaer}]}
-""")
-    assert any("unknown module 'nn.Linaer'" in p and "did you mean 'nn.Linear'" in p
-               for p in problems), problems
+""",
+    )
+    assert any(
+        "unknown module 'nn.Linaer'" in p and "did you mean 'nn.Linear'" in p for p in problems
+    ), problems
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workflows.cli", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "workflows.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_cli_lint_and_schema(tmp_path: Path) -> None:
@@ -188,8 +211,9 @@ def test_cli_lint_and_schema(tmp_path: Path) -> None:
     assert result.returncode == 2
     lines = result.stdout.splitlines()
     assert f"{bad}:3:7: test_suite_config.files[0]: missing required key 'path'" in lines
-    assert any(f"{bad}:3:7: unknown key 'pth'" in ln and "did you mean 'path'" in ln
-               for ln in lines)
+    assert any(
+        f"{bad}:3:7: unknown key 'pth'" in ln and "did you mean 'path'" in ln for ln in lines
+    )
     ok = _cli("suites", "lint", str(TORCH_SPYRE))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout == ""
@@ -206,7 +230,8 @@ def test_loader_and_lint_do_not_import_torch() -> None:
         "lint_paths(spec_paths(None))\n"
         "print('torch' in sys.modules)"
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

@@ -27,10 +27,19 @@ def test_variant_id_round_trip_with_class_method_subject() -> None:
 @pytest.mark.parametrize("name", ["inv.json", "inv.json.gz"])
 def test_inventory_save_load(tmp_path: Path, name: str) -> None:
     variant = Variant(
-        id=variant_id("ops", "compare_cpu", "add", "float16"), suite="ops",
-        template="compare_cpu", subject="add", dtype="float16",
-        expectation=Expectation.XFAIL, reason="fp16 rounding", rule="ops.yaml:12",
-        fingerprint="abc", family="add", owners=("@team",), watch=("aten/**",), timeout_s=30.0,
+        id=variant_id("ops", "compare_cpu", "add", "float16"),
+        suite="ops",
+        template="compare_cpu",
+        subject="add",
+        dtype="float16",
+        expectation=Expectation.XFAIL,
+        reason="fp16 rounding",
+        rule="ops.yaml:12",
+        fingerprint="abc",
+        family="add",
+        owners=("@team",),
+        watch=("aten/**",),
+        timeout_s=30.0,
     )
     inventory = Inventory("2.13.0", "deadbeef", (variant,), api_surface={"aten::add.Tensor": "s"})
     inventory.save(tmp_path / name)

@@ -42,8 +42,9 @@ IDS = [
 ]
 
 
-def _pytest(tmp_path: Path, ids: list[str], *extra: str,
-            torch_root: str | None = str(UPSTREAM_LIKE)) -> subprocess.CompletedProcess[str]:
+def _pytest(
+    tmp_path: Path, ids: list[str], *extra: str, torch_root: str | None = str(UPSTREAM_LIKE)
+) -> subprocess.CompletedProcess[str]:
     spec = tmp_path / "plug.yaml"
     spec.write_text(SPEC)
     ids_file = tmp_path / "ids.txt"
@@ -52,12 +53,34 @@ def _pytest(tmp_path: Path, ids: list[str], *extra: str,
     if torch_root:
         env["TORCH_ROOT"] = torch_root
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "suites.pytest_plugin", "-p", "no:cacheprovider",
-         "--spyre-ids", str(ids_file), "--spyre-specs", str(spec),
-         "--spyre-specs", str(UPSTREAM_LIKE / "tiny.yaml"),
-         "--spyre-results", str(tmp_path / "out.jsonl"), "--junitxml", str(tmp_path / "out.xml"),
-         "-q", "-o", "addopts=", *extra],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "suites.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--spyre-ids",
+            str(ids_file),
+            "--spyre-specs",
+            str(spec),
+            "--spyre-specs",
+            str(UPSTREAM_LIKE / "tiny.yaml"),
+            "--spyre-results",
+            str(tmp_path / "out.jsonl"),
+            "--junitxml",
+            str(tmp_path / "out.xml"),
+            "-q",
+            "-o",
+            "addopts=",
+            *extra,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -67,7 +90,8 @@ def test_selected_variants_run_with_results_and_junit(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     # start before end, for every id, in the order of the ids file.
     assert [(r["event"], r["id"]) for r in lines] == [
-        (event, vid) for vid in IDS for event in ("start", "end")]
+        (event, vid) for vid in IDS for event in ("start", "end")
+    ]
     status = {r["id"]: r["status"] for r in lines if r["event"] == "end"}
     assert status == {
         "plug::compare_cpu::add::float32": "passed",
@@ -80,8 +104,9 @@ def test_selected_variants_run_with_results_and_junit(tmp_path: Path) -> None:
         "tiny::test_tiny_ops::TestTiny::test_vs_cpu_add::float32": "passed",
     }
     ends = {r["id"]: r for r in lines if r["event"] == "end"}
-    assert "no result after 2 s" in ends["tiny::test_tiny_ops::TestTiny::test_hangs::none"][
-        "message"]
+    assert (
+        "no result after 2 s" in ends["tiny::test_tiny_ops::TestTiny::test_hangs::none"]["message"]
+    )
     assert ends["plug::compare_cpu::sub::float32"]["message"] == "not today"
     cases = ET.parse(tmp_path / "out.xml").getroot().iter("testcase")
     names = {case.get("name"): case for case in cases}

@@ -24,9 +24,15 @@ def test_lines_round_trip() -> None:
 def test_torn_and_foreign_lines_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     ok = Outcome("a", Status.PASSED, 0.1)
-    path.write_text(start_line("a") + end_line(ok) + '{"event": "end", "id": "b", "stat'
-                    + "\n" + '{"event": "end", "id": "c", "status": "nope"}\n[1]\n'
-                    + start_line("d"), encoding="utf-8")
+    path.write_text(
+        start_line("a")
+        + end_line(ok)
+        + '{"event": "end", "id": "b", "stat'
+        + "\n"
+        + '{"event": "end", "id": "c", "status": "nope"}\n[1]\n'
+        + start_line("d"),
+        encoding="utf-8",
+    )
     assert read_outcomes([path]) == {"a": ok}
 
 

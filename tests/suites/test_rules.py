@@ -12,14 +12,17 @@ from suites.rules import Rule, Tolerance, VariantKey, decide, decide_file_varian
 FILE = ("test_suite_config", "files", 0)
 
 
-def _key(template: str = "compare_cpu", subject: str = "div.floor_rounding",
-         dtype: str = "float16") -> VariantKey:
-    return VariantKey(f"ops::{template}::{subject}::{dtype}", template, subject,
-                      subject.split(".")[0], dtype)
+def _key(
+    template: str = "compare_cpu", subject: str = "div.floor_rounding", dtype: str = "float16"
+) -> VariantKey:
+    return VariantKey(
+        f"ops::{template}::{subject}::{dtype}", template, subject, subject.split(".")[0], dtype
+    )
 
 
 def test_last_matching_rule_decides_and_trail_is_kept(tmp_path: Path) -> None:
-    spec = parse_yaml("""\
+    spec = parse_yaml(
+        """\
 test_suite_config:
   opinfo:
     - db: op_db
@@ -35,7 +38,9 @@ test_suite_config:
         - ops: [div]
           dtypes: [float16]
           precision: {atol: 1e-2, rtol: "1e-2"}
-""", tmp_path / "ops.yaml")
+""",
+        tmp_path / "ops.yaml",
+    )
     rules = spec_rules(spec, ("test_suite_config", "opinfo", 0))
     default = Rule("default", "default")
     decision = decide(_key(), [default, *rules], keep_trail=True)
@@ -50,8 +55,13 @@ test_suite_config:
 
 
 def test_expectation_file_rule_by_id() -> None:
-    rule = Rule("e.yaml:3", "expectations", id_glob="ops::out::*::bfloat16",
-                mode=Expectation.XFAIL_STRICT, reason="no bf16 out")
+    rule = Rule(
+        "e.yaml:3",
+        "expectations",
+        id_glob="ops::out::*::bfloat16",
+        mode=Expectation.XFAIL_STRICT,
+        reason="no bf16 out",
+    )
     assert decide(_key("out", "add", "bfloat16"), [rule]).expectation is Expectation.XFAIL_STRICT
     assert decide(_key("out", "add", "float16"), [rule]).expectation is Expectation.PASS
 
@@ -122,8 +132,10 @@ def test_torch_spyre_file_semantics(tmp_path: Path) -> None:
 
 
 def test_force_xfail_only_turns_mandatory_into_xfail(tmp_path: Path) -> None:
-    spec = parse_yaml(SPYRE.replace("unlisted_test_mode: xfail", "unlisted_test_mode: "
-                                    "mandatory_success"), tmp_path / "cfg.yaml")
+    spec = parse_yaml(
+        SPYRE.replace("unlisted_test_mode: xfail", "unlisted_test_mode: mandatory_success"),
+        tmp_path / "cfg.yaml",
+    )
     by_op = decide_file_variant(spec, FILE, "test_x", "mul", "float32")
     assert by_op is not None and by_op.expectation is Expectation.XFAIL
     assert by_op.reason == "force_xfail on op mul"
@@ -151,8 +163,11 @@ def test_record_results_into_expectations(tmp_path: Path) -> None:
     )
     entries = expectation_entries(read_results([results]))
     assert entries == [
-        {"id": "a::t::x::float32", "mode": "xfail",
-         "reason": "TypeError: spyre does not support dtype float64"},
+        {
+            "id": "a::t::x::float32",
+            "mode": "xfail",
+            "reason": "TypeError: spyre does not support dtype float64",
+        },
         {"id": "a::t::z::float32", "mode": "skip", "reason": "crashed: the test process died"},
     ]
     assert summarize("x" * 300).endswith("…")

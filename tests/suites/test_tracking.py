@@ -26,6 +26,7 @@ def _upstream_extract_test_fn():  # type: ignore[no-untyped-def]
 
 class _Probe(unittest.TestCase):
     __test__ = False  # run by hand below, not collected
+
     def test_probe(self) -> None:
         self.found = (tracking.extract_test_fn(), _upstream_extract_test_fn())
 

@@ -45,10 +45,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
     status = "failed" if failed else ("skipped" if any(r.skipped for r in reports) else "passed")
     message = str(failed[0].longrepr)[-200:] if failed else ""
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({
-            "event": "end", "id": variant_of(item), "status": status,
-            "duration_s": time.monotonic() - began, "message": message,
-        }) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "event": "end",
+                    "id": variant_of(item),
+                    "status": status,
+                    "duration_s": time.monotonic() - began,
+                    "message": message,
+                }
+            )
+            + "\n"
+        )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -50,20 +50,33 @@ def _write_set(path: Path, entries: list[dict[str, object]]) -> Path:
 
 
 def _softsign_entry(mid: str = "py-softsign") -> dict[str, object]:
-    return {"id": mid, "kind": "python", "file": "torch/nn/functional.py",
-            "location": "softsign", "operator": "constant",
-            "diff": python_diff("torch/nn/functional.py", SOFTSIGN_OLD, SOFTSIGN_NEW)}
+    return {
+        "id": mid,
+        "kind": "python",
+        "file": "torch/nn/functional.py",
+        "location": "softsign",
+        "operator": "constant",
+        "diff": python_diff("torch/nn/functional.py", SOFTSIGN_OLD, SOFTSIGN_NEW),
+    }
 
 
-def _kernel_entry(mid: str = "k-sigmoid", perturb: dict[str, object] | None = None
-                  ) -> dict[str, object]:
-    return {"id": mid, "kind": "kernel", "file": "aten/src/ATen/native/cpu/UnaryOpsKernel.cpp",
-            "location": "sigmoid_kernel", "operator": "arith",
-            "ops": ["aten::sigmoid", "aten::sigmoid_"], "perturb": perturb or {"scale": 2.0},
-            "diff": SIGMOID_KERNEL}
+def _kernel_entry(
+    mid: str = "k-sigmoid", perturb: dict[str, object] | None = None
+) -> dict[str, object]:
+    return {
+        "id": mid,
+        "kind": "kernel",
+        "file": "aten/src/ATen/native/cpu/UnaryOpsKernel.cpp",
+        "location": "sigmoid_kernel",
+        "operator": "arith",
+        "ops": ["aten::sigmoid", "aten::sigmoid_"],
+        "perturb": perturb or {"scale": 2.0},
+        "diff": SIGMOID_KERNEL,
+    }
 
 
 # --- the format ---------------------------------------------------------------------------
+
 
 def test_shipped_set_is_large_mixed_and_applies() -> None:
     from workflows.bench.mutations.model import check_all
@@ -85,13 +98,30 @@ def test_bad_sets_name_the_entry_and_field(tmp_path: Path) -> None:
     bad["ops"] = ["sigmoid"]
     wrong_file = _softsign_entry("py-wrong-file")
     wrong_file["file"] = "torch/functional.py"
-    path = _write_set(tmp_path / "set.yaml", [
-        _softsign_entry("dup"), _softsign_entry("dup"), bad, wrong_file,
-        {"id": "k-kind", "kind": "cuda", "file": "x", "location": "y", "operator": "z",
-         "diff": "d"},
-        {"id": "no-diff", "kind": "python", "file": "torch/nn/functional.py",
-         "location": "softsign", "operator": "constant"},
-    ])
+    path = _write_set(
+        tmp_path / "set.yaml",
+        [
+            _softsign_entry("dup"),
+            _softsign_entry("dup"),
+            bad,
+            wrong_file,
+            {
+                "id": "k-kind",
+                "kind": "cuda",
+                "file": "x",
+                "location": "y",
+                "operator": "z",
+                "diff": "d",
+            },
+            {
+                "id": "no-diff",
+                "kind": "python",
+                "file": "torch/nn/functional.py",
+                "location": "softsign",
+                "operator": "constant",
+            },
+        ],
+    )
     with pytest.raises(MutationError) as info:
         load_mutations(path)
     message = str(info.value)
@@ -104,8 +134,9 @@ def test_bad_sets_name_the_entry_and_field(tmp_path: Path) -> None:
 
 def test_a_diff_that_does_not_match_the_installed_torch_is_refused(tmp_path: Path) -> None:
     entry = _softsign_entry()
-    entry["diff"] = str(entry["diff"]).replace("-    return input / (input.abs() + 1)",
-                                               "-    return input / (input.abs() + 7)")
+    entry["diff"] = str(entry["diff"]).replace(
+        "-    return input / (input.abs() + 1)", "-    return input / (input.abs() + 7)"
+    )
     mutations = load_mutations(_write_set(tmp_path / "set.yaml", [entry]))
     with pytest.raises(MutationError, match="hunk 1 .* does not apply"):
         subprocess_env(mutations[0], tmp_path / "work")
@@ -127,12 +158,19 @@ def test_apply_patch_follows_moved_code() -> None:
 
 # --- the overlay and the override, in real subprocesses -------------------------------------
 
+
 def _python(code: str, env: dict[str, str] | None) -> str:
     import os
 
     full = {**os.environ, **(env or {})}
-    done = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
@@ -147,9 +185,11 @@ def test_python_mutation_changes_the_function_only_in_the_subprocess(tmp_path: P
     before = _digest(installed), {p: _digest(p) for p in cache}
     mutation = load_mutations(_write_set(tmp_path / "set.yaml", [_softsign_entry()]))[0]
     env = subprocess_env(mutation, tmp_path / "work")
-    code = ("import torch, torch.nn.functional as F\n"
-            "from workflows.bench.mutations import overlay\n"
-            "print(F.softsign(torch.tensor([1.0])).item(), overlay.status()['loaded'])")
+    code = (
+        "import torch, torch.nn.functional as F\n"
+        "from workflows.bench.mutations import overlay\n"
+        "print(F.softsign(torch.tensor([1.0])).item(), overlay.status()['loaded'])"
+    )
     mutated = _python(code, env)
     assert mutated == "0.25 ['torch.nn.functional']"
     assert _python(code, None) == "0.5 []"
@@ -160,13 +200,15 @@ def test_python_mutation_changes_the_function_only_in_the_subprocess(tmp_path: P
 def test_kernel_mutation_perturbs_the_cpu_result_not_the_device(tmp_path: Path) -> None:
     mutation = load_mutations(_write_set(tmp_path / "set.yaml", [_kernel_entry()]))[0]
     env = subprocess_env(mutation, tmp_path / "work")
-    code = ("import torch\n"
-            "x = torch.zeros(3)\n"
-            "y = x.clone(); y.sigmoid_()\n"
-            "out = torch.empty(3); torch.sigmoid(x, out=out)\n"
-            "dev = torch.sigmoid(x.to('spyre')).cpu()\n"
-            "print(torch.sigmoid(x)[0].item(), y[0].item(), out[0].item(), dev[0].item(),"
-            " torch.exp(x)[0].item())")
+    code = (
+        "import torch\n"
+        "x = torch.zeros(3)\n"
+        "y = x.clone(); y.sigmoid_()\n"
+        "out = torch.empty(3); torch.sigmoid(x, out=out)\n"
+        "dev = torch.sigmoid(x.to('spyre')).cpu()\n"
+        "print(torch.sigmoid(x)[0].item(), y[0].item(), out[0].item(), dev[0].item(),"
+        " torch.exp(x)[0].item())"
+    )
     # functional, in-place and out= CPU kernels are perturbed (x2); the device keeps its own
     # kernel (0.5), other ops are untouched.
     assert _python(code, env) == "1.0 1.0 1.0 0.5 1.0"
@@ -174,6 +216,7 @@ def test_kernel_mutation_perturbs_the_cpu_result_not_the_device(tmp_path: Path) 
 
 
 # --- the restriction ----------------------------------------------------------------------
+
 
 def test_changed_functions_and_touched_variants(tmp_path: Path) -> None:
     source = textwrap.dedent("""\
@@ -198,51 +241,76 @@ def test_changed_functions_and_touched_variants(tmp_path: Path) -> None:
 
     def mutation(old: str, new: str) -> Mutation:
         after = source.replace(old, new)
-        return Mutation("m", "python", "torch/m.py", "-", "-", git_diff("torch/m.py", source,
-                                                                        after))
+        return Mutation(
+            "m", "python", "torch/m.py", "-", "-", git_diff("torch/m.py", source, after)
+        )
 
-    assert changed_functions(mutation("y + 1", "y + 2"), tmp_path) == \
-        {"torch/m.py:outer.<locals>.inner"}
-    assert changed_functions(mutation("inner(x) * 2", "inner(x) * 3"), tmp_path) == \
-        {"torch/m.py:outer"}
-    assert changed_functions(mutation("return LIMIT", "return LIMIT + 1"), tmp_path) == \
-        {"torch/m.py:Box.size"}
+    assert changed_functions(mutation("y + 1", "y + 2"), tmp_path) == {
+        "torch/m.py:outer.<locals>.inner"
+    }
+    assert changed_functions(mutation("inner(x) * 2", "inner(x) * 3"), tmp_path) == {
+        "torch/m.py:outer"
+    }
+    assert changed_functions(mutation("return LIMIT", "return LIMIT + 1"), tmp_path) == {
+        "torch/m.py:Box.size"
+    }
     # module level, a decorator and default values run at import: no restriction
     assert changed_functions(mutation("LIMIT = 3", "LIMIT = 4"), tmp_path) is None
-    assert changed_functions(mutation("@functools.cache", "@functools.lru_cache"),
-                             tmp_path) is None
+    assert changed_functions(mutation("@functools.cache", "@functools.lru_cache"), tmp_path) is None
     assert changed_functions(mutation("eps=1e-5", "eps=1e-6"), tmp_path) is None
 
-    trace = ImpactMap(functions={"a": frozenset({"torch/m.py:outer.<locals>.inner"}),
-                                 "b": frozenset({"torch/other.py:f"})},
-                      aten_ops={"a": frozenset({"aten::sigmoid"}), "b": frozenset({"aten::abs"})})
+    trace = ImpactMap(
+        functions={
+            "a": frozenset({"torch/m.py:outer.<locals>.inner"}),
+            "b": frozenset({"torch/other.py:f"}),
+        },
+        aten_ops={"a": frozenset({"aten::sigmoid"}), "b": frozenset({"aten::abs"})},
+    )
     kernel = Mutation("k", "kernel", "x.cpp", "-", "-", "", ops=("aten::sigmoid",))
     assert touched_variants(kernel, trace, ["a", "b"]) == {"a"}
     assert touched_variants(kernel, trace, ["a", "b", "untraced"]) is None
-    session = ImpactMap(functions=trace.functions, aten_ops=trace.aten_ops,
-                        session_ops=frozenset({"aten::sigmoid"}))
+    session = ImpactMap(
+        functions=trace.functions, aten_ops=trace.aten_ops, session_ops=frozenset({"aten::sigmoid"})
+    )
     assert touched_variants(kernel, session, ["a", "b"]) is None
 
 
 # --- end to end ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
     """A perturbed sigmoid kernel fails the sigmoid variant, which the selector picks; an
     identity rewrite changes nothing; the restricted ground truth equals the full one."""
-    mutations = _write_set(tmp_path / "set.yaml", [
-        _kernel_entry(), _kernel_entry("k-sigmoid-refactor", {"identity": True}),
-        _softsign_entry()])
+    mutations = _write_set(
+        tmp_path / "set.yaml",
+        [
+            _kernel_entry(),
+            _kernel_entry("k-sigmoid-refactor", {"identity": True}),
+            _softsign_entry(),
+        ],
+    )
     out = tmp_path / "out"
-    done = spyre_ci("bench", "selection", "--mutations", str(mutations), "--out", str(out),
-                    "--specs", str(MICRO_SPEC), "--check-restriction", "k-sigmoid",
-                    "--record", str(tmp_path / "selection.json"), timeout=900)
+    done = spyre_ci(
+        "bench",
+        "selection",
+        "--mutations",
+        str(mutations),
+        "--out",
+        str(out),
+        "--specs",
+        str(MICRO_SPEC),
+        "--check-restriction",
+        "k-sigmoid",
+        "--record",
+        str(tmp_path / "selection.json"),
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "selection.json").read_text())
     by_id = {m["id"]: m for m in record["mutations"]}
     sigmoid = by_id["k-sigmoid"]
-    assert sigmoid["failing_ids"] == {
-        "micro::compare_cpu::sigmoid::float32": "passed -> failed"}
+    assert sigmoid["failing_ids"] == {"micro::compare_cpu::sigmoid::float32": "passed -> failed"}
     assert sigmoid["caught"] == ["micro::compare_cpu::sigmoid::float32"]
     assert sigmoid["ground_truth_restricted"] and sigmoid["restriction_exact"]
     assert sigmoid["ground_truth_ran"] < record["inventory"]["runnable"]
@@ -250,15 +318,29 @@ def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
     # softsign runs the same Python on the device and the CPU: the comparison cannot see it
     assert by_id["py-softsign"]["failing"] == 0
     assert record["test_recall"] == 1.0 and record["change_recall"] == 1.0
-    for key in ("test_recall", "change_recall", "time_ratio", "count_ratio", "mutations",
-                "command"):
+    for key in (
+        "test_recall",
+        "change_recall",
+        "time_ratio",
+        "count_ratio",
+        "mutations",
+        "command",
+    ):
         assert key in record
     assert (out / "impact-map.json").exists() and (out / "baseline.json").exists()
 
     # Re-judging the recorded ground truth (no tests run) gives the same figures, and the
     # selector given the impact map as well.
-    again = spyre_ci("bench", "selection", "--mutations", str(mutations), "--out", str(out),
-                     "--rescore", timeout=300)
+    again = spyre_ci(
+        "bench",
+        "selection",
+        "--mutations",
+        str(mutations),
+        "--out",
+        str(out),
+        "--rescore",
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     rescored = json.loads((out / "selection.json").read_text())
     for key in ("test_recall", "change_recall", "count_ratio", "time_ratio"):
@@ -271,11 +353,14 @@ def test_impact_map_records_functions_and_nested_aten_ops(tmp_path: Path) -> Non
     from selector import ImpactMap
 
     ids = tmp_path / "ids.txt"
-    ids.write_text("micro::compare_cpu::nn.functional.softsign::float32\n"
-                   "micro::compare_cpu::sigmoid::float32\n")
+    ids.write_text(
+        "micro::compare_cpu::nn.functional.softsign::float32\n"
+        "micro::compare_cpu::sigmoid::float32\n"
+    )
     out = tmp_path / "impact.json"
-    done = spyre_ci("impact-map", "--out", str(out), "--specs", str(MICRO_SPEC),
-                    "--ids", str(ids), timeout=600)
+    done = spyre_ci(
+        "impact-map", "--out", str(out), "--specs", str(MICRO_SPEC), "--ids", str(ids), timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
     impact = ImpactMap.from_json(data)  # the format the selector reads
@@ -299,8 +384,14 @@ def test_a_kernel_mutation_that_overrides_nothing_is_refused(tmp_path: Path) -> 
     entry["ops"] = ["aten::matmul"]
     mutation = load_mutations(_write_set(tmp_path / "set.yaml", [entry]))[0]
     env = {**os.environ, **subprocess_env(mutation, tmp_path / "work")}
-    done = subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
     assert done.returncode != 0
     assert "none of aten::matmul has a CPU or CompositeExplicitAutograd kernel" in done.stderr
 
@@ -310,9 +401,11 @@ def test_kernel_override_keeps_python_scalars_working(tmp_path: Path) -> None:
     entry["ops"] = ["aten::mul", "aten::mul_"]
     mutation = load_mutations(_write_set(tmp_path / "set.yaml", [entry]))[0]
     env = subprocess_env(mutation, tmp_path / "work")
-    code = ("import torch\n"
-            "a = torch.ones(2)\n"
-            "print((a * 3)[0].item(), (torch.arange(3) * 2).tolist(),"
-            " (torch.arange(3) * 2.5).dtype, (a.to('spyre') * 3).cpu()[0].item())")
+    code = (
+        "import torch\n"
+        "a = torch.ones(2)\n"
+        "print((a * 3)[0].item(), (torch.arange(3) * 2).tolist(),"
+        " (torch.arange(3) * 2.5).dtype, (a.to('spyre') * 3).cpu()[0].item())"
+    )
     # x2 on the CPU float result (a wrapped scalar included); integers and the device untouched
     assert _python(code, env) == "6.0 [0, 2, 4] torch.float32 3.0"

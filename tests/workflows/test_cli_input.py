@@ -48,11 +48,18 @@ def _hostile_files(root: Path) -> None:
     (d / "empty.patch").write_text("")
     (d / "blank.patch").write_text("  \n\n\t\n")
     (d / "mail.patch").write_text("From: someone\nSubject: a change\n\nno diff here\n")
-    (d / "gollum.json").write_text(json.dumps({
-        "event": "gollum", "delivery_id": "wiki-1",
-        "payload": {"repository": {"full_name": "pytorch/pytorch"}}}))
-    (d / "impact-entry.json").write_text(json.dumps(
-        {"format": 1, "variants": {"tiny::compare_cpu::add::float32": "add"}}))
+    (d / "gollum.json").write_text(
+        json.dumps(
+            {
+                "event": "gollum",
+                "delivery_id": "wiki-1",
+                "payload": {"repository": {"full_name": "pytorch/pytorch"}},
+            }
+        )
+    )
+    (d / "impact-entry.json").write_text(
+        json.dumps({"format": 1, "variants": {"tiny::compare_cpu::add::float32": "add"}})
+    )
     (d / "a-file").write_text("a file where a directory is expected\n")
     # An event whose sibling patch exists but is empty: not "no patch", a broken one.
     shutil.copyfile(SOFTMAX_EVENT, d / "softmax.json")
@@ -63,159 +70,420 @@ def _hostile_files(root: Path) -> None:
 # Inventory, {event} the softmax push event, {patch} its diff; `in/...` are relative paths.
 CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
     # event files
-    ("event-is-directory", ["run", "--event", "in/dir", "--inventory", "{inv}"],
-     ["in/dir", "is a directory, not an event file"], {}),
-    ("event-binary", ["select", "--event", "in/binary.json", "--inventory", "{inv}"],
-     ["in/binary.json", "binary data", "not UTF-8"], {}),
-    ("event-not-json", ["run", "--event", "in/text.json", "--inventory", "{inv}"],
-     ["in/text.json:1:1", "invalid JSON"], {}),
-    ("event-nested-too-deep", ["run", "--event", "in/deep.json", "--inventory", "{inv}"],
-     ["in/deep.json", "nested too deep"], {}),
-    ("event-not-object", ["select", "--event", "in/list.json", "--inventory", "{inv}"],
-     ["in/list.json", "an event file is an object"], {}),
-    ("event-unknown-kind", ["run", "--event", "in/gollum.json", "--inventory", "{inv}"],
-     ["in/gollum.json", "triggers no run", "'gollum' is not handled"], {}),
-    ("event-missing", ["run", "--event", "in/nope.json", "--inventory", "{inv}"],
-     ["in/nope.json", "no such event file"], {}),
-    ("event-sibling-patch-empty", ["run", "--event", "in/softmax.json", "--inventory", "{inv}"],
-     ["in/softmax.patch", "the diff is empty"], {}),
+    (
+        "event-is-directory",
+        ["run", "--event", "in/dir", "--inventory", "{inv}"],
+        ["in/dir", "is a directory, not an event file"],
+        {},
+    ),
+    (
+        "event-binary",
+        ["select", "--event", "in/binary.json", "--inventory", "{inv}"],
+        ["in/binary.json", "binary data", "not UTF-8"],
+        {},
+    ),
+    (
+        "event-not-json",
+        ["run", "--event", "in/text.json", "--inventory", "{inv}"],
+        ["in/text.json:1:1", "invalid JSON"],
+        {},
+    ),
+    (
+        "event-nested-too-deep",
+        ["run", "--event", "in/deep.json", "--inventory", "{inv}"],
+        ["in/deep.json", "nested too deep"],
+        {},
+    ),
+    (
+        "event-not-object",
+        ["select", "--event", "in/list.json", "--inventory", "{inv}"],
+        ["in/list.json", "an event file is an object"],
+        {},
+    ),
+    (
+        "event-unknown-kind",
+        ["run", "--event", "in/gollum.json", "--inventory", "{inv}"],
+        ["in/gollum.json", "triggers no run", "'gollum' is not handled"],
+        {},
+    ),
+    (
+        "event-missing",
+        ["run", "--event", "in/nope.json", "--inventory", "{inv}"],
+        ["in/nope.json", "no such event file"],
+        {},
+    ),
+    (
+        "event-sibling-patch-empty",
+        ["run", "--event", "in/softmax.json", "--inventory", "{inv}"],
+        ["in/softmax.patch", "the diff is empty"],
+        {},
+    ),
     # diffs
-    ("diff-binary", ["run", "--diff", "in/binary.patch", "--inventory", "{inv}"],
-     ["in/binary.patch", "not a diff: binary data"], {}),
-    ("diff-nul-bytes", ["select", "--diff", "in/nul.patch", "--inventory", "{inv}"],
-     ["in/nul.patch", "NUL byte"], {}),
-    ("diff-empty-run", ["run", "--diff", "in/empty.patch", "--inventory", "{inv}"],
-     ["in/empty.patch", "the diff is empty", "no file changes"], {}),
-    ("diff-blank-select", ["select", "--diff", "in/blank.patch", "--inventory", "{inv}"],
-     ["in/blank.patch", "the diff is empty"], {}),
-    ("diff-no-file-header", ["run", "--diff", "in/mail.patch", "--inventory", "{inv}"],
-     ["in/mail.patch", "no `diff --git`"], {}),
-    ("diff-is-directory", ["select", "--diff", "in/dir", "--inventory", "{inv}"],
-     ["in/dir", "is a directory, not a diff"], {}),
+    (
+        "diff-binary",
+        ["run", "--diff", "in/binary.patch", "--inventory", "{inv}"],
+        ["in/binary.patch", "not a diff: binary data"],
+        {},
+    ),
+    (
+        "diff-nul-bytes",
+        ["select", "--diff", "in/nul.patch", "--inventory", "{inv}"],
+        ["in/nul.patch", "NUL byte"],
+        {},
+    ),
+    (
+        "diff-empty-run",
+        ["run", "--diff", "in/empty.patch", "--inventory", "{inv}"],
+        ["in/empty.patch", "the diff is empty", "no file changes"],
+        {},
+    ),
+    (
+        "diff-blank-select",
+        ["select", "--diff", "in/blank.patch", "--inventory", "{inv}"],
+        ["in/blank.patch", "the diff is empty"],
+        {},
+    ),
+    (
+        "diff-no-file-header",
+        ["run", "--diff", "in/mail.patch", "--inventory", "{inv}"],
+        ["in/mail.patch", "no `diff --git`"],
+        {},
+    ),
+    (
+        "diff-is-directory",
+        ["select", "--diff", "in/dir", "--inventory", "{inv}"],
+        ["in/dir", "is a directory, not a diff"],
+        {},
+    ),
     # --history and --impact-map
-    ("history-not-json", ["select", "--event", "{event}", "--inventory", "{inv}",
-                          "--history", "in/text.json"],
-     ["in/text.json:1:1", "invalid JSON", "History snapshot"], {}),
-    ("history-wrong-shape", ["select", "--event", "{event}", "--inventory", "{inv}",
-                             "--history", "in/list.json"],
-     ["in/list.json", "not a History snapshot", "must be a JSON object"], {}),
-    ("history-nested-too-deep", ["select", "--event", "{event}", "--inventory", "{inv}",
-                                 "--history", "in/deep.json"],
-     ["in/deep.json", "not a History snapshot: JSON nested too deep"], {}),
-    ("history-binary", ["select", "--event", "{event}", "--inventory", "{inv}",
-                        "--history", "in/binary.json"],
-     ["in/binary.json", "not a History snapshot: binary data"], {}),
-    ("impact-map-not-json-select", ["select", "--event", "{event}", "--inventory", "{inv}",
-                                    "--impact-map", "in/text.json"],
-     ["in/text.json:1:1", "invalid JSON", "impact map"], {}),
-    ("impact-map-array-run", ["run", "--event", "{event}", "--inventory", "{inv}",
-                              "--impact-map", "in/list.json"],
-     ["in/list.json", "not an impact map", "not a JSON array"], {}),
-    ("impact-map-bad-entry-run", ["run", "--event", "{event}", "--inventory", "{inv}",
-                                  "--impact-map", "in/impact-entry.json"],
-     ["in/impact-entry.json", "variants['tiny::compare_cpu::add::float32']"], {}),
-    ("impact-map-env-relative", ["run", "--event", "{event}", "--inventory", "{inv}"],
-     ["in/list.json", "not an impact map"], {"SPYRE_CI_IMPACT_MAP": "in/list.json"}),
-    ("impact-map-missing", ["run", "--event", "{event}", "--inventory", "{inv}",
-                            "--impact-map", "in/nope.json"],
-     ["in/nope.json", "no impact map there"], {}),
+    (
+        "history-not-json",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--history", "in/text.json"],
+        ["in/text.json:1:1", "invalid JSON", "History snapshot"],
+        {},
+    ),
+    (
+        "history-wrong-shape",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--history", "in/list.json"],
+        ["in/list.json", "not a History snapshot", "must be a JSON object"],
+        {},
+    ),
+    (
+        "history-nested-too-deep",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--history", "in/deep.json"],
+        ["in/deep.json", "not a History snapshot: JSON nested too deep"],
+        {},
+    ),
+    (
+        "history-binary",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--history", "in/binary.json"],
+        ["in/binary.json", "not a History snapshot: binary data"],
+        {},
+    ),
+    (
+        "impact-map-not-json-select",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--impact-map", "in/text.json"],
+        ["in/text.json:1:1", "invalid JSON", "impact map"],
+        {},
+    ),
+    (
+        "impact-map-array-run",
+        ["run", "--event", "{event}", "--inventory", "{inv}", "--impact-map", "in/list.json"],
+        ["in/list.json", "not an impact map", "not a JSON array"],
+        {},
+    ),
+    (
+        "impact-map-bad-entry-run",
+        [
+            "run",
+            "--event",
+            "{event}",
+            "--inventory",
+            "{inv}",
+            "--impact-map",
+            "in/impact-entry.json",
+        ],
+        ["in/impact-entry.json", "variants['tiny::compare_cpu::add::float32']"],
+        {},
+    ),
+    (
+        "impact-map-env-relative",
+        ["run", "--event", "{event}", "--inventory", "{inv}"],
+        ["in/list.json", "not an impact map"],
+        {"SPYRE_CI_IMPACT_MAP": "in/list.json"},
+    ),
+    (
+        "impact-map-missing",
+        ["run", "--event", "{event}", "--inventory", "{inv}", "--impact-map", "in/nope.json"],
+        ["in/nope.json", "no impact map there"],
+        {},
+    ),
     # numbers: one validator for run, select and upgrade-diff
-    ("run-budget-negative", ["run", "--event", "{event}", "--budget", "-1"],
-     ["--budget -1", "must be at least 0"], {}),
-    ("select-budget-not-a-number", ["select", "--event", "{event}", "--budget", "ten"],
-     ["argument --budget", "invalid int value: 'ten'"], {}),
-    ("run-budget-time-negative", ["run", "--event", "{event}", "--budget-time", "-1"],
-     ["--budget-time -1", "must be at least 0"], {}),
-    ("select-budget-time-negative", ["select", "--event", "{event}", "--budget-time", "-1"],
-     ["--budget-time -1", "must be at least 0"], {}),
-    ("run-holdout-above-one", ["run", "--event", "{event}", "--holdout", "7"],
-     ["--holdout 7", "must be within [0, 1]"], {}),
-    ("select-holdout-above-one", ["select", "--event", "{event}", "--holdout", "7"],
-     ["--holdout 7", "must be within [0, 1]"], {}),
-    ("select-holdout-nan", ["select", "--event", "{event}", "--holdout", "nan"],
-     ["--holdout nan", "not a finite number"], {}),
-    ("upgrade-holdout-negative", ["upgrade-diff", "--from-inventory", "{inv}",
-                                  "--to-inventory", "{inv}", "--holdout", "-0.5"],
-     ["--holdout -0.5", "must be within [0, 1]"], {}),
-    ("run-jobs-zero", ["run", "--event", "{event}", "--jobs", "0"],
-     ["--jobs 0", "must be at least 1"], {}),
-    ("run-jobs-negative", ["run", "--event", "{event}", "-j", "-4"],
-     ["--jobs -4", "must be at least 1"], {}),
-    ("resume-jobs-zero", ["runs", "resume", "some-run", "--jobs", "0"],
-     ["--jobs 0", "must be at least 1"], {}),
-    ("select-shards-zero", ["select", "--event", "{event}", "--shards", "0"],
-     ["--shards 0", "must be at least 1"], {}),
-    ("run-test-timeout-zero", ["run", "--event", "{event}", "--test-timeout", "0"],
-     ["--test-timeout 0", "must be more than 0"], {}),
-    ("run-memory-zero", ["run", "--event", "{event}", "--memory-mb", "0"],
-     ["--memory-mb 0", "must be at least 1"], {}),
-    ("runs-list-limit-zero", ["runs", "list", "--limit", "0"],
-     ["--limit 0", "must be at least 1"], {}),
-    ("worker-concurrency-zero", ["worker", "--concurrency", "0"],
-     ["--concurrency 0", "must be at least 1"], {}),
+    (
+        "run-budget-negative",
+        ["run", "--event", "{event}", "--budget", "-1"],
+        ["--budget -1", "must be at least 0"],
+        {},
+    ),
+    (
+        "select-budget-not-a-number",
+        ["select", "--event", "{event}", "--budget", "ten"],
+        ["argument --budget", "invalid int value: 'ten'"],
+        {},
+    ),
+    (
+        "run-budget-time-negative",
+        ["run", "--event", "{event}", "--budget-time", "-1"],
+        ["--budget-time -1", "must be at least 0"],
+        {},
+    ),
+    (
+        "select-budget-time-negative",
+        ["select", "--event", "{event}", "--budget-time", "-1"],
+        ["--budget-time -1", "must be at least 0"],
+        {},
+    ),
+    (
+        "run-holdout-above-one",
+        ["run", "--event", "{event}", "--holdout", "7"],
+        ["--holdout 7", "must be within [0, 1]"],
+        {},
+    ),
+    (
+        "select-holdout-above-one",
+        ["select", "--event", "{event}", "--holdout", "7"],
+        ["--holdout 7", "must be within [0, 1]"],
+        {},
+    ),
+    (
+        "select-holdout-nan",
+        ["select", "--event", "{event}", "--holdout", "nan"],
+        ["--holdout nan", "not a finite number"],
+        {},
+    ),
+    (
+        "upgrade-holdout-negative",
+        [
+            "upgrade-diff",
+            "--from-inventory",
+            "{inv}",
+            "--to-inventory",
+            "{inv}",
+            "--holdout",
+            "-0.5",
+        ],
+        ["--holdout -0.5", "must be within [0, 1]"],
+        {},
+    ),
+    (
+        "run-jobs-zero",
+        ["run", "--event", "{event}", "--jobs", "0"],
+        ["--jobs 0", "must be at least 1"],
+        {},
+    ),
+    (
+        "run-jobs-negative",
+        ["run", "--event", "{event}", "-j", "-4"],
+        ["--jobs -4", "must be at least 1"],
+        {},
+    ),
+    (
+        "resume-jobs-zero",
+        ["runs", "resume", "some-run", "--jobs", "0"],
+        ["--jobs 0", "must be at least 1"],
+        {},
+    ),
+    (
+        "select-shards-zero",
+        ["select", "--event", "{event}", "--shards", "0"],
+        ["--shards 0", "must be at least 1"],
+        {},
+    ),
+    (
+        "run-test-timeout-zero",
+        ["run", "--event", "{event}", "--test-timeout", "0"],
+        ["--test-timeout 0", "must be more than 0"],
+        {},
+    ),
+    (
+        "run-memory-zero",
+        ["run", "--event", "{event}", "--memory-mb", "0"],
+        ["--memory-mb 0", "must be at least 1"],
+        {},
+    ),
+    (
+        "runs-list-limit-zero",
+        ["runs", "list", "--limit", "0"],
+        ["--limit 0", "must be at least 1"],
+        {},
+    ),
+    (
+        "worker-concurrency-zero",
+        ["worker", "--concurrency", "0"],
+        ["--concurrency 0", "must be at least 1"],
+        {},
+    ),
     # ids and names
-    ("select-why-unknown", ["select", "--event", "{event}", "--inventory", "{inv}",
-                            "--why", "tiny::compare_cpu::sofmax::float32"],
-     ["--why tiny::compare_cpu::sofmax::float32", "no such variant",
-      "did you mean: tiny::compare_cpu::softmax::float32"], {}),
-    ("select-unknown-heuristic", ["select", "--event", "{event}", "--inventory", "{inv}",
-                                  "--trial", "astrology"],
-     ["--trial/--disable", "unknown heuristic(s) astrology", "known:"], {}),
+    (
+        "select-why-unknown",
+        [
+            "select",
+            "--event",
+            "{event}",
+            "--inventory",
+            "{inv}",
+            "--why",
+            "tiny::compare_cpu::sofmax::float32",
+        ],
+        [
+            "--why tiny::compare_cpu::sofmax::float32",
+            "no such variant",
+            "did you mean: tiny::compare_cpu::softmax::float32",
+        ],
+        {},
+    ),
+    (
+        "select-unknown-heuristic",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--trial", "astrology"],
+        ["--trial/--disable", "unknown heuristic(s) astrology", "known:"],
+        {},
+    ),
     # inventories, specs, output directories
-    ("inventory-missing", ["run", "--event", "{event}", "--inventory", "in/nope.json.gz"],
-     ["in/nope.json.gz", "no inventory there", "spyre-ci inventory --out in/nope.json.gz"], {}),
-    ("inventory-is-directory", ["select", "--event", "{event}", "--inventory", "in/dir"],
-     ["in/dir", "is a directory, not an inventory"], {}),
-    ("inventory-nested-too-deep", ["select", "--event", "{event}", "--inventory",
-                                   "in/deep.json"],
-     ["in/deep.json", "not a readable inventory"], {}),
-    ("inventory-not-readable", ["run", "--event", "{event}", "--inventory", "in/text.json"],
-     ["in/text.json", "not a readable inventory"], {}),
-    ("run-out-is-a-file", ["run", "--event", "{event}", "--inventory", "{inv}",
-                           "--out", "in/a-file"],
-     ["in/a-file", "exists and is not a directory"], {}),
-    ("run-out-empty", ["run", "--event", "{event}", "--out", ""],
-     ["argument --out", "an empty path"], {}),
-    ("run-specs-missing", ["run", "--event", "{event}", "--inventory", "{inv}",
-                           "--specs", "in/nope.yaml"],
-     ["in/nope.yaml", "no such spec file or folder"], {}),
-    ("inventory-specs-missing", ["inventory", "--specs", "in/nope.yaml"],
-     ["in/nope.yaml", "no such spec file or folder"], {}),
-    ("inventory-out-is-directory", ["inventory", "--out", "in/dir"],
-     ["in/dir", "is a directory"], {}),
-    ("expand-specs-missing", ["suites", "expand", "--specs", "in/nope.yaml"],
-     ["in/nope.yaml", "no such spec file or folder"], {}),
-    ("upgrade-out-is-a-file", ["upgrade-diff", "--from-inventory", "{inv}",
-                               "--to-inventory", "{inv}", "--out", "in/a-file"],
-     ["in/a-file", "exists and is not a directory"], {}),
-    ("select-plan-out-is-directory", ["select", "--event", "{event}", "--inventory", "{inv}",
-                                      "--plan-out", "in/dir"],
-     ["in/dir", "is a directory"], {}),
-    ("impact-map-ids-is-directory", ["impact-map", "--out", "in/map.json", "--ids", "in/dir"],
-     ["in/dir", "is a directory"], {}),
-    ("export-run-dir-missing", ["export", "in/nope"],
-     ["in/nope", "no such directory"], {}),
-    ("export-record-binary", ["export", "--record", "in/binary.json", "--out", "in/export"],
-     ["in/binary.json", "not a run record: binary data"], {}),
-    ("export-record-directory", ["export", "--record", "in/dir", "--out", "in/export"],
-     ["in/dir", "is a directory, not a run record"], {}),
-    ("export-record-nested-too-deep", ["export", "--record", "in/deep.json", "--out",
-                                       "in/export"],
-     ["in/deep.json", "not a run record: JSON nested too deep"], {}),
-    ("suites-record-binary", ["suites", "record", "in/binary.json", "--out", "in/x.yaml"],
-     ["in/binary.json", "not a results file (JSON lines): binary data"], {}),
+    (
+        "inventory-missing",
+        ["run", "--event", "{event}", "--inventory", "in/nope.json.gz"],
+        ["in/nope.json.gz", "no inventory there", "spyre-ci inventory --out in/nope.json.gz"],
+        {},
+    ),
+    (
+        "inventory-is-directory",
+        ["select", "--event", "{event}", "--inventory", "in/dir"],
+        ["in/dir", "is a directory, not an inventory"],
+        {},
+    ),
+    (
+        "inventory-nested-too-deep",
+        ["select", "--event", "{event}", "--inventory", "in/deep.json"],
+        ["in/deep.json", "not a readable inventory"],
+        {},
+    ),
+    (
+        "inventory-not-readable",
+        ["run", "--event", "{event}", "--inventory", "in/text.json"],
+        ["in/text.json", "not a readable inventory"],
+        {},
+    ),
+    (
+        "run-out-is-a-file",
+        ["run", "--event", "{event}", "--inventory", "{inv}", "--out", "in/a-file"],
+        ["in/a-file", "exists and is not a directory"],
+        {},
+    ),
+    (
+        "run-out-empty",
+        ["run", "--event", "{event}", "--out", ""],
+        ["argument --out", "an empty path"],
+        {},
+    ),
+    (
+        "run-specs-missing",
+        ["run", "--event", "{event}", "--inventory", "{inv}", "--specs", "in/nope.yaml"],
+        ["in/nope.yaml", "no such spec file or folder"],
+        {},
+    ),
+    (
+        "inventory-specs-missing",
+        ["inventory", "--specs", "in/nope.yaml"],
+        ["in/nope.yaml", "no such spec file or folder"],
+        {},
+    ),
+    (
+        "inventory-out-is-directory",
+        ["inventory", "--out", "in/dir"],
+        ["in/dir", "is a directory"],
+        {},
+    ),
+    (
+        "expand-specs-missing",
+        ["suites", "expand", "--specs", "in/nope.yaml"],
+        ["in/nope.yaml", "no such spec file or folder"],
+        {},
+    ),
+    (
+        "upgrade-out-is-a-file",
+        [
+            "upgrade-diff",
+            "--from-inventory",
+            "{inv}",
+            "--to-inventory",
+            "{inv}",
+            "--out",
+            "in/a-file",
+        ],
+        ["in/a-file", "exists and is not a directory"],
+        {},
+    ),
+    (
+        "select-plan-out-is-directory",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--plan-out", "in/dir"],
+        ["in/dir", "is a directory"],
+        {},
+    ),
+    (
+        "impact-map-ids-is-directory",
+        ["impact-map", "--out", "in/map.json", "--ids", "in/dir"],
+        ["in/dir", "is a directory"],
+        {},
+    ),
+    ("export-run-dir-missing", ["export", "in/nope"], ["in/nope", "no such directory"], {}),
+    (
+        "export-record-binary",
+        ["export", "--record", "in/binary.json", "--out", "in/export"],
+        ["in/binary.json", "not a run record: binary data"],
+        {},
+    ),
+    (
+        "export-record-directory",
+        ["export", "--record", "in/dir", "--out", "in/export"],
+        ["in/dir", "is a directory, not a run record"],
+        {},
+    ),
+    (
+        "export-record-nested-too-deep",
+        ["export", "--record", "in/deep.json", "--out", "in/export"],
+        ["in/deep.json", "not a run record: JSON nested too deep"],
+        {},
+    ),
+    (
+        "suites-record-binary",
+        ["suites", "record", "in/binary.json", "--out", "in/x.yaml"],
+        ["in/binary.json", "not a results file (JSON lines): binary data"],
+        {},
+    ),
     # the relay's config
-    ("serve-config-binary", ["serve", "--config", "in/binary.json"],
-     ["in/binary.json", "not a relay config (YAML): binary data"], {}),
-    ("trigger-config-directory", ["trigger", "nightly", "--sha", "a" * 40, "--config", "in/dir"],
-     ["in/dir", "is a directory, not a relay config"], {}),
+    (
+        "serve-config-binary",
+        ["serve", "--config", "in/binary.json"],
+        ["in/binary.json", "not a relay config (YAML): binary data"],
+        {},
+    ),
+    (
+        "trigger-config-directory",
+        ["trigger", "nightly", "--sha", "a" * 40, "--config", "in/dir"],
+        ["in/dir", "is a directory, not a relay config"],
+        {},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("argv", "fragments", "extra_env"),
-                         [pytest.param(a, f, e, id=i) for i, a, f, e in CASES])
+@pytest.mark.parametrize(
+    ("argv", "fragments", "extra_env"), [pytest.param(a, f, e, id=i) for i, a, f, e in CASES]
+)
 def test_hostile_input_is_refused_cleanly(
-    tiny_inventory: Path, tmp_path: Path, argv: list[str], fragments: list[str],
+    tiny_inventory: Path,
+    tmp_path: Path,
+    argv: list[str],
+    fragments: list[str],
     extra_env: dict[str, str],
 ) -> None:
     work = tmp_path / "cwd"
@@ -227,8 +495,11 @@ def test_hostile_input_is_refused_cleanly(
     env.pop("SPYRE_CI_INVENTORY", None)
     if "SPYRE_CI_IMPACT_MAP" not in extra_env:
         env.pop("SPYRE_CI_IMPACT_MAP", None)
-    subst = {"{inv}": str(tiny_inventory), "{event}": str(SOFTMAX_EVENT),
-             "{patch}": str(SOFTMAX_PATCH)}
+    subst = {
+        "{inv}": str(tiny_inventory),
+        "{event}": str(SOFTMAX_EVENT),
+        "{patch}": str(SOFTMAX_PATCH),
+    }
     result = spyre_ci(*[subst.get(a, a) for a in argv], env=env, cwd=work, timeout=120)
 
     assert result.returncode == 2, (result.stdout, result.stderr)
@@ -262,9 +533,24 @@ def test_relative_paths_hold_across_directories(tiny_inventory: Path, tmp_path: 
     (a / "change.patch").write_text(SIN_PATCH)
     env = {**os.environ, "SPYRE_CI_STATE_DIR": "state"}
     env.pop("SPYRE_CI_IMPACT_MAP", None)
-    first = spyre_ci("run", "--diff", "change.patch", "--inventory", "tiny.json.gz",
-                     "--specs", "tiny.yaml", "--out", "out", "--holdout", "0",
-                     "--jobs", "2", "--no-progress", env=env, cwd=a)
+    first = spyre_ci(
+        "run",
+        "--diff",
+        "change.patch",
+        "--inventory",
+        "tiny.json.gz",
+        "--specs",
+        "tiny.yaml",
+        "--out",
+        "out",
+        "--holdout",
+        "0",
+        "--jobs",
+        "2",
+        "--no-progress",
+        env=env,
+        cwd=a,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     assert "shard subprocess failed" not in first.stdout + first.stderr
     planned = json.loads((a / "out" / "planned.json").read_text())
@@ -279,20 +565,30 @@ def test_relative_paths_hold_across_directories(tiny_inventory: Path, tmp_path: 
     history.save_run(replace(run, state="planned"))
     dropped = set()
     for path in _shard_logs(a / "out", "shard-1"):
-        dropped |= {json.loads(line)["id"] for line in path.read_text().splitlines()
-                    if line.strip()}
+        dropped |= {
+            json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()
+        }
         path.unlink()
     assert dropped
 
-    resumed = spyre_ci("runs", "resume", run.run_id, "--jobs", "2",
-                       env={**env, "SPYRE_CI_STATE_DIR": "../a/state"}, cwd=b)
+    resumed = spyre_ci(
+        "runs",
+        "resume",
+        run.run_id,
+        "--jobs",
+        "2",
+        env={**env, "SPYRE_CI_STATE_DIR": "../a/state"},
+        cwd=b,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Traceback" not in resumed.stderr
     assert str(a / "out" / "report.html") in resumed.stdout
     assert list(b.iterdir()) == []  # nothing landed in the directory resume started in
     record = json.loads((a / "out" / "run.json").read_text())
     assert {r["id"]: r["status"] for r in record["results"]} == {
-        "tiny::compare_cpu::sin::float16": "passed", "tiny::compare_cpu::sin::float32": "passed"}
+        "tiny::compare_cpu::sin::float16": "passed",
+        "tiny::compare_cpu::sin::float32": "passed",
+    }
     starts: Counter[str] = Counter()
     for path in _shard_logs(a / "out", "shard-1"):
         for line in path.read_text().splitlines():

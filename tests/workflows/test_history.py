@@ -17,8 +17,11 @@ from workflows.history import (
 )
 
 FIRST = HistoryUpdate(
-    outcomes=(OutcomeRecord("a", Status.PASSED, 2.0), OutcomeRecord("b", Status.FAILED, 1.0),
-              OutcomeRecord("b", Status.FAILED, 1.5)),
+    outcomes=(
+        OutcomeRecord("a", Status.PASSED, 2.0),
+        OutcomeRecord("b", Status.FAILED, 1.0),
+        OutcomeRecord("b", Status.FAILED, 1.5),
+    ),
     baseline={"a": Status.PASSED, "b": Status.FAILED},
     co_failures={"aten/src/ATen/native/SoftMax.cpp": ("b",)},
     known_variants=frozenset({"a", "b", "c"}),
@@ -47,7 +50,8 @@ def test_store_follows_the_selectors_reference_semantics(store: HistoryStore) ->
     assert snapshot.variants == expected.variants
     assert snapshot.known_variants == frozenset({"a", "b", "c"})
     assert snapshot.co_failures == {
-        "aten/src/ATen/native/SoftMax.cpp": {"b": 2}, "torch/nn/functional.py": {"a": 1},
+        "aten/src/ATen/native/SoftMax.cpp": {"b": 2},
+        "torch/nn/functional.py": {"a": 1},
     }
     a = snapshot.variants["a"]
     assert a.recent == (Status.PASSED, Status.FAILED, Status.PASSED) and a.flaky
@@ -93,9 +97,12 @@ def test_an_update_in_another_order_is_still_recorded_once(store: HistoryStore) 
     # (run, variant, attempt), not by position, nothing is added twice.
     store.apply("r1", FIRST)
     once = store.snapshot(PATHS)
-    reordered = HistoryUpdate(outcomes=tuple(reversed(FIRST.outcomes)),
-                              baseline=FIRST.baseline, co_failures=FIRST.co_failures,
-                              known_variants=FIRST.known_variants)
+    reordered = HistoryUpdate(
+        outcomes=tuple(reversed(FIRST.outcomes)),
+        baseline=FIRST.baseline,
+        co_failures=FIRST.co_failures,
+        known_variants=FIRST.known_variants,
+    )
     store.apply("r1", reordered)
     assert store.snapshot(PATHS) == once
 

@@ -37,17 +37,28 @@ def tiny_impact_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> pipeline.RunRequest:
-    event = {"kind": "push", "delivery_id": "d-mul", "repo": "pytorch/pytorch",
-             "head_sha": "a" * 40, "source": "cli"}
+    event = {
+        "kind": "push",
+        "delivery_id": "d-mul",
+        "repo": "pytorch/pytorch",
+        "head_sha": "a" * 40,
+        "source": "cli",
+    }
     return pipeline.RunRequest(
-        run_id=f"mul-{impact_map is not None}", event=event,
-        out_dir=str(tmp_path / f"out-{impact_map is not None}"), inventory=str(inventory),
-        diff_text=MUL_KERNEL_PATCH, holdout=0.0, specs=(str(TINY_SPEC),),
-        impact_map=str(impact_map) if impact_map else None)
+        run_id=f"mul-{impact_map is not None}",
+        event=event,
+        out_dir=str(tmp_path / f"out-{impact_map is not None}"),
+        inventory=str(inventory),
+        diff_text=MUL_KERNEL_PATCH,
+        holdout=0.0,
+        specs=(str(TINY_SPEC),),
+        impact_map=str(impact_map) if impact_map else None,
+    )
 
 
 def test_a_mul_kernel_change_reaches_what_dispatches_mul(
-        tiny_inventory: Path, tiny_impact_map: Path, tmp_path: Path) -> None:
+    tiny_inventory: Path, tiny_impact_map: Path, tmp_path: Path
+) -> None:
     history = SQLiteHistory(tmp_path / "history.sqlite3")
     plain = pipeline.plan(_request(tmp_path, tiny_inventory, None), history)
     by_name = {s["id"] for s in plain.plan["selected"]}
@@ -55,11 +66,15 @@ def test_a_mul_kernel_change_reaches_what_dispatches_mul(
     assert "impact_map" not in plain.plan
 
     traced = pipeline.plan(_request(tmp_path, tiny_inventory, tiny_impact_map), history)
-    reasons = {s["id"]: " | ".join(r["reason"] for r in s["reasons"])
-               for s in traced.plan["selected"]}
+    reasons = {
+        s["id"]: " | ".join(r["reason"] for r in s["reasons"]) for s in traced.plan["selected"]
+    }
     trace = json.loads(tiny_impact_map.read_text())["variants"]
-    dispatching = {vid for vid, e in trace.items() if "aten::mul.Tensor" in e["aten_ops"]
-                   or "aten::mul" in e["aten_ops"]}
+    dispatching = {
+        vid
+        for vid, e in trace.items()
+        if "aten::mul.Tensor" in e["aten_ops"] or "aten::mul" in e["aten_ops"]
+    }
     # What the trace saw dispatch mul is selected, with the trace as its reason; what it did
     # not (pow, the with_dtype samples) is not.
     assert dispatching - by_name, "the map adds variants the op name alone does not reach"
@@ -76,20 +91,31 @@ def test_impact_map_errors_name_the_file(tiny_inventory: Path, tmp_path: Path) -
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
     diff = tmp_path / "mul.patch"
     diff.write_text(MUL_KERNEL_PATCH)
-    common = ["run", "--diff", str(diff), "--inventory", str(tiny_inventory),
-              "--out", str(tmp_path / "out"), "--no-progress"]
+    common = [
+        "run",
+        "--diff",
+        str(diff),
+        "--inventory",
+        str(tiny_inventory),
+        "--out",
+        str(tmp_path / "out"),
+        "--no-progress",
+    ]
     missing = spyre_ci(*common, "--impact-map", str(tmp_path / "nope.json"), env=env)
     assert missing.returncode == 2
     assert "nope.json: no impact map there; record one with `spyre-ci impact-map" in (
-        missing.stderr)
+        missing.stderr
+    )
     from_env = spyre_ci(*common, env={**env, "SPYRE_CI_IMPACT_MAP": str(tmp_path / "gone.json")})
     assert from_env.returncode == 2 and "gone.json: no impact map there" in from_env.stderr
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": 1, "variants": [')
     with pytest.raises(pipeline.PipelineError, match="broken.json: not a readable impact map"):
-        pipeline.plan(_request(tmp_path, tiny_inventory, broken),
-                      SQLiteHistory(tmp_path / "h.sqlite3"))
+        pipeline.plan(
+            _request(tmp_path, tiny_inventory, broken), SQLiteHistory(tmp_path / "h.sqlite3")
+        )
     broken.write_text('{"format": 7, "variants": {}}')
     with pytest.raises(pipeline.PipelineError, match="broken.json: format 7 is not 1"):
-        pipeline.plan(_request(tmp_path, tiny_inventory, broken),
-                      SQLiteHistory(tmp_path / "h.sqlite3"))
+        pipeline.plan(
+            _request(tmp_path, tiny_inventory, broken), SQLiteHistory(tmp_path / "h.sqlite3")
+        )

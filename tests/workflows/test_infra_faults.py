@@ -23,13 +23,26 @@ from workflows.history import RunState, SQLiteHistory
 
 SOFTMAX_NEW = {
     f"tiny::compare_cpu::{op}.with_dtype::{dtype}"
-    for op in ("softmax", "log_softmax") for dtype in ("float32", "float16")
+    for op in ("softmax", "log_softmax")
+    for dtype in ("float32", "float16")
 }
 
 
 def _common(tiny_inventory: Path) -> list[str]:
-    return ["run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(tiny_inventory),
-            "--specs", str(TINY_SPEC), "--jobs", "2", "--holdout", "0", "--no-progress"]
+    return [
+        "run",
+        "--diff",
+        str(SOFTMAX_PATCH),
+        "--inventory",
+        str(tiny_inventory),
+        "--specs",
+        str(TINY_SPEC),
+        "--jobs",
+        "2",
+        "--holdout",
+        "0",
+        "--no-progress",
+    ]
 
 
 def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_nothing(
@@ -58,11 +71,17 @@ def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_
     assert verdict["reproduced_on_retry"] is True
     row = json.loads((out / "hud" / "crcr_workflow_job.json").read_text())
     assert row["conclusion"] == "failure"
-    assert "infrastructure error, not a test result" in json.loads(row["environment"])[
-        "infrastructure_error"]
+    assert (
+        "infrastructure error, not a test result"
+        in json.loads(row["environment"])["infrastructure_error"]
+    )
     for table in ("test_run", "failed_test_runs"):
-        rows = [row for path in (out / "hud" / table).rglob("*") if path.is_file()
-                for row in read_json_lines(path)]
+        rows = [
+            row
+            for path in (out / "hud" / table).rglob("*")
+            if path.is_file()
+            for row in read_json_lines(path)
+        ]
         assert rows == [], table
 
     history = SQLiteHistory(state / "history.sqlite3")
@@ -91,11 +110,25 @@ def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_
 
 
 def _request(tiny_inventory: Path, out: Path, run_id: str, **extra: object) -> pipeline.RunRequest:
-    event = TriggerEvent(kind="push", delivery_id=run_id, repo="pytorch/pytorch",
-                         head_sha="b" * 40, files_complete=False, source="cli")
-    return pipeline.RunRequest(run_id=run_id, event=event.to_json(), out_dir=str(out),
-                               inventory=str(tiny_inventory), specs=(str(TINY_SPEC),),
-                               full=True, holdout=0.0, expand=False, **extra)  # type: ignore[arg-type]
+    event = TriggerEvent(
+        kind="push",
+        delivery_id=run_id,
+        repo="pytorch/pytorch",
+        head_sha="b" * 40,
+        files_complete=False,
+        source="cli",
+    )
+    return pipeline.RunRequest(
+        run_id=run_id,
+        event=event.to_json(),
+        out_dir=str(out),
+        inventory=str(tiny_inventory),
+        specs=(str(TINY_SPEC),),
+        full=True,
+        holdout=0.0,
+        expand=False,
+        **extra,  # type: ignore[arg-type]
+    )
 
 
 def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
@@ -107,12 +140,14 @@ def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
     ids = [v for shard in planned.shards for v in shard]
     # Every variant failing with the same message (numbers aside), and again on its rerun:
     # what a broken environment looks like when it breaks inside the tests.
-    same = [Outcome(v, Status.FAILED, 0.1, f"RuntimeError: device {i} lost") for i, v in
-            enumerate(ids)]
+    same = [
+        Outcome(v, Status.FAILED, 0.1, f"RuntimeError: device {i} lost") for i, v in enumerate(ids)
+    ]
 
     def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
-        return pipeline.ShardRun([Outcome(v, Status.FAILED, 0.1, "RuntimeError: device 0 lost")
-                                  for v in rerun_ids])
+        return pipeline.ShardRun(
+            [Outcome(v, Status.FAILED, 0.1, "RuntimeError: device 0 lost") for v in rerun_ids]
+        )
 
     finished = pipeline.finish(planned, same, history, rerun)
     assert finished.held_back and "same message" in finished.held_back
@@ -139,8 +174,10 @@ def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
 ) -> None:
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "rerun-dies"), history)
-    first = [Outcome(v, Status.FAILED if i == 0 else Status.PASSED, 0.1, "boom")
-             for i, v in enumerate(v for shard in planned.shards for v in shard)]
+    first = [
+        Outcome(v, Status.FAILED if i == 0 else Status.PASSED, 0.1, "boom")
+        for i, v in enumerate(v for shard in planned.shards for v in shard)
+    ]
     spent: list[str] = []
 
     def broken(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
@@ -162,8 +199,9 @@ def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     out = tmp_path / "out"
     pipeline.plan(_request(tiny_inventory, out, "first"), history)
-    with pytest.raises(pipeline.PipelineError,
-                       match=r"holds run first, which has not finished.*runs resume first"):
+    with pytest.raises(
+        pipeline.PipelineError, match=r"holds run first, which has not finished.*runs resume first"
+    ):
         pipeline.plan(_request(tiny_inventory, out, "second"), history)
 
     # Given up by removing it, the folder is the second run's; the first cannot be resumed
@@ -179,8 +217,11 @@ def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks
 
 
 def test_a_redis_outage_is_an_infrastructure_error(tiny_inventory: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
-           "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"}
+    env = {
+        **os.environ,
+        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+        "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0",
+    }
     result = spyre_ci(*_common(tiny_inventory), "--out", str(tmp_path / "out"), env=env)
     assert result.returncode == 3, result.stdout + result.stderr
     assert "infrastructure error" in result.stderr and "Redis History at" in result.stderr
@@ -191,8 +232,11 @@ def _shard_processes(marker: str) -> list[int]:
     import subprocess
 
     listing = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True)
-    return [int(line.split(None, 1)[0]) for line in listing.stdout.splitlines()
-            if "suites.pytest_plugin" in line and marker in line]
+    return [
+        int(line.split(None, 1)[0])
+        for line in listing.stdout.splitlines()
+        if "suites.pytest_plugin" in line and marker in line
+    ]
 
 
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
@@ -208,11 +252,29 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
 
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
     out = tmp_path / "out"
-    args = ["run", "--event", str(REPO_ROOT / "examples" / "events" / "nightly.json"), "--full",
-            "--inventory", str(tiny_inventory), "--specs", str(TINY_SPEC), "--jobs", "2",
-            "--no-progress", "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", "workflows", *args], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "run",
+        "--event",
+        str(REPO_ROOT / "examples" / "events" / "nightly.json"),
+        "--full",
+        "--inventory",
+        str(tiny_inventory),
+        "--specs",
+        str(TINY_SPEC),
+        "--jobs",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workflows", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while len(_shard_processes(str(out))) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -235,14 +297,34 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
 def test_a_relative_torch_root_means_the_same_folder_to_the_shards(tmp_path: Path) -> None:
 
     spec = "tests/suites/upstream_like/tiny.yaml"
-    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
-           "TORCH_ROOT": "tests/suites/upstream_like"}  # relative, as a user types it
+    env = {
+        **os.environ,
+        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+        "TORCH_ROOT": "tests/suites/upstream_like",
+    }  # relative, as a user types it
     inventory = tmp_path / "inv.json.gz"
     built = spyre_ci("inventory", "--specs", spec, "--out", str(inventory), env=env)
     assert built.returncode == 0, built.stderr
-    ran = spyre_ci("run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(inventory),
-                   "--specs", spec, "--full", "--jobs", "1", "--holdout", "0", "--no-progress",
-                   "--test-timeout", "20", "--out", str(tmp_path / "out"), env=env)
+    ran = spyre_ci(
+        "run",
+        "--diff",
+        str(SOFTMAX_PATCH),
+        "--inventory",
+        str(inventory),
+        "--specs",
+        spec,
+        "--full",
+        "--jobs",
+        "1",
+        "--holdout",
+        "0",
+        "--no-progress",
+        "--test-timeout",
+        "20",
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
     assert ran.returncode in (0, 1), ran.stdout + ran.stderr  # never 3: the tests ran
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["infrastructure"] == [] and record["results"]

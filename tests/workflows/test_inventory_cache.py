@@ -22,19 +22,22 @@ def _specs(folder: Path, expectations: str = "version: 1\nexpectations: []\n") -
     text = TINY.read_text(encoding="utf-8").replace(
         "      unlisted_test_mode: mandatory_success\n",
         "      unlisted_test_mode: mandatory_success\n"
-        "      expectations_file: exp/tiny.expectations.yaml\n")
+        "      expectations_file: exp/tiny.expectations.yaml\n",
+    )
     (folder / "tiny.yaml").write_text(text, encoding="utf-8")
     (folder / "exp").mkdir(exist_ok=True)
     (folder / "exp" / "tiny.expectations.yaml").write_text(expectations, encoding="utf-8")
     return folder
 
 
-@pytest.mark.parametrize("edit", ["referenced expectations", "expectations beside",
-                                  "spec", "torch version"])
+@pytest.mark.parametrize(
+    "edit", ["referenced expectations", "expectations beside", "spec", "torch version"]
+)
 def test_key_changes_with_what_changes_an_inventory(edit: str, tmp_path: Path):
     folder = _specs(tmp_path / "specs")
-    (folder / "other.expectations.yaml").write_text("version: 1\nexpectations: []\n",
-                                                   encoding="utf-8")
+    (folder / "other.expectations.yaml").write_text(
+        "version: 1\nexpectations: []\n", encoding="utf-8"
+    )
     key = cache_key([str(folder)], torch_version="2.13.0")
     assert key == cache_key([str(folder)], torch_version="2.13.0")
     if edit == "referenced expectations":
@@ -43,8 +46,9 @@ def test_key_changes_with_what_changes_an_inventory(edit: str, tmp_path: Path):
         (folder / "other.expectations.yaml").write_text("version: 1\n", encoding="utf-8")
     elif edit == "spec":
         (folder / "tiny.yaml").write_text("# edited\n" + (folder / "tiny.yaml").read_text())
-    assert key != cache_key([str(folder)], torch_version=(
-        "2.14.1" if edit == "torch version" else "2.13.0"))
+    assert key != cache_key(
+        [str(folder)], torch_version=("2.14.1" if edit == "torch version" else "2.13.0")
+    )
 
 
 def test_key_is_the_same_for_a_copy_and_for_upgrade(tmp_path: Path):
@@ -52,8 +56,9 @@ def test_key_is_the_same_for_a_copy_and_for_upgrade(tmp_path: Path):
     copy = tmp_path / "b"
     shutil.copytree(folder, copy)
     assert cache_key([str(folder)]) == cache_key([str(copy)])
-    assert upgrade.specs_key([str(folder)], "2.13.0") == cache_key([str(folder)],
-                                                                   torch_version="2.13.0")
+    assert upgrade.specs_key([str(folder)], "2.13.0") == cache_key(
+        [str(folder)], torch_version="2.13.0"
+    )
     assert cache_key() != cache_key([str(folder)])  # the bundled specs
 
 
@@ -68,27 +73,36 @@ def test_key_of_odd_spec_paths_does_not_raise(make: str, tmp_path: Path):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not gzip", "not json", "empty"])
-def test_unreadable_cached_inventory_is_said_and_dropped(damage: str, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]):
+def test_unreadable_cached_inventory_is_said_and_dropped(
+    damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     path = tmp_path / "inventory-x.json.gz"
     Inventory(torch_version="2.13.0", torch_git_version="g", variants=()).save(path)
     raw = path.read_bytes()
-    path.write_bytes({"truncated": raw[: len(raw) // 2], "not gzip": b"plain",
-                      "not json": gzip.compress(b"{nope"), "empty": b""}[damage])
+    path.write_bytes(
+        {
+            "truncated": raw[: len(raw) // 2],
+            "not gzip": b"plain",
+            "not json": gzip.compress(b"{nope"),
+            "empty": b"",
+        }[damage]
+    )
     assert read_cached(path) is None
     assert f"the cached Inventory {path} is unreadable" in capsys.readouterr().err
     assert not path.exists()
 
 
 def test_edited_expectations_reach_the_next_inventory_and_a_truncated_cache_is_rebuilt(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     folder = _specs(tmp_path / "specs")
     state = tmp_path / "state"
     first = default_inventory(state, [str(folder)])
     assert Inventory.load(first).by_id()[ADD].expectation is Expectation.PASS
     (folder / "exp" / "tiny.expectations.yaml").write_text(
         f"version: 1\nexpectations:\n- id: {ADD}\n  mode: xfail\n  reason: edited\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     second = default_inventory(state, [str(folder)])
     assert second != first
     variant = Inventory.load(second).by_id()[ADD]
@@ -104,7 +118,8 @@ def test_edited_expectations_reach_the_next_inventory_and_a_truncated_cache_is_r
 
 
 def test_refused_spec_is_recorded_and_said_again_from_the_cache(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     folder = _specs(tmp_path / "specs")
     (folder / "broken.yaml").write_text("test_suite_config: [\n", encoding="utf-8")
     state = tmp_path / "state"

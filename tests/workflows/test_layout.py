@@ -31,8 +31,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def _product_files() -> list[Path]:
-    return [p for p in sorted(WORKFLOWS.rglob("*.py"))
-            if not p.is_relative_to(BENCH) and p != BENCH_ENTRY]
+    return [
+        p
+        for p in sorted(WORKFLOWS.rglob("*.py"))
+        if not p.is_relative_to(BENCH) and p != BENCH_ENTRY
+    ]
 
 
 def test_no_product_module_imports_benchmark_code() -> None:
@@ -69,7 +72,7 @@ def test_no_import_cycle_between_workflows_modules() -> None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()

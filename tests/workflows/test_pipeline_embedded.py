@@ -13,7 +13,8 @@ from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 
 WITH_DTYPE_FAILURES = {
     f"tiny::compare_cpu::{op}.with_dtype::{dtype}"
-    for op in ("softmax", "log_softmax") for dtype in ("float32", "float16")
+    for op in ("softmax", "log_softmax")
+    for dtype in ("float32", "float16")
 }
 
 
@@ -21,8 +22,20 @@ def test_softmax_change_runs_its_family_then_a_rerun_sees_failures_as_pre_existi
     tiny_inventory: Path, tmp_path: Path
 ) -> None:
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
-    common = ["run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(tiny_inventory),
-              "--specs", str(TINY_SPEC), "--jobs", "1", "--holdout", "0", "--no-progress"]
+    common = [
+        "run",
+        "--diff",
+        str(SOFTMAX_PATCH),
+        "--inventory",
+        str(tiny_inventory),
+        "--specs",
+        str(TINY_SPEC),
+        "--jobs",
+        "1",
+        "--holdout",
+        "0",
+        "--no-progress",
+    ]
 
     first = spyre_ci(*common, "--out", str(tmp_path / "out1"), env=env)
     # `softmax.with_dtype` samples ask for float64, which Spyre refuses: real, new failures.
@@ -34,8 +47,9 @@ def test_softmax_change_runs_its_family_then_a_rerun_sees_failures_as_pre_existi
     record = json.loads((out / "run.json").read_text())
     classes = {r["id"]: r["classification"] for r in record["results"]}
     assert {vid for vid, c in classes.items() if c == "new"} == WITH_DTYPE_FAILURES
-    assert "float64" in next(r["message"] for r in record["results"]
-                             if r["id"] in WITH_DTYPE_FAILURES)
+    assert "float64" in next(
+        r["message"] for r in record["results"] if r["id"] in WITH_DTYPE_FAILURES
+    )
     callback = json.loads((out / "callback.json").read_text())
     assert callback["workflow"]["conclusion"] == "failure"
     assert callback["workflow"]["test_results"]["failed"] == 4
@@ -68,9 +82,16 @@ def test_run_errors_are_clear(tmp_path: Path) -> None:
     assert "nope.json: no such event file" in missing.stderr
     bad_inventory = tmp_path / "inv.json.gz"
     bad_inventory.write_text("not gzip")
-    result = spyre_ci("run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(bad_inventory),
-                      "--out", str(tmp_path / "o"),
-                      env={**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "s")})
+    result = spyre_ci(
+        "run",
+        "--diff",
+        str(SOFTMAX_PATCH),
+        "--inventory",
+        str(bad_inventory),
+        "--out",
+        str(tmp_path / "o"),
+        env={**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "s")},
+    )
     assert result.returncode == 2
     assert "inv.json.gz: not a readable inventory" in result.stderr
 
@@ -80,9 +101,23 @@ def test_no_baseline_run_leaves_the_baseline_alone(tiny_inventory: Path, tmp_pat
 
     state = tmp_path / "state"
     result = spyre_ci(
-        "run", "--diff", str(SOFTMAX_PATCH), "--inventory", str(tiny_inventory),
-        "--specs", str(TINY_SPEC), "--jobs", "1", "--holdout", "0", "--budget", "2",
-        "--no-baseline", "--no-progress", "--out", str(tmp_path / "out"),
+        "run",
+        "--diff",
+        str(SOFTMAX_PATCH),
+        "--inventory",
+        str(tiny_inventory),
+        "--specs",
+        str(TINY_SPEC),
+        "--jobs",
+        "1",
+        "--holdout",
+        "0",
+        "--budget",
+        "2",
+        "--no-baseline",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "out"),
         env={**os.environ, "SPYRE_CI_STATE_DIR": str(state)},
     )
     assert result.returncode in (0, 1), result.stderr

@@ -18,12 +18,24 @@ from workflows.history import SQLiteHistory
 def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     history = SQLiteHistory(state / "history.sqlite3")
-    event = TriggerEvent(kind="nightly", delivery_id="a" * 40, repo="pytorch/pytorch",
-                         head_sha="a" * 40, files_complete=False, source="cli")
+    event = TriggerEvent(
+        kind="nightly",
+        delivery_id="a" * 40,
+        repo="pytorch/pytorch",
+        head_sha="a" * 40,
+        files_complete=False,
+        source="cli",
+    )
     request = pipeline.RunRequest(
-        run_id="resume-me", event=event.to_json(), out_dir=str(tmp_path / "out"),
-        inventory=str(tiny_inventory), specs=(str(TINY_SPEC),), full=True, holdout=0.0,
-        shards=2, expand=False,
+        run_id="resume-me",
+        event=event.to_json(),
+        out_dir=str(tmp_path / "out"),
+        inventory=str(tiny_inventory),
+        specs=(str(TINY_SPEC),),
+        full=True,
+        holdout=0.0,
+        shards=2,
+        expand=False,
     )
     planned = pipeline.plan(request, history)
     assert len(planned.shards) == 2

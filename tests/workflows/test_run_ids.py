@@ -12,8 +12,17 @@ from workflows import pipeline
 from workflows.intake_bridge import request_for_event
 
 
-@pytest.mark.parametrize("sha", ["/../../.", "../../etc/passwd" + "0" * 30, "a" * 7 + "/", "",
-                                 "ABCDEF12" + "0" * 32, "\x00" * 40])
+@pytest.mark.parametrize(
+    "sha",
+    [
+        "/../../.",
+        "../../etc/passwd" + "0" * 30,
+        "a" * 7 + "/",
+        "",
+        "ABCDEF12" + "0" * 32,
+        "\x00" * 40,
+    ],
+)
 def test_a_payloads_sha_never_reaches_a_folder_name(sha: str, tmp_path: Path) -> None:
     event = TriggerEvent(kind="push", delivery_id="d-1", repo="pytorch/pytorch", head_sha=sha)
     request = request_for_event(event, tmp_path / "runs", tmp_path / "inv.json.gz")

@@ -39,8 +39,10 @@ CRASHY = textwrap.dedent(
     """
 )
 
-IDS = [f"demo::t::{n}::f32" for n in
-       ("first", "segfault", "after_segfault", "abort", "hang", "fails", "last")]
+IDS = [
+    f"demo::t::{n}::f32"
+    for n in ("first", "segfault", "after_segfault", "abort", "hang", "fails", "last")
+]
 
 
 @pytest.fixture()
@@ -53,8 +55,13 @@ def run(shard_dir: Path, ids: list[str], **limits: float) -> tuple[dict[str, Out
     seen: list[Outcome] = []
     env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
     result = run_shard(
-        "s0", ids, shard_dir, limits=Limits(memory_mb=None, **limits),
-        plugin="contract_plugin", env=env, progress=seen.append,
+        "s0",
+        ids,
+        shard_dir,
+        limits=Limits(memory_mb=None, **limits),
+        plugin="contract_plugin",
+        env=env,
+        progress=seen.append,
     )
     assert [o.id for o in seen] == [o.id for o in result.outcomes]
     return {o.id: o for o in result.outcomes}, result.subprocesses
@@ -80,9 +87,11 @@ def test_crash_and_hang_do_not_lose_the_rest_of_the_shard(shard_dir: Path) -> No
 
 
 def test_a_process_that_cannot_start_its_tests_is_a_fault_not_a_test_result(
-        shard_dir: Path) -> None:
-    result = run_shard("s1", IDS[:2], shard_dir, limits=Limits(memory_mb=None),
-                       plugin="no_such_plugin_module")
+    shard_dir: Path,
+) -> None:
+    result = run_shard(
+        "s1", IDS[:2], shard_dir, limits=Limits(memory_mb=None), plugin="no_such_plugin_module"
+    )
     assert result.outcomes == []  # no variant is said to have failed
     assert result.fault is not None
     assert result.fault.unrun == tuple(IDS[:2])
@@ -94,8 +103,14 @@ def test_a_fault_cause_names_what_the_process_printed_on_stdout(tmp_path: Path) 
     # A collection error goes to stdout: the cause must carry it, not "(no output)".
     (tmp_path / "test_broken.py").write_text("import no_such_module_for_collection\n")
     env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
-    result = run_shard("s", ["demo::t::x::f32"], tmp_path, limits=Limits(memory_mb=None),
-                       plugin="contract_plugin", env=env)
+    result = run_shard(
+        "s",
+        ["demo::t::x::f32"],
+        tmp_path,
+        limits=Limits(memory_mb=None),
+        plugin="contract_plugin",
+        env=env,
+    )
     assert result.fault is not None and result.outcomes == []
     assert "no_such_module_for_collection" in result.fault.cause
     assert "--- stdout" in result.fault.cause
@@ -108,8 +123,13 @@ def test_a_memory_limit_too_small_for_the_interpreter_is_a_fault(shard_dir: Path
 
 
 def test_a_missing_interpreter_is_a_fault(shard_dir: Path) -> None:
-    result = run_shard("s", IDS[:1], shard_dir, limits=Limits(memory_mb=None),
-                       python=str(shard_dir / "no-such-python"))
+    result = run_shard(
+        "s",
+        IDS[:1],
+        shard_dir,
+        limits=Limits(memory_mb=None),
+        python=str(shard_dir / "no-such-python"),
+    )
     assert result.outcomes == [] and result.fault is not None
     assert "cannot start the test process" in result.fault.cause
 
@@ -122,17 +142,26 @@ def test_a_crash_after_tests_ran_is_the_test_s_not_a_fault(shard_dir: Path) -> N
 
 def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
-    (tmp_path / "test_spawn.py").write_text(textwrap.dedent(
-        f"""
+    (tmp_path / "test_spawn.py").write_text(
+        textwrap.dedent(
+            f"""
         import subprocess, sys
 
         def test_spawn():
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
             open({str(pid_file)!r}, "w").write(str(child.pid))
-        """))
+        """
+        )
+    )
     env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
-    result = run_shard("s", ["demo::t::spawn::f32"], tmp_path, limits=Limits(memory_mb=None),
-                       plugin="contract_plugin", env=env)
+    result = run_shard(
+        "s",
+        ["demo::t::spawn::f32"],
+        tmp_path,
+        limits=Limits(memory_mb=None),
+        plugin="contract_plugin",
+        env=env,
+    )
     assert [o.status for o in result.outcomes] == [Status.PASSED]
     pid = int(pid_file.read_text())
     for _ in range(50):  # killed with its group; reaped by init shortly after
@@ -140,8 +169,10 @@ def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path)
             os.kill(pid, 0)
         except ProcessLookupError:
             break
-        if Path(f"/proc/{pid}/stat").exists() and \
-                Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+        if (
+            Path(f"/proc/{pid}/stat").exists()
+            and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+        ):
             break
         time.sleep(0.1)
     else:
@@ -149,12 +180,25 @@ def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path)
 
 
 def test_files_of_a_second_run_in_the_same_workdir_never_overwrite_the_first(
-        shard_dir: Path) -> None:
+    shard_dir: Path,
+) -> None:
     env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
-    first = run_shard("rerun", IDS[:1], shard_dir, limits=Limits(memory_mb=None),
-                      plugin="contract_plugin", env=env)
-    second = run_shard("rerun", IDS[:1], shard_dir, limits=Limits(memory_mb=None),
-                       plugin="contract_plugin", env=env)
+    first = run_shard(
+        "rerun",
+        IDS[:1],
+        shard_dir,
+        limits=Limits(memory_mb=None),
+        plugin="contract_plugin",
+        env=env,
+    )
+    second = run_shard(
+        "rerun",
+        IDS[:1],
+        shard_dir,
+        limits=Limits(memory_mb=None),
+        plugin="contract_plugin",
+        env=env,
+    )
     assert first.junit_paths and second.junit_paths
     assert set(first.junit_paths).isdisjoint(second.junit_paths)
     assert all(p.exists() for p in first.junit_paths + second.junit_paths)
@@ -172,16 +216,21 @@ def test_short_message_keeps_the_error_not_the_traceback() -> None:
     report = "x.py:3: in f\n    g()\nE   TypeError: bad dtype\nE   second line\n"
     assert short_message(report) == "TypeError: bad dtype\nsecond line"
     assert short_message("plain message") == "plain message"
-    native = ('Traceback (most recent call last):\n  File "/x/ops.py", line 3, in f\n'
-              '    g()\n    ^^^\n  File "/x/rules.py", line 9, in g\n    raise TypeError(\n'
-              'TypeError: spyre does not support dtype torch.float64\nsecond line')
-    assert short_message(native) == "TypeError: spyre does not support dtype torch.float64\n" \
+    native = (
+        'Traceback (most recent call last):\n  File "/x/ops.py", line 3, in f\n'
+        '    g()\n    ^^^\n  File "/x/rules.py", line 9, in g\n    raise TypeError(\n'
+        "TypeError: spyre does not support dtype torch.float64\nsecond line"
+    )
+    assert (
+        short_message(native) == "TypeError: spyre does not support dtype torch.float64\n"
         "second line"
+    )
     assert short_message("a" * 5000).endswith("...") and len(short_message("a" * 5000)) == 1000
 
 
 def test_parallel_shards_split_the_cpus_between_their_threads(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
 
@@ -189,15 +238,25 @@ def test_parallel_shards_split_the_cpus_between_their_threads(
         """The OMP_NUM_THREADS a test subprocess of a shard sees."""
         work = tmp_path / f"p{parallel}"
         work.mkdir()
-        (work / "test_threads.py").write_text(textwrap.dedent(
-            """
+        (work / "test_threads.py").write_text(
+            textwrap.dedent(
+                """
             import os
 
             def test_threads():
                 assert False, f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
-            """))
-        result = run_shard("s", ["demo::t::threads::f32"], work, limits=Limits(memory_mb=None),
-                           plugin="contract_plugin", env=env, parallel=parallel)
+            """
+            )
+        )
+        result = run_shard(
+            "s",
+            ["demo::t::threads::f32"],
+            work,
+            limits=Limits(memory_mb=None),
+            plugin="contract_plugin",
+            env=env,
+            parallel=parallel,
+        )
         return result.outcomes[0].message
 
     cpus = os.cpu_count() or 1

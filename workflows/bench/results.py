@@ -87,14 +87,21 @@ class MutationResult:
     def to_json(self) -> dict[str, Any]:
         data = {
             **self.mutation.to_json(),
-            "decision": self.decision, "fallback": self.fallback,
-            "failing": len(self.changed), "failing_ids": dict(sorted(self.changed.items())),
-            "selected": len(self.selected), "holdout": len(self.holdout),
-            "caught": self.caught, "missed": self.missed, "missed_why": self.missed_why,
+            "decision": self.decision,
+            "fallback": self.fallback,
+            "failing": len(self.changed),
+            "failing_ids": dict(sorted(self.changed.items())),
+            "selected": len(self.selected),
+            "holdout": len(self.holdout),
+            "caught": self.caught,
+            "missed": self.missed,
+            "missed_why": self.missed_why,
             "holdout_found": self.holdout_found,
             "estimated_missed": round(self.estimated_missed, 3),
-            "count_ratio": round(self.count_ratio, 5), "time_ratio": round(self.time_ratio, 5),
-            "ground_truth_ran": self.ran, "ground_truth_restricted": self.restricted,
+            "count_ratio": round(self.count_ratio, 5),
+            "time_ratio": round(self.time_ratio, 5),
+            "ground_truth_ran": self.ran,
+            "ground_truth_restricted": self.restricted,
             "wall_s": round(self.wall_s, 1),
         }
         if self.unrestricted_changed is not None:
@@ -103,9 +110,14 @@ class MutationResult:
         if self.with_impact is not None:
             w = self.with_impact
             data["with_impact_map"] = {
-                "decision": w.decision, "selected": len(w.selected), "holdout": len(w.holdout),
-                "caught": len(w.caught), "missed": w.missed,
-                "count_ratio": round(w.count_ratio, 5), "time_ratio": round(w.time_ratio, 5)}
+                "decision": w.decision,
+                "selected": len(w.selected),
+                "holdout": len(w.holdout),
+                "caught": len(w.caught),
+                "missed": w.missed,
+                "count_ratio": round(w.count_ratio, 5),
+                "time_ratio": round(w.time_ratio, 5),
+            }
         return data
 
 
@@ -113,9 +125,15 @@ def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 5) if den else None
 
 
-def build_record(config: BenchConfig, results: Sequence[MutationResult], inventory: Inventory,
-            baseline: Mapping[str, Outcome], total_s: float, restricted: bool,
-            wall_s: float) -> dict[str, Any]:
+def build_record(
+    config: BenchConfig,
+    results: Sequence[MutationResult],
+    inventory: Inventory,
+    baseline: Mapping[str, Outcome],
+    total_s: float,
+    restricted: bool,
+    wall_s: float,
+) -> dict[str, Any]:
     failing = sum(len(r.changed) for r in results)
     caught = sum(len(r.caught) for r in results)
     with_failure = [r for r in results if r.changed]
@@ -132,8 +150,9 @@ def build_record(config: BenchConfig, results: Sequence[MutationResult], invento
     if alternative and len(alternative) == len(results):
         extra["with_impact_map"] = {
             "what": "the same plans when the selector is also given the impact map "
-                    "(`spyre-ci select --impact-map`): a trace of the unmutated inventory",
-            **_figures(alternative)}
+            "(`spyre-ci select --impact-map`): a trace of the unmutated inventory",
+            **_figures(alternative),
+        }
     return {
         "name": "selection",
         "value": test_recall,
@@ -141,18 +160,28 @@ def build_record(config: BenchConfig, results: Sequence[MutationResult], invento
         "command": config.command,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
-                   f"{platform.python_version()}, {platform.system()} (shared with other work)",
-        "notes": ("benchmark inventory (benchmarks/selection/specs), not the full bundled one; "
-                  "ground truth = variants whose status differs from the unmutated baseline"
-                  + ("; ground-truth runs restricted by the impact map (exact, see "
-                     "docs/selection-benchmark.md)" if restricted else "")
-                  + (f"; impact map {config.impact_map} recorded beforehand with `spyre-ci "
-                     f"impact-map --specs {' '.join(config.specs)} --out {config.impact_map}`"
-                     if config.impact_map else "")),
+        f"{platform.python_version()}, {platform.system()} (shared with other work)",
+        "notes": (
+            "benchmark inventory (benchmarks/selection/specs), not the full bundled one; "
+            "ground truth = variants whose status differs from the unmutated baseline"
+            + (
+                "; ground-truth runs restricted by the impact map (exact, see "
+                "docs/selection-benchmark.md)"
+                if restricted
+                else ""
+            )
+            + (
+                f"; impact map {config.impact_map} recorded beforehand with `spyre-ci "
+                f"impact-map --specs {' '.join(config.specs)} --out {config.impact_map}`"
+                if config.impact_map
+                else ""
+            )
+        ),
         "test_recall": test_recall,
         "change_recall": _ratio(len(caught_some), len(with_failure)),
-        "count_ratio": _ratio(sum(len(r.selected) for r in results),
-                              sum(r.eligible for r in results)),
+        "count_ratio": _ratio(
+            sum(len(r.selected) for r in results), sum(r.eligible for r in results)
+        ),
         "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
         "holdout_estimate": {
             "test_recall": _ratio(caught, caught + est_missed),
@@ -160,14 +189,25 @@ def build_record(config: BenchConfig, results: Sequence[MutationResult], invento
             "estimated_missed": round(est_missed, 2),
             "mutations_with_holdout_failure": sum(1 for r in results if r.holdout_found),
         },
-        "truth": {"failing": failing, "caught": caught, "missed": failing - caught,
-                  "mutations": len(results), "mutations_with_failure": len(with_failure),
-                  "mutations_caught": len(caught_some)},
+        "truth": {
+            "failing": failing,
+            "caught": caught,
+            "missed": failing - caught,
+            "mutations": len(results),
+            "mutations_with_failure": len(with_failure),
+            "mutations_caught": len(caught_some),
+        },
         "aim": {"change_recall": 1.0, "test_recall": 0.99, "time_ratio": 0.10},
-        "inventory": {"specs": [str(Path(s).relative_to(REPO)) if Path(s).is_relative_to(REPO)
-                                else s for s in config.specs],
-                      "variants": len(inventory.variants), "runnable": len(baseline),
-                      "baseline_statuses": counts, "baseline_test_s": round(total_s, 1)},
+        "inventory": {
+            "specs": [
+                str(Path(s).relative_to(REPO)) if Path(s).is_relative_to(REPO) else s
+                for s in config.specs
+            ],
+            "variants": len(inventory.variants),
+            "runnable": len(baseline),
+            "baseline_statuses": counts,
+            "baseline_test_s": round(total_s, 1),
+        },
         "restriction": {
             "used": restricted,
             "checked_against_unrestricted": [r.mutation.id for r in checks],
@@ -187,8 +227,9 @@ def _figures(results: Sequence[MutationResult]) -> dict[str, Any]:
     return {
         "test_recall": _ratio(sum(len(r.caught) for r in results), failing),
         "change_recall": _ratio(sum(1 for r in with_failure if r.caught), len(with_failure)),
-        "count_ratio": _ratio(sum(len(r.selected) for r in results),
-                              sum(r.eligible for r in results)),
+        "count_ratio": _ratio(
+            sum(len(r.selected) for r in results), sum(r.eligible for r in results)
+        ),
         "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
         "missed": sum(len(r.missed) for r in results),
     }
@@ -196,12 +237,16 @@ def _figures(results: Sequence[MutationResult]) -> dict[str, Any]:
 
 def summary_lines(record: Mapping[str, Any]) -> list[str]:
     """The figures as a short table for the terminal."""
-    lines = [f"{'mutation':30s} {'decision':9s} {'sel':>4s} {'fail':>4s} {'caught':>6s} "
-             f"{'missed':>6s} {'time%':>6s}"]
+    lines = [
+        f"{'mutation':30s} {'decision':9s} {'sel':>4s} {'fail':>4s} {'caught':>6s} "
+        f"{'missed':>6s} {'time%':>6s}"
+    ]
     for m in record["mutations"]:
-        lines.append(f"{m['id'][:30]:30s} {m['decision']:9s} {m['selected']:4d} "
-                     f"{m['failing']:4d} {len(m['caught']):6d} {len(m['missed']):6d} "
-                     f"{100 * m['time_ratio']:6.2f}")
+        lines.append(
+            f"{m['id'][:30]:30s} {m['decision']:9s} {m['selected']:4d} "
+            f"{m['failing']:4d} {len(m['caught']):6d} {len(m['missed']):6d} "
+            f"{100 * m['time_ratio']:6.2f}"
+        )
 
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{100 * value:.1f} %"
@@ -209,9 +254,11 @@ def summary_lines(record: Mapping[str, Any]) -> list[str]:
     h = record["holdout_estimate"]
     w = record.get("with_impact_map")
     if w:
-        lines.append(f"with the impact map: test recall {pct(w['test_recall'])}, change recall "
-                     f"{pct(w['change_recall'])}, ratio by count {pct(w['count_ratio'])}, "
-                     f"by time {pct(w['time_ratio'])}")
+        lines.append(
+            f"with the impact map: test recall {pct(w['test_recall'])}, change recall "
+            f"{pct(w['change_recall'])}, ratio by count {pct(w['count_ratio'])}, "
+            f"by time {pct(w['time_ratio'])}"
+        )
     lines += [
         f"test recall {pct(record['test_recall'])} (holdout estimate {pct(h['test_recall'])}), "
         f"change recall {pct(record['change_recall'])} (holdout estimate "
@@ -220,5 +267,3 @@ def summary_lines(record: Mapping[str, Any]) -> list[str]:
         f"{pct(record['time_ratio'])}",
     ]
     return lines
-
-

@@ -39,8 +39,7 @@ from workflows.bench.results import (
 from workflows.impact_recorder import record_impact_map
 from workflows.shard_runner import Limits, run_shard, short_message
 
-__all__ = ["BenchConfig", "BenchError", "command_line", "rescore", "run_benchmark",
-           "summary_lines"]
+__all__ = ["BenchConfig", "BenchError", "command_line", "rescore", "run_benchmark", "summary_lines"]
 
 
 def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
@@ -55,8 +54,7 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
         if config.only:
             unknown = sorted(set(config.only) - {m.id for m in mutations})
             if unknown:
-                raise BenchError(f"{config.mutations}: no mutation with id "
-                                 f"{', '.join(unknown)}")
+                raise BenchError(f"{config.mutations}: no mutation with id {', '.join(unknown)}")
             mutations = [m for m in mutations if m.id in config.only]
         check_all(mutations)
     except MutationError as exc:
@@ -78,26 +76,42 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     results: dict[str, MutationResult] = {}
 
     def one(mutation: Mutation) -> None:
-        changed, ran, restricted, wall = _ground_truth(mutation, baseline, ids, trace, out,
-                                                       specs, limits)
+        changed, ran, restricted, wall = _ground_truth(
+            mutation, baseline, ids, trace, out, specs, limits
+        )
         result = judge(mutation, changed, ran, restricted, wall)
         if mutation.id in config.check_restriction and result.restricted:
-            full = _run(mutation.id + ".full", ids, out / "work" / (mutation.id + ".full"),
-                        specs, limits, subprocess_env(mutation, out / "work" / mutation.id))
+            full = _run(
+                mutation.id + ".full",
+                ids,
+                out / "work" / (mutation.id + ".full"),
+                specs,
+                limits,
+                subprocess_env(mutation, out / "work" / mutation.id),
+            )
             result.unrestricted_changed = _changed(baseline, full)
         with lock:
             results[mutation.id] = result
-            log(f"[{len(results)}/{len(mutations)}] {mutation.id}: {result.decision}, "
+            log(
+                f"[{len(results)}/{len(mutations)}] {mutation.id}: {result.decision}, "
                 f"selected {len(result.selected)}, failing {len(result.changed)}, caught "
                 f"{len(result.caught)}, missed {len(result.missed)} "
-                f"(ran {result.ran}, {result.wall_s:.0f} s)")
+                f"(ran {result.ran}, {result.wall_s:.0f} s)"
+            )
 
     with ThreadPoolExecutor(max_workers=max(1, config.jobs)) as pool:
         for future in [pool.submit(one, m) for m in mutations]:
             future.result()
     ordered = [results[m.id] for m in mutations]
-    record = build_record(config, ordered, inventory, baseline, judge.total_s, trace is not None,
-                           time.monotonic() - started)
+    record = build_record(
+        config,
+        ordered,
+        inventory,
+        baseline,
+        judge.total_s,
+        trace is not None,
+        time.monotonic() - started,
+    )
     (out / "selection.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
 
@@ -117,22 +131,34 @@ def _inventory(specs: Sequence[str], out: Path, log: Log) -> Inventory:
     return inventory
 
 
-def _run(name: str, ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits,
-         env: Mapping[str, str] | None) -> dict[str, Outcome]:
-    result = run_shard(name, list(ids), work, limits=limits, specs=list(specs),
-                       env=dict(env) if env else None)
+def _run(
+    name: str,
+    ids: Sequence[str],
+    work: Path,
+    specs: Sequence[str],
+    limits: Limits,
+    env: Mapping[str, str] | None,
+) -> dict[str, Outcome]:
+    result = run_shard(
+        name, list(ids), work, limits=limits, specs=list(specs), env=dict(env) if env else None
+    )
     outcomes = {o.id: o for o in result.outcomes}
     if result.fault is not None:
         # Ground truth of a mutation: an edit that breaks `import torch` does break every
         # test it reaches (the pipeline itself would report an infrastructure error).
         cause = short_message(result.fault.cause)
-        outcomes.update({vid: Outcome(vid, Status.ERROR, 0.0, cause)
-                         for vid in result.fault.unrun})
+        outcomes.update({vid: Outcome(vid, Status.ERROR, 0.0, cause) for vid in result.fault.unrun})
     return outcomes
 
 
-def _trace(config: BenchConfig, ids: Sequence[str], out: Path, specs: Sequence[str],
-           limits: Limits, log: Log) -> ImpactMap:
+def _trace(
+    config: BenchConfig,
+    ids: Sequence[str],
+    out: Path,
+    specs: Sequence[str],
+    limits: Limits,
+    log: Log,
+) -> ImpactMap:
     if config.impact_map is not None:
         try:
             data = json.loads(config.impact_map.read_text(encoding="utf-8"))
@@ -170,33 +196,53 @@ class Judge:
     def total_s(self) -> float:
         return sum(self.durations.values())
 
-    def __call__(self, mutation: Mutation, changed: dict[str, str], ran: int,
-                 restricted: bool, wall_s: float, impact: Any = None) -> MutationResult:
+    def __call__(
+        self,
+        mutation: Mutation,
+        changed: dict[str, str],
+        ran: int,
+        restricted: bool,
+        wall_s: float,
+        impact: Any = None,
+    ) -> MutationResult:
         import selector
         from selector.explain import why
 
         changes = selector.ChangeSet.from_diff(mutation.diff, source=mutation.id)
-        plan = selector.plan(changes, self.index, self.history,
-                             selector.PlanConfig(holdout_rate=self.holdout, seed=mutation.id),
-                             impact=impact)
+        plan = selector.plan(
+            changes,
+            self.index,
+            self.history,
+            selector.PlanConfig(holdout_rate=self.holdout, seed=mutation.id),
+            impact=impact,
+        )
         selected = list(plan.selected_ids)
         total_s = self.total_s
         result = MutationResult(
-            mutation=mutation, decision=plan.decision, fallback=plan.fallback,
-            selected=selected, holdout=list(plan.holdout),
-            eligible=int(plan.totals.get("eligible", len(self.ids))), ran=ran,
-            restricted=restricted, changed=changed, wall_s=wall_s,
+            mutation=mutation,
+            decision=plan.decision,
+            fallback=plan.fallback,
+            selected=selected,
+            holdout=list(plan.holdout),
+            eligible=int(plan.totals.get("eligible", len(self.ids))),
+            ran=ran,
+            restricted=restricted,
+            changed=changed,
+            wall_s=wall_s,
             count_ratio=len(selected) / len(self.ids) if self.ids else 0.0,
-            time_ratio=(sum(self.durations.get(v, 0.0) for v in selected) / total_s
-                        if total_s else 0.0),
+            time_ratio=(
+                sum(self.durations.get(v, 0.0) for v in selected) / total_s if total_s else 0.0
+            ),
         )
         for vid in result.missed:
-            result.missed_why[vid] = (self.cause(mutation, vid) + " | selector: "
-                                      + _first_lines(why(plan, vid, self.inventory), 3))
+            result.missed_why[vid] = (
+                self.cause(mutation, vid)
+                + " | selector: "
+                + _first_lines(why(plan, vid, self.inventory), 3)
+            )
         if impact is None and self.impact is not None:
             result.with_impact = self(mutation, changed, ran, restricted, wall_s, self.impact)
         return result
-
 
     def cause(self, mutation: Mutation, vid: str) -> str:
         """Why a failing variant is out of reach of the diff, from the unmutated trace."""
@@ -206,23 +252,33 @@ class Judge:
         if mutation.kind == "kernel":
             reached = sorted(set(mutation.ops) & set(self.impact.aten_ops.get(vid, ())))
             if reached:
-                return (f"{subject} reaches {', '.join(reached)} inside its own computation "
-                        f"(CPU reference, composite, backward formula); the diff names "
-                        f"{mutation.location} only: the trace links them, the op names do not")
+                return (
+                    f"{subject} reaches {', '.join(reached)} inside its own computation "
+                    f"(CPU reference, composite, backward formula); the diff names "
+                    f"{mutation.location} only: the trace links them, the op names do not"
+                )
         else:
             from workflows.bench.mutations.impact import changed_functions
 
             functions = changed_functions(mutation) or set()
             ran = sorted(f for f in self.impact.functions.get(vid, ()) if f in functions)
             if ran:
-                return (f"{subject} executes {', '.join(ran)}; the diff's names do not "
-                        "relate it to that function")
+                return (
+                    f"{subject} executes {', '.join(ran)}; the diff's names do not "
+                    "relate it to that function"
+                )
         return f"{subject}: neither the diff's names nor the trace link it to the change"
 
 
-def _ground_truth(mutation: Mutation, baseline: Mapping[str, Outcome], ids: Sequence[str],
-                  trace: ImpactMap | None, out: Path, specs: Sequence[str], limits: Limits
-                  ) -> tuple[dict[str, str], int, bool, float]:
+def _ground_truth(
+    mutation: Mutation,
+    baseline: Mapping[str, Outcome],
+    ids: Sequence[str],
+    trace: ImpactMap | None,
+    out: Path,
+    specs: Sequence[str],
+    limits: Limits,
+) -> tuple[dict[str, str], int, bool, float]:
     """(changed id -> transition, variants run, restricted?, wall seconds)."""
     touched = touched_variants(mutation, trace, ids) if trace is not None else None
     to_run = [vid for vid in ids if touched is None or vid in touched]
@@ -230,8 +286,7 @@ def _ground_truth(mutation: Mutation, baseline: Mapping[str, Outcome], ids: Sequ
     env = subprocess_env(mutation, work)
     began = time.monotonic()
     outcomes = _run(mutation.id, to_run, work, specs, limits, env) if to_run else {}
-    return _changed(baseline, outcomes), len(to_run), touched is not None, \
-        time.monotonic() - began
+    return _changed(baseline, outcomes), len(to_run), touched is not None, time.monotonic() - began
 
 
 def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
@@ -242,12 +297,16 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     out = config.out.resolve()
     try:
         previous = json.loads((out / "selection.json").read_text(encoding="utf-8"))
-        baseline = {vid: Outcome.from_json(o) for vid, o in json.loads(
-            (out / "baseline.json").read_text(encoding="utf-8")).items()}
+        baseline = {
+            vid: Outcome.from_json(o)
+            for vid, o in json.loads((out / "baseline.json").read_text(encoding="utf-8")).items()
+        }
         inventory = Inventory.load(out / "inventory.json.gz")
     except (OSError, ValueError, KeyError) as exc:
-        raise BenchError(f"{out}: no complete earlier run to rescore ({exc}); run "
-                         "`spyre-ci bench selection --out DIR` first") from None
+        raise BenchError(
+            f"{out}: no complete earlier run to rescore ({exc}); run "
+            "`spyre-ci bench selection --out DIR` first"
+        ) from None
     try:
         mutations = {m.id: m for m in load_mutations(config.mutations)}
     except MutationError as exc:
@@ -257,18 +316,33 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     for entry in previous["mutations"]:
         mutation = mutations.get(entry["id"])
         if mutation is None:
-            raise BenchError(f"{config.mutations}: the recorded mutation {entry['id']!r} is "
-                             "not in this set")
+            raise BenchError(
+                f"{config.mutations}: the recorded mutation {entry['id']!r} is not in this set"
+            )
         if entry.get("digest", mutation.digest) != mutation.digest:
-            raise BenchError(f"{config.mutations}: mutation {mutation.id!r} changed since its "
-                             "ground truth was recorded; run the benchmark again")
-        result = judge(mutation, dict(entry["failing_ids"]), entry["ground_truth_ran"],
-                       entry["ground_truth_restricted"], entry["wall_s"])
+            raise BenchError(
+                f"{config.mutations}: mutation {mutation.id!r} changed since its "
+                "ground truth was recorded; run the benchmark again"
+            )
+        result = judge(
+            mutation,
+            dict(entry["failing_ids"]),
+            entry["ground_truth_ran"],
+            entry["ground_truth_restricted"],
+            entry["wall_s"],
+        )
         if "unrestricted_failing_ids" in entry:
             result.unrestricted_changed = dict(entry["unrestricted_failing_ids"])
         results.append(result)
-    record = build_record(config, results, inventory, baseline, judge.total_s,
-                          previous["restriction"]["used"], previous["wall_s"])
+    record = build_record(
+        config,
+        results,
+        inventory,
+        baseline,
+        judge.total_s,
+        previous["restriction"]["used"],
+        previous["wall_s"],
+    )
     record["rescored_at"] = record.pop("date")
     record["date"] = previous["date"]
     # The figures need both: the run that recorded the ground truth, and this judgement.
@@ -279,27 +353,41 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     return record
 
 
-def _judge(config: BenchConfig, inventory: Inventory, baseline: Mapping[str, Outcome],
-           selector: Any) -> Judge:
+def _judge(
+    config: BenchConfig, inventory: Inventory, baseline: Mapping[str, Outcome], selector: Any
+) -> Judge:
     impact = None
     path = config.impact_map or (config.out / "impact-map.json")
     if path.exists():
-        impact = selector.ImpactMap.from_json(json.loads(path.read_text(encoding="utf-8")),
-                                              str(path))
+        impact = selector.ImpactMap.from_json(
+            json.loads(path.read_text(encoding="utf-8")), str(path)
+        )
     history = selector.History(
-        variants={vid: selector.VariantHistory(recent=(o.status,), mean_duration_s=o.duration_s,
-                                               baseline=o.status)
-                  for vid, o in baseline.items()},
+        variants={
+            vid: selector.VariantHistory(
+                recent=(o.status,), mean_duration_s=o.duration_s, baseline=o.status
+            )
+            for vid, o in baseline.items()
+        },
         known_variants=frozenset(inventory.by_id()),
     )
-    return Judge(inventory, selector.InventoryIndex.build(inventory), history,
-                 list(baseline), {vid: o.duration_s for vid, o in baseline.items()},
-                 config.holdout, impact)
+    return Judge(
+        inventory,
+        selector.InventoryIndex.build(inventory),
+        history,
+        list(baseline),
+        {vid: o.duration_s for vid, o in baseline.items()},
+        config.holdout,
+        impact,
+    )
 
 
 def _changed(baseline: Mapping[str, Outcome], outcomes: Mapping[str, Outcome]) -> dict[str, str]:
-    return {vid: f"{baseline[vid].status} -> {o.status}" for vid, o in outcomes.items()
-            if vid in baseline and o.status != baseline[vid].status}
+    return {
+        vid: f"{baseline[vid].status} -> {o.status}"
+        for vid, o in outcomes.items()
+        if vid in baseline and o.status != baseline[vid].status
+    }
 
 
 def _first_lines(text: str, n: int) -> str:
@@ -307,8 +395,10 @@ def _first_lines(text: str, n: int) -> str:
 
 
 def _save_outcomes(path: Path, outcomes: Mapping[str, Outcome]) -> None:
-    path.write_text(json.dumps({vid: o.to_json() for vid, o in sorted(outcomes.items())},
-                               indent=0) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({vid: o.to_json() for vid, o in sorted(outcomes.items())}, indent=0) + "\n",
+        encoding="utf-8",
+    )
 
 
 def command_line() -> str:

@@ -18,12 +18,15 @@ def register(subparsers: Any) -> None:
         "demo",
         help="run tensors, a model step and a compiled function on the emulated spyre device",
         description="Create tensors on the emulated Spyre device, train one step of a small "
-                    "model, run a compiled function, and print results against CPU and the "
-                    "device counters.",
+        "model, run a compiled function, and print results against CPU and the "
+        "device counters.",
     )
     demo.add_argument("--json", action="store_true", help="print one JSON document instead")
-    demo.add_argument("--permissive", action="store_true",
-                      help="turn the Spyre rules off (same as SPYRE_EMU_PERMISSIVE=1)")
+    demo.add_argument(
+        "--permissive",
+        action="store_true",
+        help="turn the Spyre rules off (same as SPYRE_EMU_PERMISSIVE=1)",
+    )
     demo.set_defaults(func=run_demo)
 
     device = subparsers.add_parser("device", help="the emulated spyre device")
@@ -38,6 +41,7 @@ def _device_usage(parser: argparse.ArgumentParser) -> Any:
     def usage(args: argparse.Namespace) -> int:
         parser.print_help()
         return 2
+
     return usage
 
 
@@ -71,23 +75,29 @@ def demo_results(permissive: bool = False) -> dict[str, Any]:
         x = x_host.to("spyre")
         elementwise = (x * 2 + 1).relu().sum(dim=1)
 
-        model_host = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
-                                         torch.nn.Linear(64, 4))
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
-                                    torch.nn.Linear(64, 4))
+        model_host = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)
+        )
+        model = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)
+        )
         model.load_state_dict(model_host.state_dict())
         model = model.to("spyre")
         target_host = torch.randn(16, 4)
         losses = []
-        for net, data, target in ((model_host, x_host, target_host),
-                                  (model, x, target_host.to("spyre"))):
+        for net, data, target in (
+            (model_host, x_host, target_host),
+            (model, x, target_host.to("spyre")),
+        ):
             optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
             loss = torch.nn.functional.mse_loss(net(data), target)
             loss.backward()
             optimizer.step()
             losses.append(loss)
-        weight_diff = max(_max_abs_diff(a, b) for a, b in
-                          zip(model.parameters(), model_host.parameters(), strict=True))
+        weight_diff = max(
+            _max_abs_diff(a, b)
+            for a, b in zip(model.parameters(), model_host.parameters(), strict=True)
+        )
 
         def step(t: Any) -> Any:
             return torch.softmax(t @ t.T, dim=-1) + t.pow(2).sum()  # pow(2) -> t * t
@@ -97,8 +107,9 @@ def demo_results(permissive: bool = False) -> dict[str, Any]:
         return {
             "device": str(x.device),
             "tensor_is_plain": type(x) is torch.Tensor,
-            "elementwise_max_abs_diff_vs_cpu": _max_abs_diff(elementwise,
-                                                             (x_host * 2 + 1).relu().sum(1)),
+            "elementwise_max_abs_diff_vs_cpu": _max_abs_diff(
+                elementwise, (x_host * 2 + 1).relu().sum(1)
+            ),
             "model_loss_spyre": float(losses[1].detach()),
             "model_loss_cpu": float(losses[0].detach()),
             "model_weights_max_abs_diff_vs_cpu": weight_diff,
@@ -120,11 +131,15 @@ def run_demo(args: argparse.Namespace) -> int:
     stats = results.pop("stats")
     print(f"device: {results['device']} (plain torch.Tensor: {results['tensor_is_plain']})")
     print(f"elementwise vs CPU: max |diff| {results['elementwise_max_abs_diff_vs_cpu']:.3g}")
-    print(f"model step: loss {results['model_loss_spyre']:.5f} on spyre, "
-          f"{results['model_loss_cpu']:.5f} on CPU; weights max |diff| "
-          f"{results['model_weights_max_abs_diff_vs_cpu']:.3g}")
-    print(f"compiled fn (backend='spyre') on {results['compiled_device']}: max |diff| vs CPU "
-          f"{results['compiled_max_abs_diff_vs_cpu']:.3g}")
+    print(
+        f"model step: loss {results['model_loss_spyre']:.5f} on spyre, "
+        f"{results['model_loss_cpu']:.5f} on CPU; weights max |diff| "
+        f"{results['model_weights_max_abs_diff_vs_cpu']:.3g}"
+    )
+    print(
+        f"compiled fn (backend='spyre') on {results['compiled_device']}: max |diff| vs CPU "
+        f"{results['compiled_max_abs_diff_vs_cpu']:.3g}"
+    )
     print(f"({results['note']})")
     print("torch.spyre.stats():")
     for key, value in stats.items():

@@ -17,19 +17,29 @@ _INFRA_MARKS = ("shard subprocess failed", "before its first test", "cannot star
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "history", help="undo or vet what runs taught History (forget, check, confirm)",
+        "history",
+        help="undo or vet what runs taught History (forget, check, confirm)",
         description="History is what the selector learns from: outcomes, baselines, flaky "
         "marks and co-failures. These commands remove one run's share of it, list runs whose "
-        "share looks like the tool's fault, and apply a run that was held back.")
+        "share looks like the tool's fault, and apply a run that was held back.",
+    )
     sub = parser.add_subparsers(dest="history_command", metavar="ACTION", required=True)
-    forget = sub.add_parser("forget", help="remove everything one run taught History "
-                            "(idempotent; baselines it replaced come back)")
+    forget = sub.add_parser(
+        "forget",
+        help="remove everything one run taught History "
+        "(idempotent; baselines it replaced come back)",
+    )
     forget.add_argument("run_id")
     forget.set_defaults(func=checked(forget_run))
     check = sub.add_parser("check", help="list runs whose learning looks suspect")
     check.add_argument("--limit", type=int, default=200, help="runs to look at (default 200)")
-    check.add_argument("--max-share", type=float, default=0.5, metavar="SHARE",
-                       help="a run failing more than this share is suspect (default 0.5)")
+    check.add_argument(
+        "--max-share",
+        type=float,
+        default=0.5,
+        metavar="SHARE",
+        help="a run failing more than this share is suspect (default 0.5)",
+    )
     check.set_defaults(func=checked(check_runs))
     confirm = sub.add_parser("confirm", help="let History learn a run that was held back")
     confirm.add_argument("run_id")
@@ -61,12 +71,17 @@ def forget_run(args: argparse.Namespace) -> int:
     run = _guarded(lambda: history.get_run(args.run_id))
     removed = _guarded(lambda: history.forget(args.run_id))
     if run is None and not any(removed.values()):
-        raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows "
-                           "the ids")
+        raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
     if run is not None:
-        _guarded(lambda: history.save_run(replace(
-            run, state=RunState.FORGOTTEN, summary={**run.summary, "was": run.summary.get(
-                "was", run.state)})))
+        _guarded(
+            lambda: history.save_run(
+                replace(
+                    run,
+                    state=RunState.FORGOTTEN,
+                    summary={**run.summary, "was": run.summary.get("was", run.state)},
+                )
+            )
+        )
     what = ", ".join(f"{n} {kind}" for kind, n in removed.items() if n) or "nothing left"
     print(f"run {args.run_id}: forgotten ({what} removed)")
     return 0
@@ -79,8 +94,10 @@ def confirm_run(args: argparse.Namespace) -> int:
 
     history = _store()
     if not _guarded(lambda: history.confirm(args.run_id)):
-        raise CommandError(f"run {args.run_id} has nothing held back (`spyre-ci history check` "
-                           "lists the runs that do)")
+        raise CommandError(
+            f"run {args.run_id} has nothing held back (`spyre-ci history check` "
+            "lists the runs that do)"
+        )
     run = _guarded(lambda: history.get_run(args.run_id))
     if run is not None:
         _guarded(lambda: history.save_run(replace(run, state=RunState.COMPLETED)))
@@ -96,8 +113,7 @@ def check_runs(args: argparse.Namespace) -> int:
     suspects: list[tuple[str, str, str]] = []
     for run in runs:
         if run.state == RunState.HELD:
-            suspects.append((run.run_id, run.state,
-                             f"held back: {run.summary.get('held_back')}"))
+            suspects.append((run.run_id, run.state, f"held back: {run.summary.get('held_back')}"))
         elif run.state == RunState.COMPLETED:
             why = suspicion(run.summary, args.max_share)
             if why:
@@ -109,8 +125,10 @@ def check_runs(args: argparse.Namespace) -> int:
     for run_id, state, why in suspects:
         action = "confirm or forget" if state == RunState.HELD else "forget"
         print(f"  {run_id}  [{state}]  {why}")
-        print(f"      -> `spyre-ci history {action.split()[0]} {run_id}`"
-              + (f" or `spyre-ci history forget {run_id}`" if state == RunState.HELD else ""))
+        print(
+            f"      -> `spyre-ci history {action.split()[0]} {run_id}`"
+            + (f" or `spyre-ci history forget {run_id}`" if state == RunState.HELD else "")
+        )
     return 0
 
 
@@ -132,12 +150,21 @@ def suspicion(summary: dict[str, Any], max_share: float) -> str | None:
     from suites.model import Outcome, Status
 
     results = record.get("results", [])
-    outcomes = [Outcome(r["id"], Status(r["status"]), float(r.get("duration_s", 0.0)),
-                        str(r.get("message", ""))) for r in results]
-    new = [r["id"] for r in results if Status(r["status"]).is_failure
-           and r.get("classification") in (None, "new")]
+    outcomes = [
+        Outcome(
+            r["id"], Status(r["status"]), float(r.get("duration_s", 0.0)), str(r.get("message", ""))
+        )
+        for r in results
+    ]
+    new = [
+        r["id"]
+        for r in results
+        if Status(r["status"]).is_failure and r.get("classification") in (None, "new")
+    ]
     marked = [r for r in results if any(m in str(r.get("message", "")) for m in _INFRA_MARKS)]
     if marked:
-        return (f"{len(marked)} result(s) carry the tool's own error "
-                f"({str(marked[0].get('message', ''))[:100]!r})")
+        return (
+            f"{len(marked)} result(s) carry the tool's own error "
+            f"({str(marked[0].get('message', ''))[:100]!r})"
+        )
     return mass_failure(outcomes, shards, new, max_share=max_share)

@@ -19,15 +19,19 @@ from workflows.options import add_options
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "impact-map", help="record per variant the torch functions and aten ops it runs",
+        "impact-map",
+        help="record per variant the torch functions and aten ops it runs",
         description="Run the variants once under a tracer (sys.setprofile over torch's "
-        "Python files, the torch profiler for aten ops) and write the impact map.")
+        "Python files, the torch profiler for aten ops) and write the impact map.",
+    )
     parser.add_argument("--out", type=absolute_path, required=True, metavar="FILE.json")
     add_options(parser, "specs")
-    parser.add_argument("--ids", type=absolute_path, metavar="FILE",
-                        help="only these variant ids (one per line)")
-    parser.add_argument("--work", type=absolute_path, metavar="DIR",
-                        help="test artifacts (default: next to --out)")
+    parser.add_argument(
+        "--ids", type=absolute_path, metavar="FILE", help="only these variant ids (one per line)"
+    )
+    parser.add_argument(
+        "--work", type=absolute_path, metavar="DIR", help="test artifacts (default: next to --out)"
+    )
     add_options(parser, "test_timeout")
     parser.set_defaults(func=checked(impact_map))
 
@@ -58,13 +62,16 @@ def impact_map(args: argparse.Namespace) -> int:
             raise CommandError(f"{args.ids}: cannot read the ids: {exc.strerror}") from exc
         unknown = sorted(set(wanted) - set(ids))
         if unknown:
-            raise CommandError(f"{args.ids}: not runnable variants of the specs: "
-                               f"{', '.join(unknown[:10])}")
+            raise CommandError(
+                f"{args.ids}: not runnable variants of the specs: {', '.join(unknown[:10])}"
+            )
         ids = wanted
     work = (args.work or args.out.with_name(args.out.stem + ".work")).resolve()
     data = record_impact_map(ids, work, specs, Limits(test_timeout_s=args.test_timeout))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data) + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(data['variants'])} variants traced"
-          + (f", {len(data['untraced'])} untraced (crashed or hung)" if data["untraced"] else ""))
+    print(
+        f"{args.out}: {len(data['variants'])} variants traced"
+        + (f", {len(data['untraced'])} untraced (crashed or hung)" if data["untraced"] else "")
+    )
     return 0

@@ -14,9 +14,14 @@ from workflows.options import add_options
 def register(subparsers: Any) -> None:
     """Add the `inventory` command."""
     parser = subparsers.add_parser(
-        "inventory", help="build the Inventory (every variant) for the installed torch")
-    parser.add_argument("--out", type=absolute_path, metavar="FILE.json.gz",
-                        help="write here (gzip when the name ends in .gz); default: a summary")
+        "inventory", help="build the Inventory (every variant) for the installed torch"
+    )
+    parser.add_argument(
+        "--out",
+        type=absolute_path,
+        metavar="FILE.json.gz",
+        help="write here (gzip when the name ends in .gz); default: a summary",
+    )
     add_options(parser, "specs")
     parser.set_defaults(func=cmd_inventory)
 
@@ -42,9 +47,11 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     for v in inventory.variants:
         counts[v.suite] = counts.get(v.suite, 0) + 1
     per_suite = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
-    print(f"torch {inventory.torch_version} ({inventory.torch_git_version[:12]}): "
-          f"{len(inventory)} variants ({per_suite}); {len(inventory.api_surface)} aten overloads"
-          + (f"; written to {args.out}" if args.out else ""))
+    print(
+        f"torch {inventory.torch_version} ({inventory.torch_git_version[:12]}): "
+        f"{len(inventory)} variants ({per_suite}); {len(inventory.api_surface)} aten overloads"
+        + (f"; written to {args.out}" if args.out else "")
+    )
     for suite, why in inventory.unavailable_suites.items():
         print(f"suite {suite!r} unavailable: {why}", file=sys.stderr)
     return 0

@@ -31,18 +31,33 @@ def register(subparsers: Any) -> None:
         "spyre device, verify (reruns, baseline, expansion), update History and export.",
     )
     add_source_arguments(parser)
-    add_options(parser, "inventory", "specs", "impact_map", help={
-        "impact_map": "per-variant torch functions and aten ops from `spyre-ci impact-map`: "
-        "the selector also picks the variants that run a changed function or dispatch a "
-        "touched op (default $SPYRE_CI_IMPACT_MAP)"})
+    add_options(
+        parser,
+        "inventory",
+        "specs",
+        "impact_map",
+        help={
+            "impact_map": "per-variant torch functions and aten ops from `spyre-ci impact-map`: "
+            "the selector also picks the variants that run a changed function or dispatch a "
+            "touched op (default $SPYRE_CI_IMPACT_MAP)"
+        },
+    )
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
     add_budget_arguments(parser, "run at most N variants")
-    parser.add_argument("--out", type=absolute_path, default="out", metavar="DIR",
-                        help="where results, reports and HUD files go (default ./out)")
+    parser.add_argument(
+        "--out",
+        type=absolute_path,
+        default="out",
+        metavar="DIR",
+        help="where results, reports and HUD files go (default ./out)",
+    )
     add_options(parser, "jobs", "test_timeout", "memory_mb")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="do not record the results as the upstream baseline (trying a "
-                        "patch); by default pushes and nightlies set it, pull requests do not")
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not record the results as the upstream baseline (trying a "
+        "patch); by default pushes and nightlies set it, pull requests do not",
+    )
     add_options(parser, "no_progress")
     parser.set_defaults(func=checked(run))
 
@@ -61,8 +76,13 @@ def build_request(args: argparse.Namespace) -> Any:
     change = read_source(args)
     event, diff_text = change.event, change.diff_text
     if event is None:  # a bare diff is run as a change that landed on the upstream branch
-        event = TriggerEvent(kind="push", delivery_id=f"diff:{args.diff.name}",
-                             repo="pytorch/pytorch", head_sha="", source="cli")
+        event = TriggerEvent(
+            kind="push",
+            delivery_id=f"diff:{args.diff.name}",
+            repo="pytorch/pytorch",
+            head_sha="",
+            source="cli",
+        )
     run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
     inventory = args.inventory
     if inventory is None:
@@ -75,10 +95,18 @@ def build_request(args: argparse.Namespace) -> Any:
             which = "the specs given (--specs)" if args.specs else "the bundled suites"
             raise CommandError(f"{which} do not load: {exc}") from exc
     return pipeline.RunRequest(
-        run_id=run_id, event=event.to_json(), out_dir=str(args.out), inventory=str(inventory),
-        diff_text=diff_text, full=args.full, budget_count=args.budget,
-        budget_time_s=args.budget_time, holdout=args.holdout, test_timeout_s=args.test_timeout,
-        memory_mb=args.memory_mb, shards=max(1, args.jobs),
+        run_id=run_id,
+        event=event.to_json(),
+        out_dir=str(args.out),
+        inventory=str(inventory),
+        diff_text=diff_text,
+        full=args.full,
+        budget_count=args.budget,
+        budget_time_s=args.budget_time,
+        holdout=args.holdout,
+        test_timeout_s=args.test_timeout,
+        memory_mb=args.memory_mb,
+        shards=max(1, args.jobs),
         baseline=False if args.no_baseline else None,
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
         impact_map=impact_map_path(args.impact_map),
@@ -95,8 +123,9 @@ def impact_map_path(given: Path | None) -> str | None:
     if path is None:
         return None
     if not path.exists():
-        raise CommandError(f"{path}: no impact map there; record one with `spyre-ci impact-map "
-                           f"--out {path}`")
+        raise CommandError(
+            f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
+        )
     read_impact_map(path)
     return str(path.resolve())
 
@@ -111,15 +140,19 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     try:
         history = open_history(settings.state_dir, settings.redis_url)
-        finished = embedded.run(request, history, jobs=args.jobs,
-                                show_progress=not args.no_progress)
+        finished = embedded.run(
+            request, history, jobs=args.jobs, show_progress=not args.no_progress
+        )
     except pipeline.PipelineError as exc:
         raise CommandError(str(exc)) from exc
     except HistoryError as exc:  # the store is down or broken: no verdict is possible
         raise InfrastructureError(str(exc)) from exc
     except KeyboardInterrupt:
-        print(f"\nrun {request.run_id} stopped; the tests that finished are kept: "
-              f"`spyre-ci runs resume {request.run_id}` continues it", file=sys.stderr)
+        print(
+            f"\nrun {request.run_id} stopped; the tests that finished are kept: "
+            f"`spyre-ci runs resume {request.run_id}` continues it",
+            file=sys.stderr,
+        )
         raise
     print_summary(finished)
     return int(finished.exit_code)
@@ -135,8 +168,10 @@ def print_summary(finished: Any) -> None:
     print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")
     impact = finished.planned.plan.get("impact_map")
     if impact:
-        print(f"  impact map: {impact['path']} ({impact['inventory_variants_traced']} of the "
-              f"inventory's variants traced)" + (f"; {impact['note']}" if "note" in impact else ""))
+        print(
+            f"  impact map: {impact['path']} ({impact['inventory_variants_traced']} of the "
+            f"inventory's variants traced)" + (f"; {impact['note']}" if "note" in impact else "")
+        )
     width = max((len(k) for k in s["counts"]), default=6)
     for status, count in sorted(s["counts"].items(), key=lambda kv: -kv[1]):
         print(f"  {status:<{width}}  {count:>6}")
@@ -156,8 +191,10 @@ def print_summary(finished: Any) -> None:
     if finished.held_back:
         run_id = finished.planned.request.run_id
         print(f"  HELD BACK from History: {finished.held_back}")
-        print(f"    if these failures are real: `spyre-ci history confirm {run_id}`; if they "
-              f"are the tool's: `spyre-ci history forget {run_id}`")
+        print(
+            f"    if these failures are real: `spyre-ci history confirm {run_id}`; if they "
+            f"are the tool's: `spyre-ci history forget {run_id}`"
+        )
     out = finished.out_dir
     print(f"  report: {out / 'report.html'}  ({out / 'report.md'})")
     sys.stdout.flush()

@@ -20,8 +20,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("runs", help="inspect past runs (list, show)")
     sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = sub.add_parser("list", help="the most recent runs, newest first")
-    listing.add_argument("--limit", type=int, default=20, metavar="N",
-                         help="how many (default 20)")
+    listing.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
     listing.set_defaults(func=checked(list_runs))
     show = sub.add_parser("show", help="one run: its state, counts and where its outputs are")
     show.add_argument("run_id")
@@ -29,8 +28,11 @@ def register(subparsers: Any) -> None:
     show.set_defaults(func=show_run)
     resume = sub.add_parser("resume", help="continue a run that stopped (keeps finished tests)")
     resume.add_argument("run_id")
-    add_options(resume, "jobs", help={
-        "jobs": "embedded runs: pytest subprocesses at a time (default: CPU count)"})
+    add_options(
+        resume,
+        "jobs",
+        help={"jobs": "embedded runs: pytest subprocesses at a time (default: CPU count)"},
+    )
     resume.set_defaults(func=checked(resume_run))
 
 
@@ -63,8 +65,16 @@ def list_runs(args: argparse.Namespace) -> int:
     print(row.format("run", "state", "updated (UTC)", "selected", "failed", "new"))
     for run in runs:
         s = run.summary
-        print(row.format(run.run_id, run.state, _when(run.updated_at), s.get("selected", "-"),
-                         s.get("failed", "-"), s.get("new_failures", "-")))
+        print(
+            row.format(
+                run.run_id,
+                run.state,
+                _when(run.updated_at),
+                s.get("selected", "-"),
+                s.get("failed", "-"),
+                s.get("new_failures", "-"),
+            )
+        )
     return 0
 
 
@@ -87,9 +97,11 @@ def show_run(args: argparse.Namespace) -> int:
 
     meaning = _state_meaning().get(run.state, str(run.state))
     if run.state in (RunState.PLANNED, RunState.FINISHING, RunState.STOPPED):
-        print(f"  next: the run has not finished ({meaning}); "
-              f"`spyre-ci runs resume {run.run_id}` continues it and keeps the tests that "
-              "already reported")
+        print(
+            f"  next: the run has not finished ({meaning}); "
+            f"`spyre-ci runs resume {run.run_id}` continues it and keeps the tests that "
+            "already reported"
+        )
     elif run.state != RunState.COMPLETED:
         print(f"  state: {meaning}")
     return 0
@@ -103,8 +115,7 @@ def _state_meaning() -> dict[RunState, str]:
         RunState.FINISHING: "stopped during reruns, expansion or export",
         RunState.STOPPED: "stopped by the error above",
         RunState.HELD: "finished, but History has not learned it (see held_back)",
-        RunState.INFRA_ERROR: "its tests could not run (see infrastructure); nothing was "
-        "learned",
+        RunState.INFRA_ERROR: "its tests could not run (see infrastructure); nothing was learned",
         RunState.FORGOTTEN: "what it taught History was removed by `spyre-ci history forget`",
     }
 

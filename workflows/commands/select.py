@@ -34,32 +34,62 @@ def register(subparsers: Any) -> None:
         "(budget, holdout, shards). Nothing runs.",
     )
     add_source_arguments(parser)
-    add_options(parser, "inventory", help={
-        "inventory": "the Inventory to select from (default $SPYRE_CI_INVENTORY, else the one "
-        "`spyre-ci run` uses: built from the bundled specs for the installed torch and "
-        "cached in the state directory)"})
-    parser.add_argument("--history", type=absolute_path, metavar="FILE.json",
-                        help="a History snapshot (selector.History JSON) instead of the "
-                        "History store `spyre-ci run` records into (SQLite in the state "
-                        "directory, or Redis with SPYRE_CI_REDIS_URL)")
-    parser.add_argument("--previous-inventory", type=absolute_path, metavar="FILE.json.gz",
-                        help="the inventory of the last run: finds changed definitions and "
-                        "new variants")
+    add_options(
+        parser,
+        "inventory",
+        help={
+            "inventory": "the Inventory to select from (default $SPYRE_CI_INVENTORY, else the one "
+            "`spyre-ci run` uses: built from the bundled specs for the installed torch and "
+            "cached in the state directory)"
+        },
+    )
+    parser.add_argument(
+        "--history",
+        type=absolute_path,
+        metavar="FILE.json",
+        help="a History snapshot (selector.History JSON) instead of the "
+        "History store `spyre-ci run` records into (SQLite in the state "
+        "directory, or Redis with SPYRE_CI_REDIS_URL)",
+    )
+    parser.add_argument(
+        "--previous-inventory",
+        type=absolute_path,
+        metavar="FILE.json.gz",
+        help="the inventory of the last run: finds changed definitions and new variants",
+    )
     add_options(parser, "impact_map")
-    add_budget_arguments(parser, "select at most N variants (failing and new variants "
-                         "always run)")
+    add_budget_arguments(parser, "select at most N variants (failing and new variants always run)")
     parser.add_argument("--seed", help="holdout seed (default: the head sha)")
-    parser.add_argument("--shards", type=int, default=1, metavar="N",
-                        help="split the run into N shards by historical durations")
-    parser.add_argument("--trial", action="append", default=[], metavar="HEURISTIC",
-                        help="record this heuristic's scores without counting them (repeat)")
-    parser.add_argument("--disable", action="append", default=[], metavar="HEURISTIC",
-                        help="do not run this heuristic (repeat)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        metavar="N",
+        help="split the run into N shards by historical durations",
+    )
+    parser.add_argument(
+        "--trial",
+        action="append",
+        default=[],
+        metavar="HEURISTIC",
+        help="record this heuristic's scores without counting them (repeat)",
+    )
+    parser.add_argument(
+        "--disable",
+        action="append",
+        default=[],
+        metavar="HEURISTIC",
+        help="do not run this heuristic (repeat)",
+    )
     parser.add_argument("--full", action="store_true", help="select every variant")
-    parser.add_argument("--plan-out", type=absolute_path, metavar="FILE",
-                        help="write the Plan as JSON")
-    parser.add_argument("--explain", action="store_true",
-                        help="print the change facts, the decision and the reasons")
+    parser.add_argument(
+        "--plan-out", type=absolute_path, metavar="FILE", help="write the Plan as JSON"
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the change facts, the decision and the reasons",
+    )
     parser.add_argument("--why", metavar="VARIANT_ID", help="print the story of one variant")
     parser.set_defaults(func=checked(select))
 
@@ -71,38 +101,49 @@ def select(args: argparse.Namespace) -> int:
     from workflows.planning import describe_impact, plan_change
 
     if args.plan_out is not None and args.plan_out.is_dir():
-        raise CommandError(f"{args.plan_out}: is a directory (--plan-out names the file the "
-                           "Plan is written to)")
+        raise CommandError(
+            f"{args.plan_out}: is a directory (--plan-out names the file the Plan is written to)"
+        )
     unknown = sorted((set(args.trial) | set(args.disable)) - REGISTRY.keys())
     if unknown:
-        raise CommandError(f"--trial/--disable: unknown heuristic(s) {', '.join(unknown)}; "
-                           f"known: {', '.join(sorted(REGISTRY))}")
+        raise CommandError(
+            f"--trial/--disable: unknown heuristic(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(REGISTRY))}"
+        )
     try:  # every input is read and checked before the History store is opened
         changes = _read_change(args)
         inventory = read_inventory(args.inventory or _default_inventory(), "--inventory")
         if args.why:
             _check_variant(args.why, inventory)
-        previous = (read_inventory(args.previous_inventory, "--previous-inventory")
-                    if args.previous_inventory else None)
+        previous = (
+            read_inventory(args.previous_inventory, "--previous-inventory")
+            if args.previous_inventory
+            else None
+        )
         impact = None
         if args.impact_map:
             loaded = read_impact_map(args.impact_map)
             impact = (loaded, describe_impact(loaded, str(args.impact_map), inventory))
         history = _read_history(args.history) if args.history else _stored_history(changes)
         config = PlanConfig(
-            budget_count=args.budget, budget_seconds=args.budget_time,
-            holdout_rate=args.holdout, shards=args.shards, force_full=args.full,
-            trial=frozenset(args.trial), disabled=frozenset(args.disable), seed=args.seed,
+            budget_count=args.budget,
+            budget_seconds=args.budget_time,
+            holdout_rate=args.holdout,
+            shards=args.shards,
+            force_full=args.full,
+            trial=frozenset(args.trial),
+            disabled=frozenset(args.disable),
+            seed=args.seed,
         )
-        result = plan_change(changes, inventory, history, config, previous=previous,
-                             impact=impact)
+        result = plan_change(changes, inventory, history, config, previous=previous, impact=impact)
     except SelectorError as exc:
         raise CommandError(str(exc)) from exc
     if args.plan_out:
         try:
             args.plan_out.parent.mkdir(parents=True, exist_ok=True)
-            args.plan_out.write_text(json.dumps(result.plan_json, indent=1) + "\n",
-                                     encoding="utf-8")
+            args.plan_out.write_text(
+                json.dumps(result.plan_json, indent=1) + "\n", encoding="utf-8"
+            )
         except OSError as exc:
             raise CommandError(f"{args.plan_out}: cannot write the plan: {exc.strerror}") from exc
     chosen = result.plan
@@ -115,8 +156,10 @@ def select(args: argparse.Namespace) -> int:
     if not (args.explain or args.why):
         t = chosen.totals
         print(f"decision: {chosen.decision}" + (f" ({chosen.fallback})" if chosen.fallback else ""))
-        print(f"selected {t['selected']} of {t['eligible']} variants, holdout {t['holdout']}, "
-              f"{len(chosen.shards)} shard(s)")
+        print(
+            f"selected {t['selected']} of {t['eligible']} variants, holdout {t['holdout']}, "
+            f"{len(chosen.shards)} shard(s)"
+        )
         if args.plan_out:
             print(f"plan: {args.plan_out}")
     return 0
@@ -149,10 +192,14 @@ def _check_variant(variant_id: str, inventory: Any) -> None:
     if variant_id in set(ids):
         return
     close = difflib.get_close_matches(variant_id, ids, n=3, cutoff=0.6)
-    hint = f"; did you mean: {', '.join(close)}" if close else (
-        "; ids are suite::template::subject::dtype (`spyre-ci suites expand` lists them)")
-    raise CommandError(f"--why {variant_id}: no such variant in the inventory "
-                       f"({len(ids)} variants){hint}")
+    hint = (
+        f"; did you mean: {', '.join(close)}"
+        if close
+        else ("; ids are suite::template::subject::dtype (`spyre-ci suites expand` lists them)")
+    )
+    raise CommandError(
+        f"--why {variant_id}: no such variant in the inventory ({len(ids)} variants){hint}"
+    )
 
 
 def _default_inventory() -> Path:
@@ -177,6 +224,7 @@ def _stored_history(changes: Any) -> Any:
     settings = Settings.from_env()
     try:
         return open_history(settings.state_dir, settings.redis_url).snapshot(
-            p.path for p in changes.paths)
+            p.path for p in changes.paths
+        )
     except HistoryError as exc:  # the store is down or broken: exit 3
         raise InfrastructureError(str(exc)) from exc

@@ -21,11 +21,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
-    parser.add_argument("--config", type=absolute_path, metavar="FILE",
-                        help="relay config YAML")
+    parser.add_argument("--config", type=absolute_path, metavar="FILE", help="relay config YAML")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=4,
-                        help="threads per worker (gthread)")
+    parser.add_argument("--threads", type=int, default=4, help="threads per worker (gthread)")
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )

@@ -20,14 +20,21 @@ def register(subparsers: Any) -> None:
 
     lint = sub.add_parser("lint", help="check spec files; prints file:line:col: message")
     lint.add_argument("paths", nargs="*", help="spec files or folders (default: bundled specs)")
-    lint.add_argument("--warnings", action="store_true",
-                      help="also print warnings (e.g. supported_ops names not in op_db)")
+    lint.add_argument(
+        "--warnings",
+        action="store_true",
+        help="also print warnings (e.g. supported_ops names not in op_db)",
+    )
     lint.set_defaults(func=cmd_lint)
 
     expand = sub.add_parser("expand", help="list the variants the suites expand to")
     expand.add_argument("--suite", help="only this suite")
-    expand.add_argument("--specs", action="append", metavar="PATH",
-                        help="spec file or folder (repeatable; default: bundled specs)")
+    expand.add_argument(
+        "--specs",
+        action="append",
+        metavar="PATH",
+        help="spec file or folder (repeatable; default: bundled specs)",
+    )
     expand.add_argument("--json", action="store_true", help="a JSON array of variant objects")
     expand.set_defaults(func=cmd_expand)
 

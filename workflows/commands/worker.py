@@ -20,20 +20,39 @@ def register(subparsers: Any) -> None:
         description="A Celery worker for the distributed executor. Needs SPYRE_CI_REDIS_URL. "
         "With --intake it also moves deliveries the relay accepted into the pipeline.",
     )
-    parser.add_argument("--concurrency", "-c", type=int, default=os.cpu_count() or 1,
-                        metavar="N",
-                        help="task processes (default: CPU count)")
-    parser.add_argument("--intake", action="store_true",
-                        help="also consume the relay's intake queue and start runs")
-    parser.add_argument("--out-root", type=absolute_path, default="runs", metavar="DIR",
-                        help="with --intake: each run writes under OUT_ROOT/RUN_ID")
-    add_options(parser, "inventory", "impact_map", "specs", "config", help={
-        "inventory": "with --intake: the Inventory to use",
-        "impact_map": "with --intake: an impact map the selector also reads (default "
-        "$SPYRE_CI_IMPACT_MAP)",
-        "specs": "with --intake: spec file or folder (default: the bundled specs)",
-        "config": "with --intake: the relay's config file; its `github` section lets the "
-        "worker fetch the changed files of pull requests from GitHub"})
+    parser.add_argument(
+        "--concurrency",
+        "-c",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="task processes (default: CPU count)",
+    )
+    parser.add_argument(
+        "--intake", action="store_true", help="also consume the relay's intake queue and start runs"
+    )
+    parser.add_argument(
+        "--out-root",
+        type=absolute_path,
+        default="runs",
+        metavar="DIR",
+        help="with --intake: each run writes under OUT_ROOT/RUN_ID",
+    )
+    add_options(
+        parser,
+        "inventory",
+        "impact_map",
+        "specs",
+        "config",
+        help={
+            "inventory": "with --intake: the Inventory to use",
+            "impact_map": "with --intake: an impact map the selector also reads (default "
+            "$SPYRE_CI_IMPACT_MAP)",
+            "specs": "with --intake: spec file or folder (default: the bundled specs)",
+            "config": "with --intake: the relay's config file; its `github` section lets the "
+            "worker fetch the changed files of pull requests from GitHub",
+        },
+    )
     parser.add_argument("--loglevel", default="INFO")
     parser.set_defaults(func=checked(worker))
 
@@ -59,8 +78,9 @@ def worker(args: argparse.Namespace) -> int:
             try:
                 inventory = default_inventory(settings.state_dir, args.specs)
             except SpecError as exc:
-                raise CommandError(f"no spec loads, so there is no Inventory to run: {exc}"
-                                   ) from exc
+                raise CommandError(
+                    f"no spec loads, so there is no Inventory to run: {exc}"
+                ) from exc
         specs = tuple(str(Path(p).resolve()) for p in args.specs)
         impact_map = impact_map_path(args.impact_map)
         adapter = _github_adapter(args.config)
@@ -70,16 +90,29 @@ def worker(args: argparse.Namespace) -> int:
                 from relay.changes import complete_files
 
                 event = complete_files(event, adapter)
-            return request_for_event(event, args.out_root.resolve(), inventory, specs=specs,
-                                     shards=args.concurrency, impact_map=impact_map)
+            return request_for_event(
+                event,
+                args.out_root.resolve(),
+                inventory,
+                specs=specs,
+                shards=args.concurrency,
+                impact_map=impact_map,
+            )
 
-        threading.Thread(target=distributed.consume_intake, args=(make_request, stop),
-                         daemon=True, name="intake").start()
+        threading.Thread(
+            target=distributed.consume_intake, args=(make_request, stop), daemon=True, name="intake"
+        ).start()
     try:
-        distributed.app.worker_main([
-            "worker", f"--concurrency={args.concurrency}", f"--loglevel={args.loglevel}",
-            "--pool=prefork", "--without-gossip", "--without-mingle",
-        ])
+        distributed.app.worker_main(
+            [
+                "worker",
+                f"--concurrency={args.concurrency}",
+                f"--loglevel={args.loglevel}",
+                "--pool=prefork",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        )
     finally:
         stop.set()
     return 0

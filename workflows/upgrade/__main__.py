@@ -26,8 +26,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     with gzip.open(tmp, "wt", encoding="utf-8") as fh:
         json.dump(data, fh, separators=(",", ":"), sort_keys=True)
     tmp.replace(args.out)
-    print(f"details: {len(data['subjects'])} subjects, {len(data['variants'])} variants -> "
-          f"{args.out}")
+    print(
+        f"details: {len(data['subjects'])} subjects, {len(data['variants'])} variants -> {args.out}"
+    )
     return 0
 
 

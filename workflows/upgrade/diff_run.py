@@ -37,21 +37,33 @@ def run_ids(
     shards = [list(ids[i::n]) for i in range(n)]
     spec_paths = [str(Path(s).resolve()) for s in specs]
     with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(execute_ids, f"torch-{env.version}-{i}", shard,
-                               work_dir / f"shard-{i}", limits=limits or Limits(), specs=spec_paths,
-                               progress=progress, python=env.python, parallel=n)
-                   for i, shard in enumerate(shards)]
+        futures = [
+            pool.submit(
+                execute_ids,
+                f"torch-{env.version}-{i}",
+                shard,
+                work_dir / f"shard-{i}",
+                limits=limits or Limits(),
+                specs=spec_paths,
+                progress=progress,
+                python=env.python,
+                parallel=n,
+            )
+            for i, shard in enumerate(shards)
+        ]
         results = [f.result() for f in futures]
     faults = [r.fault for r in results if r.fault is not None]
     if faults:
         raise InfrastructureError(
-            f"torch {env.version}: " + "; ".join(f"{f.summary}\n{f.cause}" for f in faults))
+            f"torch {env.version}: " + "; ".join(f"{f.summary}\n{f.cause}" for f in faults)
+        )
     outcomes = {o.id: o for r in results for o in r.outcomes}
     junit = [p for r in results for p in r.junit_paths]
     return outcomes, junit, time.monotonic() - started
 
 
 UPGRADE_FORMAT = 1
+
 
 def upgrade_json(diff: Any, selection: Any, sources: Mapping[str, Any]) -> dict[str, Any]:
     """The `upgrade.json` document: the diff, the selection and where they came from."""
@@ -98,8 +110,12 @@ class VersionRun:
         from suites.model import count_statuses
 
         counts = {k: n for k, n in count_statuses(self.outcomes.values()).items() if n}
-        return {"version": self.version, "ran": len(self.outcomes), "wall_s": round(self.wall_s, 1),
-                "counts": counts}
+        return {
+            "version": self.version,
+            "ran": len(self.outcomes),
+            "wall_s": round(self.wall_s, 1),
+            "counts": counts,
+        }
 
 
 def run_version(
@@ -142,8 +158,9 @@ def run_version(
         return total
 
     try:
-        outcomes, _junit, _wall = run_ids(env, todo, work_dir, specs=specs, limits=limits,
-                                          jobs=jobs, progress=progress)
+        outcomes, _junit, _wall = run_ids(
+            env, todo, work_dir, specs=specs, limits=limits, jobs=jobs, progress=progress
+        )
     finally:
         total_s = save_wall()
     if progress is not None:
@@ -167,8 +184,9 @@ def moved_rows(diff: Any, old_run: VersionRun, new_run: VersionRun) -> list[Any]
     """`selector.upgrade.classify` over what ran on both versions."""
     from selector.upgrade import classify
 
-    return classify(old_run.ids, new_run.ids, old_run.outcomes, new_run.outcomes,
-                    diff.removed, diff.added)
+    return classify(
+        old_run.ids, new_run.ids, old_run.outcomes, new_run.outcomes, diff.removed, diff.added
+    )
 
 
 def run_section(moved: Sequence[Any], old_run: VersionRun, new_run: VersionRun) -> dict[str, Any]:
@@ -181,12 +199,22 @@ def run_section(moved: Sequence[Any], old_run: VersionRun, new_run: VersionRun) 
         if m.category is None:
             continue
         categories[m.category] += 1
-        rows.append({"id": m.id, "category": m.category,
-                     "before": str(m.before) if m.before else None,
-                     "after": str(m.after) if m.after else None, "message": m.message})
-    return {"from": old_run.summary(), "to": new_run.summary(), "categories": categories,
-            "unchanged_passing": sum(1 for m in moved if m.category is None),
-            "rows": rows}
+        rows.append(
+            {
+                "id": m.id,
+                "category": m.category,
+                "before": str(m.before) if m.before else None,
+                "after": str(m.after) if m.after else None,
+                "message": m.message,
+            }
+        )
+    return {
+        "from": old_run.summary(),
+        "to": new_run.summary(),
+        "categories": categories,
+        "unchanged_passing": sum(1 for m in moved if m.category is None),
+        "rows": rows,
+    }
 
 
 def expand_misses(
@@ -208,15 +236,29 @@ def expand_misses(
     if not grown:
         return list(runs), moved, {"ran": 0, "because": []}
     old_ids = {v.id for v in old.variants}
-    extra = [run_version(envs[0], [v for v in grown if v in old_ids], work_dir / "expand-from",
-                         **kw),
-             run_version(envs[1], list(grown), work_dir / "expand-to", **kw)]
-    merged = [VersionRun(r.version, [*r.ids, *e.ids], {**r.outcomes, **e.outcomes},
-                         [*r.junit, *e.junit], r.wall_s + e.wall_s)
-              for r, e in zip(runs, extra, strict=True)]
-    return merged, moved_rows(diff, merged[0], merged[1]), {
-        "ran": len(grown), "because": sorted(set(grown.values())),
-        "wall_s": [round(e.wall_s, 1) for e in extra]}
+    extra = [
+        run_version(envs[0], [v for v in grown if v in old_ids], work_dir / "expand-from", **kw),
+        run_version(envs[1], list(grown), work_dir / "expand-to", **kw),
+    ]
+    merged = [
+        VersionRun(
+            r.version,
+            [*r.ids, *e.ids],
+            {**r.outcomes, **e.outcomes},
+            [*r.junit, *e.junit],
+            r.wall_s + e.wall_s,
+        )
+        for r, e in zip(runs, extra, strict=True)
+    ]
+    return (
+        merged,
+        moved_rows(diff, merged[0], merged[1]),
+        {
+            "ran": len(grown),
+            "because": sorted(set(grown.values())),
+            "wall_s": [round(e.wall_s, 1) for e in extra],
+        },
+    )
 
 
 def validate_full(
@@ -241,9 +283,15 @@ def validate_full(
         runnable = [v.id for v in inventory.variants if v.expectation is not Expectation.SKIP]
         rest = [vid for vid in runnable if vid not in ran.outcomes]
         extra = run_version(env, rest, work_dir / f"validate-{name}", **kw)
-        fulls.append(VersionRun(env.version, [*ran.ids, *rest],
-                                {**ran.outcomes, **extra.outcomes}, [*ran.junit, *extra.junit],
-                                ran.wall_s + extra.wall_s))
+        fulls.append(
+            VersionRun(
+                env.version,
+                [*ran.ids, *rest],
+                {**ran.outcomes, **extra.outcomes},
+                [*ran.junit, *extra.junit],
+                ran.wall_s + extra.wall_s,
+            )
+        )
     full_moved = moved_rows(diff, fulls[0], fulls[1])
     ran_ids = set(runs[0].ids) | set(runs[1].ids)
     result = validation(full_moved, ran_ids, selection.runnable_to)
@@ -251,10 +299,12 @@ def validate_full(
     for m in full_moved:
         if m.category is not None:
             categories[m.category] = categories.get(m.category, 0) + 1
-    result.update({
-        "full": [f.summary() for f in fulls],
-        "full_categories": categories,
-        "selected_wall_s": [round(r.wall_s, 1) for r in runs],
-        "full_wall_s": [round(f.wall_s, 1) for f in fulls],
-    })
+    result.update(
+        {
+            "full": [f.summary() for f in fulls],
+            "full_categories": categories,
+            "selected_wall_s": [round(r.wall_s, 1) for r in runs],
+            "full_wall_s": [round(f.wall_s, 1) for f in fulls],
+        }
+    )
     return result

@@ -1,6 +1,6 @@
 """One isolated environment per torch version: `python -m venv` + pip into a cache folder.
 
-    env = provision("2.14.1", default_cache_dir())   # <cache>/torch-2.14.1, reused when complete
+env = provision("2.14.1", default_cache_dir())   # <cache>/torch-2.14.1, reused when complete
 """
 
 from __future__ import annotations
@@ -58,10 +58,13 @@ class TorchEnv:
         """The torch version the venv has (read from its metadata, no import), or None."""
         if not Path(self.python).exists():
             return None
-        probe = ("import importlib.metadata as m\ntry: print(m.version('torch'))\n"
-                 "except m.PackageNotFoundError: print('')")
-        done = subprocess.run([self.python, "-c", probe], capture_output=True, text=True,
-                              check=False)
+        probe = (
+            "import importlib.metadata as m\ntry: print(m.version('torch'))\n"
+            "except m.PackageNotFoundError: print('')"
+        )
+        done = subprocess.run(
+            [self.python, "-c", probe], capture_output=True, text=True, check=False
+        )
         return done.stdout.strip().split("+")[0] or None if done.returncode == 0 else None
 
 
@@ -71,21 +74,31 @@ def _run_logged(command: list[str], log_file: Path, log: Log, label: str) -> Non
     with open(log_file, "a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(command)}\n")
         fh.flush()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1)
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             fh.write(line)
             words = line.strip()
             # pip's own milestones; the rest stays in the log.
-            if words.startswith(("Collecting ", "Processing ", "Installing collected",
-                                 "Successfully installed", "ERROR", "Obtaining ")):
+            if words.startswith(
+                (
+                    "Collecting ",
+                    "Processing ",
+                    "Installing collected",
+                    "Successfully installed",
+                    "ERROR",
+                    "Obtaining ",
+                )
+            ):
                 log(f"  [{label} {time.monotonic() - started:5.0f} s] {words[:150]}")
         code = proc.wait()
     if code != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
-        raise UpgradeError(f"{label}: `{' '.join(command)}` exited {code}; whole output in "
-                           f"{log_file}:\n{tail}")
+        raise UpgradeError(
+            f"{label}: `{' '.join(command)}` exited {code}; whole output in {log_file}:\n{tail}"
+        )
 
 
 def provision(
@@ -114,10 +127,16 @@ def provision(
             missing = [p for p in EXTRA_PACKAGES if p not in recorded.get("packages", ())]
             if missing:  # made by an older spyre-ci: add what is new, keep the rest
                 log(f"torch {version}: adding {', '.join(missing)} to {env.path}")
-                _run_logged([env.python, "-m", "pip", "install", "--disable-pip-version-check",
-                             *missing], cache / f"torch-{version}.log", log, f"{version} extras")
-                marker.write_text(json.dumps({**recorded, "packages": list(EXTRA_PACKAGES)})
-                                  + "\n", encoding="utf-8")
+                _run_logged(
+                    [env.python, "-m", "pip", "install", "--disable-pip-version-check", *missing],
+                    cache / f"torch-{version}.log",
+                    log,
+                    f"{version} extras",
+                )
+                marker.write_text(
+                    json.dumps({**recorded, "packages": list(EXTRA_PACKAGES)}) + "\n",
+                    encoding="utf-8",
+                )
             log(f"torch {version}: reusing {env.path}")
             return env
     if env.path.exists():
@@ -127,22 +146,32 @@ def provision(
     log_file = cache / f"torch-{version}.log"
     log_file.write_text("", encoding="utf-8")
     started = time.monotonic()
-    log(f"torch {version}: creating {env.path} (log: {log_file}); the 2.14 wheels are CUDA "
-        "builds of several GB that run on the CPU here")
+    log(
+        f"torch {version}: creating {env.path} (log: {log_file}); the 2.14 wheels are CUDA "
+        "builds of several GB that run on the CPU here"
+    )
     python = base_python or sys.executable
     _run_logged([python, "-m", "venv", str(env.path)], log_file, log, f"{version} venv")
     pip = [env.python, "-m", "pip", "install", "--disable-pip-version-check"]
-    _run_logged([*pip, f"torch=={version}", *EXTRA_PACKAGES], log_file, log,
-                f"{version} torch")
+    _run_logged([*pip, f"torch=={version}", *EXTRA_PACKAGES], log_file, log, f"{version} torch")
     # The project pins one torch; --no-deps keeps the version this environment is for.
     _run_logged([*pip, "--no-deps", "-e", str(project)], log_file, log, f"{version} project")
     got = env.installed_torch()
     if got != version:
-        raise UpgradeError(f"torch {version}: the environment has torch {got!r} after install;"
-                           f" see {log_file}")
-    marker.write_text(json.dumps({**wanted, "packages": list(EXTRA_PACKAGES),
-                                  "created_s": round(time.monotonic() - started, 1)})
-                      + "\n", encoding="utf-8")
+        raise UpgradeError(
+            f"torch {version}: the environment has torch {got!r} after install; see {log_file}"
+        )
+    marker.write_text(
+        json.dumps(
+            {
+                **wanted,
+                "packages": list(EXTRA_PACKAGES),
+                "created_s": round(time.monotonic() - started, 1),
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     log(f"torch {version}: ready in {time.monotonic() - started:.0f} s ({_size(env.path)})")
     return env
 

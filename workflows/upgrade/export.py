@@ -18,8 +18,9 @@ from workflows.upgrade.environments import TorchEnv
 
 def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
     """The dashboard Environment of a run on `env` (the main job's, with that torch)."""
-    return environment(inventory.torch_version, inventory.torch_git_version,
-                       {"environment": str(env.path)})
+    return environment(
+        inventory.torch_version, inventory.torch_git_version, {"environment": str(env.path)}
+    )
 
 
 def export_report(
@@ -53,12 +54,19 @@ def export_report(
     for vid, outcome in sorted(new_run.outcomes.items()):
         cls: Classification | None = None
         if outcome.status.is_failure:
-            cls = (Classification.PRE_EXISTING if category.get(vid) == "unchanged-failing"
-                   else Classification.NEW)
-        results.append(VariantResult.of(outcome, cls, vid in holdout and
-                                        vid not in selection.reasons))
-    rows = tuple(DiffRow(m.id, DiffCategory(m.category), m.before, m.after, m.message)
-                 for m in moved if m.category is not None)
+            cls = (
+                Classification.PRE_EXISTING
+                if category.get(vid) == "unchanged-failing"
+                else Classification.NEW
+            )
+        results.append(
+            VariantResult.of(outcome, cls, vid in holdout and vid not in selection.reasons)
+        )
+    rows = tuple(
+        DiffRow(m.id, DiffCategory(m.category), m.before, m.after, m.message)
+        for m in moved
+        if m.category is not None
+    )
     first_reason: dict[str, int] = {}
     for reasons in selection.reasons.values():
         first = reasons[0] if reasons else "?"
@@ -67,32 +75,61 @@ def export_report(
             text = "changed " + text.split("): ", 1)[1]  # what changed, not the hashes
         key = f"{heuristic}: {text}"
         first_reason[key] = first_reason.get(key, 0) + 1
-    misses = tuple(sorted(m.id for m in moved if m.id in holdout and m.id not in
-                          selection.reasons and m.category in ("regressed", "new-failing")))
+    misses = tuple(
+        sorted(
+            m.id
+            for m in moved
+            if m.id in holdout
+            and m.id not in selection.reasons
+            and m.category in ("regressed", "new-failing")
+        )
+    )
     summary = PlanSummary(
-        selected=len(selection.reasons), inventory=len(new_inventory),
+        selected=len(selection.reasons),
+        inventory=len(new_inventory),
         top_reasons=tuple(sorted(first_reason.items(), key=lambda kv: -kv[1])[:10]),
-        skipped={"not affected by the upgrade": max(
-            0, selection.runnable_to - len(selection.reasons) - len(selection.holdout))},
-        holdout=len(selection.holdout), holdout_misses=misses,
+        skipped={
+            "not affected by the upgrade": max(
+                0, selection.runnable_to - len(selection.reasons) - len(selection.holdout)
+            )
+        },
+        holdout=len(selection.holdout),
+        holdout_misses=misses,
         canaries=len(selection.canary),
-        metrics={"selection_ratio": selection.share, "affected": float(diff.affected),
-                 "changed": float(len(diff.changed)), "added": float(len(diff.added)),
-                 "removed": float(len(diff.removed)), "api_changes": float(len(diff.api))},
+        metrics={
+            "selection_ratio": selection.share,
+            "affected": float(diff.affected),
+            "changed": float(len(diff.changed)),
+            "added": float(len(diff.added)),
+            "removed": float(len(diff.removed)),
+            "api_changes": float(len(diff.api)),
+        },
     )
     stamp = completed_at.replace("-", "").replace(":", "")
     run_id = f"upgrade-{diff.from_version}-{diff.to_version}-{stamp}"
     event = TriggerEvent(
-        kind="periodic", delivery_id=run_id, repo="pytorch/pytorch",
-        head_sha=new_inventory.torch_git_version, base_sha=old_inventory.torch_git_version,
-        ref=f"v{diff.to_version}", source="cli", upstream_event="upgrade",
+        kind="periodic",
+        delivery_id=run_id,
+        repo="pytorch/pytorch",
+        head_sha=new_inventory.torch_git_version,
+        base_sha=old_inventory.torch_git_version,
+        ref=f"v{diff.to_version}",
+        source="cli",
+        upstream_event="upgrade",
         commit_messages=(f"upgrade torch {diff.from_version} to {diff.to_version}",),
     )
     record = RunRecord(
-        run_id=run_id, attempt=1, downstream_repo="torch-spyre/torch-spyre",
-        workflow="spyre-ci", job="upgrade-diff", event=event,
-        environment=environment_of(new_env, new_inventory), results=tuple(results),
-        started_at=started_at, completed_at=completed_at, plan=summary,
+        run_id=run_id,
+        attempt=1,
+        downstream_repo="torch-spyre/torch-spyre",
+        workflow="spyre-ci",
+        job="upgrade-diff",
+        event=event,
+        environment=environment_of(new_env, new_inventory),
+        results=tuple(results),
+        started_at=started_at,
+        completed_at=completed_at,
+        plan=summary,
         upgrade=UpgradeDiff(diff.from_version, diff.to_version, rows),
     )
     junit = out_dir / "junit"

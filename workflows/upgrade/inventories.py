@@ -23,6 +23,7 @@ from workflows.upgrade.environments import PROJECT_ROOT, Log, TorchEnv, UpgradeE
 
 DETAILS_FORMAT = 1
 
+
 def specs_key(specs: Sequence[str] = (), torch_version: str = "") -> str:
     """The Inventory cache key (`workflows.inventory_cache.cache_key`, the one every cache
     of Inventories uses) of `specs` for `torch_version`."""
@@ -40,8 +41,9 @@ class BuiltInventory:
     seconds: float
 
 
-def build_inventory(env: TorchEnv, specs: Sequence[str] = (), *, log: Log = stderr_log,
-                    reuse: bool = True) -> BuiltInventory:
+def build_inventory(
+    env: TorchEnv, specs: Sequence[str] = (), *, log: Log = stderr_log, reuse: bool = True
+) -> BuiltInventory:
     """The Inventory (and details) of `env`, built by the environment's own python."""
     key = specs_key(specs, env.version)
     path = env.path / f"inventory-{key}.json.gz"
@@ -59,27 +61,37 @@ def build_inventory(env: TorchEnv, specs: Sequence[str] = (), *, log: Log = stde
         if read_cached(path) is None:  # says so on stderr
             reuse = False
     if not (reuse and path.exists() and details_path.exists()):
-        log(f"torch {env.version}: building the Inventory ({env.python} -m workflows "
-            "inventory)")
-        for command in ([env.python, "-m", "workflows", "inventory", "--out", str(path),
-                         *spec_args],
-                        [env.python, "-m", "workflows.upgrade", "describe", "--out",
-                         str(details_path), *spec_args]):
-            done = subprocess.run(command, capture_output=True, text=True, check=False,
-                                  cwd=PROJECT_ROOT)
+        log(f"torch {env.version}: building the Inventory ({env.python} -m workflows inventory)")
+        for command in (
+            [env.python, "-m", "workflows", "inventory", "--out", str(path), *spec_args],
+            [
+                env.python,
+                "-m",
+                "workflows.upgrade",
+                "describe",
+                "--out",
+                str(details_path),
+                *spec_args,
+            ],
+        ):
+            done = subprocess.run(
+                command, capture_output=True, text=True, check=False, cwd=PROJECT_ROOT
+            )
             if done.returncode != 0:
-                raise UpgradeError(f"torch {env.version}: `{' '.join(command)}` exited "
-                                   f"{done.returncode}:\n{done.stderr.strip()[-2000:]}")
+                raise UpgradeError(
+                    f"torch {env.version}: `{' '.join(command)}` exited "
+                    f"{done.returncode}:\n{done.stderr.strip()[-2000:]}"
+                )
             if done.stdout.strip():
                 log(f"  {done.stdout.strip()}")
     else:
         log(f"torch {env.version}: reusing {path}")
     inventory = load_inventory(path)
     if inventory.torch_version != env.version:
-        raise UpgradeError(f"{path}: built for torch {inventory.torch_version}, not "
-                           f"{env.version}")
-    return BuiltInventory(inventory, path, load_details(details_path), details_path,
-                          time.monotonic() - started)
+        raise UpgradeError(f"{path}: built for torch {inventory.torch_version}, not {env.version}")
+    return BuiltInventory(
+        inventory, path, load_details(details_path), details_path, time.monotonic() - started
+    )
 
 
 def details_path_for(inventory_path: str | Path) -> Path:
@@ -100,8 +112,10 @@ def load_details(path: str | Path | None) -> dict[str, Any] | None:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UpgradeError(f"{path}: not readable details ({exc}); delete it to diff on "
-                           "fingerprints alone, or build it again") from None
+        raise UpgradeError(
+            f"{path}: not readable details ({exc}); delete it to diff on "
+            "fingerprints alone, or build it again"
+        ) from None
     if not isinstance(data, dict):
         raise UpgradeError(f"{path}: details must be a JSON object")
     return data
@@ -150,5 +164,10 @@ def describe(specs: Sequence[str] = ()) -> dict[str, Any]:
             "decorators": sorted(describe_decorator(d) for d in decorators),
             "precision": repr(planned.precision),
         }
-    return {"format": DETAILS_FORMAT, "torch_version": torch.__version__.split("+")[0],
-            "subjects": subjects, "templates": templates, "variants": variants}
+    return {
+        "format": DETAILS_FORMAT,
+        "torch_version": torch.__version__.split("+")[0],
+        "subjects": subjects,
+        "templates": templates,
+        "variants": variants,
+    }

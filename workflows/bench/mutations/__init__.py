@@ -29,6 +29,13 @@ from workflows.bench.mutations.model import (
 from workflows.bench.mutations.patch import apply_patch
 
 __all__ = [
-    "ENV_VAR", "Mutation", "MutationError", "Perturbation", "apply_patch", "load_mutations",
-    "mutated_source", "subprocess_env", "torch_root",
+    "ENV_VAR",
+    "Mutation",
+    "MutationError",
+    "Perturbation",
+    "apply_patch",
+    "load_mutations",
+    "mutated_source",
+    "subprocess_env",
+    "torch_root",
 ]

@@ -16,8 +16,9 @@ _PY_FUNCNAME = re.compile(r"^[ \t]*((class|(async[ \t]+)?def)[ \t].*)$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def python_diff(repo_path: str, old: str, new: str, root: Path | None = None,
-                occurrence: int = 1) -> str:
+def python_diff(
+    repo_path: str, old: str, new: str, root: Path | None = None, occurrence: int = 1
+) -> str:
     """The unified diff replacing the `occurrence`-th `old` snippet of `repo_path` by `new`."""
     text = ((root or torch_root()) / repo_path).read_text(encoding="utf-8")
     start = -1
@@ -25,7 +26,7 @@ def python_diff(repo_path: str, old: str, new: str, root: Path | None = None,
         start = text.find(old, start + 1)
         if start < 0:
             raise MutationError(f"{repo_path}: snippet not found: {old[:60]!r}")
-    mutated = text[:start] + new + text[start + len(old):]
+    mutated = text[:start] + new + text[start + len(old) :]
     return git_diff(repo_path, text, mutated)
 
 

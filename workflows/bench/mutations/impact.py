@@ -42,8 +42,7 @@ def changed_functions(mutation: Mutation, root: Path | None = None) -> set[str] 
     return found
 
 
-def touched_variants(mutation: Mutation, trace: ImpactMap,
-                     ids: Iterable[str]) -> set[str] | None:
+def touched_variants(mutation: Mutation, trace: ImpactMap, ids: Iterable[str]) -> set[str] | None:
     """Variants of `ids` the mutation can affect, or None when it can affect all of them
     (or the trace does not cover some of them)."""
     ids = list(ids)

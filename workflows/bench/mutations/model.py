@@ -98,8 +98,13 @@ class Mutation:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "id": self.id, "kind": self.kind, "file": self.file, "location": self.location,
-            "operator": self.operator, "files": list(self.files), "digest": self.digest,
+            "id": self.id,
+            "kind": self.kind,
+            "file": self.file,
+            "location": self.location,
+            "operator": self.operator,
+            "files": list(self.files),
+            "digest": self.digest,
         }
         if self.kind == "kernel":
             data["ops"] = list(self.ops)
@@ -160,8 +165,10 @@ def _mutation(entry: Any, where: str) -> Mutation:
         where = f"{where} (id {entry['id']!r})"
     unknown = sorted(set(entry) - _ALLOWED)
     if unknown:
-        raise MutationError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                            f"(allowed: {', '.join(sorted(_ALLOWED))})")
+        raise MutationError(
+            f"{where}: unknown field(s) {', '.join(unknown)} "
+            f"(allowed: {', '.join(sorted(_ALLOWED))})"
+        )
     missing = [k for k in _REQUIRED if not isinstance(entry.get(k), str) or not entry[k]]
     if missing:
         raise MutationError(f"{where}: field(s) {', '.join(missing)} missing or not text")
@@ -172,36 +179,54 @@ def _mutation(entry: Any, where: str) -> Mutation:
     perturb = Perturbation()
     if kind == "kernel":
         raw_ops = entry.get("ops")
-        if (not isinstance(raw_ops, list) or not raw_ops
-                or not all(isinstance(o, str) and o.startswith("aten::") for o in raw_ops)):
-            raise MutationError(f"{where}: field 'ops': a kernel mutation needs a list of "
-                                "aten op names like aten::_softmax")
+        if (
+            not isinstance(raw_ops, list)
+            or not raw_ops
+            or not all(isinstance(o, str) and o.startswith("aten::") for o in raw_ops)
+        ):
+            raise MutationError(
+                f"{where}: field 'ops': a kernel mutation needs a list of "
+                "aten op names like aten::_softmax"
+            )
         ops = tuple(raw_ops)
         perturb = _perturbation(entry.get("perturb"), where)
     elif "ops" in entry or "perturb" in entry:
-        raise MutationError(f"{where}: 'ops' and 'perturb' belong to kernel mutations; a "
-                            "python mutation is its diff")
+        raise MutationError(
+            f"{where}: 'ops' and 'perturb' belong to kernel mutations; a "
+            "python mutation is its diff"
+        )
     mutation = Mutation(
-        id=entry["id"], kind=kind, file=entry["file"], location=entry["location"],
-        operator=entry["operator"], diff=entry["diff"], ops=ops, perturb=perturb,
-        note=str(entry.get("note", "")), source=where,
+        id=entry["id"],
+        kind=kind,
+        file=entry["file"],
+        location=entry["location"],
+        operator=entry["operator"],
+        diff=entry["diff"],
+        ops=ops,
+        perturb=perturb,
+        note=str(entry.get("note", "")),
+        source=where,
     )
     files = mutation.files
     if mutation.file not in files:
-        raise MutationError(f"{where}: field 'file': {mutation.file} is not edited by the "
-                            f"diff (it edits {', '.join(files) or 'nothing'})")
+        raise MutationError(
+            f"{where}: field 'file': {mutation.file} is not edited by the "
+            f"diff (it edits {', '.join(files) or 'nothing'})"
+        )
     if kind == "python":
         bad = [f for f in files if not (f.startswith("torch/") and f.endswith(".py"))]
         if bad:
-            raise MutationError(f"{where}: a python mutation edits torch/**.py files only, "
-                                f"not {', '.join(bad)}")
+            raise MutationError(
+                f"{where}: a python mutation edits torch/**.py files only, not {', '.join(bad)}"
+            )
     return mutation
 
 
 def _perturbation(raw: Any, where: str) -> Perturbation:
     if not isinstance(raw, Mapping) or not raw:
-        raise MutationError(f"{where}: field 'perturb': expected {{scale: X}}, {{offset: X}} "
-                            "or {identity: true}")
+        raise MutationError(
+            f"{where}: field 'perturb': expected {{scale: X}}, {{offset: X}} or {{identity: true}}"
+        )
     unknown = sorted(set(raw) - {"scale", "offset", "identity"})
     if unknown:
         raise MutationError(f"{where}: field 'perturb': unknown key(s) {', '.join(unknown)}")
@@ -212,8 +237,7 @@ def _perturbation(raw: Any, where: str) -> Perturbation:
     try:
         return Perturbation(float(raw.get("scale", 1.0)), float(raw.get("offset", 0.0)))
     except (TypeError, ValueError):
-        raise MutationError(f"{where}: field 'perturb': scale and offset must be numbers") \
-            from None
+        raise MutationError(f"{where}: field 'perturb': scale and offset must be numbers") from None
 
 
 def module_name(repo_path: str) -> str:
@@ -230,16 +254,19 @@ def mutated_source(mutation: Mutation, patch: FilePatch, root: Path | None = Non
     try:
         text = original.read_text(encoding="utf-8")
     except OSError as exc:
-        raise MutationError(f"{mutation.source}: {patch.path}: not in the installed torch "
-                            f"({original}): {exc.strerror}") from None
+        raise MutationError(
+            f"{mutation.source}: {patch.path}: not in the installed torch "
+            f"({original}): {exc.strerror}"
+        ) from None
     try:
         return apply_patch(text, patch)
     except PatchError as exc:
         raise MutationError(f"{mutation.source}: {exc}") from None
 
 
-def subprocess_env(mutation: Mutation, workdir: Path,
-                   base: Mapping[str, str] | None = None) -> dict[str, str]:
+def subprocess_env(
+    mutation: Mutation, workdir: Path, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Environment additions that make a Python subprocess run with `mutation` applied.
 
     Writes the activation file (and the mutated sources) under `workdir`.
@@ -253,8 +280,13 @@ def subprocess_env(mutation: Mutation, workdir: Path,
             text = mutated_source(mutation, patch, root)
             target = workdir / f"mutated.{number}.py"
             target.write_text(text, encoding="utf-8")
-            modules.append({"module": module_name(patch.path),
-                            "origin": str(root / patch.path), "source": str(target)})
+            modules.append(
+                {
+                    "module": module_name(patch.path),
+                    "origin": str(root / patch.path),
+                    "source": str(target),
+                }
+            )
         activation["modules"] = modules
     else:
         activation["ops"] = list(mutation.ops)
@@ -262,8 +294,7 @@ def subprocess_env(mutation: Mutation, workdir: Path,
     path = workdir / "mutation.json"
     path.write_text(json.dumps(activation, indent=1) + "\n", encoding="utf-8")
     environ = os.environ if base is None else base
-    pythonpath = [str(SITE_DIR)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep)
-                                    if p]
+    pythonpath = [str(SITE_DIR)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {ENV_VAR: str(path), "PYTHONPATH": os.pathsep.join(pythonpath)}
 
 

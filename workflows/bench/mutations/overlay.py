@@ -112,8 +112,9 @@ def install_kernel_override(ops: Sequence[str], perturb: dict[str, float]) -> li
             if chosen:
                 break
         for overload_name, overload in chosen:
-            qualified = f"{packet_name}.{overload_name}" if overload_name != "default" \
-                else packet_name
+            qualified = (
+                f"{packet_name}.{overload_name}" if overload_name != "default" else packet_name
+            )
             original = torch.library.get_kernel(overload, "CPU")
             kernel = _perturbing_kernel(original, overload, scale, offset)
             with warnings.catch_warnings():
@@ -121,9 +122,11 @@ def install_kernel_override(ops: Sequence[str], perturb: dict[str, float]) -> li
                 lib.impl(qualified, kernel, "CPU", with_keyset=True)
             done.append(overload.name())
     if not done:
-        raise RuntimeError(f"{ENV_VAR}: none of {', '.join(ops)} has a CPU or "
-                           "CompositeExplicitAutograd kernel to override; name the ops whose "
-                           "kernels the edit changes")
+        raise RuntimeError(
+            f"{ENV_VAR}: none of {', '.join(ops)} has a CPU or "
+            "CompositeExplicitAutograd kernel to override; name the ops whose "
+            "kernels the edit changes"
+        )
     _ACTIVE["overridden"] = done
     return done
 
@@ -141,8 +144,11 @@ def _perturbing_kernel(original: Any, overload: Any, scale: float, offset: float
     import torch
 
     schema = overload._schema
-    written = [i for i, a in enumerate(schema.arguments)
-               if a.alias_info is not None and a.alias_info.is_write]
+    written = [
+        i
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    ]
 
     tensor_args = [i for i, a in enumerate(schema.arguments) if str(a.type) == "Tensor"]
 
@@ -236,7 +242,9 @@ def _on_device_memory(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
 
 _DEVICE_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "backend_under_test", "")
+    "backend_under_test",
+    "",
+)
 
 
 def _device_owners() -> dict[int, Any]:
@@ -247,6 +255,9 @@ def _device_owners() -> dict[int, Any]:
 def status() -> dict[str, Any]:
     """What this process applied (for tests and diagnostics)."""
     finder = _ACTIVE.get("finder")
-    return {"id": _ACTIVE.get("id"), "kind": _ACTIVE.get("kind"),
-            "loaded": list(finder.loaded) if finder else [],
-            "overridden": list(_ACTIVE.get("overridden", []))}
+    return {
+        "id": _ACTIVE.get("id"),
+        "kind": _ACTIVE.get("kind"),
+        "loaded": list(finder.loaded) if finder else [],
+        "overridden": list(_ACTIVE.get("overridden", [])),
+    }

@@ -27,9 +27,10 @@ def apply_patch(text: str, patch: FilePatch, *, fuzz_lines: int = 200) -> str:
             raise PatchError(
                 f"{patch.path}: hunk {number} (@@ -{hunk.old_start},{hunk.old_count} @@) does "
                 f"not apply: its lines {hunk.old_start}..{hunk.old_start + len(old) - 1} are "
-                "not in the installed file (is this diff against another torch version?)")
+                "not in the installed file (is this diff against another torch version?)"
+            )
         eol = "\n"
-        lines[at:at + len(old)] = [line + eol for line in new]
+        lines[at : at + len(old)] = [line + eol for line in new]
         shift += len(new) - len(old) + (at - want)
     return "".join(lines)
 
@@ -38,6 +39,6 @@ def _find(lines: list[str], old: list[str], want: int, fuzz: int) -> int | None:
     stripped = [line.rstrip("\n").rstrip("\r") for line in lines]
     for delta in range(fuzz + 1):
         for at in (want - delta, want + delta) if delta else (want,):
-            if 0 <= at <= len(stripped) - len(old) and stripped[at:at + len(old)] == old:
+            if 0 <= at <= len(stripped) - len(old) and stripped[at : at + len(old)] == old:
                 return at
     return None

@@ -14,6 +14,9 @@ if os.environ.get("SPYRE_CI_MUTATION"):
         # measure nothing while looking fine.
         import sys
 
-        print(f"spyre-ci mutation could not be applied: {type(exc).__name__}: {exc}",
-              file=sys.stderr, flush=True)
+        print(
+            f"spyre-ci mutation could not be applied: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(70)
