@@ -125,6 +125,7 @@ def completed_runs(redis_url: str) -> list[Any]:
     return [r for r in RedisHistory(redis_url).list_runs() if r.state == "completed"]
 
 
+@pytest.mark.slow  # fast twin: test_worker_killed_mid_shard_is_redelivered_without_duplicates
 def test_served_delivery_runs_through_celery_to_exported_results(
     services: dict[str, Any],
 ) -> None:

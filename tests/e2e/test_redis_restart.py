@@ -74,6 +74,7 @@ def durable_redis(tmp_path: Path) -> Iterator[RestartableRedis]:
             server.stop()
 
 
+@pytest.mark.slow  # fast twins: the intake-restart test, the worker-kill redelivery
 def test_redis_restart_between_tasks(
     durable_redis: RestartableRedis, tiny_inventory: Path, tmp_path: Path
 ) -> None:

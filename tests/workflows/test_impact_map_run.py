@@ -56,6 +56,7 @@ def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> pipeli
     )
 
 
+@pytest.mark.slow  # records an impact map (about 30 s); fast twins: tests/selector impact-map tests
 def test_a_mul_kernel_change_reaches_what_dispatches_mul(
     tiny_inventory: Path, tiny_impact_map: Path, tmp_path: Path
 ) -> None:

@@ -239,7 +239,10 @@ def _shard_processes(marker: str) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum",
+    ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)],  # same path after the handler
+)
 def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
     tiny_inventory: Path, tmp_path: Path, signum: str
 ) -> None:
@@ -294,6 +297,7 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
     assert len(json.loads((out / "run.json").read_text())["results"]) == 16
 
 
+@pytest.mark.slow  # fast twin: test_cli_input.py::test_relative_paths_hold_across_directories
 def test_a_relative_torch_root_means_the_same_folder_to_the_shards(tmp_path: Path) -> None:
 
     spec = "tests/suites/upstream_like/tiny.yaml"

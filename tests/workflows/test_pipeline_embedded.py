@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 
@@ -96,6 +98,7 @@ def test_run_errors_are_clear(tmp_path: Path) -> None:
     assert "inv.json.gz: not a readable inventory" in result.stderr
 
 
+@pytest.mark.slow  # fast twin: the History assertions of test_infra_faults.py
 def test_no_baseline_run_leaves_the_baseline_alone(tiny_inventory: Path, tmp_path: Path) -> None:
     from workflows.history import SQLiteHistory
 

@@ -8,6 +8,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from contracts.event import TriggerEvent
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import spyre_ci
@@ -15,6 +17,7 @@ from workflows import pipeline
 from workflows.history import SQLiteHistory
 
 
+@pytest.mark.slow  # fast twin: the interrupted-run test (SIGINT) resumes a stopped run
 def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     history = SQLiteHistory(state / "history.sqlite3")
