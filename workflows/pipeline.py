@@ -173,7 +173,9 @@ def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
                 f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
                 f"{out} to give that run up)"
             )
-    if previous != run_id:
+    if previous is not None and previous != run_id:
+        # Only a folder an earlier run of ours planned in (it has our planned.json) is
+        # cleared: a user's own `work/` elsewhere is never touched.
         for stale in ("work", "junit"):
             shutil.rmtree(out / stale, ignore_errors=True)
 

@@ -333,3 +333,14 @@ def test_a_relative_torch_root_means_the_same_folder_to_the_shards(tmp_path: Pat
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["infrastructure"] == [] and record["results"]
     assert any(r["status"] == "passed" for r in record["results"])
+
+
+def test_an_out_directory_that_is_not_ours_keeps_its_files(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    out = tmp_path / "project"
+    (out / "work").mkdir(parents=True)
+    (out / "work" / "notes.txt").write_text("mine")
+    pipeline.plan(_request(tiny_inventory, out, "into-a-user-folder"), history)
+    assert (out / "work" / "notes.txt").read_text() == "mine"
