@@ -45,6 +45,10 @@ IDS = [
 ]
 
 
+# The test subprocesses find `contract_plugin` (next to this file) and this interpreter's path.
+CONTRACT_ENV = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+
+
 @pytest.fixture()
 def shard_dir(tmp_path: Path) -> Path:
     (tmp_path / "test_crashy.py").write_text(CRASHY)
@@ -53,7 +57,7 @@ def shard_dir(tmp_path: Path) -> Path:
 
 def run(shard_dir: Path, ids: list[str], **limits: float) -> tuple[dict[str, Outcome], int]:
     seen: list[Outcome] = []
-    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    env = CONTRACT_ENV
     result = run_shard(
         "s0",
         ids,
@@ -102,7 +106,7 @@ def test_a_process_that_cannot_start_its_tests_is_a_fault_not_a_test_result(
 def test_a_fault_cause_names_what_the_process_printed_on_stdout(tmp_path: Path) -> None:
     # A collection error goes to stdout: the cause must carry it, not "(no output)".
     (tmp_path / "test_broken.py").write_text("import no_such_module_for_collection\n")
-    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    env = CONTRACT_ENV
     result = run_shard(
         "s",
         ["demo::t::x::f32"],
@@ -153,7 +157,7 @@ def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path)
         """
         )
     )
-    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    env = CONTRACT_ENV
     result = run_shard(
         "s",
         ["demo::t::spawn::f32"],
@@ -182,7 +186,7 @@ def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path)
 def test_files_of_a_second_run_in_the_same_workdir_never_overwrite_the_first(
     shard_dir: Path,
 ) -> None:
-    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    env = CONTRACT_ENV
     first = run_shard(
         "rerun",
         IDS[:1],
@@ -232,7 +236,7 @@ def test_parallel_shards_split_the_cpus_between_their_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    env = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+    env = CONTRACT_ENV
 
     def seen(parallel: int) -> str:
         """The OMP_NUM_THREADS a test subprocess of a shard sees."""
