@@ -279,9 +279,12 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
         text=True,
     )
     deadline = time.monotonic() + 120
-    while len(_shard_processes(str(out))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _shard_processes(str(out)), "the shards never started"
+    # Signal as soon as a shard runs: waiting for both at once raced a fast shard that had
+    # already ended on a loaded machine.
+    while not _shard_processes(str(out)) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the shards never started"
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
     os.kill(proc.pid, getattr(signal, signum))
     began = time.monotonic()
     _, stderr = proc.communicate(timeout=60)
