@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contracts.event import TriggerEvent
@@ -33,6 +33,13 @@ class ChangeSet:
     repo: str = "pytorch/pytorch"
     delivery_id: str = ""
     rerun: str | None = None  # "failed" | "full" | None, as TriggerEvent.rerun
+    # Old-side text of changed files (the base version), by path: the Scout maps changed
+    # lines to the definitions that hold them. Files not here are read from hunks alone.
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def with_sources(self, sources: Mapping[str, str]) -> ChangeSet:
+        """The same change, with old-side texts for (some of) its patched files."""
+        return replace(self, sources={**self.sources, **sources})
 
     @classmethod
     def from_diff(
@@ -105,6 +112,7 @@ class ChangeSet:
             "delivery_id": self.delivery_id,
             "files": len(self.paths),
             "files_with_patch": sum(1 for p in self.paths if p.path in self.patches),
+            "files_with_source": sum(1 for p in self.paths if p.path in self.sources),
             "complete": self.complete,
             "truncated": self.truncated,
             "labels": list(self.labels),

@@ -29,18 +29,67 @@ class ImpactMap:
     torch_version: str = ""
     session_functions: frozenset[str] = frozenset()  # ran outside any test
     session_ops: frozenset[str] = frozenset()
+    # id -> the variant's definition fingerprint when it was traced; a variant whose
+    # fingerprint has changed since has a stale trace. Empty: not recorded (older maps).
+    fingerprints: Mapping[str, str] = field(default_factory=dict)
 
     def inverted(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """(function -> ids, op_key -> ids)."""
-        by_function: dict[str, set[str]] = defaultdict(set)
-        by_op: dict[str, set[str]] = defaultdict(set)
-        for vid, names in self.functions.items():
-            for name in names:
-                by_function[name].add(vid)
-        for vid, ops in self.aten_ops.items():
-            for op in ops:
-                by_op[op_key(op)].add(vid)
-        return by_function, by_op
+        """(function -> ids, op_key -> ids); computed once per map."""
+        cached = self.__dict__.get("_inverted")
+        if cached is None:
+            by_function: dict[str, set[str]] = defaultdict(set)
+            by_op: dict[str, set[str]] = defaultdict(set)
+            for vid, names in self.functions.items():
+                for name in names:
+                    by_function[name].add(vid)
+            for vid, ops in self.aten_ops.items():
+                for op in ops:
+                    by_op[op_key(op)].add(vid)
+            cached = (dict(by_function), dict(by_op))
+            # A frozen dataclass: the cache goes into the instance dict directly.
+            self.__dict__["_inverted"] = cached
+        return cached
+
+    def executing(self, function: str) -> set[str]:
+        """Ids that ran `path:qualname`, code nested in it (`.<locals>.`), or, for
+        `path:Class.*`, any method of the class."""
+        by_function = self.inverted()[0]
+        if function.endswith(".*"):
+            prefix = function[:-1]
+            prefixes: tuple[str, ...] = (prefix,)
+        else:
+            prefixes = (function + ".<locals>.",)
+        ids = set(by_function.get(function, ()))
+        for name, vids in self._by_file(function.split(":", 1)[0]).items():
+            if name.startswith(prefixes):
+                ids |= vids
+        return ids
+
+    def executing_file(self, path: str) -> set[str]:
+        """Ids that ran any function of `path`."""
+        ids: set[str] = set()
+        for vids in self._by_file(path).values():
+            ids |= vids
+        return ids
+
+    def _by_file(self, path: str) -> dict[str, set[str]]:
+        files: dict[str, dict[str, set[str]]] | None = self.__dict__.get("_files")
+        if files is None:
+            grouped: dict[str, dict[str, set[str]]] = defaultdict(dict)
+            for name, vids in self.inverted()[0].items():
+                grouped[name.split(":", 1)[0]][name] = vids
+            files = self.__dict__["_files"] = dict(grouped)
+        return files.get(path, {})
+
+    def stale(self, fingerprints: Mapping[str, str]) -> frozenset[str]:
+        """Traced ids whose definition fingerprint has changed since they were traced: their
+        trace no longer describes them. (Ids never traced are new to the trace; the History's
+        `new` heuristic runs new variants.)"""
+        return frozenset(
+            vid
+            for vid, recorded in self.fingerprints.items()
+            if vid in fingerprints and fingerprints[vid] != recorded
+        )
 
     def to_json(self) -> dict[str, Any]:
         ids = sorted(set(self.functions) | set(self.aten_ops))
@@ -55,6 +104,8 @@ class ImpactMap:
                 for vid in ids
             },
         }
+        if self.fingerprints:
+            data["fingerprints"] = dict(sorted(self.fingerprints.items()))
         if self.session_functions or self.session_ops:
             data["session"] = {
                 "functions": sorted(self.session_functions),
@@ -89,4 +140,5 @@ class ImpactMap:
             torch_version=str(data.get("torch_version", "")),
             session_functions=frozenset(session.get("functions", ())),
             session_ops=frozenset(session.get("aten_ops", ())),
+            fingerprints=dict(data.get("fingerprints") or {}),
         )

@@ -5,10 +5,19 @@ function definitions, OpInfo entries, `aten::` and `torch.ops.aten.` names)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from selector.definitions import (
+    CLASS,
+    CPP_FUNCTION,
+    ENTRY,
+    FUNCTION,
+    SIGNATURE,
+    YAML_ENTRY,
+    Located,
+)
 from selector.diff import FilePatch
 
 # Spellings of the same op that only say where it lives.
@@ -316,20 +325,23 @@ def _qualify(path: str, name: str) -> str:
     return name
 
 
+def _def_names(path: str, name: str) -> Iterator[tuple[str, str]]:
+    """The op names a Python function's name points at (qualified by where it lives)."""
+    for prefix in _INPUT_FUNC_PREFIXES:
+        if name.startswith(prefix):
+            rest = name[len(prefix) :]
+            parts = rest.split("_")
+            # sample_inputs_softmax_variant: every prefix; the vocabulary keeps real ops.
+            for n in range(len(parts), 0, -1):
+                yield "_".join(parts[:n]), "OpInfo sample inputs"
+            return
+    yield _qualify(path, name), "def"
+
+
 def _python_symbols(path: str, text: str) -> Iterator[tuple[str, str]]:
     m = _PY_DEF.match(text)
     if m:
-        name = m.group(1)
-        for prefix in _INPUT_FUNC_PREFIXES:
-            if name.startswith(prefix):
-                rest = name[len(prefix) :]
-                parts = rest.split("_")
-                # sample_inputs_softmax_variant: every prefix; the vocabulary keeps real ops.
-                for n in range(len(parts), 0, -1):
-                    yield "_".join(parts[:n]), "OpInfo sample inputs"
-                break
-        else:
-            yield _qualify(path, name), "def"
+        yield from _def_names(path, m.group(1))
     m = _PY_CLASS.match(text)
     if m:
         yield _qualify(path, m.group(1)), "class"
@@ -362,3 +374,53 @@ def _python_names(patch: FilePatch) -> Iterator[Touch]:
                 enclosing = []
             elif found:
                 enclosing = found
+
+
+def located_touches(path: str, located: Iterable[Located]) -> Iterator[Touch]:
+    """The names the definitions holding a patch's changed lines point at (from the file's
+    structure, `selector.definitions`): the same for every form of the same diff."""
+    for item in located:
+        how = "(source)"
+        if item.kind in (FUNCTION, SIGNATURE):
+            outer = item.name.split(".<locals>.", 1)[0].split(".")
+            if len(outer) > 1:
+                yield Touch(_qualify(path, outer[0]), path, f"method's class {how}")
+            for name, what in _def_names(path, outer[-1]):
+                yield Touch(name, path, f"{what} {how}")
+        elif item.kind == CLASS:
+            yield Touch(_qualify(path, item.name.split(".", 1)[0]), path, f"class {how}")
+        elif item.kind == ENTRY:
+            what = "ModuleInfo entry" if item.name.startswith("nn.") else "OpInfo entry"
+            yield Touch(item.name, path, f"{what} {how}")
+        elif item.kind == CPP_FUNCTION:
+            yield Touch(item.name, path, f"enclosing function {how}")
+            folded = _kernel_words(item.name)
+            if folded and folded != item.name:
+                yield Touch(folded, path, f"enclosing function {how}")
+        elif item.kind == YAML_ENTRY:
+            name = PurePosixPath(path).name
+            evidence = (
+                "derivatives.yaml name"
+                if name == "derivatives.yaml"
+                else ("native_functions.yaml func")
+            )
+            yield Touch(item.name, path, evidence)
+
+
+def line_names(patch: FilePatch) -> Iterator[Touch]:
+    """Names written on the changed lines themselves (`aten::x`, `torch.ops.aten.x`, a new
+    `OpInfo('x'` or `def x(`): content, not position, so every diff form gives them."""
+    path = patch.path
+    for hunk in patch.hunks:
+        for line in hunk.lines:
+            if line[:1] not in "+-":
+                continue
+            text = line[1:]
+            if path.endswith(".py"):
+                for symbol, how in _python_symbols(path, text):
+                    yield Touch(symbol, path, f"changed {how}")
+            for m in _ATEN_QUALIFIED.finditer(text):
+                yield Touch(m.group(1), path, "aten:: name")
+            for m in _ATEN_ATTR.finditer(text):
+                if m.group(1) not in ("ops", "default"):
+                    yield Touch(m.group(1), path, "aten. name")

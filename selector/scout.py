@@ -10,10 +10,28 @@ from typing import Any
 
 from selector.areas import classify
 from selector.changeset import ChangeSet
+from selector.definitions import (
+    CLASS,
+    FUNCTION,
+    MODULE,
+    SIGNATURE,
+    Located,
+    can_locate,
+    definitions_of,
+    locate,
+)
 from selector.diff import FilePatch, iter_changed_lines
+from selector.globs import first_match
 from selector.index import InventoryIndex
 from selector.levels import LEVEL_MODULE, source_level
-from selector.opnames import Touch, canonical, compact, touched_names
+from selector.opnames import (
+    Touch,
+    canonical,
+    compact,
+    line_names,
+    located_touches,
+    touched_names,
+)
 
 NIGHTLY_KINDS = ("nightly", "periodic")
 # PyTorch's own label to turn target determination off for a pull request.
@@ -33,6 +51,13 @@ class PathFact:
     unresolved: bool = False  # kernel code whose ops could not be named
     untested: tuple[str, ...] = ()  # schema entries named that no variant tests (a new op)
     cosmetic: bool = False  # only comments and blank lines changed
+    # How changed lines were placed: "source" (the old file's structure), "hunks" (the diff
+    # text alone: hunk headers and changed lines), "" (no patch).
+    located: str = ""
+    definitions: tuple[str, ...] = ()  # "function glu", "entry nn.ELU", ... (source only)
+    module_level: bool = False  # a change outside every definition: it runs at import
+    # Why a path is run broadly (a fallback the Scout chose), or "".
+    broad: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +70,10 @@ class PathFact:
             "unresolved": self.unresolved,
             "untested": list(self.untested),
             "cosmetic": self.cosmetic,
+            "located": self.located,
+            "definitions": list(self.definitions),
+            "module_level": self.module_level,
+            "broad": self.broad,
         }
 
     @classmethod
@@ -59,6 +88,10 @@ class PathFact:
             bool(data.get("unresolved")),
             tuple(data.get("untested", ())),
             bool(data.get("cosmetic")),
+            str(data.get("located", "")),
+            tuple(data.get("definitions", ())),
+            bool(data.get("module_level")),
+            str(data.get("broad", "")),
         )
 
 
@@ -104,6 +137,9 @@ class ChangeFacts:
     risk_reasons: tuple[str, ...]
     kind: str = ""
     head_sha: str = ""
+    # Python files changed at module level (outside every definition): code that runs at
+    # import, reached by every variant that runs anything of the file.
+    modules: tuple[str, ...] = ()
 
     @property
     def areas(self) -> dict[str, int]:
@@ -126,6 +162,7 @@ class ChangeFacts:
             "ops": [o.to_json() for o in self.ops],
             "templates": list(self.templates),
             "functions": list(self.functions),
+            "modules": list(self.modules),
             "paths": [p.to_json() for p in self.paths],
         }
 
@@ -143,6 +180,7 @@ class ChangeFacts:
             risk_reasons=tuple(data.get("risk_reasons", ())),
             kind=data.get("kind", ""),
             head_sha=data.get("head_sha", ""),
+            modules=tuple(data.get("modules", ())),
         )
 
 
@@ -150,14 +188,20 @@ def scout(
     changes: ChangeSet,
     index: InventoryIndex | None = None,
     full_run_labels: Iterable[str] = FULL_RUN_LABELS,
+    *,
+    traced: bool = False,
 ) -> ChangeFacts:
-    """Classify every path, name the touched ops (kept when `index` knows them) and decide."""
+    """Classify every path, name the touched ops (kept when `index` knows them) and decide.
+
+    `traced`: a trace (impact map) will join the changed functions; without one, a code path
+    that names no op and no suite watches cannot be narrowed and runs blind."""
     path_facts: list[PathFact] = []
     ops: dict[str, list[str]] = {}
     weak_only: dict[str, bool] = {}
     level: dict[str, int] = {}
     templates: set[str] = set()
     functions: dict[str, None] = {}
+    modules: dict[str, None] = {}
     for changed in changes.paths:
         rule = classify(changed.path)
         patch = changes.patches.get(changed.path)
@@ -168,7 +212,33 @@ def scout(
                 )
             )
             continue
-        touches = _touches(changed.path, patch) if rule.policy == "targeted" else []
+        located = _locate(changed.path, patch, changes.sources)
+        policy = rule.policy
+        executed = _executed(located) if located is not None else None
+        module_level = located is not None and any(
+            item.kind == MODULE for item in _innermost(located)
+        )
+        narrowed = ""
+        if (
+            policy == "blind"
+            and traced
+            and changed.path.endswith(".py")
+            and executed is not None
+            and executed
+            and not module_level
+        ):
+            # A Python file every op depends on (torch/_tensor.py), changed only inside
+            # function bodies: the trace knows which variants run those functions.
+            policy = "targeted"
+            narrowed = "only function bodies changed; the trace joins them"
+        if policy != "targeted":
+            touches: list[Touch] = []
+        elif located is not None and patch is not None:
+            touches = [*located_touches(changed.path, located), *line_names(patch)]
+            if changed.path.endswith(_CPP_SUFFIXES):
+                touches += list(touched_names(FilePatch(changed.path, "modified")))
+        else:
+            touches = _touches(changed.path, patch)
         named: list[str] = []
         untested: list[str] = []
         for touch in touches:
@@ -178,7 +248,11 @@ def scout(
                 if index is None or template in index.by_template:
                     templates.add(template)
                 continue
-            if touch.path.endswith(".py") and touch.evidence.endswith(("def", "class")):
+            if (
+                executed is None
+                and touch.path.endswith(".py")
+                and touch.evidence.endswith(("def", "class"))
+            ):
                 functions[f"{touch.path}:{touch.name.rsplit('.', 1)[-1]}"] = None
             name = _resolve(touch, index)
             if name is None:
@@ -194,19 +268,42 @@ def scout(
                 evidence.append(note)
             weak_only[name] = weak_only.get(name, True) and touch.weak
             level[name] = min(level.get(name, LEVEL_MODULE), source_level(touch.path))
+        if executed is not None and policy == "targeted" and changed.path.endswith(".py"):
+            for qualname in executed:
+                functions[f"{changed.path}:{qualname}"] = None
+            if module_level:
+                modules[changed.path] = None
         unresolved = (
-            rule.policy == "targeted" and rule.unresolved_is_blind and not named and not untested
+            policy == "targeted" and rule.unresolved_is_blind and not named and not untested
         )
+        broad = narrowed
+        if (
+            policy == "targeted"
+            and not unresolved
+            and not named
+            and not untested
+            and not traced
+            and rule.area not in ("upstream_tests", "test_db")
+            and changed.path.endswith(".py")
+            and not _watched(changed.path, index)
+        ):
+            # No op named, no suite watches it, no trace to join: a silent nothing otherwise.
+            unresolved = True
+            broad = "no op named, no suite watches it and no trace joins its definitions"
         path_facts.append(
             PathFact(
                 changed.path,
                 changed.status,
                 rule.area,
-                rule.policy,
+                policy,
                 tuple(dict.fromkeys(named)),
                 patch is not None,
                 unresolved,
                 tuple(dict.fromkeys(untested)),
+                located=("source" if located is not None else "hunks" if patch else ""),
+                definitions=_digest(located),
+                module_level=module_level,
+                broad=broad,
             )
         )
     touched = tuple(
@@ -228,7 +325,56 @@ def scout(
         risk_reasons=tuple(risk_reasons),
         kind=changes.kind,
         head_sha=changes.head_sha,
+        modules=tuple(modules),
     )
+
+
+_CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm", ".c")
+_DIGEST_LIMIT = 12
+
+
+def _locate(path: str, patch: FilePatch | None, sources: Mapping[str, str]) -> list[Located] | None:
+    """The definitions holding the changed lines, from the old file's text (None when the
+    text is not at hand, not understood, or the patch does not apply to it)."""
+    source = sources.get(path)
+    if patch is None or source is None or patch.binary or not patch.hunks:
+        return None
+    if not can_locate(path):
+        return None
+    return locate(patch, source)
+
+
+def _innermost(located: Iterable[Located]) -> list[Located]:
+    """The innermost definition of each changed line (`locate` lists innermost first)."""
+    seen: dict[tuple[str, int], Located] = {}
+    for item in located:
+        seen.setdefault((item.side, item.line), item)
+    return list(seen.values())
+
+
+def _executed(located: list[Located]) -> list[str]:
+    """Qualnames whose code changed: the innermost function of each line (its decorators and
+    defaults too: they decide what the name runs), and `Class.*` for a class body."""
+    names: dict[str, None] = {}
+    for item in _innermost(located):
+        if item.kind in (FUNCTION, SIGNATURE):
+            names[item.name] = None
+        elif item.kind == CLASS:
+            names[item.name + ".*"] = None
+    return list(names)
+
+
+def _digest(located: list[Located] | None) -> tuple[str, ...]:
+    if located is None:
+        return ()
+    seen = [f"{d.kind} {d.name}".strip() for d in definitions_of(_innermost(located))]
+    return tuple(seen[:_DIGEST_LIMIT])
+
+
+def _watched(path: str, index: InventoryIndex | None) -> bool:
+    if index is None:
+        return True  # without an inventory nothing is known of the watch globs
+    return any(first_match(globs, path) is not None for globs in index.by_watch)
 
 
 # Line comments by file type; a change of only these (and blank lines) changes no behaviour.
@@ -305,17 +451,27 @@ def _decide(
         return "blind", [f"change reaches every op: {shown}{more}"]
     unresolved = [f for f in facts if f.unresolved]
     if unresolved:
-        shown = ", ".join(f.path for f in unresolved[:3])
+        shown = ", ".join(f"{f.path} ({f.broad})" if f.broad else f.path for f in unresolved[:3])
+        if all(f.broad for f in unresolved):
+            return "blind", [f"cannot narrow: {shown}"]
         return "blind", [f"cannot name the ops changed in kernel code: {shown}"]
     if all(f.policy == "none" for f in facts):
         kinds = sorted({"comments" if f.cosmetic else f.area for f in facts})
         return "none", [f"only {' and '.join(kinds)} changed: no test result can change"]
     targeted = [f for f in facts if f.policy == "targeted"]
     named = len({op for f in targeted for op in f.ops})
-    return "targeted", [
+    reasons = [
         f"{len(targeted)} path(s) in {', '.join(sorted({f.area for f in targeted}))}; "
         f"{named} distinct op name(s) found"
     ]
+    located = [f for f in targeted if f.located == "source"]
+    if located:
+        reasons.append(
+            f"changed lines of {len(located)} file(s) placed in their definitions by the "
+            f"old source (e.g. {located[0].path}: {', '.join(located[0].definitions[:3])})"
+        )
+    reasons += [f"{f.path}: {f.broad}" for f in targeted if f.broad]
+    return "targeted", reasons
 
 
 def _completeness(changes: ChangeSet, facts: list[PathFact]) -> str:

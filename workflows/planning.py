@@ -18,6 +18,7 @@ from typing import Any
 import selector
 from suites.model import Inventory
 from workflows.run_model import PipelineError, RunRequest
+from workflows.sources import with_old_sources
 
 ImpactInfo = tuple[selector.ImpactMap, dict[str, Any]]  # the map, what plan.json says of it
 
@@ -94,7 +95,11 @@ def plan_change(
     impact: ImpactInfo | None = None,
     previous: Inventory | None = None,
 ) -> PlanResult:
-    """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards."""
+    """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards.
+
+    The old-side sources this machine has (`workflows.sources`) are added to the change, so
+    that the Scout places changed lines in their definitions whatever form the diff has."""
+    changes = with_old_sources(changes, torch_version=inventory.torch_version)
     result = selector.plan(
         changes, inventory, history, config, previous=previous, impact=impact[0] if impact else None
     )

@@ -16,6 +16,10 @@ WATCH = 0.5
 TEMPLATE = 0.7
 IMPACT_OP = 0.9
 IMPACT_FUNCTION = 0.8
+IMPACT_MODULE = 0.4
+UNTRACED = 0.3
+HUB_SHARE = 0.5  # reached by more than this share of the inventory: a hub
+HUB_FACTOR = 0.5
 
 
 def _keep_best(scores: dict[str, Score], ids: Iterable[str], score: Score) -> None:
@@ -86,19 +90,60 @@ class TemplateChanged:
 
 
 class ImpactMapMatch:
-    """A traced run saw this variant execute a changed function or dispatch a touched op."""
+    """A traced run saw this variant execute a changed function or dispatch a touched op.
+
+    Functions are joined by the line-level facts of the Scout (`path:qualname`, code nested
+    in it, `Class.*` for a class body; a module-level change reaches every variant that ran
+    anything of the file). Variants with no fresh trace (never traced, or their definition
+    changed since) cannot be ruled out and score low. What most of the inventory reaches is
+    a hub: said so, and scored below direct matches so that a budget keeps the closest.
+    """
 
     name = "impact_map"
 
     def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
-        if ctx.impact is None:
+        impact = ctx.impact
+        if impact is None:
             return {}
-        by_function, by_op = ctx.impact.inverted()
+        facts = ctx.facts
+        if not (facts.functions or facts.modules or facts.ops):
+            return {}
+        by_op = impact.inverted()[1]
+        runnable = ctx.index.runnable_set
         scores: dict[str, Score] = {}
-        for function in ctx.facts.functions:
-            ids = by_function.get(function, ())
-            _keep_best(scores, ids, Score(IMPACT_FUNCTION, f"executes changed {function}"))
-        for op in ctx.facts.ops:
-            ids = by_op.get(op_key(op.name), ())
-            _keep_best(scores, ids, Score(IMPACT_OP, f"dispatches touched aten::{op.name}"))
+        reached: list[tuple[set[str], float, str]] = []
+        for function in facts.functions:
+            reached.append(
+                (impact.executing(function), IMPACT_FUNCTION, f"executes changed {function}")
+            )
+        for path in facts.modules:
+            reached.append(
+                (
+                    impact.executing_file(path),
+                    IMPACT_MODULE,
+                    f"runs code of {path}, changed at module level (import time)",
+                )
+            )
+        for op in facts.ops:
+            ids = set(by_op.get(op_key(op.name), ()))
+            reached.append((ids, IMPACT_OP, f"dispatches touched aten::{op.name}"))
+        size = max(1, len(runnable))
+        for ids, value, reason in reached:
+            ids &= runnable
+            share = len(ids) / size
+            if share > HUB_SHARE:
+                value, reason = (
+                    value * HUB_FACTOR,
+                    f"{reason} (a hub: {share:.0%} of the inventory)",
+                )
+            _keep_best(scores, ids, Score(value, reason))
+        stale = impact.stale(ctx.index.fingerprints) & runnable
+        if stale and (facts.functions or facts.modules):
+            _keep_best(
+                scores,
+                stale,
+                Score(
+                    UNTRACED, "stale trace (definition changed since): a changed function may run"
+                ),
+            )
         return scores

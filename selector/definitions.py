@@ -1,0 +1,396 @@
+"""Line-level change facts: which definitions contain the lines a patch changes.
+
+Hunk headers (`@@ ... @@ def glu(`) are a hint some diff tools print and others do not
+(`diff -u`, GitHub's compare patches, other diff algorithms). The source of truth is the
+file itself: given the old side's text (the installed torch of the base version, or the file
+at the base sha), every changed line range is mapped to the definitions that contain it, on
+the old side (removed lines, insertion points) and on the new side (added lines, in the text
+the patch produces). Pure: text in, records out.
+
+* Python, by `ast`: functions and methods by their `co_qualname` spelling
+  (`Outer.<locals>.inner`, `Tensor.__rsub__`), classes, and OpInfo-style entries
+  (`OpInfo('glu', ...)`, `UnaryUfuncInfo(...)`, `ModuleInfo(torch.nn.ELU, ...)`): the call
+  whose arguments hold the line names the op.
+* C++, by brace structure: the function (or `TORCH_IMPL_FUNC(x)` / dispatch registration)
+  whose body or head holds the line.
+* YAML (`native_functions.yaml`, `derivatives.yaml`): the `- func:` / `- name:` entry.
+
+A line that no definition holds is `module` level: it runs at import.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from selector.diff import FilePatch
+
+# What a changed line is part of, innermost first.
+FUNCTION = "function"  # a function or method body: its code object runs when called
+SIGNATURE = "signature"  # decorators, defaults, the `def` line: evaluated at import
+CLASS = "class"  # a class body outside its methods
+ENTRY = "entry"  # an OpInfo/ModuleInfo call's arguments (the test database)
+MODULE = "module"  # top-level code
+CPP_FUNCTION = "cpp-function"
+YAML_ENTRY = "yaml-entry"
+
+_CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm", ".c")
+_YAML_NAMES = ("native_functions.yaml", "tags.yaml", "derivatives.yaml")
+
+
+@dataclass(frozen=True)
+class Located:
+    """One definition a changed line belongs to."""
+
+    kind: str  # FUNCTION | SIGNATURE | CLASS | ENTRY | MODULE | CPP_FUNCTION | YAML_ENTRY
+    name: str  # qualname (Python), entry name (OpInfo/YAML), symbol (C++); "" for MODULE
+    side: str  # "old" | "new"
+    line: int  # the changed line's number on that side
+    start: int = 0  # the definition's first line (decorators included)
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class _Span:
+    kind: str
+    name: str
+    start: int
+    end: int
+    body_start: int = 0  # functions: first line of the body
+
+
+def can_locate(path: str) -> bool:
+    """Whether this module understands the file's structure."""
+    name = PurePosixPath(path).name
+    return path.endswith((".py", *_CPP_SUFFIXES)) or name in _YAML_NAMES
+
+
+def apply_patch(old: str, patch: FilePatch) -> str | None:
+    """The new side's text: `patch` applied to `old` (None when it does not apply)."""
+    applied = _apply(old, patch)
+    return None if applied is None else applied[0]
+
+
+def _apply(old: str, patch: FilePatch) -> tuple[str, list[int], list[int], list[int]] | None:
+    """(new text, old-side removed lines, new-side added lines, old-side neighbours of each
+    insertion). Each hunk is placed where
+    its old lines (context and removed) match, at its header's line or, when the file moved
+    on since the diff was made, at the nearest offset that matches (as `patch` does)."""
+    lines = old.splitlines()
+    out: list[str] = []
+    old_changed: list[int] = []
+    new_changed: list[int] = []
+    neighbours: list[int] = []
+    pos = 0  # 0-based index into `lines` of the next line not yet copied
+    for hunk in patch.hunks:
+        expected = [t[1:].rstrip() for t in hunk.lines if t[:1] in " -"]
+        want = hunk.old_start - 1 if hunk.old_count else hunk.old_start
+        start = _place(lines, expected, max(want, 0), pos)
+        if start is None:
+            return None
+        out.extend(lines[pos:start])
+        pos = start
+        for text in hunk.lines:
+            tag, body = text[:1], text[1:]
+            if tag == "+":
+                out.append(body)
+                new_changed.append(len(out))
+                neighbours.extend(n for n in (pos, pos + 1) if 1 <= n <= len(lines))
+                continue
+            if tag == " ":
+                out.append(lines[pos])
+            else:
+                old_changed.append(pos + 1)
+            pos += 1
+    out.extend(lines[pos:])
+    text = "\n".join(out) + ("\n" if old.endswith("\n") else "")
+    return text, sorted(set(old_changed)), sorted(set(new_changed)), sorted(set(neighbours))
+
+
+def _place(lines: list[str], expected: list[str], want: int, floor: int) -> int | None:
+    def fits(at: int) -> bool:
+        if at < floor or at + len(expected) > len(lines):
+            return False
+        return all(lines[at + i].rstrip() == e for i, e in enumerate(expected))
+
+    if fits(want):
+        return want
+    for offset in range(1, len(lines) + 1):
+        for at in (want - offset, want + offset):
+            if fits(at):
+                return at
+        if want - offset < floor and want + offset > len(lines):
+            break
+    return None
+
+
+def changed_lines(patch: FilePatch) -> tuple[list[int], list[int]]:
+    """(old-side lines removed or next to an insertion, new-side lines added), from the
+    hunk headers alone (no source at hand)."""
+    old_lines: list[int] = []
+    new_lines: list[int] = []
+    for hunk in patch.hunks:
+        old, new = hunk.old_start, hunk.new_start
+        for text in hunk.lines:
+            tag = text[:1]
+            if tag == "-":
+                old_lines.append(old)
+                old += 1
+            elif tag == "+":
+                new_lines.append(new)
+                old_lines.extend(n for n in (old - 1, old) if n >= 1)
+                new += 1
+            else:
+                old += 1
+                new += 1
+    return sorted(set(old_lines)), sorted(set(new_lines))
+
+
+def locate(patch: FilePatch, old_source: str) -> list[Located] | None:
+    """Every definition each changed line belongs to, innermost first per line; None when
+    the file's structure cannot be read (unknown type, a syntax error on the old side, or a
+    patch that does not apply to `old_source`)."""
+    if not can_locate(patch.path):
+        return None
+    old_spans = _spans(patch.path, old_source)
+    if old_spans is None:
+        return None
+    applied = _apply(old_source, patch)
+    if applied is None:
+        return None
+    new_source, old_lines, new_lines, neighbours = applied
+    new_spans = _spans(patch.path, new_source)
+    if new_spans is None:
+        # The new side does not parse (a syntax error upstream): added lines are placed by
+        # the old lines around them, whose definitions hold the insertion.
+        new_spans, new_lines = [], []
+        old_lines = sorted({*old_lines, *neighbours})
+    found: list[Located] = []
+    for side, spans, lines in (("old", old_spans, old_lines), ("new", new_spans, new_lines)):
+        for line in lines:
+            found.extend(_containing(spans, line, side))
+    return found
+
+
+def _containing(spans: Sequence[_Span], line: int, side: str) -> Iterator[Located]:
+    held = sorted(
+        (s for s in spans if s.start <= line <= s.end),
+        key=lambda s: (s.start, -s.end),
+        reverse=True,
+    )
+    if not held:
+        yield Located(MODULE, "", side, line)
+        return
+    for span in held:
+        kind = span.kind
+        if kind == FUNCTION and line < span.body_start:
+            kind = SIGNATURE
+        yield Located(kind, span.name, side, line, span.start, span.end)
+
+
+def _spans(path: str, source: str) -> list[_Span] | None:
+    if path.endswith(".py"):
+        return _python_spans(source)
+    if path.endswith(_CPP_SUFFIXES):
+        return _cpp_spans(source)
+    return _yaml_spans(source)
+
+
+# --- Python -------------------------------------------------------------------------------
+
+# Test-database entry constructors: OpInfo, UnaryUfuncInfo, ReductionOpInfo, ModuleInfo, ...
+_ENTRY_CALL = re.compile(r"\w*Info$")
+# Calls named like entries that are parts of one (decorators, skips, tolerances).
+_NOT_ENTRIES = frozenset({"DecorateInfo", "SkipInfo", "XFailInfo"})
+
+
+def _python_spans(source: str) -> list[_Span] | None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    spans: list[_Span] = []
+
+    def visit(node: ast.AST, prefix: str, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = prefix + child.name
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                end = child.end_lineno or child.lineno
+                spans.append(_Span(FUNCTION, name, first, end, child.body[0].lineno))
+                visit(child, name + ".<locals>.", True)
+            elif isinstance(child, ast.ClassDef):
+                name = prefix + child.name
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                spans.append(_Span(CLASS, name, first, child.end_lineno or child.lineno))
+                visit(child, name + ".", in_function)
+            elif isinstance(child, ast.Lambda):
+                # A lambda's code object is `<lambda>` inside the enclosing scope; its body
+                # runs when called, like a function's (a sample-input lambda of an OpInfo).
+                spans.append(
+                    _Span(
+                        FUNCTION,
+                        prefix + "<lambda>",
+                        child.lineno,
+                        child.end_lineno or child.lineno,
+                        child.body.lineno,
+                    )
+                )
+                visit(child, prefix + "<lambda>.<locals>.", True)
+            elif isinstance(child, ast.Call) and not in_function:
+                entry = _entry_name(child)
+                if entry is not None:
+                    spans.append(
+                        _Span(ENTRY, entry, child.lineno, child.end_lineno or child.lineno)
+                    )
+                visit(child, prefix, in_function)
+            else:
+                visit(child, prefix, in_function)
+
+    visit(tree, "", False)
+    return spans
+
+
+def _entry_name(call: ast.Call) -> str | None:
+    """`OpInfo('glu', variant_test_name='x')` -> 'glu'; `ModuleInfo(torch.nn.ELU)` -> 'nn.ELU'."""
+    func = call.func
+    callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if not callee or not _ENTRY_CALL.match(callee) or callee in _NOT_ENTRIES:
+        return None
+    first: ast.expr | None = call.args[0] if call.args else None
+    for keyword in call.keywords:
+        if keyword.arg in ("name", "op_name", "module_cls") and first is None:
+            first = keyword.value
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    dotted = _dotted(first) if first is not None and callee == "ModuleInfo" else None
+    if dotted is not None and ".nn." in f".{dotted}":
+        return "nn." + dotted.rsplit(".", 1)[-1]
+    return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+# --- C++ ----------------------------------------------------------------------------------
+
+_CPP_HEAD = re.compile(
+    r"\b(?:TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC)\s*\(\s*(\w+)"
+    r"|(?:(?:\w+::)*(\w+))\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->\s*[\w:<>]+\s*)?$"
+)
+_CPP_NOT_FUNCTIONS = frozenset(
+    {"if", "for", "while", "switch", "catch", "return", "sizeof", "namespace", "TORCH_CHECK"}
+)
+_CPP_REGISTRATION = re.compile(r"\b(?:REGISTER_DISPATCH|REGISTER_ARCH_DISPATCH)\s*\(\s*(\w+)")
+
+
+def _cpp_spans(source: str) -> list[_Span]:
+    """Function bodies by brace matching: a `{` opened right after a head `name(...)` (or a
+    TORCH_IMPL_FUNC) starts the function; its matching `}` ends it. Comments and strings are
+    blanked first so their braces do not count."""
+    text = _blank_cpp_noise(source)
+    lines = text.splitlines()
+    spans: list[_Span] = []
+    stack: list[tuple[str | None, int]] = []
+    pending = ""  # text since the last `;`, `{` or `}`: the head of the next block
+    pending_line = 1
+    for number, line in enumerate(lines, start=1):
+        for match in _CPP_REGISTRATION.finditer(line):
+            spans.append(_Span(CPP_FUNCTION, match.group(1), number, number))
+        for char in line:
+            if char == "{":
+                head = " ".join(pending.split())
+                stack.append((_cpp_head_name(head), pending_line))
+                pending, pending_line = "", number
+            elif char == "}":
+                if stack:
+                    name, start = stack.pop()
+                    if name is not None and not any(n for n, _ in stack if n is not None):
+                        spans.append(_Span(CPP_FUNCTION, name, start, number))
+                pending, pending_line = "", number
+            elif char == ";":
+                pending, pending_line = "", number
+            else:
+                if not pending.strip():
+                    pending_line = number
+                pending += char
+        pending += " "
+    return spans
+
+
+def _cpp_head_name(head: str) -> str | None:
+    match = _CPP_HEAD.search(head)
+    if match is None:
+        return None
+    name = match.group(1) or match.group(2)
+    if name in _CPP_NOT_FUNCTIONS or head.startswith(("namespace", "struct", "class", "enum")):
+        return None
+    return name
+
+
+def _blank_cpp_noise(source: str) -> str:
+    """Comments and string/char literals replaced by spaces, newlines kept."""
+    out: list[str] = []
+    i, n = 0, len(source)
+    while i < n:
+        two = source[i : i + 2]
+        if two == "//":
+            j = source.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif two == "/*":
+            j = source.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("".join(c if c == "\n" else " " for c in source[i:j]))
+            i = j
+        elif source[i] in "\"'":
+            quote, j = source[i], i + 1
+            while j < n and source[j] != quote and source[j] != "\n":
+                j += 2 if source[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(" " * (j - i))
+            i = j
+        else:
+            out.append(source[i])
+            i += 1
+    return "".join(out)
+
+
+# --- YAML ---------------------------------------------------------------------------------
+
+_YAML_ENTRY = re.compile(r"^-\s*(?:func|name):\s*([A-Za-z_][\w.]*)\s*\(")
+
+
+def _yaml_spans(source: str) -> list[_Span]:
+    """Each top-level `- func:` / `- name:` entry runs to the line before the next entry."""
+    heads = [
+        (number, m.group(1))
+        for number, line in enumerate(source.splitlines(), start=1)
+        if (m := _YAML_ENTRY.match(line))
+    ]
+    total = source.count("\n") + 1
+    spans = []
+    for i, (start, name) in enumerate(heads):
+        end = heads[i + 1][0] - 1 if i + 1 < len(heads) else total
+        spans.append(_Span(YAML_ENTRY, name, start, end))
+    return spans
+
+
+def definitions_of(located: Iterable[Located]) -> list[Located]:
+    """One record per (kind, name), first seen first (a digest for reasons)."""
+    seen: dict[tuple[str, str], Located] = {}
+    for item in located:
+        seen.setdefault((item.kind, item.name), item)
+    return list(seen.values())
