@@ -7,6 +7,7 @@ misses, timings, and for upgrade runs the regression / fix table.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -493,7 +494,20 @@ def _holdout_text(plan: PlanSummary) -> str:
             f"canaries {plan.canaries} (one per op) and holdout sample "
             f"{plan.holdout - plan.canaries}"
         )
-    return f"holdout sample {plan.holdout}"
+    m = plan.metrics
+    if "missed_upper" not in m:
+        return f"holdout sample {plan.holdout}"
+    # A bound, not a point: upper bounds round up, lower bounds down.
+    unselected = int(m.get("eligible", 0) - m.get("selected", 0))
+    text = (
+        f"holdout sample {plan.holdout}: at most {math.ceil(m['missed_upper'] - 1e-9)} new "
+        f"failures missed among the {unselected} unselected variants (95 % upper bound)"
+    )
+    if "recall_lower" in m:
+        text += f", test recall at least {math.floor(1000 * m['recall_lower']) / 10:.1f} %"
+    if "unselected_time_share" in m:
+        text += f"; the sample is {100 * m['unselected_time_share']:.1f} % of the unselected time"
+    return text
 
 
 def _misses_title(plan: PlanSummary | None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from selector.heuristics import REGISTRY, Heuristic, RetrieveContext
 from selector.history import History
 from selector.impact import ImpactMap
 from selector.index import InventoryIndex
+from selector.opnames import family_of
 from selector.scout import FULL_RUN_LABELS, ChangeFacts, scout
 from selector.shard import Shard, shard_lpt
 from suites.model import Inventory
@@ -34,6 +35,11 @@ SKIP_COUNT_BUDGET = "over the count budget"
 SKIP_TIME_BUDGET = "over the time budget"
 SKIP_NOTHING = "nothing to run for this change"
 SKIP_NOT_FAILING = "not failing (re-run of failed tests)"
+
+# A near variant (see `_near`) is this many times likelier to be in the holdout than a far one.
+NEAR_BOOST = 4.0
+# Every non-empty stratum gets at least this many draws: a stratum drawn once bounds nothing.
+STRATUM_MIN = 5
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,8 @@ class PlanConfig:
     full_run_labels: tuple[str, ...] = FULL_RUN_LABELS
     extra_families: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     seed: str | None = None  # holdout seed; the head sha when None
+    # Drawn at least (when there are that many): 2 % of a few hundred is too few to bound.
+    holdout_min: int = 30
 
     def __post_init__(self) -> None:
         if self.budget_count is not None and self.budget_seconds is not None:
@@ -64,6 +72,8 @@ class PlanConfig:
             raise SelectorError(f"holdout rate must be within [0, 1], not {self.holdout_rate}")
         if self.shards < 1:
             raise SelectorError(f"shards must be at least 1, not {self.shards}")
+        if self.holdout_min < 0:
+            raise SelectorError(f"holdout_min must be >= 0, not {self.holdout_min}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,65 @@ class Selected:
 
 
 @dataclass(frozen=True)
+class HoldoutStratum:
+    """One stratum of the holdout sample: its unselected population and what was drawn.
+
+    Verify weighs each drawn variant by `weight` (population / drawn, Horvitz-Thompson), so
+    drawing near variants more often does not bias the estimate of what selection missed.
+    """
+
+    name: str  # near | far | all (one uniform stratum: a plan from before the strata)
+    population: int  # unselected runnable variants in the stratum
+    ids: tuple[str, ...]  # the drawn ones, sorted
+    population_s: float = 0.0  # historical seconds of the population
+    drawn_s: float = 0.0
+
+    @property
+    def drawn(self) -> int:
+        return len(self.ids)
+
+    @property
+    def rate(self) -> float:
+        return self.drawn / self.population if self.population else 0.0
+
+    @property
+    def weight(self) -> float:
+        return self.population / self.drawn if self.drawn else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "population": self.population,
+            "drawn": self.drawn,
+            "rate": round(self.rate, 6),
+            "weight": round(self.weight, 6),
+            "population_s": round(self.population_s, 3),
+            "drawn_s": round(self.drawn_s, 3),
+            "ids": list(self.ids),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HoldoutStratum:
+        return cls(
+            str(data["name"]),
+            int(data["population"]),
+            tuple(data.get("ids", ())),
+            float(data.get("population_s", 0.0)),
+            float(data.get("drawn_s", 0.0)),
+        )
+
+
+def uniform_holdout(
+    holdout: Iterable[str], population: int, population_s: float = 0.0, drawn_s: float = 0.0
+) -> tuple[HoldoutStratum, ...]:
+    """A holdout drawn uniformly from `population` unselected variants, as one stratum."""
+    ids = tuple(sorted(holdout))
+    if not ids:
+        return ()
+    return (HoldoutStratum("all", max(population, len(ids)), ids, population_s, drawn_s),)
+
+
+@dataclass(frozen=True)
 class Plan:
     """What runs for one change, and why (stages 1-3)."""
 
@@ -131,6 +200,21 @@ class Plan:
     trial: Mapping[str, Any]
     # Reasons of variants that scored but were not selected (for `--why`); sparse.
     unselected: Mapping[str, tuple[tuple[Reason, ...], str]] = field(default_factory=dict)
+    # How the holdout was drawn; empty in a plan from before the strata (see `strata`).
+    holdout_strata: tuple[HoldoutStratum, ...] = ()
+
+    @property
+    def strata(self) -> tuple[HoldoutStratum, ...]:
+        """The holdout's strata; an older plan's holdout as one uniform stratum."""
+        if self.holdout_strata or not self.holdout:
+            return self.holdout_strata
+        t = self.totals
+        return uniform_holdout(
+            self.holdout,
+            int(t.get("eligible", 0)) - int(t.get("selected", 0)),
+            float(t.get("eligible_s", 0.0)) - float(t.get("selected_s", 0.0)),
+            float(t.get("holdout_s", 0.0)),
+        )
 
     @property
     def selected_ids(self) -> tuple[str, ...]:
@@ -148,6 +232,7 @@ class Plan:
             "fallback": self.fallback,
             "selected": [s.to_json() for s in self.selected],
             "holdout": list(self.holdout),
+            "holdout_strata": [s.to_json() for s in self.holdout_strata],
             "shards": [s.to_json() for s in self.shards],
             "skipped": dict(self.skipped),
             "budget": dict(self.budget),
@@ -177,6 +262,9 @@ class Plan:
             change=dict(data.get("change", {})),
             totals=dict(data["totals"]),
             trial=dict(data.get("trial", {})),
+            holdout_strata=tuple(
+                HoldoutStratum.from_json(s) for s in data.get("holdout_strata", ())
+            ),
         )
 
 
@@ -288,16 +376,24 @@ def _decide(
             pool, scores, mandatory, durations, config, skipped, reasons, unselected
         )
     chosen_set = set(chosen)
-    holdout: tuple[str, ...] = ()
+    total_s = durations.total(index.runnable_set)
+    selected_s = sum(durations[v] for v in chosen)
+    strata: tuple[HoldoutStratum, ...] = ()
     if decision == "targeted" and config.holdout_rate > 0:
         # Inventory order keeps the sample reproducible without sorting 50,000 ids.
         unchosen = [v for v in eligible if v not in chosen_set]
-        k = min(len(unchosen), max(1, round(config.holdout_rate * len(unchosen))))
-        rng = random.Random(config.seed or changes.head_sha or "spyre-ci")
-        holdout = tuple(sorted(rng.sample(unchosen, k))) if unchosen else ()
-        for vid in holdout:
-            reason = unselected.pop(vid, None)
-            skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
+        strata = draw_holdout(
+            unchosen,
+            _near(facts, index, chosen),
+            config,
+            random.Random(config.seed or changes.head_sha or "spyre-ci"),
+            durations,
+            total_s - selected_s,
+        )
+    holdout = tuple(sorted(v for s in strata for v in s.ids))
+    for vid in holdout:
+        reason = unselected.pop(vid, None)
+        skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
     durations.prefetch(chosen)
     durations.prefetch(holdout)
     no_reasons: list[Reason] = []
@@ -313,8 +409,6 @@ def _decide(
     )
     run = [*chosen, *holdout]
     shards = shard_lpt(run, durations, config.shards) if run else ()
-    total_s = durations.total(index.runnable_set)
-    selected_s = sum(durations[v] for v in chosen)
     totals = {
         "variants": len(index.ids),
         "eligible": len(eligible),
@@ -339,7 +433,65 @@ def _decide(
         totals=totals,
         trial=_trial_summary(reasons, config, chosen_set),
         unselected=unselected,
+        holdout_strata=strata,
     )
+
+
+def _near(facts: ChangeFacts, index: InventoryIndex, chosen: Iterable[str]) -> frozenset[str]:
+    """Variants near the change: the op families of the touched ops and of the selection,
+    and the templates whose upstream test changed. A miss is likelier there (a relative of
+    what was chosen, one a budget or the threshold cut), so the holdout looks there more."""
+    families = {family_of(op.name, index.aliases) for op in facts.ops}
+    families.update(index.family_of_id[v] for v in chosen)
+    near: set[str] = set()
+    for family in families:
+        near.update(index.by_family.get(family, ()))
+    for template in facts.templates:
+        near.update(index.by_template.get(template, ()))
+    return frozenset(near)
+
+
+def draw_holdout(
+    unchosen: Sequence[str],
+    near: Collection[str],
+    config: PlanConfig,
+    rng: random.Random,
+    durations: Mapping[str, float],
+    unselected_s: float,
+) -> tuple[HoldoutStratum, ...]:
+    """The holdout's strata: `holdout_rate` of `unchosen` (at least `holdout_min`), a `near`
+    one NEAR_BOOST times as likely to be drawn as a far one. `unselected_s`: the seconds of
+    all of `unchosen` (the far stratum's are what the near one's leave)."""
+    if not unchosen:
+        return ()
+    pools = {
+        "near": [v for v in unchosen if v in near],
+        "far": [v for v in unchosen if v not in near],
+    }
+    k = min(len(unchosen), max(1, config.holdout_min, round(config.holdout_rate * len(unchosen))))
+    sizes = _allocate(k, len(pools["near"]), len(pools["far"]))
+    near_s = sum(durations[v] for v in pools["near"])
+    seconds = {"near": near_s, "far": max(0.0, unselected_s - near_s)}
+    strata = []
+    for (name, pool), n in zip(pools.items(), sizes, strict=True):
+        if pool:
+            ids = tuple(sorted(rng.sample(pool, n)))
+            strata.append(
+                HoldoutStratum(name, len(pool), ids, seconds[name], sum(durations[v] for v in ids))
+            )
+    return tuple(strata)
+
+
+def _allocate(k: int, near: int, far: int) -> tuple[int, int]:
+    """Draws per stratum: k split so a near variant is NEAR_BOOST times as likely to be drawn,
+    each non-empty stratum at least STRATUM_MIN (or all of it), what one cannot take spilling
+    to the other."""
+    if not near or not far:
+        return min(k, near), min(k, far)
+    far_rate = k / (NEAR_BOOST * near + far)
+    k_near = max(min(near, STRATUM_MIN), min(near, round(NEAR_BOOST * far_rate * near)))
+    k_far = min(far, max(min(far, STRATUM_MIN), k - k_near))
+    return min(near, max(k_near, k - k_far)), k_far
 
 
 class _Durations(dict[str, float]):

@@ -3,6 +3,8 @@
 1. `to_rerun(outcomes)`: the failures to run again.
 2. `verify(plan, outcomes, reruns, history, inventory)`: flaky vs real, new vs pre-existing
    (baseline in History), the expansion set to run next, the History update, the metrics.
+   The holdout gives a bound, not a point: `holdout_bound` (Wilson score per stratum,
+   Horvitz-Thompson weights; see docs/selector.md).
 3. `false_green_rate(metrics)`: over many runs, how often selection missed a new failure
    that the holdout caught while the selection itself was green.
 4. `mass_failure(outcomes, shards, new)`: whether a run's failures look like the tool's
@@ -12,17 +14,21 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 from selector.history import History, HistoryUpdate, OutcomeRecord
 from selector.index import InventoryIndex
-from selector.plan import Plan
+from selector.plan import HoldoutStratum, Plan
 from suites.model import Expectation, Inventory, Outcome, Status
 
 EXPANSION_LIMIT = 500
+CONFIDENCE = 0.95
+BOUND_METHOD = "wilson-stratified"
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,16 @@ class Metrics:
     ratio_time: float
     selected_new_failures: int
     holdout_misses: tuple[str, ...]  # new failures only the holdout found
-    miss_rate: float | None  # holdout misses / holdout size; None without a holdout
-    estimated_missed: float | None  # miss_rate x unselected variants
+    miss_rate: float | None  # weighted (Horvitz-Thompson) share of unselected missed; None
+    estimated_missed: float | None  # miss_rate x unselected variants (a point: see the bound)
     false_green: bool  # the selection was green on new failures, the holdout was not
+    # The bound (CONFIDENCE) the point estimates above lack; None without a holdout.
+    miss_rate_upper: float | None = None
+    missed_upper: float | None = None  # new failures among the unselected, at most
+    recall_lower: float | None = None  # selected new / (selected new + missed_upper)
+    unselected_time_share: float | None = None  # holdout seconds / unselected seconds
+    method: str = ""
+    strata: tuple[dict[str, Any], ...] = ()  # per stratum: population, drawn, rate, weight, ...
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +91,12 @@ class Metrics:
             "miss_rate": self.miss_rate,
             "estimated_missed": self.estimated_missed,
             "false_green": self.false_green,
+            "miss_rate_upper": self.miss_rate_upper,
+            "missed_upper": self.missed_upper,
+            "recall_lower": self.recall_lower,
+            "unselected_time_share": self.unselected_time_share,
+            "method": self.method,
+            "strata": [dict(s) for s in self.strata],
         }
 
 
@@ -205,8 +224,7 @@ def _metrics(plan: Plan, failures: Sequence[FailureVerdict], holdout: set[str]) 
     t = plan.totals
     selected_new = sum(1 for f in failures if f.confirmed_new and not f.in_holdout)
     misses = tuple(f.id for f in failures if f.confirmed_new and f.in_holdout)
-    miss_rate = len(misses) / len(holdout) if holdout else None
-    unselected = t["eligible"] - t["selected"]
+    bound = holdout_bound(plan.strata, misses) if holdout else None
     return Metrics(
         selected=t["selected"],
         holdout=len(holdout),
@@ -215,9 +233,92 @@ def _metrics(plan: Plan, failures: Sequence[FailureVerdict], holdout: set[str]) 
         ratio_time=t["ratio_time"],
         selected_new_failures=selected_new,
         holdout_misses=misses,
-        miss_rate=miss_rate,
-        estimated_missed=None if miss_rate is None else round(miss_rate * unselected, 3),
+        miss_rate=None if bound is None else bound.miss_rate,
+        estimated_missed=None if bound is None else round(bound.estimated_missed, 3),
         false_green=selected_new == 0 and bool(misses),
+        miss_rate_upper=None if bound is None else bound.miss_rate_upper,
+        missed_upper=None if bound is None else round(bound.missed_upper, 3),
+        recall_lower=None if bound is None else bound.recall_lower(selected_new),
+        unselected_time_share=None if bound is None else bound.time_share,
+        method="" if bound is None else bound.method,
+        strata=() if bound is None else bound.strata,
+    )
+
+
+@dataclass(frozen=True)
+class HoldoutBound:
+    """What a holdout says about the unselected: a weighted point and an upper bound."""
+
+    unselected: int
+    estimated_missed: float  # Horvitz-Thompson: sum over strata of weight x found
+    missed_upper: float  # sum over strata of population x that stratum's Wilson upper bound
+    time_share: float | None  # drawn seconds / population seconds, None when untimed
+    method: str
+    strata: tuple[dict[str, Any], ...]
+
+    @property
+    def miss_rate(self) -> float:
+        return self.estimated_missed / self.unselected if self.unselected else 0.0
+
+    @property
+    def miss_rate_upper(self) -> float:
+        return round(self.missed_upper / self.unselected, 6) if self.unselected else 0.0
+
+    def recall_lower(self, caught: int) -> float | None:
+        """Test recall at least: `caught` of `caught` plus the most that can have been missed."""
+        total = caught + self.missed_upper
+        return round(caught / total, 6) if total else None
+
+
+def wilson_upper(found: int, drawn: int, z: float = 1.959964) -> float:
+    """Upper end of the Wilson score interval for `found` of `drawn` (z = 1.96: the 95 %
+    two-sided interval, a 97.5 % one-sided bound). 0 of 10 -> 0.2775."""
+    if drawn <= 0:
+        return 1.0
+    p = found / drawn
+    z2 = z * z
+    centre = p + z2 / (2 * drawn)
+    margin = z * math.sqrt(p * (1 - p) / drawn + z2 / (4 * drawn * drawn))
+    return min(1.0, (centre + margin) / (1 + z2 / drawn))
+
+
+def holdout_bound(
+    strata: Sequence[HoldoutStratum], found: Collection[str], confidence: float = CONFIDENCE
+) -> HoldoutBound:
+    """Missed variants among the unselected, from the holdout's strata and the ids in it
+    that failed new. The bound: each stratum's Wilson upper bound at a one-sided level of
+    1 - (1 - confidence) / max(2, strata), times its population, summed; by the union bound
+    the sum holds with at least `confidence`. A stratum drawn whole is known exactly."""
+    found_set = set(found)
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / max(2, len(strata)))
+    estimated = upper = 0.0
+    population_s = drawn_s = 0.0
+    rows: list[dict[str, Any]] = []
+    for s in strata:
+        hits = sum(1 for v in s.ids if v in found_set)
+        rate_upper = hits / s.drawn if s.drawn >= s.population else wilson_upper(hits, s.drawn, z)
+        estimated += s.weight * hits
+        upper += s.population * rate_upper
+        population_s += s.population_s
+        drawn_s += s.drawn_s
+        rows.append(
+            {
+                "name": s.name,
+                "population": s.population,
+                "drawn": s.drawn,
+                "rate": round(s.rate, 6),
+                "weight": round(s.weight, 6),
+                "found": hits,
+                "miss_rate_upper": round(rate_upper, 6),
+            }
+        )
+    return HoldoutBound(
+        unselected=sum(s.population for s in strata),
+        estimated_missed=estimated,
+        missed_upper=upper,
+        time_share=round(drawn_s / population_s, 6) if population_s > 0 else None,
+        method=f"{BOUND_METHOD} {confidence:.0%}",
+        strata=tuple(rows),
     )
 
 

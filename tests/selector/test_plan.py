@@ -17,7 +17,7 @@ from selector import (
     plan,
 )
 from selector.heuristics.base import RetrieveContext, Score
-from selector.plan import SKIP_COUNT_BUDGET, SKIP_NO_MATCH
+from selector.plan import SKIP_COUNT_BUDGET, SKIP_NO_MATCH, Plan
 from selector.shard import shard_lpt
 from suites.model import Inventory, Status, split_variant_id
 from tests.conftest import REPO_ROOT
@@ -94,7 +94,7 @@ def test_holdout_is_seeded_by_the_head_sha(index: InventoryIndex) -> None:
     other = plan(replace(change, head_sha="0" * 40), index)
     assert other.holdout != first.holdout
     pool = len(index.ids) - 1 - len(first.selected)
-    assert len(first.holdout) == round(0.02 * pool)
+    assert len(first.holdout) == max(PlanConfig().holdout_min, round(0.02 * pool))
     assert plan(change, index, config=PlanConfig(holdout_rate=0)).holdout == ()
     # holdout variants run but are counted apart from the skipped ones
     assert sum(first.skipped.values()) + len(first.holdout) + len(first.selected) == len(index.ids)
@@ -295,3 +295,45 @@ def test_a_module_change_reaches_module_tests_not_the_op_family(inventory: Inven
         "@@ -10,1 +10,1 @@ TORCH_IMPL_FUNC(addmm_out_cpu)\n-a\n+b\n"
     )
     assert "nn.Linear" in subjects(plan(diff_change(body=kernel), inventory).selected_ids)
+
+
+def test_holdout_draws_near_variants_more_often(index: InventoryIndex) -> None:
+    # A count budget leaves most of the softmax family unselected: those are near.
+    change = example_change("push_softmax_kernel")
+    p = plan(change, index, config=PlanConfig(budget_count=10))
+    strata = {s.name: s for s in p.holdout_strata}
+    assert set(strata) == {"near", "far"}
+    near, far = strata["near"], strata["far"]
+    assert near.rate >= 3 * far.rate  # NEAR_BOOST = 4, less rounding
+    assert {split_variant_id(v)[2] for v in near.ids} <= SOFTMAX_FAMILY
+    assert near.weight == near.population / near.drawn
+    unselected = p.totals["eligible"] - p.totals["selected"]
+    assert near.population + far.population == unselected
+    assert p.holdout == tuple(sorted((*near.ids, *far.ids)))
+    assert len(p.holdout) == max(PlanConfig().holdout_min, round(0.02 * unselected))
+    assert plan(change, index, config=PlanConfig(budget_count=10)).holdout_strata == (
+        p.holdout_strata
+    )  # seeded: the same draw again
+    total = p.totals["eligible_s"] - p.totals["selected_s"]
+    assert near.population_s + far.population_s == pytest.approx(total)
+    assert near.drawn_s + far.drawn_s == pytest.approx(p.totals["holdout_s"])
+
+
+def test_plan_json_round_trips_the_strata_and_loads_the_old_format(index: InventoryIndex) -> None:
+    p = plan(example_change("push_softmax_kernel"), index, config=PlanConfig(budget_count=10))
+    data = json.loads(json.dumps(p.to_json()))
+    assert [s["name"] for s in data["holdout_strata"]] == ["near", "far"]
+    assert {"population", "drawn", "rate", "weight", "ids"} <= set(data["holdout_strata"][0])
+    back = Plan.from_json(data)
+    assert back.holdout_strata == p.holdout_strata and back.holdout == p.holdout
+    assert back.to_json() == p.to_json()
+    del data["holdout_strata"]  # a plan written before the strata
+    old = Plan.from_json(data)
+    assert old.holdout == p.holdout and old.holdout_strata == ()
+    (uniform,) = old.strata
+    assert (uniform.name, uniform.population, uniform.ids) == (
+        "all",
+        p.totals["eligible"] - p.totals["selected"],
+        p.holdout,
+    )
+    assert "holdout_strata" in old.to_json()

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import json
+import random
+
+import pytest
 
 from selector import (
     History,
     InventoryIndex,
     Metrics,
+    Plan,
     VariantHistory,
     apply_update,
     false_green_rate,
@@ -13,6 +17,8 @@ from selector import (
     to_rerun,
     verify,
 )
+from selector.plan import HoldoutStratum, PlanConfig, draw_holdout
+from selector.verify import holdout_bound, wilson_upper
 from suites.model import Outcome, Status
 from tests.selector.conftest import example_change
 
@@ -116,9 +122,18 @@ def test_metrics_and_false_green(index: InventoryIndex) -> None:
     assert m.holdout_misses == (missed,)
     assert m.selected_new_failures == 1
     assert not m.false_green  # the selection itself went red
-    assert m.miss_rate == 1 / len(p.holdout)
+    # one stratum here (the selection took the whole softmax family): weight = 1 / rate
+    assert [s.name for s in p.holdout_strata] == ["far"]
+    assert m.miss_rate == pytest.approx(1 / len(p.holdout))
     unselected = m.eligible - m.selected
     assert m.estimated_missed == round(unselected / len(p.holdout), 3)
+    # the bound: 1 of 30 drawn -> at most 16.7 % of the unselected, recall at least 1 / (1 + that)
+    assert m.miss_rate_upper == round(wilson_upper(1, len(p.holdout)), 6)
+    assert m.missed_upper == pytest.approx(unselected * wilson_upper(1, len(p.holdout)), abs=1e-3)
+    assert m.recall_lower == round(1 / (1 + unselected * wilson_upper(1, 30)), 6)
+    assert m.unselected_time_share == pytest.approx(p.totals["holdout_s"] / unselected, rel=1e-3)
+    assert m.method == "wilson-stratified 95%"
+    assert m.strata[0]["found"] == 1 and m.strata[0]["drawn"] == len(p.holdout)
     assert 0 < m.ratio_count < 0.2 and m.ratio_time > 0
     # without the selected new failure the run would have been green: a false green
     quiet = [o for o in outcomes if o.id != SOFTMAX_F16]
@@ -127,3 +142,71 @@ def test_metrics_and_false_green(index: InventoryIndex) -> None:
     runs = [m, m2, Metrics(10, 0, 100, 0.1, 0.1, 0, (), None, None, False)]
     assert false_green_rate(runs) == 0.5
     assert false_green_rate([]) is None
+
+
+@pytest.mark.parametrize(
+    ("found", "drawn", "upper"),
+    [(0, 10, 0.2775), (0, 30, 0.1135), (1, 30, 0.1667), (5, 10, 0.7634), (10, 10, 1.0)],
+)
+def test_wilson_upper_known_values(found: int, drawn: int, upper: float) -> None:
+    assert wilson_upper(found, drawn) == pytest.approx(upper, abs=1e-4)
+
+
+def test_wilson_upper_without_draws_bounds_nothing() -> None:
+    assert wilson_upper(0, 0) == 1.0
+
+
+def test_a_stratum_drawn_whole_is_known_exactly() -> None:
+    census = HoldoutStratum("near", 4, ("a", "b", "c", "d"))
+    far = HoldoutStratum("far", 100, tuple(f"f{i}" for i in range(10)))
+    b = holdout_bound((census, far), {"a", "f1"})
+    assert b.strata[0]["miss_rate_upper"] == 0.25  # 1 of 4, no sampling error
+    assert b.estimated_missed == 1 + 10  # Horvitz-Thompson: weight 1 and weight 10
+    z = 1.959964  # two strata: each at 97.5 % one-sided
+    assert b.missed_upper == pytest.approx(1 + 100 * wilson_upper(1, 10, z), rel=1e-4)
+    assert b.recall_lower(5) == round(5 / (5 + b.missed_upper), 6)
+    assert b.recall_lower(0) == 0.0
+
+
+def _population(
+    near: int, far: int, failing_near: int, failing_far: int
+) -> tuple[list[str], frozenset[str], set[str]]:
+    ids = [f"ops::compare_cpu::op{i}::float32" for i in range(near + far)]
+    pick = random.Random(7)
+    failing = set(pick.sample(ids[:near], failing_near)) | set(pick.sample(ids[near:], failing_far))
+    return ids, frozenset(ids[:near]), failing
+
+
+@pytest.mark.parametrize(
+    ("near", "far", "failing_near", "failing_far"),
+    [(60, 400, 12, 4), (30, 447, 10, 257), (0, 477, 0, 267), (100, 1000, 5, 8)],
+)
+def test_weighted_estimate_is_unbiased_and_the_bound_covers(
+    near: int, far: int, failing_near: int, failing_far: int
+) -> None:
+    ids, near_ids, failing = _population(near, far, failing_near, failing_far)
+    seconds = dict.fromkeys(ids, 1.0)
+    estimates, covered = [], 0
+    draws = 1000
+    for seed in range(draws):
+        strata = draw_holdout(ids, near_ids, PlanConfig(), random.Random(seed), seconds, len(ids))
+        bound = holdout_bound(strata, failing)
+        estimates.append(bound.estimated_missed)
+        covered += bound.missed_upper >= len(failing)
+        assert bound.unselected == len(ids)
+    mean = sum(estimates) / draws
+    # the mean of 1,000 draws, within 2 of the truth (its standard error here is below 0.6)
+    assert mean == pytest.approx(len(failing), abs=2.0)
+    assert covered / draws >= 0.95
+
+
+def test_an_old_plan_without_strata_is_judged_as_one_uniform_sample(index: InventoryIndex) -> None:
+    p, history, outcomes, reruns, missed = _recorded(index)
+    data = p.to_json()
+    del data["holdout_strata"]
+    old = Plan.from_json(data)
+    assert old.holdout_strata == () and [s.name for s in old.strata] == ["all"]
+    new_m = verify(p, outcomes, reruns, history, index).metrics
+    old_m = verify(old, outcomes, reruns, history, index).metrics
+    assert old_m.missed_upper == new_m.missed_upper  # one stratum either way here
+    assert old_m.miss_rate == pytest.approx(new_m.miss_rate)

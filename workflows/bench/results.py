@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from selector.plan import HoldoutStratum, uniform_holdout
+from selector.verify import HoldoutBound, holdout_bound
 from suites.model import Inventory, Outcome
 from workflows.bench.mutations import Mutation
 
@@ -60,6 +62,8 @@ class MutationResult:
     missed_why: dict[str, str] = field(default_factory=dict)
     unrestricted_changed: dict[str, str] | None = None
     with_impact: MutationResult | None = None  # the selector also given the impact map
+    # How the plan drew its holdout (`plan.holdout_strata`); empty: one uniform sample.
+    holdout_strata: tuple[HoldoutStratum, ...] = ()
 
     @property
     def caught(self) -> list[str]:
@@ -77,12 +81,47 @@ class MutationResult:
         return sorted(v for v in self.changed if v in held)
 
     @property
-    def estimated_missed(self) -> float:
-        """The Verify estimate: holdout miss rate x unselected variants."""
+    def unselected(self) -> int:
+        return self.eligible - len(self.selected)
+
+    @property
+    def holdout_bound(self) -> HoldoutBound | None:
+        """Verify's figures for this holdout (weighted point, 95 % bound); None without one."""
         if not self.holdout:
-            return 0.0
-        unselected = self.eligible - len(self.selected)
-        return len(self.holdout_found) / len(self.holdout) * unselected
+            return None
+        strata = self.holdout_strata or uniform_holdout(self.holdout, self.unselected)
+        return holdout_bound(strata, self.holdout_found)
+
+    @property
+    def estimated_missed(self) -> float:
+        """The Verify point estimate: Horvitz-Thompson over the holdout's strata."""
+        bound = self.holdout_bound
+        return 0.0 if bound is None else bound.estimated_missed
+
+    @property
+    def missed_upper(self) -> float | None:
+        bound = self.holdout_bound
+        return None if bound is None else bound.missed_upper
+
+    @property
+    def true_miss_rate(self) -> float | None:
+        return len(self.missed) / self.unselected if self.unselected else None
+
+    def bound_json(self) -> dict[str, Any] | None:
+        """The bound against the truth: does the 95 % upper bound cover the true miss rate?"""
+        bound, truth = self.holdout_bound, self.true_miss_rate
+        if bound is None:
+            return None
+        return {
+            "method": bound.method,
+            "miss_rate": round(bound.miss_rate, 6),
+            "miss_rate_upper": bound.miss_rate_upper,
+            "missed_upper": round(bound.missed_upper, 3),
+            "unselected_time_share": bound.time_share,
+            "true_miss_rate": None if truth is None else round(truth, 6),
+            "covers": None if truth is None else len(self.missed) <= bound.missed_upper,
+            "strata": list(bound.strata),
+        }
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -98,6 +137,7 @@ class MutationResult:
             "missed_why": self.missed_why,
             "holdout_found": self.holdout_found,
             "estimated_missed": round(self.estimated_missed, 3),
+            "holdout_bound": self.bound_json(),
             "count_ratio": round(self.count_ratio, 5),
             "time_ratio": round(self.time_ratio, 5),
             "ground_truth_ran": self.ran,
@@ -140,6 +180,10 @@ def build_record(
     caught_some = [r for r in with_failure if r.caught]
     est_missed = sum(r.estimated_missed for r in results)
     est_with_failure = [r for r in results if r.caught or r.holdout_found]
+    bounded = [(r, r.bound_json()) for r in results]
+    checked = [b for _, b in bounded if b is not None and b["covers"] is not None]
+    # A mutation without a holdout (a full run, nothing to run) bounds nothing it left out.
+    missed_upper = sum(r.unselected if b is None else b["missed_upper"] for r, b in bounded)
     counts: dict[str, int] = {}
     for o in baseline.values():
         counts[str(o.status)] = counts.get(str(o.status), 0) + 1
@@ -184,10 +228,16 @@ def build_record(
         ),
         "time_ratio": _ratio(sum(r.time_ratio for r in results), len(results)),
         "holdout_estimate": {
+            "method": "per mutation: Horvitz-Thompson point and the 95 % upper bound of "
+            "Verify (Wilson score per stratum, summed); overall: the sums over mutations",
             "test_recall": _ratio(caught, caught + est_missed),
+            "test_recall_lower": _ratio(caught, caught + missed_upper),
             "change_recall": _ratio(len(caught_some), len(est_with_failure)),
             "estimated_missed": round(est_missed, 2),
+            "missed_upper": round(missed_upper, 2),
             "mutations_with_holdout_failure": sum(1 for r in results if r.holdout_found),
+            "mutations_bounded": len(checked),
+            "mutations_covered": sum(1 for b in checked if b["covers"]),
         },
         "truth": {
             "failing": failing,
@@ -259,8 +309,11 @@ def summary_lines(record: Mapping[str, Any]) -> list[str]:
             f"{pct(w['change_recall'])}, ratio by count {pct(w['count_ratio'])}, "
             f"by time {pct(w['time_ratio'])}"
         )
+    lower = h.get("test_recall_lower")
     lines += [
-        f"test recall {pct(record['test_recall'])} (holdout estimate {pct(h['test_recall'])}), "
+        f"test recall {pct(record['test_recall'])} (holdout: at least {pct(lower)} at 95 %, "
+        f"point {pct(h['test_recall'])}; bound covers the true miss rate in "
+        f"{h.get('mutations_covered', 0)} of {h.get('mutations_bounded', 0)} mutations), "
         f"change recall {pct(record['change_recall'])} (holdout estimate "
         f"{pct(h['change_recall'])})",
         f"selection ratio by count {pct(record['count_ratio'])}, by time "
