@@ -154,6 +154,8 @@ def _case_of(result: VariantResult) -> dict[str, Any]:
         case["skipped"] = {**detail, "type": "pytest.xfail"}
     elif outcome.status is Status.SKIPPED:
         case["skipped"] = {**detail, "type": "pytest.skip"}
+    elif outcome.status is Status.REMOVED:  # not run: the specs no longer have it
+        case["skipped"] = {**detail, "type": "spyre.removed"}
     return case
 
 

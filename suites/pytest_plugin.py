@@ -10,6 +10,10 @@ When loaded, the plugin owns collection: it collects exactly the variants named 
 Expectations become skip / xfail / strict xfail marks; each test gets a timeout (SIGALRM) for
 Python-level hangs; `--spyre-results` gets one JSON line before and after each test, flushed,
 so a runner can attribute a crash of the whole process to the last unmatched `start`.
+
+An id of the ids file that a loaded suite no longer has (upstream dropped it) is not run: it
+gets one `end` line with status `removed` (no `start`) before the first test, and the rest
+runs. An id whose suite is not loaded, refused or unavailable here is a usage error instead.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from suites.model import Expectation, Outcome, Status
 from suites.results_file import end_line, start_line
 
 DEVICE = "spyre"
+REMOVED_MESSAGE = (
+    "not in the loaded specs: the variant no longer exists (upstream dropped its dtype, "
+    "OpInfo, module or test); rebuild the Inventory to stop planning it"
+)
 _STATE = pytest.StashKey["_State"]()
 
 
@@ -42,6 +50,7 @@ class _State:
         self.reports: dict[str, list[pytest.TestReport]] = {}
         self.started: dict[str, float] = {}
         self.unavailable: dict[str, str] = {}
+        self.removed: list[str] = []  # ids of the ids file the loaded specs no longer have
 
     def emit(self, line: str) -> None:
         """One line of the results file (`suites.results_file`, the format's codec)."""
@@ -137,6 +146,7 @@ def pytest_collection(session: pytest.Session) -> bool:
     _ensure_device()
     expansion = None
     planned = []
+    expanded: set[str] = set()  # suites whose specs expanded: their variants are all known
     for spec in specs:
         if suites is not None and spec.suite_name not in suites:
             continue
@@ -147,23 +157,40 @@ def pytest_collection(session: pytest.Session) -> bool:
             continue
         planned.extend(expansion.planned)
         state.unavailable.update(expansion.unavailable)
+        expanded.add(spec.suite_name)
     by_id = {p.variant.id: p for p in planned}
     if wanted is None:
         chosen = planned
     else:
         missing = [i for i in wanted if i not in by_id]
-        if missing:
+        # An id of a suite that expanded here in full is one upstream no longer has (a dtype
+        # dropped from an OpInfo, a test renamed): removed, not a fault. An id of a suite that
+        # is unavailable, refused or not loaded says the environment is wrong: a usage error.
+        state.removed = [
+            vid
+            for vid in missing
+            if split_variant_id(vid)[0] in expanded
+            and split_variant_id(vid)[0] not in state.unavailable
+        ]
+        unknown = [vid for vid in missing if vid not in state.removed]
+        if unknown:
             lines = []
-            for vid in missing[:50]:
+            for vid in unknown[:50]:
                 suite = split_variant_id(vid)[0]
                 cause = state.unavailable.get(suite)
-                lines.append(f"  {vid}" + (f"  (suite unavailable: {cause})" if cause else ""))
-            more = f"\n  ... and {len(missing) - 50} more" if len(missing) > 50 else ""
+                if cause:
+                    lines.append(f"  {vid}  (suite unavailable: {cause})")
+                else:
+                    lines.append(f"  {vid}  (suite {suite!r} not loaded)")
+            more = f"\n  ... and {len(unknown) - 50} more" if len(unknown) > 50 else ""
             raise pytest.UsageError(
-                f"{len(missing)} unknown variant id(s) in {ids_file} (not in the loaded specs; "
-                "see `spyre-ci suites expand`):\n" + "\n".join(lines) + more
+                f"{len(unknown)} unknown variant id(s) in {ids_file} (their suites are not in "
+                "the loaded specs; see `spyre-ci suites expand`):\n" + "\n".join(lines) + more
             )
-        chosen = [by_id[i] for i in wanted]
+        if not config.option.collectonly:
+            for vid in state.removed:
+                state.emit(end_line(Outcome(vid, Status.REMOVED, 0.0, REMOVED_MESSAGE)))
+        chosen = [by_id[i] for i in wanted if i in by_id]
     session.ihook.pytest_collectstart(collector=session)
     items: list[pytest.Item] = []
     parents: dict[str, SuiteNode] = {}
@@ -449,3 +476,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         return
     for suite, why in sorted(state.unavailable.items()):
         terminalreporter.write_line(f"spyre suite {suite!r} unavailable: {why}")
+    if state.removed:
+        shown = ", ".join(state.removed[:10])
+        more = f" and {len(state.removed) - 10} more" if len(state.removed) > 10 else ""
+        terminalreporter.write_line(
+            f"spyre: {len(state.removed)} variant id(s) removed (not in the loaded specs, "
+            f"not run): {shown}{more}"
+        )

@@ -5,6 +5,9 @@ One JSON line when a variant starts, one when it ends:
     {"event": "start", "id": "<variant id>"}
     {"event": "end", "id": "<variant id>", "status": "passed", "duration_s": 0.01, "message": ""}
 
+An `end` with no `start` before it, status `removed`, is an id of the ids file the loaded
+specs no longer have: it did not run (written before the first test).
+
 The writer is `suites.pytest_plugin`; the readers are the shard runner (incrementally, while
 the process runs: a start without an end is the test that crashed or hangs), a resumed run,
 the upgrade diff run, `suites record` and the benchmarks. A line torn by a crash mid-write,

@@ -69,6 +69,20 @@ def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[st
     return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
 
 
+REMOVED_NAMED = 5  # removed ids the report's line names
+
+
+def removed_reason(summary: Mapping[str, Any]) -> dict[str, int]:
+    """The report's "not run because" line for the planned ids the specs no longer have
+    (`pipeline.summarize`'s `removed`), naming the first few; empty when there are none."""
+    count = int(summary.get("removed") or 0)
+    if not count:
+        return {}
+    ids = list(summary.get("removed_ids") or ())[:REMOVED_NAMED]
+    more = ", ..." if count > len(ids) else ""
+    return {f"removed: no longer in the specs ({', '.join(ids)}{more})": count}
+
+
 def run_record(finished: FinishedRun, completed_at: str, verified: VerifiedRun | None) -> RunRecord:
     """The record of a main-job run; `verified` is None when it could not be verified (an
     infrastructure error): the record then carries the faults and the tests that did run."""
@@ -85,7 +99,10 @@ def run_record(finished: FinishedRun, completed_at: str, verified: VerifiedRun |
         inventory=int(plan_json.get("totals", {}).get("variants", 0)),
         fallback_reason=plan_json.get("fallback"),
         top_reasons=top_reasons(plan_json),
-        skipped={str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
+        skipped={
+            **{str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
+            **removed_reason(finished.summary),
+        },
         holdout=len(holdout),
         holdout_misses=tuple(metrics.holdout_misses) if metrics else (),
         metrics={

@@ -7,7 +7,9 @@ input so a Celery task can carry it; each is idempotent by run id and shard inde
 A shard that could not run its tests (`InfraFault`) is never a test result: finish then
 ends the run as an infrastructure error (RunState.INFRA_ERROR, exit code 3) and History
 learns nothing from it. A run whose failures look like the tool's fault is held back from
-History (RunState.HELD) until `spyre-ci history confirm`.
+History (RunState.HELD) until `spyre-ci history confirm`. A planned id the specs no longer
+have comes back from its shard as `Status.REMOVED`: finish takes it out of the results
+(not a failure, not a fault, nothing learned) and the summary and report count it.
 """
 
 from __future__ import annotations
@@ -291,7 +293,10 @@ def finish(
     request = planned.request
     history.save_run(_with_state(history, request.run_id, RunState.FINISHING))
     faults = list(faults)
-    finished = FinishedRun(planned, {o.id: o for o in outcomes}, {}, {}, Path(request.out_dir))
+    removed: dict[str, None] = {}  # ids the specs no longer have, in the order reported
+    finished = FinishedRun(
+        planned, {o.id: o for o in _results(outcomes, removed)}, {}, {}, Path(request.out_dir)
+    )
     verdict = None
     if not faults:
 
@@ -300,7 +305,7 @@ def finish(
             if shard.fault is not None:
                 faults.append(shard.fault)
                 raise _Faulted
-            return shard.outcomes
+            return _results(shard.outcomes, removed)
 
         inventory = load_inventory(request.inventory)
         try:
@@ -319,10 +324,25 @@ def finish(
         else:
             history.apply(request.run_id, update)
             state = RunState.COMPLETED
-    finished.summary = summarize(finished, verdict.metrics if verdict else {})
+    finished.summary = summarize(finished, verdict.metrics if verdict else {}, list(removed))
     exporting.export(finished, now_iso(), verdict)
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
+
+
+def _results(outcomes: Sequence[Outcome], removed: dict[str, None]) -> list[Outcome]:
+    """The outcomes that are test results; the ids reported removed go into `removed`.
+
+    A removed id is not a test of this run: Verify, History and every export see only the
+    rest, so nothing learns it as a failure (or as a pass).
+    """
+    kept = []
+    for outcome in outcomes:
+        if outcome.status is Status.REMOVED:
+            removed[outcome.id] = None
+        else:
+            kept.append(outcome)
+    return kept
 
 
 def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
@@ -335,10 +355,23 @@ def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
     )
 
 
-def summarize(finished: FinishedRun, metrics: Mapping[str, Any]) -> dict[str, Any]:
+REMOVED_SHOWN = 20  # removed ids the summary lists; the count covers them all
+
+
+def summarize(
+    finished: FinishedRun, metrics: Mapping[str, Any], removed: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The run's summary (History's run record, `runs show`, the CLI's closing lines).
+
+    `removed`: planned ids the specs no longer have (counted under `counts` too, so the
+    CLI lists them, but never as failed); `new_variants`: selected ids the `new` heuristic
+    marked as new to History (or to the previous Inventory).
+    """
     counts: dict[str, int] = {}
     for outcome in finished.outcomes.values():
         counts[str(outcome.status)] = counts.get(str(outcome.status), 0) + 1
+    if removed:
+        counts[str(Status.REMOVED)] = len(removed)
     return {
         "event": _event_label(finished.planned.request),
         "selected": len(finished.planned.plan.get("selected", [])),
@@ -354,7 +387,20 @@ def summarize(finished: FinishedRun, metrics: Mapping[str, Any]) -> dict[str, An
         "out_dir": str(finished.out_dir),
         "infrastructure": [f.summary for f in finished.faults],
         "held_back": finished.held_back,
+        "removed": len(removed),
+        "removed_ids": list(removed[:REMOVED_SHOWN]),
+        "new_variants": _new_variants(finished.planned.plan),
     }
+
+
+def _new_variants(plan_json: Mapping[str, Any]) -> int:
+    """Selected ids the selector's `new` heuristic marked as unknown to History (or to the
+    previous Inventory): the ids that appeared upstream since."""
+    return sum(
+        1
+        for selected in plan_json.get("selected", ())
+        if any(r.get("heuristic") == "new" for r in selected.get("reasons", ()))
+    )
 
 
 def _event_label(request: RunRequest) -> str:

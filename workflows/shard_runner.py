@@ -4,6 +4,8 @@ The pytest plugin (`suites.pytest_plugin`) writes a JSON line when each test sta
 ends. A subprocess that dies (segfault, abort, memory limit) or stops answering leaves one
 started test without an end: that test is recorded as crashed or timeout, and a fresh
 subprocess runs the rest of the shard. Nothing the shard was asked to run goes unreported.
+An id the specs no longer have comes back as a `removed` outcome (the plugin's, before its
+first test): not a test result and not a fault; the rest of the shard runs as usual.
 
 A subprocess that ends before any test starts (it cannot start, cannot import torch, cannot
 collect, never writes a result) says nothing about the tests: it is the tool's or the
@@ -165,7 +167,8 @@ def run_shard(
 ) -> ShardResult:
     """Run every id of the shard; returns one Outcome per id that ran, in completion order.
 
-    Ids the shard could not run (`ShardResult.fault`) have no outcome. `python` is the
+    Ids the shard could not run (`ShardResult.fault`) have no outcome; ids the loaded specs
+    no longer have get a `Status.REMOVED` one. `python` is the
     interpreter of the test subprocesses (default: this one); another environment's (an
     upgrade run's torch version) must have the project installed. `parallel`: how many
     shards run at once on this machine (`thread_env`). `workdir` must be absolute: the

@@ -115,12 +115,31 @@ def test_selected_variants_run_with_results_and_junit(tmp_path: Path) -> None:
     assert names["tiny::test_tiny_ops::TestTiny::test_hangs::none"].find("failure") is not None
 
 
-def test_unknown_and_unavailable_ids_are_a_clear_error(tmp_path: Path) -> None:
-    result = _pytest(tmp_path, ["plug::compare_cpu::addd::float32", IDS[3]], torch_root=None)
+def test_ids_of_unavailable_or_unloaded_suites_are_a_clear_error(tmp_path: Path) -> None:
+    # The environment is wrong (no TORCH_ROOT, a suite that is not loaded): not "removed".
+    ids = ["plug::compare_cpu::addd::float32", IDS[3], "nosuch::compare_cpu::add::float32"]
+    result = _pytest(tmp_path, ids, torch_root=None)
     assert result.returncode == 4
     assert "2 unknown variant id(s)" in result.stderr
-    assert "  plug::compare_cpu::addd::float32" in result.stderr
     assert "suite unavailable:" in result.stderr and "${TORCH_ROOT}" in result.stderr
+    assert "  nosuch::compare_cpu::add::float32  (suite 'nosuch' not loaded)" in result.stderr
+    assert "plug::compare_cpu::addd::float32" not in result.stderr  # that one is removed
+
+
+def test_an_id_the_specs_no_longer_have_is_removed_and_the_rest_runs(tmp_path: Path) -> None:
+    gone = "plug::compare_cpu::add::float64"  # the spec lists float32 only
+    result = _pytest(tmp_path, [IDS[0], gone, IDS[2]], torch_root=None)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    # The removed id: one `end` line, no `start`, before the first test.
+    assert lines[0]["event"] == "end" and lines[0]["id"] == gone
+    assert lines[0]["status"] == "removed" and "no longer exists" in lines[0]["message"]
+    assert [(r["event"], r["id"]) for r in lines[1:]] == [
+        (event, vid) for vid in (IDS[0], IDS[2]) for event in ("start", "end")
+    ]
+    assert f"1 variant id(s) removed (not in the loaded specs, not run): {gone}" in result.stdout
+    cases = ET.parse(tmp_path / "out.xml").getroot().iter("testcase")
+    assert {case.get("name") for case in cases} == {IDS[0], IDS[2]}  # no JUnit row for it
 
 
 def test_collect_only_counts_the_variants(tmp_path: Path) -> None:
