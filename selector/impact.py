@@ -20,6 +20,7 @@ from selector.errors import SelectorError
 from selector.opnames import op_key
 
 IMPACT_FORMAT = 1
+COMPACT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,72 @@ class ImpactMap:
             }
         return data
 
+    def to_compact(self) -> dict[str, Any]:
+        """The compact form (format 2, shipped gzipped): names interned in tables, each
+        distinct set of names stored once, a variant as [function set, op set, fingerprint]."""
+        names = sorted({n for fs in self.functions.values() for n in fs} | self.session_functions)
+        ops = sorted({o for os_ in self.aten_ops.values() for o in os_} | self.session_ops)
+        name_at = {n: i for i, n in enumerate(names)}
+        op_at = {o: i for i, o in enumerate(ops)}
+        sets: dict[tuple[int, ...], int] = {}
+        op_sets: dict[tuple[int, ...], int] = {}
+
+        def interned(table: dict[tuple[int, ...], int], members: tuple[int, ...]) -> int:
+            return table.setdefault(members, len(table))
+
+        variants: dict[str, list[Any]] = {}
+        for vid in sorted(set(self.functions) | set(self.aten_ops)):
+            f = tuple(sorted(name_at[n] for n in self.functions.get(vid, ())))
+            o = tuple(sorted(op_at[n] for n in self.aten_ops.get(vid, ())))
+            variants[vid] = [
+                interned(sets, f),
+                interned(op_sets, o),
+                self.fingerprints.get(vid, ""),
+            ]
+        return {
+            "format": COMPACT_FORMAT,
+            "torch_version": self.torch_version,
+            "functions": names,
+            "aten_ops": ops,
+            "function_sets": [_deltas(m) for m in sets],
+            "op_sets": [_deltas(m) for m in op_sets],
+            "variants": variants,
+            "session": [
+                _deltas(tuple(sorted(name_at[n] for n in self.session_functions))),
+                _deltas(tuple(sorted(op_at[o] for o in self.session_ops))),
+            ],
+        }
+
+    @classmethod
+    def _from_compact(cls, data: Mapping[str, Any], source: str) -> ImpactMap:
+        try:
+            names = list(data["functions"])
+            ops = list(data["aten_ops"])
+            sets = [frozenset(names[i] for i in _undeltas(m)) for m in data["function_sets"]]
+            op_sets = [frozenset(ops[i] for i in _undeltas(m)) for m in data["op_sets"]]
+            functions: dict[str, frozenset[str]] = {}
+            aten_ops: dict[str, frozenset[str]] = {}
+            fingerprints: dict[str, str] = {}
+            for vid, (f, o, fingerprint) in data["variants"].items():
+                functions[vid], aten_ops[vid] = sets[f], op_sets[o]
+                if fingerprint:
+                    fingerprints[vid] = fingerprint
+            session_f, session_o = data.get("session") or ([], [])
+            return cls(
+                functions=functions,
+                aten_ops=aten_ops,
+                torch_version=str(data.get("torch_version", "")),
+                session_functions=frozenset(names[i] for i in _undeltas(session_f)),
+                session_ops=frozenset(ops[i] for i in _undeltas(session_o)),
+                fingerprints=fingerprints,
+            )
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise SelectorError(f"{source}: not a compact trace (format 2): {exc!r}") from None
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "impact map") -> ImpactMap:
+        if data.get("format") == COMPACT_FORMAT:
+            return cls._from_compact(data, source)
         if data.get("format") != IMPACT_FORMAT:
             raise SelectorError(
                 f"{source}: format {data.get('format')!r} is not {IMPACT_FORMAT}; "
@@ -142,3 +207,20 @@ class ImpactMap:
             session_ops=frozenset(session.get("aten_ops", ())),
             fingerprints=dict(data.get("fingerprints") or {}),
         )
+
+
+def _deltas(members: tuple[int, ...]) -> list[int]:
+    """Sorted indices as differences (small numbers compress well)."""
+    out, last = [], 0
+    for i in members:
+        out.append(i - last)
+        last = i
+    return out
+
+
+def _undeltas(deltas: list[int]) -> list[int]:
+    out, total = [], 0
+    for d in deltas:
+        total += d
+        out.append(total)
+    return out

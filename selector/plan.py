@@ -292,7 +292,7 @@ def plan(
         before = previous.fingerprints
     elif previous is not None:
         before = {v.id: v.fingerprint for v in previous.variants}
-    facts = scout(changes, index, config.full_run_labels)
+    facts = scout(changes, index, config.full_run_labels, traced=impact is not None)
     available = list(heuristics or REGISTRY.values())
     unknown = (config.trial | config.disabled) - {h.name for h in available}
     if unknown:

@@ -221,18 +221,13 @@ def read_json(path: Path, what: str = "JSON file") -> Any:
 
 
 def read_impact_map(path: Path) -> Any:
-    """The selector's ImpactMap from `spyre-ci impact-map` output; errors name the file."""
-    from selector import ImpactMap, SelectorError
+    """The selector's ImpactMap from `spyre-ci impact-map` output (JSON or the compact
+    `.json.gz`); errors name the file."""
+    from workflows.traces import TraceError, read_trace
 
-    data = read_json(path, "impact map")
-    if not isinstance(data, dict):
-        raise CommandError(
-            f"{path}: not an impact map: a JSON object with 'format' and "
-            f"'variants' is expected, not a JSON {_json_kind(data)}"
-        )
     try:  # the one reader of the format checks every entry
-        return ImpactMap.from_json(data, str(path))
-    except SelectorError as exc:
+        return read_trace(path)
+    except TraceError as exc:
         raise CommandError(str(exc)) from exc
 
 

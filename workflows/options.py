@@ -78,9 +78,16 @@ OPTIONS: dict[str, Option] = {
     ),
     "impact_map": Option(
         ("--impact-map",),
-        "per-variant torch functions and aten ops from `spyre-ci impact-map`",
+        "per-variant torch functions and aten ops from `spyre-ci impact-map` (default: "
+        "$SPYRE_CI_IMPACT_MAP, else the shipped trace of the Inventory's torch)",
         type=absolute_path,
-        metavar="FILE.json",
+        metavar="FILE.json[.gz]",
+    ),
+    "no_trace": Option(
+        ("--no-trace",),
+        "join no trace (not even the shipped one): select by names, globs and History only",
+        action="store_true",
+        default=False,
     ),
     "jobs": Option(
         ("--jobs", "-j"),

@@ -9,7 +9,6 @@ never plans again: it reads the stored Plan back (`workflows.verification`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import selector
 from suites.model import Inventory
 from workflows.run_model import PipelineError, RunRequest
 from workflows.sources import with_old_sources
+from workflows.traces import TraceError, default_trace, describe, read_trace
 
 ImpactInfo = tuple[selector.ImpactMap, dict[str, Any]]  # the map, what plan.json says of it
 
@@ -50,40 +50,17 @@ def change_set(request: RunRequest) -> selector.ChangeSet:
 
 
 def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
-    """The impact map at `path` and what plan.json says of it; errors name the file."""
+    """The impact map (trace) at `path` and what plan.json says of it; errors name the file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PipelineError(
-            f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise PipelineError(f"{path}: not a readable impact map: {exc}") from None
-    if not isinstance(data, dict):
-        raise PipelineError(f"{path}: not an impact map (a JSON object is expected)")
-    try:
-        impact = selector.ImpactMap.from_json(data, path)
-    except selector.SelectorError as exc:
+        impact = read_trace(Path(path))
+    except TraceError as exc:
         raise PipelineError(str(exc)) from None
     return impact, describe_impact(impact, path, inventory)
 
 
 def describe_impact(impact: selector.ImpactMap, path: str, inventory: Inventory) -> dict[str, Any]:
     """plan.json's `impact_map`: which map, recorded on which torch, how much it covers."""
-    known = {v.id for v in inventory.variants}
-    traced = set(impact.functions) | set(impact.aten_ops)
-    about: dict[str, Any] = {
-        "path": path,
-        "torch_version": impact.torch_version,
-        "variants": len(traced),
-        "inventory_variants_traced": len(traced & known),
-    }
-    if impact.torch_version and impact.torch_version != inventory.torch_version:
-        about["note"] = (
-            f"recorded on torch {impact.torch_version}, the Inventory is torch "
-            f"{inventory.torch_version}: record it again for this torch"
-        )
-    return about
+    return describe(impact, path, inventory)
 
 
 def plan_change(
@@ -112,7 +89,11 @@ def plan_change(
 
 def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
     """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step)."""
-    impact = load_impact(request.impact_map, inventory) if request.impact_map else None
+    impact: ImpactInfo | None
+    if request.impact_map:
+        impact = load_impact(request.impact_map, inventory)
+    else:
+        impact = default_trace(inventory) if request.default_trace else None
     return plan_change(change_set(request), inventory, history, plan_config(request), impact=impact)
 
 

@@ -45,6 +45,8 @@ class RunRequest:
     expand: bool = True
     baseline: bool | None = None  # record results as the baseline; None: by event kind
     impact_map: str | None = None  # `spyre-ci impact-map` output the selector also reads
+    # Without an impact map, join the shipped trace of the Inventory's torch (if one ships).
+    default_trace: bool = True
     # A run whose failing share is above this is held back from History until confirmed.
     mass_failure_share: float = 0.5
     downstream_repo: str = "torch-spyre/torch-spyre"

@@ -36,10 +36,11 @@ def register(subparsers: Any) -> None:
         "inventory",
         "specs",
         "impact_map",
+        "no_trace",
         help={
             "impact_map": "per-variant torch functions and aten ops from `spyre-ci impact-map`: "
             "the selector also picks the variants that run a changed function or dispatch a "
-            "touched op (default $SPYRE_CI_IMPACT_MAP)"
+            "touched op (default $SPYRE_CI_IMPACT_MAP, else the shipped trace)"
         },
     )
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
@@ -109,7 +110,8 @@ def build_request(args: argparse.Namespace) -> Any:
         shards=max(1, args.jobs),
         baseline=False if args.no_baseline else None,
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
-        impact_map=impact_map_path(args.impact_map),
+        impact_map=None if args.no_trace else impact_map_path(args.impact_map),
+        default_trace=not args.no_trace,
         mass_failure_share=settings.mass_failure_share,
     )
 

@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
         metavar="FILE.json.gz",
         help="the inventory of the last run: finds changed definitions and new variants",
     )
-    add_options(parser, "impact_map")
+    add_options(parser, "impact_map", "no_trace")
     add_budget_arguments(parser, "select at most N variants (failing and new variants always run)")
     parser.add_argument("--seed", help="holdout seed (default: the head sha)")
     parser.add_argument(
@@ -99,6 +99,7 @@ def select(args: argparse.Namespace) -> int:
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
     from workflows.planning import describe_impact, plan_change
+    from workflows.traces import default_trace
 
     if args.plan_out is not None and args.plan_out.is_dir():
         raise CommandError(
@@ -121,9 +122,11 @@ def select(args: argparse.Namespace) -> int:
             else None
         )
         impact = None
-        if args.impact_map:
+        if args.impact_map and not args.no_trace:
             loaded = read_impact_map(args.impact_map)
             impact = (loaded, describe_impact(loaded, str(args.impact_map), inventory))
+        elif not args.no_trace:
+            impact = default_trace(inventory)
         history = _read_history(args.history) if args.history else _stored_history(changes)
         config = PlanConfig(
             budget_count=args.budget,
