@@ -1,8 +1,9 @@
 """The relay's HTTP service (Flask, served by gunicorn): webhook, CRCR callback, health, metrics.
 
 Flask because the webhook signature must be checked over the exact raw bytes GitHub signed
-(`request.get_data()`), and every step of a delivery is a short blocking Redis call: WSGI
-sync/gthread workers are the simplest model that fits, and gunicorn scales them over cores.
+(`request.get_data()`), and every step of a delivery is a short blocking Redis call: sync WSGI
+code in a few threads is the simplest model that fits. Requests reach it whole, read under
+deadlines by the front (relay/front.py); gunicorn scales the processes over cores.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from flask import Flask, Response, g, request
+from flask import Flask, Response, abort, g, request
 
 from contracts.event import TriggerEvent
 from relay import signature
@@ -117,12 +118,20 @@ def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:
     @app.before_request
     def _start() -> None:
         g.started = time.perf_counter()
+        # On every path, so an oversized body is 413 whether or not the view reads it. The
+        # front (relay/front.py) stops reading at the limit and hands over only the size.
+        if (request.content_length or 0) > config.max_body_bytes:
+            abort(413)
 
     @app.errorhandler(413)
     def _too_large(_exc: Exception) -> Response:
         if request.path == "/github/webhook":
             _observe(relay, request.headers.get("X-GitHub-Event", ""), "too_large")
-        return _answer(413, "body is over the 25 MB GitHub caps payloads at")
+        return _answer(
+            413,
+            f"body is over the relay's {config.max_body_bytes}-byte limit (max_body_bytes; "
+            "GitHub caps webhook payloads at 25 MB)",
+        )
 
     @app.post("/github/webhook")
     def webhook() -> Response:

@@ -83,6 +83,7 @@ _ENV = {
     "SPYRE_CI_HUD_BOT_KEY": "hud_bot_key",
     "SPYRE_CI_CI_PROVIDERS": "ci_providers",
     "SPYRE_CI_RUNS_DIR": "runs_dir",
+    "SPYRE_CI_MAX_BODY_BYTES": "max_body_bytes",
 }
 _GITHUB_ENV = {
     "SPYRE_CI_GITHUB_URL": "base_url",

@@ -1,8 +1,9 @@
 """Run the relay under gunicorn, configured in code (no gunicorn.conf.py to keep in step).
 
-gthread workers: each process keeps its own Redis pool and serves several requests at once
-while another waits on Redis; processes use both cores. Every worker also runs the fan-out
-sender and the 6 h sweeper in a background thread (both are safe to run concurrently).
+gunicorn manages the processes; each runs `relay.front.FrontWorker`, which reads requests on
+an event loop under deadlines and size limits, and hands whole requests to a small thread pool
+(each process keeps its own Redis pool; processes use both cores). Every worker also runs the
+fan-out sender and the 6 h sweeper in a background thread (both safe to run concurrently).
 """
 
 from __future__ import annotations
@@ -10,20 +11,26 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from dataclasses import replace
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
 from relay.app import create_app
 from relay.config import RelayConfig
+from relay.front import FrontSettings
 
 
 class RelayApplication(BaseApplication):  # type: ignore[misc]
     """gunicorn application serving `create_app(config)` in every worker."""
 
-    def __init__(self, config: RelayConfig, options: dict[str, Any]) -> None:
+    def __init__(
+        self, config: RelayConfig, options: dict[str, Any], front: FrontSettings | None = None
+    ) -> None:
         self.relay_config = config
         self.options = options
+        # Read by FrontWorker in each worker process (gunicorn's cfg takes only its own keys).
+        self.front_settings = front or FrontSettings(max_body_bytes=config.max_body_bytes)
         super().__init__()
 
     def load_config(self) -> None:
@@ -52,21 +59,21 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8080,
     workers: int = 2,
-    threads: int = 4,
     log_level: str = "info",
+    front: FrontSettings | None = None,
 ) -> None:
-    """Serve until interrupted."""
+    """Serve until interrupted; `front` bounds each worker (threads, timeouts, connections)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    front = replace(front or FrontSettings(), max_body_bytes=config.max_body_bytes)
     RelayApplication(
         config,
         {
             "bind": f"{host}:{port}",
             "workers": workers,
-            "worker_class": "gthread" if threads > 1 else "sync",
-            "threads": threads,
+            "worker_class": "relay.front.FrontWorker",
+            # The worker's heartbeat runs on its event loop, independent of requests.
             "timeout": 60,
             "graceful_timeout": 10,
-            "keepalive": 5,
             "loglevel": log_level,
             "accesslog": None,
             "errorlog": "-",
@@ -75,6 +82,7 @@ def serve(
             # would take it over and delete it on exit. Nothing here uses it.
             "control_socket_disable": True,
         },
+        front,
     ).run()
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,47 +43,46 @@ def relay_env(redis_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def serving(env: dict[str, str], *args: str) -> Iterator[str]:
+    """`spyre-ci serve *args` on a free port, its URL once /healthz answers 200."""
+    port = free_port()
+    # The server's output goes to a file, not a pipe: nobody reads it until the end.
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workflows", "serve", "--port", str(port), *args],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        else:
+            proc.kill()
+            proc.wait()
+            log.seek(0)
+            pytest.fail(f"spyre-ci serve did not come up: {log.read()!r}")
+        try:
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
 @pytest.fixture()
 def served(redis_proc: RedisProcess, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
     config = tmp_path / "relay.yaml"
     config.write_text("upstream_repo: pytorch/pytorch\nbranches: [main, release/2.13]\n")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workflows",
-            "serve",
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-            "--config",
-            str(config),
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO_ROOT,
-        env=relay_env(redis_proc.url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail(f"spyre-ci serve did not come up: {proc.communicate()[0]!r}")
-    try:
+    args = ("--workers", "2", "--config", str(config), "--log-level", "warning")
+    with serving(relay_env(redis_proc.url), *args) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_serve_counts_deliveries_across_worker_processes(served: str) -> None:
