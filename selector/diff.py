@@ -194,3 +194,70 @@ def iter_changed_lines(patch: FilePatch) -> Iterator[tuple[Hunk, int, str]]:
         for i, line in enumerate(hunk.lines):
             if line[:1] in "+-":
                 yield hunk, i, line[1:]
+
+
+def compare_patch_text(files: list[dict[str, object]]) -> str:
+    """A unified diff from GitHub compare (or pull-request files) entries: each has
+    `filename`, `status`, optional `previous_filename`, and `patch` (its hunks alone, no file
+    header; absent for binary or very large files)."""
+    out: list[str] = []
+    for entry in files:
+        name = str(entry.get("filename") or "")
+        if not name:
+            raise SelectorError("a compare file entry without 'filename'")
+        status = str(entry.get("status") or "modified")
+        old = str(entry.get("previous_filename") or name)
+        out.append(f"diff --git a/{old} b/{name}")
+        if status == "added":
+            out.append("new file mode 100644")
+        elif status == "removed":
+            out.append("deleted file mode 100644")
+        elif status == "renamed" and old != name:
+            out += [f"rename from {old}", f"rename to {name}"]
+        patch = entry.get("patch")
+        if not isinstance(patch, str) or not patch:
+            if status not in ("renamed", "removed", "added"):
+                out.append(f"Binary files a/{old} and b/{name} differ")
+            continue
+        out.append("--- /dev/null" if status == "added" else f"--- a/{old}")
+        out.append("+++ /dev/null" if status == "removed" else f"+++ b/{name}")
+        out += patch.splitlines()
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def as_form(text: str, form: str) -> str:
+    """The same change as another tool would print it: `git` (as given), `plain` (`diff -u`:
+    no `diff --git` lines, no function context after `@@`), `github` (compare patches: one
+    entry per file, hunks only, context dropped as another diff algorithm may place it
+    elsewhere). Hunk bodies are kept as they are."""
+    if form == "git":
+        return text
+    parsed = parse_unified_diff(text)
+    if form == "plain":
+        lines: list[str] = []
+        for f in parsed.files:
+            old = f.previous_path or f.path
+            lines.append("--- /dev/null" if f.status == "added" else f"--- a/{old}")
+            lines.append("+++ /dev/null" if f.status == "removed" else f"+++ b/{f.path}")
+            lines += _plain_hunks(f)
+        return "\n".join(lines) + "\n"
+    if form == "github":
+        entries: list[dict[str, object]] = [
+            {
+                "filename": f.path,
+                "status": f.status,
+                "previous_filename": f.previous_path,
+                "patch": "\n".join(_plain_hunks(f)),
+            }
+            for f in parsed.files
+        ]
+        return compare_patch_text(entries)
+    raise SelectorError(f"unknown diff form {form!r}; known: git, plain, github")
+
+
+def _plain_hunks(patch: FilePatch) -> list[str]:
+    lines: list[str] = []
+    for h in patch.hunks:
+        lines.append(f"@@ -{h.old_start},{h.old_count} +{h.new_start},{h.new_count} @@")
+        lines += list(h.lines)
+    return lines

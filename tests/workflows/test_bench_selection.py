@@ -345,7 +345,7 @@ def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
     rescored = json.loads((out / "selection.json").read_text())
     for key in ("test_recall", "change_recall", "count_ratio", "time_ratio"):
         assert rescored[key] == record[key]
-    assert rescored["with_impact_map"]["test_recall"] == 1.0
+    assert rescored["alternative"]["test_recall"] == 1.0
 
 
 @pytest.mark.slow

@@ -43,6 +43,10 @@ class BenchConfig:
     holdout: float = 0.02
     test_timeout_s: float = 120.0
     command: str = ""
+    # How the selector sees each diff: git (function context) | plain (`diff -u`) | github.
+    diff_form: str = "plain"
+    # Plans join the trace (the impact map) as production does; False: names alone.
+    trace: bool = True
 
 
 @dataclass
@@ -61,7 +65,9 @@ class MutationResult:
     time_ratio: float
     missed_why: dict[str, str] = field(default_factory=dict)
     unrestricted_changed: dict[str, str] | None = None
-    with_impact: MutationResult | None = None  # the selector also given the impact map
+    # The other plan: without the trace when the primary joins it, and the reverse.
+    alternative: MutationResult | None = None
+    removed: list[str] = field(default_factory=list)  # variant ids the mutation removed
     # How the plan drew its holdout (`plan.holdout_strata`); empty: one uniform sample.
     holdout_strata: tuple[HoldoutStratum, ...] = ()
 
@@ -140,6 +146,7 @@ class MutationResult:
             "holdout_bound": self.bound_json(),
             "count_ratio": round(self.count_ratio, 5),
             "time_ratio": round(self.time_ratio, 5),
+            "removed": self.removed,
             "ground_truth_ran": self.ran,
             "ground_truth_restricted": self.restricted,
             "wall_s": round(self.wall_s, 1),
@@ -147,9 +154,9 @@ class MutationResult:
         if self.unrestricted_changed is not None:
             data["unrestricted_failing_ids"] = dict(sorted(self.unrestricted_changed.items()))
             data["restriction_exact"] = self.unrestricted_changed == self.changed
-        if self.with_impact is not None:
-            w = self.with_impact
-            data["with_impact_map"] = {
+        if self.alternative is not None:
+            w = self.alternative
+            data["alternative"] = {
                 "decision": w.decision,
                 "selected": len(w.selected),
                 "holdout": len(w.holdout),
@@ -189,12 +196,16 @@ def build_record(
         counts[str(o.status)] = counts.get(str(o.status), 0) + 1
     test_recall = _ratio(caught, failing)
     checks = [r for r in results if r.unrestricted_changed is not None]
-    alternative = [r.with_impact for r in results if r.with_impact is not None]
+    alternative = [r.alternative for r in results if r.alternative is not None]
     extra: dict[str, Any] = {}
     if alternative and len(alternative) == len(results):
-        extra["with_impact_map"] = {
-            "what": "the same plans when the selector is also given the impact map "
-            "(`spyre-ci select --impact-map`): a trace of the unmutated inventory",
+        extra["alternative"] = {
+            "what": (
+                "the same plans without the trace (`spyre-ci select --no-trace`): names, "
+                "globs and History only"
+                if config.trace
+                else "the same plans joined with the trace (the impact map)"
+            ),
             **_figures(alternative),
         }
     return {
@@ -205,9 +216,13 @@ def build_record(
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
         f"{platform.python_version()}, {platform.system()} (shared with other work)",
+        "diff_form": config.diff_form,
+        "trace": config.trace,
         "notes": (
-            "benchmark inventory (benchmarks/selection/specs), not the full bundled one; "
-            "ground truth = variants whose status differs from the unmutated baseline"
+            f"inventory of {', '.join(config.specs)}; the selector saw each diff in the "
+            f"{config.diff_form!r} form, old sources from the installed torch"
+            + ("; plans join the trace" if config.trace else "; plans join no trace")
+            + "; ground truth = variants whose status differs from the unmutated baseline"
             + (
                 "; ground-truth runs restricted by the impact map (exact, see "
                 "docs/selection-benchmark.md)"
@@ -302,10 +317,11 @@ def summary_lines(record: Mapping[str, Any]) -> list[str]:
         return "n/a" if value is None else f"{100 * value:.1f} %"
 
     h = record["holdout_estimate"]
-    w = record.get("with_impact_map")
+    w = record.get("alternative")
     if w:
+        label = "without the trace" if record.get("trace", True) else "with the trace"
         lines.append(
-            f"with the impact map: test recall {pct(w['test_recall'])}, change recall "
+            f"{label}: test recall {pct(w['test_recall'])}, change recall "
             f"{pct(w['change_recall'])}, ratio by count {pct(w['count_ratio'])}, "
             f"by time {pct(w['time_ratio'])}"
         )

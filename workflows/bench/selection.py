@@ -76,10 +76,11 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     results: dict[str, MutationResult] = {}
 
     def one(mutation: Mutation) -> None:
-        changed, ran, restricted, wall = _ground_truth(
+        changed, ran, restricted, wall, removed = _ground_truth(
             mutation, baseline, ids, trace, out, specs, limits
         )
         result = judge(mutation, changed, ran, restricted, wall)
+        result.removed = removed
         if mutation.id in config.check_restriction and result.restricted:
             full = _run(
                 mutation.id + ".full",
@@ -160,15 +161,20 @@ def _trace(
     log: Log,
 ) -> ImpactMap:
     if config.impact_map is not None:
-        try:
-            data = json.loads(config.impact_map.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise BenchError(f"{config.impact_map}: not a readable impact map: {exc}") from None
-        return _impact(data, str(config.impact_map))
+        return _read_trace(config.impact_map)
     log(f"impact map: tracing {len(ids)} variants (functions and aten ops)")
     data = record_impact_map(ids, out / "work" / "trace", specs, limits)
     (out / "impact-map.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
     return _impact(data, str(out / "impact-map.json"))
+
+
+def _read_trace(path: Path) -> ImpactMap:
+    from workflows.traces import TraceError, read_trace
+
+    try:
+        return read_trace(path)
+    except TraceError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def _impact(data: Any, source: str) -> ImpactMap:
@@ -190,11 +196,24 @@ class Judge:
     ids: Sequence[str]
     durations: Mapping[str, float]
     holdout: float
-    impact: Any = None  # selector.ImpactMap: a second, impact-map-aware selection
+    impact: Any = None  # selector.ImpactMap: the trace production plans join
+    diff_form: str = "plain"
+    trace: bool = True  # the primary plan joins the trace; the alternative does not
 
     @property
     def total_s(self) -> float:
         return sum(self.durations.values())
+
+    def changes(self, mutation: Mutation) -> Any:
+        """The ChangeSet the selector sees: the diff in the configured form, with the old
+        sources this machine has (the installed torch), as `workflows.planning` adds them."""
+        import selector
+        from selector.diff import as_form
+        from workflows.sources import with_old_sources
+
+        text = as_form(mutation.diff, self.diff_form)
+        changes = selector.ChangeSet.from_diff(text, source=mutation.id)
+        return with_old_sources(changes, torch_version=self.inventory.torch_version)
 
     def __call__(
         self,
@@ -203,18 +222,20 @@ class Judge:
         ran: int,
         restricted: bool,
         wall_s: float,
-        impact: Any = None,
+        *,
+        joined: bool | None = None,
     ) -> MutationResult:
         import selector
         from selector.explain import why
 
-        changes = selector.ChangeSet.from_diff(mutation.diff, source=mutation.id)
+        primary = joined is None
+        joined = self.trace if joined is None else joined
         plan = selector.plan(
-            changes,
+            self.changes(mutation),
             self.index,
             self.history,
             selector.PlanConfig(holdout_rate=self.holdout, seed=mutation.id),
-            impact=impact,
+            impact=self.impact if joined else None,
         )
         selected = list(plan.selected_ids)
         total_s = self.total_s
@@ -233,6 +254,7 @@ class Judge:
             time_ratio=(
                 sum(self.durations.get(v, 0.0) for v in selected) / total_s if total_s else 0.0
             ),
+            holdout_strata=tuple(plan.holdout_strata),
         )
         for vid in result.missed:
             result.missed_why[vid] = (
@@ -240,8 +262,10 @@ class Judge:
                 + " | selector: "
                 + _first_lines(why(plan, vid, self.inventory), 3)
             )
-        if impact is None and self.impact is not None:
-            result.with_impact = self(mutation, changed, ran, restricted, wall_s, self.impact)
+        if primary and self.impact is not None:
+            result.alternative = self(
+                mutation, changed, ran, restricted, wall_s, joined=not self.trace
+            )
         return result
 
     def cause(self, mutation: Mutation, vid: str) -> str:
@@ -278,15 +302,21 @@ def _ground_truth(
     out: Path,
     specs: Sequence[str],
     limits: Limits,
-) -> tuple[dict[str, str], int, bool, float]:
-    """(changed id -> transition, variants run, restricted?, wall seconds)."""
+) -> tuple[dict[str, str], int, bool, float, list[str]]:
+    """(changed id -> transition, variants run, restricted?, wall seconds, removed ids)."""
     touched = touched_variants(mutation, trace, ids) if trace is not None else None
     to_run = [vid for vid in ids if touched is None or vid in touched]
     work = out / "work" / mutation.id
     env = subprocess_env(mutation, work)
     began = time.monotonic()
     outcomes = _run(mutation.id, to_run, work, specs, limits, env) if to_run else {}
-    return _changed(baseline, outcomes), len(to_run), touched is not None, time.monotonic() - began
+    return (
+        _changed(baseline, outcomes),
+        len(to_run),
+        touched is not None,
+        time.monotonic() - began,
+        _removed(outcomes),
+    )
 
 
 def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
@@ -331,6 +361,7 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
             entry["ground_truth_restricted"],
             entry["wall_s"],
         )
+        result.removed = list(entry.get("removed", ()))
         if "unrestricted_failing_ids" in entry:
             result.unrestricted_changed = dict(entry["unrestricted_failing_ids"])
         results.append(result)
@@ -359,9 +390,7 @@ def _judge(
     impact = None
     path = config.impact_map or (config.out / "impact-map.json")
     if path.exists():
-        impact = selector.ImpactMap.from_json(
-            json.loads(path.read_text(encoding="utf-8")), str(path)
-        )
+        impact = _read_trace(path)
     history = selector.History(
         variants={
             vid: selector.VariantHistory(
@@ -379,15 +408,23 @@ def _judge(
         {vid: o.duration_s for vid, o in baseline.items()},
         config.holdout,
         impact,
+        config.diff_form,
+        config.trace,
     )
 
 
 def _changed(baseline: Mapping[str, Outcome], outcomes: Mapping[str, Outcome]) -> dict[str, str]:
+    """Variants whose status differs from the baseline. A variant the mutation removed (an
+    OpInfo that lost a dtype) is `removed`, not a failure a selector should have caught."""
     return {
         vid: f"{baseline[vid].status} -> {o.status}"
         for vid, o in outcomes.items()
-        if vid in baseline and o.status != baseline[vid].status
+        if vid in baseline and o.status != baseline[vid].status and o.status is not Status.REMOVED
     }
+
+
+def _removed(outcomes: Mapping[str, Outcome]) -> list[str]:
+    return sorted(vid for vid, o in outcomes.items() if o.status is Status.REMOVED)
 
 
 def _first_lines(text: str, n: int) -> str:

@@ -88,6 +88,18 @@ def register(subparsers: Any) -> None:
         help={"impact_map": "a trace from `spyre-ci impact-map` (default: record one)"},
     )
     sel.add_argument(
+        "--diff-form",
+        choices=("plain", "git", "github"),
+        default="plain",
+        help="how the selector sees each diff: plain `diff -u` (default), git with "
+        "function context, or GitHub compare patches",
+    )
+    sel.add_argument(
+        "--no-trace",
+        action="store_true",
+        help="plans join no trace (the alternative plan then joins it)",
+    )
+    sel.add_argument(
         "--record",
         type=absolute_path,
         metavar="FILE.json",
@@ -131,6 +143,8 @@ def bench_selection(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         test_timeout_s=args.test_timeout,
         command=command_line(),
+        diff_form=args.diff_form,
+        trace=not args.no_trace,
     )
 
     def log(line: str) -> None:
