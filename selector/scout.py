@@ -215,8 +215,11 @@ def scout(
         located = _locate(changed.path, patch, changes.sources)
         policy = rule.policy
         executed = _executed(located) if located is not None else None
+        # A module-level line runs at import; a memoized function's body runs once per
+        # process, credited by a trace to whichever variant called it first: both reach
+        # every variant that runs code of the file.
         module_level = located is not None and any(
-            item.kind == MODULE for item in _innermost(located)
+            item.kind == MODULE or item.cached for item in _innermost(located)
         )
         narrowed = ""
         if (

@@ -57,6 +57,19 @@ def read_trace_data(path: Path) -> Any:
         raise TraceError(f"{path}: not an impact map (JSON expected): {exc}") from None
 
 
+def write_trace(path: Path, data: dict[str, Any]) -> None:
+    """Write recorded trace JSON (format 1, as `record_impact_map` returns it): plain JSON,
+    or the compact form gzipped when `path` ends in `.gz` (the shipped form)."""
+    if path.suffix != ".gz":
+        path.write_text(json.dumps(data) + "\n", encoding="utf-8")
+        return
+    compact = selector.ImpactMap.from_json(data, str(path)).to_compact()
+    compact["untraced"] = list(data.get("untraced", ()))
+    raw = json.dumps(compact, separators=(",", ":")).encode()
+    # mtime=0: the same trace gives the same bytes (a diff of the shipped file means a change).
+    path.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+
+
 def read_trace(path: Path) -> selector.ImpactMap:
     data = read_trace_data(path)
     if not isinstance(data, dict):

@@ -1,4 +1,4 @@
-"""Heuristics driven by the change itself: watch globs, op names, test templates, impact map."""
+"""Heuristics driven by the change itself: watch globs, op names, test templates, the trace."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from selector.globs import first_match
 from selector.heuristics.base import RetrieveContext, Score
 from selector.opnames import family_of, op_key
+from selector.scout import PathFact
 
 EXACT_OP = 1.0
 FAMILY_OP = 0.6
@@ -40,7 +41,7 @@ class WatchGlobs:
 
     def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
         scores: dict[str, Score] = {}
-        paths = [p.path for p in ctx.facts.paths if not p.ops]
+        paths = [p.path for p in ctx.facts.paths if not p.ops and not _joined(p, ctx)]
         for globs, ids in ctx.index.by_watch.items():
             for path in paths:
                 glob = first_match(globs, path)
@@ -48,6 +49,18 @@ class WatchGlobs:
                     _keep_best(scores, ids, Score(WATCH, f"watch glob {glob!r} matches {path}"))
                     break
         return scores
+
+
+def _joined(fact: PathFact, ctx: RetrieveContext) -> bool:
+    """A path the trace joins precisely: its changed lines were placed in definitions by the
+    old source, none at module level. The trace, not a glob over the whole file, says which
+    variants run them (`torch/_decomp/**` is watched by nearly every op variant)."""
+    return (
+        ctx.impact is not None
+        and fact.located == "source"
+        and not fact.module_level
+        and fact.area != "upstream_tests"
+    )
 
 
 class OpMatch:

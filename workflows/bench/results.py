@@ -68,6 +68,7 @@ class MutationResult:
     # The other plan: without the trace when the primary joins it, and the reverse.
     alternative: MutationResult | None = None
     removed: list[str] = field(default_factory=list)  # variant ids the mutation removed
+    diff_form: str = "git"  # the form the selector saw (`BenchConfig.diff_form` or git)
     # How the plan drew its holdout (`plan.holdout_strata`); empty: one uniform sample.
     holdout_strata: tuple[HoldoutStratum, ...] = ()
 
@@ -147,6 +148,7 @@ class MutationResult:
             "count_ratio": round(self.count_ratio, 5),
             "time_ratio": round(self.time_ratio, 5),
             "removed": self.removed,
+            "diff_form_seen": self.diff_form,
             "ground_truth_ran": self.ran,
             "ground_truth_restricted": self.restricted,
             "wall_s": round(self.wall_s, 1),

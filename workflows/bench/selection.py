@@ -207,13 +207,25 @@ class Judge:
     def changes(self, mutation: Mutation) -> Any:
         """The ChangeSet the selector sees: the diff in the configured form, with the old
         sources this machine has (the installed torch), as `workflows.planning` adds them."""
+        return self.changes_and_form(mutation)[0]
+
+    def changes_and_form(self, mutation: Mutation) -> tuple[Any, str]:
+        """(ChangeSet, the form it has). A form without function context is used only when
+        this machine has the old source of every patched file (the installed torch holds the
+        Python ones; no C++ source is here, where production reads it through GitHub's
+        contents API): otherwise the diff keeps git's form."""
         import selector
         from selector.diff import as_form
         from workflows.sources import with_old_sources
 
-        text = as_form(mutation.diff, self.diff_form)
-        changes = selector.ChangeSet.from_diff(text, source=mutation.id)
-        return with_old_sources(changes, torch_version=self.inventory.torch_version)
+        def read(form: str) -> Any:
+            changes = selector.ChangeSet.from_diff(as_form(mutation.diff, form), source=mutation.id)
+            return with_old_sources(changes, torch_version=self.inventory.torch_version)
+
+        changes = read(self.diff_form)
+        if self.diff_form != "git" and set(changes.patches) - set(changes.sources):
+            return read("git"), "git"
+        return changes, self.diff_form
 
     def __call__(
         self,
@@ -230,8 +242,9 @@ class Judge:
 
         primary = joined is None
         joined = self.trace if joined is None else joined
+        changes, form = self.changes_and_form(mutation)
         plan = selector.plan(
-            self.changes(mutation),
+            changes,
             self.index,
             self.history,
             selector.PlanConfig(holdout_rate=self.holdout, seed=mutation.id),
@@ -255,6 +268,7 @@ class Judge:
                 sum(self.durations.get(v, 0.0) for v in selected) / total_s if total_s else 0.0
             ),
             holdout_strata=tuple(plan.holdout_strata),
+            diff_form=form,
         )
         for vid in result.missed:
             result.missed_why[vid] = (

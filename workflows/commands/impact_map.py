@@ -9,7 +9,6 @@ ground-truth runs (docs/selection-benchmark.md).
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from workflows.change_input import absolute_path, check_specs, checked, read_text
@@ -22,9 +21,12 @@ def register(subparsers: Any) -> None:
         "impact-map",
         help="record per variant the torch functions and aten ops it runs",
         description="Run the variants once under a tracer (sys.setprofile over torch's "
-        "Python files, the torch profiler for aten ops) and write the impact map.",
+        "Python files, the torch profiler for aten ops) and write the impact map. An --out "
+        "ending in .json.gz writes the compact form that ships as "
+        "workflows/data/trace-<torch>.json.gz (rebuild it with "
+        "`spyre-ci impact-map --out workflows/data/trace-2.13.0.json.gz`).",
     )
-    parser.add_argument("--out", type=absolute_path, required=True, metavar="FILE.json")
+    parser.add_argument("--out", type=absolute_path, required=True, metavar="FILE.json[.gz]")
     add_options(parser, "specs")
     parser.add_argument(
         "--ids", type=absolute_path, metavar="FILE", help="only these variant ids (one per line)"
@@ -43,6 +45,7 @@ def impact_map(args: argparse.Namespace) -> int:
     from suites.pytest_plugin import read_ids
     from workflows.impact_recorder import record_impact_map
     from workflows.shard_runner import Limits
+    from workflows.traces import write_trace
 
     specs = list(args.specs or [])  # absolute (argparse type)
     check_specs(specs)
@@ -68,8 +71,13 @@ def impact_map(args: argparse.Namespace) -> int:
         ids = wanted
     work = (args.work or args.out.with_name(args.out.stem + ".work")).resolve()
     data = record_impact_map(ids, work, specs, Limits(test_timeout_s=args.test_timeout))
+    # Each trace is valid for the definition it ran: a later edit of the variant's spec
+    # makes it stale (`ImpactMap.stale`).
+    data["fingerprints"] = {
+        v.id: v.fingerprint for v in inventory.variants if v.id in data["variants"]
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    write_trace(args.out, data)
     print(
         f"{args.out}: {len(data['variants'])} variants traced"
         + (f", {len(data['untraced'])} untraced (crashed or hung)" if data["untraced"] else "")

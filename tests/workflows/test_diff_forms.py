@@ -1,0 +1,82 @@
+"""Every shipped mutation in every diff form gets the same selection.
+
+The forms: git with function context (as shipped), plain `diff -u` (no function context),
+GitHub compare patches, and a diff made by difflib from the installed torch's file (another
+tool, for python mutations). The old sources come from the installed torch, as
+`workflows.planning` adds them; the Inventory is the bundled one (fixture).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+import selector
+from selector.definitions import apply_patch
+from selector.diff import as_form, parse_unified_diff
+from suites.model import Inventory
+from workflows.bench.mutations import load_mutations
+from workflows.bench.mutations.model import torch_root
+from workflows.bench.results import DEFAULT_MUTATIONS
+from workflows.sources import with_old_sources
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "inventory-2.13.0.json.gz"
+
+
+@pytest.fixture(scope="module")
+def index() -> tuple[Inventory, selector.InventoryIndex]:
+    inventory = Inventory.load(FIXTURE)
+    return inventory, selector.InventoryIndex.build(inventory)
+
+
+def _difflib_form(diff: str) -> str:
+    root = torch_root()
+    parts = []
+    for f in parse_unified_diff(diff).files:
+        old = (root / f.path).read_text(encoding="utf-8")
+        new = apply_patch(old, f)
+        assert new is not None, f.path
+        parts.append(
+            "".join(
+                difflib.unified_diff(
+                    old.splitlines(True), new.splitlines(True), f"a/{f.path}", f"b/{f.path}"
+                )
+            )
+        )
+    return "".join(parts)
+
+
+def test_every_shipped_mutation_selects_the_same_in_every_form(
+    index: tuple[Inventory, selector.InventoryIndex],
+) -> None:
+    inventory, idx = index
+    config = selector.PlanConfig(holdout_rate=0.0)
+
+    def selection(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        change = selector.ChangeSet.from_diff(text)
+        change = with_old_sources(change, torch_version=inventory.torch_version)
+        p = selector.plan(change, idx, config=config)
+        return p.decision, p.selected_ids, p.facts.functions
+
+    mutations = load_mutations(DEFAULT_MUTATIONS)
+    assert len(mutations) >= 50
+    differ: list[str] = []
+    for m in mutations:
+        forms = {f: as_form(m.diff, f) for f in ("git", "plain", "github")}
+        if m.kind == "python":
+            forms["difflib"] = _difflib_form(m.diff)
+        got = {form: selection(text) for form, text in forms.items()}
+        if m.kind == "python":
+            # The installed torch holds every python file: its structure decides, not hunks.
+            if len(set(got.values())) != 1:
+                differ.append(f"{m.id}: { ({k: (v[0], len(v[1])) for k, v in got.items()}) }")
+        else:
+            # No C++ source on this machine (production reads it at the base sha through
+            # GitHub's contents API): without function context a kernel file whose ops cannot
+            # be named runs blind, never narrower than the git form.
+            for form in ("plain", "github"):
+                decision, ids, _ = got[form]
+                assert decision == "full" or set(got["git"][1]) <= set(ids), (m.id, form)
+    assert not differ, "\n".join(differ)
