@@ -6,20 +6,32 @@ plan -> chord(one task per shard) -> finish. Delivery is at least once (`acks_la
 `task_reject_on_worker_lost`): a worker killed mid-shard gets its shard redelivered. Every
 side effect is keyed by run id and shard index (results in a Redis hash, History idempotent
 by run, exports idempotent by key), so a redelivered task never duplicates a result.
+
+A running shard holds a lease (a Redis key holding its owner's token, `lease_ttl_s`, renewed
+by a heartbeat thread every third of it). Every live worker sweeps: a shard whose lease
+expired without a recorded result is sent to the queue again (the same task id, chord and
+retry count), so a worker killed outright (the broker would wait out its visibility timeout)
+loses its shards for about one lease. Only the lease's owner records (compare-and-set in
+Lua): a worker that was merely slow and lost its lease records nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import redis
-from celery import Celery, chord
+from celery import Celery, chord, signals
+from celery.exceptions import Ignore
 
 from suites.model import Outcome
 from workflows import pipeline
@@ -104,28 +116,69 @@ def plan_task(request_json: dict[str, Any]) -> str:
 
 @app.task(name="spyre_ci.shard", bind=True, max_retries=1)  # type: ignore[untyped-decorator]
 def shard_task(self: Any, run_id: str, index: int) -> int:
-    """Run one shard; its outcomes land in one hash field, so a rerun overwrites, never adds.
+    """Run one shard under its lease; its outcomes are recorded once, by the lease's owner.
 
     A shard whose test processes cannot start here (an `InfraFault`, after the shard
     runner's own retry) is sent back to the queue once, for another worker to try; a second
-    fault is stored as such and the run ends as an infrastructure error.
+    fault is stored as such and the run ends as an infrastructure error. A delivery that
+    finds the lease held by another live worker leaves the shard to it.
     """
+    with _in_task():
+        return _run_shard(self, run_id, index)
+
+
+def _run_shard(self: Any, run_id: str, index: int) -> int:
     store = _store()
     if store.hexists(_key(run_id, "shards"), str(index)):
         return index  # already done by an earlier delivery of this task
     planned = _load_planned(run_id)
-    shard = pipeline.execute_shard(planned.request, f"shard-{index}", planned.shards[index])
+    lease = ShardLease(store, run_id, index, _owner_token(self.request), _task_options(self))
+    holder = lease.acquire()
+    if holder == _DONE:
+        return index
+    if holder is not None and _died_here(holder, self.request.hostname):
+        # this worker's pool process that held it was killed (and the message redelivered
+        # at once): no need to wait the lease out
+        holder = None if lease.take_from(holder) else holder
+    if holder is not None:
+        log.info("run %s shard %d: leased by %s; leaving it to that worker", run_id, index, holder)
+        raise Ignore()
+    kept = lease.kept_outcomes()  # what an earlier owner finished before it was taken over
+    todo = [vid for vid in planned.shards[index] if vid not in kept]
+    with lease.held() as stop:
+        shard = pipeline.execute_shard(
+            planned.request, f"shard-{index}", todo, lease.keep, stop=stop
+        )
+    if lease.lost:
+        log.warning(
+            "run %s shard %d: lease taken over by %s; this worker records nothing",
+            run_id,
+            index,
+            lease.holder(),
+        )
+        raise Ignore()
+    cut_short = shard.fault is None and len(shard.outcomes) < len(todo)
+    if _DRAINING.is_set() and cut_short:  # warm shutdown: another worker goes on from here
+        lease.hand_back("worker shutting down")
+        raise Ignore()
     if shard.fault is not None and self.request.retries < self.max_retries:
         log.warning(
             "run %s shard %d: %s; retrying on another worker", run_id, index, shard.fault.summary
         )
+        lease.release(_REQUEUED)
         raise self.retry(countdown=1)
     body = {
-        "outcomes": [o.to_json() for o in shard.outcomes],
+        "outcomes": [o.to_json() for o in (*kept.values(), *shard.outcomes)],
         "fault": shard.fault.to_json() if shard.fault else None,
+        "owner": lease.token,
     }
-    store.hset(_key(run_id, "shards"), str(index), json.dumps(body))
-    store.expire(_key(run_id, "shards"), _RESULT_TTL_S)
+    if not lease.record(body):
+        log.warning(
+            "run %s shard %d: lease lost before recording; this worker records nothing",
+            run_id,
+            index,
+        )
+        raise Ignore()
     return index
 
 
@@ -240,3 +293,468 @@ def resume(run_id: str) -> bool:
     shards = [shard_task.s(run_id, index) for index in range(len(planned.shards))]
     chord(shards)(finish_task.s(run_id))
     return True
+
+
+# -- shard leases ------------------------------------------------------------------------------
+#
+# Keys: the lease `spyre-ci:run:<run>:lease:<i>` (the owner's token, expiring), the outcomes
+# the owner finished so far `spyre-ci:run:<run>:partial:<i>` (kept by a takeover), and one
+# registry hash of every shard that was started and has no recorded result yet
+# (`<run>:<i>` -> how to send its task again, its state and owner): what the sweeper reads.
+
+LEASED = "spyre-ci:shards:leased"
+_SWEEP_LOCK = "spyre-ci:shards:sweep-lock"
+WORKER_ALIVE = "spyre-ci:worker:alive:{node}"  # set while a worker's main process lives
+_QUEUE = "celery"  # the default queue: its Redis list holds the messages no worker took yet
+_DONE = "done"  # no owner token is this: tokens hold slashes
+_RUNNING, _RELEASED, _REQUEUED = "running", "released", "requeued"
+
+# Acquire: a recorded shard is done; a lease held by another token names it; else it is ours.
+_ACQUIRE_LUA = """
+if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return ARGV[6] end
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+return false
+"""
+# Renew: ours is extended; an expired one nobody took is taken back; another's is lost (0).
+_RENEW_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if holder or redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+return 1
+"""
+# Take over the lease of a holder known dead, unless it changed meanwhile.
+_TAKE_LUA = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+return 1
+"""
+# Keep one finished outcome, while the lease is ours.
+_KEEP_LUA = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+return 1
+"""
+# Record once: not over another's lease; a shard already recorded stays as it is (-1).
+_RECORD_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 0 then return -1 end
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+redis.call('DEL', KEYS[1], KEYS[4])
+redis.call('HDEL', KEYS[3], ARGV[4])
+return 1
+"""
+# Give the lease up (warm shutdown, a fault's retry) and say what became of the shard.
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 1
+"""
+# Replace a registry entry only if it is still what the sweeper read.
+_SWAP_LUA = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+
+
+def _hash(store: redis.Redis, key: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in store.hgetall(key).items()}
+
+
+def lease_ttl_s() -> float:
+    """How long a lease outlives its last heartbeat (`SPYRE_CI_LEASE_TTL`, default 30 s)."""
+    return Settings.from_env().lease_ttl_s
+
+
+def _lease_key(run_id: str, index: int) -> str:
+    return _key(run_id, f"lease:{index}")
+
+
+def _owner_token(request: Any) -> str:
+    return f"{request.hostname or socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+def _died_here(token: str, node: str | None) -> bool:
+    """The token's holder was a pool process of this worker (same node) that no longer runs."""
+    holder_node, _, rest = token.partition("/")
+    pid = rest.partition("/")[0]
+    if not node or holder_node != node or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _task_options(task: Any) -> dict[str, Any]:
+    """What sends this task again as itself: the same id, chord membership and retry count
+    (the chord counts its parts by task id and index, so a resent shard completes it)."""
+    options = task.request.as_execution_options()
+    keep = ("task_id", "root_id", "parent_id", "group_id", "group_index", "chord", "retries")
+    return {name: options[name] for name in keep if options.get(name) is not None}
+
+
+def _entry(state: str, owner: str, options: dict[str, Any], **extra: Any) -> str:
+    return json.dumps(
+        {"state": state, "owner": owner, "since": round(time.time(), 1), "task": options, **extra}
+    )
+
+
+class ShardLease:
+    """One delivery's hold on a shard: acquire, heartbeat while it runs, record or give up."""
+
+    def __init__(
+        self, store: redis.Redis, run_id: str, index: int, token: str, options: dict[str, Any]
+    ) -> None:
+        self.store, self.run_id, self.index, self.token = store, run_id, index, token
+        self.options = options
+        self.ttl_ms = int(lease_ttl_s() * 1000)
+        self.field = f"{run_id}:{index}"
+        self.lost = False
+        self._lease = _lease_key(run_id, index)
+        self._shards = _key(run_id, "shards")
+        self._partial = _key(run_id, f"partial:{index}")
+
+    def _running_entry(self) -> str:
+        return _entry(_RUNNING, self.token, self.options)
+
+    def acquire(self) -> str | None:
+        """None when the lease is now ours; `_DONE` when the shard is recorded; else the holder."""
+        holder = self.store.eval(
+            _ACQUIRE_LUA,
+            3,
+            self._lease,
+            self._shards,
+            LEASED,
+            self.token,
+            self.ttl_ms,
+            str(self.index),
+            self.field,
+            self._running_entry(),
+            _DONE,
+        )
+        return None if holder is None else str(holder)
+
+    def take_from(self, dead: str) -> bool:
+        """Take the lease of a holder known to be dead; False when it changed meanwhile."""
+        taken = self.store.eval(
+            _TAKE_LUA,
+            2,
+            self._lease,
+            LEASED,
+            dead,
+            self.token,
+            self.ttl_ms,
+            self.field,
+            self._running_entry(),
+        )
+        return bool(taken)
+
+    def holder(self) -> str | None:
+        try:
+            return self.store.get(self._lease)  # type: ignore[return-value]
+        except redis.RedisError:
+            return None
+
+    def renew(self) -> bool:
+        """False once another worker holds the lease: this one must stop and record nothing."""
+        renewed = self.store.eval(
+            _RENEW_LUA,
+            3,
+            self._lease,
+            self._shards,
+            LEASED,
+            self.token,
+            self.ttl_ms,
+            str(self.index),
+            self.field,
+            self._running_entry(),
+        )
+        return bool(renewed)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[threading.Event]:
+        """Heartbeats while the block runs; the event is set when the lease is lost or the
+        worker shuts down (the shard runner then kills its test process's group)."""
+        stop = threading.Event()
+        ended = threading.Event()
+        interval = self.ttl_ms / 3000
+
+        def beat() -> None:
+            while not ended.wait(interval):
+                try:
+                    if not self.renew():
+                        self.lost = True
+                        stop.set()
+                        return
+                except redis.RedisError as exc:  # the lease may expire; renew decides later
+                    log.warning(
+                        "run %s shard %d: heartbeat failed: %s", self.run_id, self.index, exc
+                    )
+
+        thread = threading.Thread(target=beat, daemon=True, name=f"lease-{self.field}")
+        _ACTIVE.add(stop)
+        if _DRAINING.is_set():
+            stop.set()
+        thread.start()
+        try:
+            yield stop
+        finally:
+            ended.set()
+            _ACTIVE.discard(stop)
+            thread.join()
+
+    def kept_outcomes(self) -> dict[str, Outcome]:
+        stored = _hash(self.store, self._partial)
+        return {vid: Outcome.from_json(json.loads(body)) for vid, body in stored.items()}
+
+    def keep(self, outcome: Outcome) -> None:
+        """Store one finished outcome, so a takeover does not run that test again."""
+        try:
+            self.store.eval(
+                _KEEP_LUA,
+                2,
+                self._lease,
+                self._partial,
+                self.token,
+                outcome.id,
+                json.dumps(outcome.to_json()),
+                _RESULT_TTL_S,
+            )
+        except redis.RedisError as exc:  # only a takeover's shortcut is lost
+            log.warning(
+                "run %s shard %d: cannot keep %s: %s", self.run_id, self.index, outcome.id, exc
+            )
+
+    def record(self, body: dict[str, Any]) -> bool:
+        """Store the shard's result once; False when another worker holds the lease."""
+        recorded = self.store.eval(
+            _RECORD_LUA,
+            4,
+            self._lease,
+            self._shards,
+            LEASED,
+            self._partial,
+            self.token,
+            str(self.index),
+            json.dumps(body),
+            self.field,
+            _RESULT_TTL_S,
+        )
+        return int(recorded) != 0
+
+    def release(self, state: str, **extra: Any) -> bool:
+        return bool(
+            self.store.eval(
+                _RELEASE_LUA,
+                2,
+                self._lease,
+                LEASED,
+                self.token,
+                self.field,
+                _entry(state, "", self.options, **extra),
+            )
+        )
+
+    def hand_back(self, why: str) -> None:
+        """Give the shard up now and send it to the queue for another worker."""
+        if not self.release(_RELEASED, why=why):
+            return  # taken over meanwhile: the new owner has it
+        log.warning("run %s shard %d: %s; handing the shard back", self.run_id, self.index, why)
+        try:
+            resend(self.store, self.field, self.options)
+        except Exception:  # noqa: BLE001 - the released entry is swept by any live worker
+            log.exception(
+                "run %s shard %d: cannot send it again; the sweep will", self.run_id, self.index
+            )
+
+
+def resend(store: redis.Redis, field: str, options: dict[str, Any]) -> None:
+    """Send a shard's task again as itself, and note in the registry that it is queued."""
+    run_id, _, index = field.rpartition(":")
+    shard_task.apply_async((run_id, int(index)), **options)
+    store.hset(LEASED, field, _entry(_REQUEUED, "", options))
+
+
+# A pool process runs one shard at a time; SIGTERM (sent by its worker's warm shutdown) stops
+# it: its test process group is killed, what finished is kept, and the shard is handed back.
+# The handler is installed for the task's span only: billiard sets its own after the pool
+# process's initializer, and an idle pool process ends on SIGTERM as it always did.
+_DRAINING = threading.Event()
+_ACTIVE: set[threading.Event] = set()
+
+
+@contextlib.contextmanager
+def _in_task() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # a threads or solo pool
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _drain)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _drain(_signum: int, _frame: Any) -> None:
+    _DRAINING.set()
+    for stop in list(_ACTIVE):
+        stop.set()
+
+
+# -- the worker's own heartbeat and the sweep ---------------------------------------------------
+
+_WATCH_STOP = threading.Event()
+_WORKER_INFO: dict[str, Any] = {}
+
+
+def describe_worker(**info: Any) -> None:
+    """What this worker says about itself in its heartbeat (concurrency, intake)."""
+    _WORKER_INFO.update(info)
+
+
+def sweep(store: redis.Redis, *, now: float | None = None) -> list[str]:
+    """Send again every started shard whose lease expired without a result; returns them.
+
+    One worker sweeps at a time (a lock of one lease). A shard sent again but not taken for
+    two leases, and no longer in the queue (it was reserved by a worker that died before
+    starting it), is sent once more; duplicates are harmless: the lease admits one.
+    """
+    ttl = lease_ttl_s()
+    if not store.set(_SWEEP_LOCK, "1", nx=True, px=int(ttl * 500)):
+        return []
+    now = time.time() if now is None else now
+    queued: set[str] | None = None
+    sent: list[str] = []
+    for field, raw in _hash(store, LEASED).items():
+        run_id, _, index = field.rpartition(":")
+        if store.hexists(_key(run_id, "shards"), index) or not store.exists(
+            _key(run_id, "planned")
+        ):
+            store.hdel(LEASED, field)  # recorded, or the run is gone
+            continue
+        if store.exists(_lease_key(run_id, int(index))):
+            continue
+        entry = json.loads(raw)
+        if entry["state"] == _REQUEUED:
+            if now - entry["since"] < 2 * ttl:
+                continue
+            if queued is None:
+                queued = _queued_task_ids(store)
+            if entry["task"].get("task_id") in queued:
+                continue
+        if not store.eval(_SWAP_LUA, 1, LEASED, field, raw, _entry(_REQUEUED, "", entry["task"])):
+            continue  # changed since read: somebody acquired or sent it
+        log.warning(
+            "run %s shard %s: lease of %s expired without a result; sending it again",
+            run_id,
+            index,
+            entry.get("owner") or "nobody",
+        )
+        shard_task.apply_async((run_id, int(index)), **entry["task"])
+        sent.append(field)
+    return sent
+
+
+def _queued_task_ids(store: redis.Redis) -> set[str]:
+    ids = set()
+    for raw in store.lrange(_QUEUE, 0, -1):
+        try:
+            ids.add(json.loads(raw)["headers"]["id"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return ids
+
+
+def _watch(node: str) -> None:
+    """The main process's thread: its heartbeat every third of a lease, a sweep every half."""
+    store = _store()
+    ttl = lease_ttl_s()
+    alive = WORKER_ALIVE.format(node=node)
+    started = time.time()
+    next_sweep = 0.0
+    while not _WATCH_STOP.is_set():
+        try:
+            info = {"node": node, "pid": os.getpid(), "started": round(started), **_WORKER_INFO}
+            store.set(alive, json.dumps(info), px=int(ttl * 1000))
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + ttl / 2
+                sweep(store)
+        except Exception:  # noqa: BLE001 - the watch outlives any outage
+            log.exception("worker watch: heartbeat or sweep failed; trying again")
+        _WATCH_STOP.wait(ttl / 3)
+    with contextlib.suppress(redis.RedisError):
+        store.delete(alive)
+
+
+@signals.worker_ready.connect  # type: ignore[untyped-decorator]
+def _start_watch(sender: Any = None, **_: Any) -> None:
+    node = getattr(sender, "hostname", None) or socket.gethostname()
+    _WATCH_STOP.clear()
+    threading.Thread(target=_watch, args=(node,), daemon=True, name="worker-watch").start()
+
+
+@signals.worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def _shutting_down(**_: Any) -> None:
+    """Warm shutdown: every pool process stops its shard and hands it back at once."""
+    import billiard.process
+
+    _WATCH_STOP.set()
+    for child in billiard.process.active_children():
+        if child.pid:
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGTERM)
+
+
+# -- what `spyre-ci worker status` shows --------------------------------------------------------
+
+
+_SHOWN = {_RUNNING: "expired", _RELEASED: "handed back", _REQUEUED: "queued again"}
+
+
+def status(url: str) -> dict[str, Any]:
+    """Intake consumers, live workers, leased and waiting shards, queue length; raises
+    `redis.RedisError` when Redis cannot be reached."""
+    client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5)
+    client.ping()
+    workers = []
+    for key in sorted(client.scan_iter(match=WORKER_ALIVE.format(node="*"))):
+        raw = client.get(key)
+        if raw is not None:
+            workers.append(json.loads(str(raw)))
+    shards = []
+    for field, raw in sorted(_hash(client, LEASED).items()):
+        run_id, _, index = field.rpartition(":")
+        entry = json.loads(raw)
+        lease = _lease_key(run_id, int(index))
+        holder, ttl_ms = client.get(lease), client.pttl(lease)
+        shards.append(
+            {
+                "run": run_id,
+                "shard": int(index),
+                # a running entry without its lease: its worker is gone, the sweep sends it again
+                "state": "leased" if holder else _SHOWN.get(entry["state"], entry["state"]),
+                "owner": holder or entry.get("owner") or "",
+                "lease_left_s": round(int(ttl_ms) / 1000, 1) if holder is not None else None,
+                "since": entry.get("since"),
+            }
+        )
+    return {
+        "intake": intake_alive(url),
+        "workers": workers,
+        "shards": shards,
+        "queue": int(client.llen(_QUEUE)),
+        "lease_ttl_s": lease_ttl_s(),
+    }

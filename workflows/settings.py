@@ -11,7 +11,7 @@ shards, workers and a later `spyre-ci runs resume` that run elsewhere.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,10 @@ class Settings:
     inventory: Path | None = None  # SPYRE_CI_INVENTORY: what `select` selects from
     env_cache_dir: Path | None = None  # SPYRE_CI_ENV_CACHE: upgrade-diff's torch environments
     callback_token: str = ""  # SPYRE_CI_CALLBACK_TOKEN: bearer token of `export --callback-url`
+    # SPYRE_CI_LEASE_TTL: seconds a distributed shard's lease outlives its last heartbeat
+    # (heartbeats every third of it, sweeps every half): about how long a dead worker's
+    # shard waits for another worker.
+    lease_ttl_s: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -48,11 +52,24 @@ class Settings:
                 env.get("SPYRE_CI_ENV_CACHE") or default_cache / "spyre-ci" / "envs"
             ),
             callback_token=env.get("SPYRE_CI_CALLBACK_TOKEN", ""),
+            lease_ttl_s=_seconds(env, "SPYRE_CI_LEASE_TTL", 30.0, 3.0, 3600.0),
         )
 
 
 class SettingsError(ValueError):
     """An environment variable holds a value it cannot mean; the message names it."""
+
+
+def zygote_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/zygote.py`);
+    `0` starts every one cold."""
+    env = os.environ if environ is None else environ
+    raw = env.get("SPYRE_CI_ZYGOTE", "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"$SPYRE_CI_ZYGOTE={raw!r}: want 1 (the default) or 0")
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:
@@ -61,13 +78,24 @@ def _path(env: Mapping[str, str], name: str) -> Path | None:
 
 
 def _share(env: Mapping[str, str], name: str, default: float) -> float:
+    return _number(env, name, default, lambda v: 0.0 < v <= 1.0, "a share in (0, 1], e.g. 0.5")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    want = f"seconds in [{low:g}, {high:g}], e.g. {default:g}"
+    return _number(env, name, default, lambda v: low <= v <= high, want)
+
+
+def _number(
+    env: Mapping[str, str], name: str, default: float, fits: Callable[[float], bool], want: str
+) -> float:
     raw = env.get(name)
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if not 0.0 < value <= 1.0:
-        raise SettingsError(f"${name}={raw!r}: want a share in (0, 1], e.g. 0.5")
+        value = float("nan")
+    if not fits(value):
+        raise SettingsError(f"${name}={raw!r}: want {want}")
     return value

@@ -84,6 +84,7 @@ def worker_args(services: dict[str, Any]) -> list[str]:
         "--concurrency",
         "2",
         "--intake",
+        "--no-github",  # push deliveries list their files; nothing to ask GitHub
         "--inventory",
         str(services["inventory"]),
         "--specs",
