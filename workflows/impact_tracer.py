@@ -1,16 +1,23 @@
-"""pytest plugin of the impact-map tracing run (`spyre-ci impact-map`).
+"""pytest plugin that records, per variant, what of torch it runs (the trace).
 
 Loaded next to `suites.pytest_plugin` through `PYTEST_PLUGINS`, with `SPYRE_CI_TRACE_OUT`
 naming a JSON-lines file. For each variant it records the torch Python functions executed
-(`sys.setprofile` / `threading.setprofile`, files under the installed torch, as
-`<repo path>:<qualified name>`) and the aten ops dispatched (the torch profiler's
-RecordFunction events, which every dispatcher call emits, also the calls one kernel makes
-to another). What runs outside any test (collection, imports) is recorded under the id
-`(session)`: it may touch every variant.
+(`<repo path>:<co_qualname>`, files under the installed torch) and the aten ops dispatched
+(RecordFunction events of the torch profiler, which every dispatcher call emits, also the
+calls one kernel makes to another). What runs outside any test (collection, imports) is
+recorded under the id `(session)`: it may touch every variant.
+
+Two recorders (`SPYRE_CI_TRACE_MODE`):
+
+* `fast` (default): functions by `cProfile` (a C profiler: no Python call per event), ops by
+  the autograd profiler's raw event names (no FunctionEvent tree is built);
+* `setprofile`: a Python `sys.setprofile` / `threading.setprofile` hook and the full torch
+  profiler, the reference the fast recorder was checked against (also sees other threads).
 """
 
 from __future__ import annotations
 
+import cProfile
 import json
 import os
 import sys
@@ -21,6 +28,10 @@ from typing import Any
 import pytest
 
 OUT_VAR = "SPYRE_CI_TRACE_OUT"
+MODE_VAR = "SPYRE_CI_TRACE_MODE"
+# A file of variant ids: trace only these, and not the session (a production run refreshes
+# the traces it lacks; `spyre-ci impact-map` traces everything, the session included).
+IDS_VAR = "SPYRE_CI_TRACE_IDS"
 SESSION = "(session)"
 
 
@@ -33,78 +44,133 @@ class _Tracer:
         self.prefix = os.path.dirname(os.path.dirname(os.path.realpath(origin))) + os.sep
         self.torch_dir = self.prefix + "torch" + os.sep
         self.out = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed at unconfigure
-        self.functions: set[tuple[str, str]] = set()
-        self.session: set[tuple[str, str]] = set()
-        self.current: set[tuple[str, str]] = self.session
+        self.session: set[str] = set()
         self.session_ops: set[str] = set()
-        self.profiler: Any = None
-        self._real: dict[str, str] = {}
+        self._real: dict[str, str | None] = {}
 
-    def profile(self, frame: Any, event: str, arg: Any) -> None:
+    def repo_path(self, filename: str) -> str | None:
+        """`torch/nn/functional.py` for a file of the installed torch, else None."""
+        real = self._real.get(filename, "")
+        if real == "":
+            full = os.path.realpath(filename)
+            real = self._real[filename] = (
+                full[len(self.prefix) :] if full.startswith(self.torch_dir) else None
+            )
+        return real
+
+    def write(self, vid: str, functions: set[str], ops: set[str]) -> None:
+        entry = {"id": vid, "functions": sorted(functions), "aten_ops": sorted(ops)}
+        self.out.write(json.dumps(entry) + "\n")
+        self.out.flush()
+
+    # A recorder: start() before a test, stop() -> (functions, ops) after it.
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> tuple[set[str], set[str]]:
+        raise NotImplementedError
+
+
+class _FastTracer(_Tracer):
+    def __init__(self, out: str) -> None:
+        super().__init__(out)
+        self.profile = cProfile.Profile()
+        self.ops: Any = None
+
+    def start(self) -> None:
+        import torch.autograd.profiler as autograd_profiler
+
+        self.ops = autograd_profiler.profile(use_cpu=True, record_shapes=False)
+        self.ops.__enter__()
+        self.profile.enable()
+
+    def stop(self) -> tuple[set[str], set[str]]:
+        self.profile.disable()
+        functions: set[str] = set()
+        for entry in self.profile.getstats():
+            code = entry.code
+            if isinstance(code, str):
+                continue  # a built-in
+            path = self.repo_path(code.co_filename)
+            if path is not None:
+                functions.add(f"{path}:{code.co_qualname}")
+        self.profile.clear()
+        ops: set[str] = set()
+        if self.ops is not None:
+            self.ops.__exit__(None, None, None)
+            results = getattr(self.ops, "kineto_results", None)
+            if results is not None:
+                ops = {n for e in results.events() if (n := e.name()).startswith("aten::")}
+            self.ops = None
+        return functions, ops
+
+
+class _SetprofileTracer(_Tracer):
+    def __init__(self, out: str) -> None:
+        super().__init__(out)
+        self.current: set[str] = set()
+        self.profiler: Any = None
+
+    def hook(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call":
             return
         code = frame.f_code
-        filename = code.co_filename
-        real = self._real.get(filename)
-        if real is None:
-            real = self._real[filename] = os.path.realpath(filename)
-        if real.startswith(self.torch_dir):
-            self.current.add((real[len(self.prefix) :], code.co_qualname))
+        path = self.repo_path(code.co_filename)
+        if path is not None:
+            self.current.add(f"{path}:{code.co_qualname}")
 
     def start(self) -> None:
-        sys.setprofile(self.profile)
-        threading.setprofile(self.profile)
-
-    def start_ops(self) -> None:
         import torch.profiler
 
+        self.current = set()
         self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         self.profiler.__enter__()
-        sys.setprofile(self.profile)  # the profiler may have replaced the hook
+        sys.setprofile(self.hook)  # the profiler may have replaced the hook
+        threading.setprofile(self.hook)
 
-    def stop_ops(self) -> set[str]:
-        if self.profiler is None:
-            return set()
-        self.profiler.__exit__(None, None, None)
-        sys.setprofile(self.profile)
-        ops = {e.name for e in self.profiler.events() if e.name.startswith("aten::")}
-        self.profiler = None
-        return ops
-
-    def write(self, vid: str, functions: set[tuple[str, str]], ops: set[str]) -> None:
-        self.out.write(
-            json.dumps(
-                {
-                    "id": vid,
-                    "functions": sorted(f"{p}:{q}" for p, q in functions),
-                    "aten_ops": sorted(ops),
-                }
-            )
-            + "\n"
-        )
-        self.out.flush()
+    def stop(self) -> tuple[set[str], set[str]]:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        ops: set[str] = set()
+        if self.profiler is not None:
+            self.profiler.__exit__(None, None, None)
+            ops = {e.name for e in self.profiler.events() if e.name.startswith("aten::")}
+            self.profiler = None
+        return self.current, ops
 
 
 _TRACER: dict[str, _Tracer] = {}
+_WANTED: dict[str, frozenset[str]] = {}  # "ids": only these (IDS_VAR given)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     out = os.environ.get(OUT_VAR)
-    if out:
-        tracer = _Tracer(out)
-        _TRACER["t"] = tracer
-        tracer.start()
-        tracer.start_ops()
+    if not out:
+        return
+    mode = os.environ.get(MODE_VAR, "fast")
+    tracer = _SetprofileTracer(out) if mode == "setprofile" else _FastTracer(out)
+    _TRACER["t"] = tracer
+    ids_file = os.environ.get(IDS_VAR)
+    if ids_file:
+        try:
+            with open(ids_file, encoding="utf-8") as handle:
+                _WANTED["ids"] = frozenset(line.strip() for line in handle if line.strip())
+        except OSError:
+            _WANTED["ids"] = frozenset()  # nothing traced: a missing file costs no test
+    else:
+        tracer.start()  # collection and imports: the session
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     tracer = _TRACER.pop("t", None)
-    if tracer is not None:
-        tracer.session_ops |= tracer.stop_ops()
-        sys.setprofile(None)
-        threading.setprofile(None)
+    if tracer is None:
+        return
+    if "ids" not in _WANTED:
+        functions, ops = tracer.stop()
+        tracer.session |= functions
+        tracer.session_ops |= ops
         tracer.write(SESSION, tracer.session, tracer.session_ops)
-        tracer.out.close()
+    tracer.out.close()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -113,13 +179,20 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     plan = getattr(item, "plan", None)
     if tracer is None or plan is None:
         return (yield)
-    tracer.session_ops |= tracer.stop_ops()
-    tracer.current = set()
-    tracer.start_ops()
+    wanted = _WANTED.get("ids")
+    if wanted is not None:
+        if plan.variant.id not in wanted:
+            return (yield)
+        tracer.start()
+    else:
+        functions, ops = tracer.stop()
+        tracer.session |= functions
+        tracer.session_ops |= ops
+        tracer.start()
     try:
         return (yield)
     finally:
-        ops = tracer.stop_ops()
-        tracer.write(plan.variant.id, tracer.current, ops)
-        tracer.current = tracer.session
-        tracer.start_ops()
+        functions, ops = tracer.stop()
+        tracer.write(plan.variant.id, functions, ops)
+        if wanted is None:
+            tracer.start()

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -29,7 +30,7 @@ from contracts.event import TriggerEvent
 from suites.model import Inventory, Outcome, Status
 from suites.results_file import read_outcomes
 from workflows import exporting, planning, verification
-from workflows.history import HistoryStore, RunRecord, RunState
+from workflows.history import HistoryError, HistoryStore, RunRecord, RunState
 from workflows.run_model import (
     PLANNED_FILE,
     FinishedRun,
@@ -39,6 +40,8 @@ from workflows.run_model import (
     ShardRun,
 )
 from workflows.shard_runner import InfraFault, Limits, ProgressCallback, run_shard, short_message
+from workflows.trace_store import TRACE_FILE, TRACE_IDS, refresh_ids, trace_store_for, tracing_env
+from workflows.trace_store import learn as learn_traces
 
 __all__ = [  # the run's data lives in workflows.run_model; callers reach it from here too
     "PLANNED_FILE",
@@ -134,11 +137,13 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
-    result = planning.make_plan(request, inventory, snapshot)
+    traces = trace_store_for(history)
+    result = planning.make_plan(request, inventory, snapshot, traces)
     planned = PlannedRun(
         request, result.plan_json, result.shards, result.holdout, now_iso(), snapshot.to_json()
     )
     out.mkdir(parents=True, exist_ok=True)
+    _plan_tracing(request, inventory, result)
     (out / "plan.json").write_text(json.dumps(planned.plan, indent=1) + "\n", encoding="utf-8")
     (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
     history.save_run(
@@ -187,6 +192,32 @@ def work_dir(request: RunRequest, name: str) -> Path:
     return Path(request.out_dir) / "work" / request.run_id / name
 
 
+def trace_ids_file(request: RunRequest) -> Path:
+    """The ids this run's shards trace (`workflows.trace_store.refresh_ids`)."""
+    return Path(request.out_dir) / "work" / request.run_id / TRACE_IDS
+
+
+def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.PlanResult) -> None:
+    """Choose what the run traces: variants the joined trace lacks or has stale, and a
+    rotating share of the rest (`SPYRE_CI_TRACE_SHARE`); their traces are stored at finish."""
+    if not request.record_traces:
+        return
+    run_ids = [vid for shard in result.shards for vid in shard]
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    chosen = refresh_ids(run_ids, result.trace, fingerprints, request.trace_share, request.run_id)
+    path = trace_ids_file(request)
+    if chosen:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{vid}\n" for vid in chosen), encoding="utf-8")
+
+
+def _trace_env(request: RunRequest, name: str) -> dict[str, str] | None:
+    ids = trace_ids_file(request)
+    if not ids.exists() or ids.stat().st_size == 0:
+        return None
+    return tracing_env(ids, work_dir(request, name) / TRACE_FILE)
+
+
 def execute_shard(
     request: RunRequest,
     name: str,
@@ -211,6 +242,7 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=Path(request.out_dir) / "junit",
+        env=_trace_env(request, name),
     )
 
 
@@ -226,6 +258,7 @@ def execute_ids(
     stop: threading.Event | None = None,
     python: str | None = None,
     junit_dir: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> ShardRun:
     """The one shard executor: the main job's shards, reruns and expansions, and the upgrade
     run's shards on each version (`python`: that environment's interpreter). JUnit files are
@@ -240,6 +273,7 @@ def execute_ids(
         parallel=parallel,
         stop=stop,
         python=python,
+        env=env,
     )
     if junit_dir is not None:
         junit_dir.mkdir(parents=True, exist_ok=True)
@@ -324,10 +358,28 @@ def finish(
         else:
             history.apply(request.run_id, update)
             state = RunState.COMPLETED
+        _learn_traces(history, request, finished)
     finished.summary = summarize(finished, verdict.metrics if verdict else {}, list(removed))
     exporting.export(finished, now_iso(), verdict)
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
+
+
+def _learn_traces(history: HistoryStore, request: RunRequest, finished: FinishedRun) -> None:
+    """Store what the run's shards traced. A trace is a fact of execution, not a verdict: a
+    held run's traces are kept too. A store that fails loses traces only, never the run."""
+    store = trace_store_for(history)
+    files = sorted((Path(request.out_dir) / "work" / request.run_id).glob(f"*/{TRACE_FILE}"))
+    if store is None or not files:
+        return
+    try:
+        stored = learn_traces(
+            store, load_inventory(request.inventory), files, finished.outcomes, request.run_id
+        )
+    except HistoryError as exc:
+        print(f"spyre-ci: traces of run {request.run_id} not stored: {exc}", file=sys.stderr)
+        return
+    finished.traces_stored = stored
 
 
 def _results(outcomes: Sequence[Outcome], removed: dict[str, None]) -> list[Outcome]:

@@ -18,7 +18,8 @@ import selector
 from suites.model import Inventory
 from workflows.run_model import PipelineError, RunRequest
 from workflows.sources import with_old_sources
-from workflows.traces import TraceError, default_trace, describe, read_trace
+from workflows.trace_store import TraceStore, joined_trace
+from workflows.traces import TraceError, describe, read_trace
 
 ImpactInfo = tuple[selector.ImpactMap, dict[str, Any]]  # the map, what plan.json says of it
 
@@ -29,6 +30,7 @@ class PlanResult:
     plan_json: dict[str, Any]
     shards: list[list[str]]
     holdout: list[str]
+    trace: selector.ImpactMap | None = None  # the trace the plan joined
 
     @property
     def selected_ids(self) -> tuple[str, ...]:
@@ -84,16 +86,32 @@ def plan_change(
     if impact is not None:
         plan_json["impact_map"] = impact[1]
     shards = [list(shard["ids"]) for shard in plan_json["shards"]]
-    return PlanResult(result, plan_json, [s for s in shards if s], list(result.holdout))
+    return PlanResult(
+        result,
+        plan_json,
+        [s for s in shards if s],
+        list(result.holdout),
+        impact[0] if impact else None,
+    )
 
 
-def make_plan(request: RunRequest, inventory: Inventory, history: selector.History) -> PlanResult:
-    """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step)."""
+def make_plan(
+    request: RunRequest,
+    inventory: Inventory,
+    history: selector.History,
+    traces: TraceStore | None = None,
+) -> PlanResult:
+    """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step).
+
+    Without an impact map the plan joins the shipped trace overlaid by the traces earlier
+    runs stored (`traces`, beside History)."""
     impact: ImpactInfo | None
     if request.impact_map:
         impact = load_impact(request.impact_map, inventory)
+    elif request.default_trace:
+        impact = joined_trace(inventory, traces)
     else:
-        impact = default_trace(inventory) if request.default_trace else None
+        impact = None
     return plan_change(change_set(request), inventory, history, plan_config(request), impact=impact)
 
 

@@ -47,6 +47,9 @@ class RunRequest:
     impact_map: str | None = None  # `spyre-ci impact-map` output the selector also reads
     # Without an impact map, join the shipped trace of the Inventory's torch (if one ships).
     default_trace: bool = True
+    # Share of the run's variants traced beside those with no fresh trace (0: only those).
+    trace_share: float = 0.05
+    record_traces: bool = True  # shards trace (see trace_share); False: nothing recorded
     # A run whose failing share is above this is held back from History until confirmed.
     mass_failure_share: float = 0.5
     downstream_repo: str = "torch-spyre/torch-spyre"
@@ -122,6 +125,7 @@ class FinishedRun:
     out_dir: Path
     faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
     held_back: str | None = None  # why History did not learn this run, when it did not
+    traces_stored: int = 0  # variant traces this run stored beside History
 
     @property
     def new_failures(self) -> list[str]:

@@ -36,6 +36,11 @@ class Settings:
     # (heartbeats every third of it, sweeps every half): about how long a dead worker's
     # shard waits for another worker.
     lease_ttl_s: float = 30.0
+    # SPYRE_CI_TRACE: shards trace the variants without a fresh trace, and the traces are
+    # stored beside History (`workflows.trace_store`); `off` records none.
+    record_traces: bool = True
+    # SPYRE_CI_TRACE_SHARE: the share of the other variants a run traces again (rotating).
+    trace_share: float = 0.05
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -53,6 +58,10 @@ class Settings:
             ),
             callback_token=env.get("SPYRE_CI_CALLBACK_TOKEN", ""),
             lease_ttl_s=_seconds(env, "SPYRE_CI_LEASE_TTL", 30.0, 3.0, 3600.0),
+            record_traces=_switch(env, "SPYRE_CI_TRACE"),
+            trace_share=_number(
+                env, "SPYRE_CI_TRACE_SHARE", 0.05, lambda v: 0.0 <= v <= 1.0, "a share in [0, 1]"
+            ),
         )
 
 
@@ -70,6 +79,17 @@ def zygote_enabled(environ: Mapping[str, str] | None = None) -> bool:
     if raw in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"$SPYRE_CI_ZYGOTE={raw!r}: want 1 (the default) or 0")
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool = True) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"${name}={raw!r}: want on or off")
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:

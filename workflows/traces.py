@@ -7,7 +7,9 @@ with it by default:
 1. `--impact-map FILE` / `$SPYRE_CI_IMPACT_MAP`: that file (the explicit choice);
 2. otherwise the shipped trace of the bundled Inventory on the pinned torch
    (`workflows/data/trace-<torch version>.json.gz`), when the Inventory's torch is that
-   version; variants whose definition changed since it was recorded are stale in it;
+   version, overlaid by the traces earlier runs stored beside History
+   (`workflows.trace_store.joined_trace`); variants whose definition changed since they
+   were traced are stale;
 3. otherwise none: the Scout says which paths it could not narrow and runs them blind.
 
 Files are JSON (format 1, `spyre-ci impact-map --out x.json`) or the compact gzipped form
@@ -99,16 +101,6 @@ def shipped_trace(torch_version: str) -> selector.ImpactMap | None:
     except OSError:
         return None
     return _shipped(str(path), mtime)
-
-
-def default_trace(inventory: Inventory) -> tuple[selector.ImpactMap, dict[str, Any]] | None:
-    """The trace a plan joins when none is given, and what plan.json says of it."""
-    trace = shipped_trace(inventory.torch_version)
-    if trace is None:
-        return None
-    about = describe(trace, str(shipped_trace_path(inventory.torch_version)), inventory)
-    about["source"] = "shipped"
-    return trace, about
 
 
 def describe(trace: selector.ImpactMap, path: str, inventory: Inventory) -> dict[str, Any]:

@@ -112,6 +112,8 @@ def build_request(args: argparse.Namespace) -> Any:
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
         impact_map=None if args.no_trace else impact_map_path(args.impact_map),
         default_trace=not args.no_trace,
+        record_traces=settings.record_traces,
+        trace_share=settings.trace_share,
         mass_failure_share=settings.mass_failure_share,
     )
 

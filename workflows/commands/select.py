@@ -99,7 +99,7 @@ def select(args: argparse.Namespace) -> int:
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
     from workflows.planning import describe_impact, plan_change
-    from workflows.traces import default_trace
+    from workflows.trace_store import joined_trace
 
     if args.plan_out is not None and args.plan_out.is_dir():
         raise CommandError(
@@ -126,7 +126,7 @@ def select(args: argparse.Namespace) -> int:
             loaded = read_impact_map(args.impact_map)
             impact = (loaded, describe_impact(loaded, str(args.impact_map), inventory))
         elif not args.no_trace:
-            impact = default_trace(inventory)
+            impact = joined_trace(inventory, None if args.history else _trace_store())
         history = _read_history(args.history) if args.history else _stored_history(changes)
         config = PlanConfig(
             budget_count=args.budget,
@@ -218,6 +218,19 @@ def _default_inventory() -> Path:
         return default_inventory(settings.state_dir)
     except SpecError as exc:
         raise CommandError(f"the bundled suites do not load: {exc}") from exc
+
+
+def _trace_store() -> Any:
+    """The traces stored beside History (None when History is given as a file)."""
+    from workflows.history import HistoryError, open_history
+    from workflows.settings import Settings
+    from workflows.trace_store import trace_store_for
+
+    settings = Settings.from_env()
+    try:
+        return trace_store_for(open_history(settings.state_dir, settings.redis_url))
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
 
 
 def _stored_history(changes: Any) -> Any:
