@@ -26,6 +26,7 @@ from relay.allowlist import Allowlist, AllowlistEntry, AllowlistFile
 from relay.callback_auth import BearerAuth, Unauthorized
 from relay.config import RelayConfig
 from relay.crcr_state import (
+    IN_PROGRESS,
     SCHEDULED_EVENTS,
     CrcrState,
     JobKey,
@@ -174,11 +175,12 @@ class CallbackService:
         )
         extra = {
             "callback": json.dumps(data, separators=(",", ":")),
+            "conclusion": str(workflow.get("conclusion") or ""),
             "level": entry.level,
             "repo": repo,
         }
         self.state.commit(key, change, now, extra)
-        check = self._check_run(key, entry, data, change, current)
+        check = self._check_run(key, entry, data, change)
         return (
             200,
             change.state.lower(),
@@ -219,59 +221,85 @@ class CallbackService:
         return "forwarded"
 
     def _check_run(
-        self,
-        key: JobKey,
-        entry: AllowlistEntry,
-        data: Mapping[str, Any],
-        change: Plan,
-        current: Mapping[str, str] | None,
+        self, key: JobKey, entry: AllowlistEntry, data: Mapping[str, Any], change: Plan
     ) -> int | str | None:
+        """Create or complete the job's upstream check run (L3/L4), after the commit."""
         if entry.level not in ("L3", "L4"):
             return None
         job = _job_of(key, data, self.config.upstream_repo)
         if entry.level == "L3" and job["pr_number"]:
             # What a later `ciflow/crcr/<device>` label needs to create this job's check run.
             self.state.remember_job(job["head"], key.repo, {**job, "status": change.state})
+        if self.adapter is None:
+            return None
         wanted = entry.wants_check_run(_labels(data)) or (
             entry.level == "L3" and self.state.check_run_wanted(job["head"], key.repo)
         )
-        if self.adapter is None:
+        done = change.state != IN_PROGRESS
+        if not (wanted or done):
             return None
-        existing = (current or {}).get("check_run_id")
-        workflow = data["workflow"]
-        conclusion = workflow.get("conclusion") or "neutral"
         try:
-            if existing and change.state != "IN_PROGRESS":
-                self.adapter.update_check_run(
-                    job["upstream"], int(existing), status="completed", conclusion=conclusion
-                )
-                return int(existing)
-            if not wanted:
-                return None
-            done = change.state != "IN_PROGRESS"
+            # A completion looks for a check run even unwanted: one may exist from earlier.
+            return self._ensure_check_run(job, key.repo, create=wanted, complete_existing=done)
+        except (RelayError, GitHubUnavailable) as exc:
+            log.warning("check run %s on %s: %s", job["name"], job["upstream"], exc)
+            return f"failed: {exc}"
+
+    def _ensure_check_run(
+        self, job: Mapping[str, Any], repo: str, create: bool, complete_existing: bool
+    ) -> int | str | None:
+        """The job's check run: created here if nobody has (and `create`), completed if the
+        job is done. Called after the job's state is committed, so whichever of a callback
+        and a label creates the check run, a completion is never missed (crcr_state's doc).
+        Returns the check run id, "pending" when another creator holds the claim, or None."""
+        assert self.adapter is not None
+        redis_key = str(job["key"])
+        slot = self.state.claim_check_run(redis_key, self.clock())
+        if slot.outcome == "exists":
+            if complete_existing and slot.state not in ("", IN_PROGRESS):
+                self._complete(job, slot.check_run_id, slot.conclusion)
+            return int(slot.check_run_id)
+        if slot.outcome == "busy":
+            return "pending"  # the creator completes it if this job is done by then
+        if slot.outcome != "claimed":
+            return None
+        if not create:
+            self.state.release_check_run(redis_key)
+            return None
+        done = slot.state not in ("", IN_PROGRESS)
+        try:
             check_id = self.adapter.create_check_run(
                 job["upstream"],
                 job["head"],
                 job["name"],
                 job["external_id"],
                 "completed" if done else "in_progress",
-                conclusion=conclusion if done else None,
-                details_url=job["url"] or None,
+                conclusion=(slot.conclusion or "neutral") if done else None,
+                details_url=job.get("url") or None,
             )
-        except (RelayError, GitHubUnavailable) as exc:
-            log.warning("check run %s on %s: %s", job["name"], job["upstream"], exc)
-            return f"failed: {exc}"
-        self._note_check_run(key.redis_key, key.repo, job, str(check_id), change.state)
-        return check_id
-
-    def _note_check_run(
-        self, redis_key: str, repo: str, job: Mapping[str, Any], check_id: str, state: str
-    ) -> None:
-        self.state.annotate_key(redis_key, check_run_id=check_id)
+        except BaseException:
+            self.state.release_check_run(redis_key)
+            raise
+        now = self.state.set_check_run(redis_key, str(check_id))
+        state = now.get("state", slot.state)
+        if not done and state not in ("", IN_PROGRESS):
+            # The job completed while its check run was being created: its callback found
+            # the claim held and left the completion to us.
+            try:
+                self._complete(job, str(check_id), now.get("conclusion", ""))
+            except (RelayError, GitHubUnavailable) as exc:
+                log.warning("check run %s on %s: %s", job["name"], job["upstream"], exc)
         if job.get("pr_number"):
             self.state.remember_job(
-                job["head"], repo, {**job, "status": state, "check_run_id": check_id}
+                job["head"], repo, {**job, "status": state, "check_run_id": str(check_id)}
             )
+        return check_id
+
+    def _complete(self, job: Mapping[str, Any], check_id: str, conclusion: str) -> None:
+        assert self.adapter is not None
+        self.adapter.update_check_run(
+            job["upstream"], int(check_id), status="completed", conclusion=conclusion or "neutral"
+        )
 
     def label_added(self, payload: Mapping[str, Any]) -> list[int]:
         """`pull_request` `labeled` `ciflow/crcr/<device>`: the device's L3 repos want check
@@ -286,22 +314,16 @@ class CallbackService:
         for entry in self.allowlist:
             if entry.level != "L3" or entry.device != device:
                 continue
+            # Flag first: a callback committed after this sees it and creates its own.
             self.state.mark_check_run_wanted(head, entry.repo)
             for job in self.state.jobs(head, entry.repo):
                 if job.get("check_run_id") or self.adapter is None:
                     continue
-                done = job.get("status") != "IN_PROGRESS"
-                check_id = self.adapter.create_check_run(
-                    job["upstream"],
-                    head,
-                    job["name"],
-                    job["external_id"],
-                    "completed" if done else "in_progress",
-                    conclusion=(job.get("conclusion") or "neutral") if done else None,
-                    details_url=job.get("url") or None,
+                check_id = self._ensure_check_run(
+                    job, entry.repo, create=True, complete_existing=False
                 )
-                self._note_check_run(job["key"], entry.repo, job, str(check_id), job["status"])
-                created.append(check_id)
+                if isinstance(check_id, int):
+                    created.append(check_id)
         return created
 
     def rerequested(self, event_name: str, payload: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ Keys (the upstream relay's layout for job state):
   (a job's run id and name are unknown until it calls back, so DISPATCHED lives per repo)
 - `crcr:state:{delivery_id}:{repo}:{run_id}:{run_attempt}:{job_name}`   hash {state,
   dispatched_at, in_progress_at, completed_at, queue_time, execution_time, conclusion,
-  check_run_id, level, callback}
+  check_run_id, check_run_claim, level, callback}
 - `crcr:in_progress`   sorted set of job keys by in_progress time, for the sweeper
 - `crcr:ratelimit:{repo}`   sorted set of callback times: the sliding window
 - `crcr:check_run_wanted:{head_sha}:{repo}`   an L3 repo's PR carries its `ciflow/crcr/<device>`
@@ -17,6 +17,13 @@ Keys (the upstream relay's layout for job state):
 Everything lives 3 days (`CRCR_STATUS_TTL`). `plan` is a pure function; `commit` applies a
 plan only if the job is still in the state the plan was made from (compare-and-set in Lua),
 so two racing callbacks cannot both move a job.
+
+A job's upstream check run is created by whoever first needs it: its own callback, or the
+background thread acting on a `ciflow/crcr/<device>` label. `claim_check_run` lets exactly one
+of them create it (`check_run_claim`, taken over after `CHECK_RUN_CLAIM_SECONDS` if its holder
+died), and `set_check_run` records the id and re-reads the job in one step, so a creator that
+made an in_progress check run sees a completion that arrived meanwhile and completes it: a
+completing callback that finds the claim held leaves that to the creator.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ DISPATCHED, IN_PROGRESS, COMPLETED, TIMED_OUT = (
     "TIMED_OUT",
 )
 SCHEDULED_EVENTS = ("nightly", "periodic")
+CHECK_RUN_CLAIM_SECONDS = 120  # longer than a create_check_run call with its retries
 
 _COMMIT = """
 local current = redis.call('HGET', KEYS[1], 'state') or ''
@@ -56,6 +64,20 @@ end
 return 'OK'
 """
 
+# KEYS[1] job state; ARGV now, stale-after. Returns {outcome, check_run_id, state, conclusion}:
+# 'exists' (id set), 'busy' (another creator holds a fresh claim), 'gone' (no job), 'claimed'.
+_CLAIM_CHECK_RUN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone', '', '', ''} end
+local job = redis.call('HMGET', KEYS[1], 'check_run_id', 'check_run_claim', 'state', 'conclusion')
+local state, conclusion = job[3] or '', job[4] or ''
+if job[1] and job[1] ~= '' then return {'exists', job[1], state, conclusion} end
+if job[2] and tonumber(ARGV[1]) - tonumber(job[2]) < tonumber(ARGV[2]) then
+  return {'busy', '', state, conclusion}
+end
+redis.call('HSET', KEYS[1], 'check_run_claim', ARGV[1])
+return {'claimed', '', state, conclusion}
+"""
+
 _RATE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
@@ -63,6 +85,17 @@ redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
+
+
+@dataclass(frozen=True)
+class CheckRunSlot:
+    """What `claim_check_run` found: `outcome` is 'claimed' (the caller creates the check
+    run), 'exists' (`check_run_id` is set), 'busy' (another creator is at it) or 'gone'."""
+
+    outcome: str
+    check_run_id: str = ""
+    state: str = ""
+    conclusion: str = ""
 
 
 class Rejected(RelayError):
@@ -165,6 +198,7 @@ class CrcrState:
         self.ttl = ttl
         self._commit = client.register_script(_COMMIT)
         self._rate = client.register_script(_RATE)
+        self._claim = client.register_script(_CLAIM_CHECK_RUN)
 
     def record_dispatch(self, delivery_id: str, repo: str, event_type: str, now: float) -> bool:
         """Mark `repo` as dispatched for `delivery_id`; False if it already was."""
@@ -212,14 +246,35 @@ class CrcrState:
                 f"{key.redis_key}: job moved to {_text(answer)} meanwhile; duplicate callback"
             )
 
-    def annotate(self, key: JobKey, **fields: str) -> None:
-        self.annotate_key(key.redis_key, **fields)
-
-    def annotate_key(self, redis_key: str, **fields: str) -> None:
+    def claim_check_run(
+        self, redis_key: str, now: float, stale_after: float = CHECK_RUN_CLAIM_SECONDS
+    ) -> CheckRunSlot:
+        """Claim the creation of a job's check run, or say who has it (see the module doc)."""
         try:
-            self.client.hset(redis_key, mapping=dict[Any, Any](fields))
+            answer = self._claim(keys=[redis_key], args=[repr(now), stale_after])
         except redis.RedisError as exc:
-            raise StateUnavailable(f"state of {redis_key}: {exc}") from exc
+            raise StateUnavailable(f"check run of {redis_key}: {exc}") from exc
+        outcome, check_id, state, conclusion = (_text(v) for v in answer)
+        return CheckRunSlot(outcome, check_id, state, conclusion)
+
+    def set_check_run(self, redis_key: str, check_run_id: str) -> dict[str, str]:
+        """Record a created check run, release the claim; returns the job as it is now."""
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(redis_key, "check_run_id", check_run_id)
+            pipe.hdel(redis_key, "check_run_claim")
+            pipe.hgetall(redis_key)
+            job = pipe.execute()[-1]
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"check run of {redis_key}: {exc}") from exc
+        return {_text(k): _text(v) for k, v in job.items()}
+
+    def release_check_run(self, redis_key: str) -> None:
+        """Give a claim back after a failed create, so the next callback or retry creates."""
+        try:
+            self.client.hdel(redis_key, "check_run_claim")
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"check run of {redis_key}: {exc}") from exc
 
     def mark_check_run_wanted(self, head_sha: str, repo: str) -> None:
         try:

@@ -279,6 +279,40 @@ def test_l4_gets_a_check_run_and_l3_only_with_its_label(crcr: Crcr) -> None:
     assert pr_run["head_sha"] == SHA_A and pr_run["external_id"] == "9001:12"
 
 
+def test_a_completion_while_the_label_creates_the_check_run_completes_that_one(
+    crcr: Crcr,
+) -> None:
+    # The race behind a flaky reference case: the label's check run exists on GitHub but its
+    # id is not recorded yet when the job's completion arrives. One check run, completed.
+    crcr.push("d-7b")
+    pr = {"number": 12, "labels": [], "head": {"sha": SHA_A}}
+    payload = {"repository": {"full_name": "pytorch/pytorch"}, "pull_request": pr}
+    started = crcr.callback("tok-l3", body("d-7b", "in_progress", job="e2e", payload=payload))
+    assert started.status_code == 200 and started.json()["check_run"] is None
+    adapter = crcr.http.relay.callbacks.adapter
+    assert adapter is not None
+    create = adapter.create_check_run
+    answers = []
+
+    def create_then_complete(*args: Any, **kwargs: Any) -> int:
+        check_id = create(*args, **kwargs)
+        done = body("d-7b", "completed", job="e2e", conclusion="failure", payload=payload)
+        answers.append(crcr.callback("tok-l3", done))
+        return check_id
+
+    adapter.create_check_run = create_then_complete  # type: ignore[method-assign]
+    label = {"name": "ciflow/crcr/spyre"}
+    labeled = {**payload, "action": "labeled", "label": label, "pull_request": {**pr}}
+    assert crcr.http.webhook("pull_request", labeled, "d-7b-label").status_code == 202
+    assert crcr.http.relay.fanout is not None
+    assert crcr.http.relay.fanout.run_once("test-fanout") == 1
+    (answer,) = answers
+    assert answer.status_code == 200 and answer.json()["check_run"] == "pending"
+    (run,) = crcr.github.check_runs.values()
+    assert run["name"] == "crcr/acme/l3-backend/spyre-ci/e2e"
+    assert run["status"] == "completed" and run["conclusion"] == "failure"
+
+
 def test_hud_outage_is_502_and_leaves_the_state_for_a_retry(crcr: Crcr) -> None:
     crcr.push("d-8")
     crcr.hud.fail_next(4, 503)

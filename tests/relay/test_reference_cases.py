@@ -335,11 +335,17 @@ def test_check_runs_labels_and_rerequests(served: Served) -> None:
     ]
     # The job's completion completes that check run (the flag is set now).
     served.callback(body("del-cr", conclusion="failure"), "tok-l3")
-    deadline = time.monotonic() + 15  # under load the update can trail the answer
+    # If the label's background thread has created the check run but not yet recorded its id,
+    # the callback answers "pending" and that thread completes the check run (crcr_state).
+    deadline = time.monotonic() + 15
     while l3["status"] != "completed":
-        assert time.monotonic() < deadline, l3
+        assert time.monotonic() < deadline, [
+            (r["id"], r["name"], r["status"], r.get("conclusion"))
+            for r in served.github.check_runs.values()
+        ]
         time.sleep(0.05)
     assert l3["conclusion"] == "failure"
+    assert len(served.github.check_runs) == 2, "one check run per job, never a second"
     # check_run rerequested: re-run the failed jobs of the downstream run; other actions: none.
     check = {
         "action": "completed",
