@@ -38,6 +38,7 @@ class BenchConfig:
     only: tuple[str, ...] = ()  # mutation ids; empty: all
     restrict: bool = True  # ground truth only on variants the impact map says can change
     check_restriction: tuple[str, ...] = ()  # also run these mutations unrestricted, compare
+    check_sample: int = 0  # >0: check on the restricted ids and this many others, not all
     impact_map: Path | None = None  # a recorded trace; default: record one
     jobs: int = 1
     holdout: float = 0.02
@@ -69,6 +70,8 @@ class MutationResult:
     alternative: MutationResult | None = None
     removed: list[str] = field(default_factory=list)  # variant ids the mutation removed
     diff_form: str = "git"  # the form the selector saw (`BenchConfig.diff_form` or git)
+    ran_ids: list[str] = field(default_factory=list)  # what the ground-truth run ran
+    checked_outside: int | None = None  # variants outside the restriction the check ran
     # How the plan drew its holdout (`plan.holdout_strata`); empty: one uniform sample.
     holdout_strata: tuple[HoldoutStratum, ...] = ()
 
@@ -156,6 +159,7 @@ class MutationResult:
         if self.unrestricted_changed is not None:
             data["unrestricted_failing_ids"] = dict(sorted(self.unrestricted_changed.items()))
             data["restriction_exact"] = self.unrestricted_changed == self.changed
+            data["restriction_checked_outside"] = self.checked_outside
         if self.alternative is not None:
             w = self.alternative
             data["alternative"] = {

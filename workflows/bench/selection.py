@@ -14,6 +14,7 @@ is restricted to the variants whose impact map touches the mutated code (exact; 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import threading
 import time
@@ -65,7 +66,7 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     limits = Limits(test_timeout_s=config.test_timeout_s)
 
     log(f"baseline: {len(ids)} variants, unmutated")
-    baseline = _run("baseline", ids, out / "work" / "baseline", specs, limits, None)
+    baseline = _run_split("baseline", ids, out / "work" / "baseline", specs, limits, config.jobs)
     _save_outcomes(out / "baseline.json", baseline)
     trace = None
     if config.restrict:
@@ -79,18 +80,27 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
         changed, ran, restricted, wall, removed = _ground_truth(
             mutation, baseline, ids, trace, out, specs, limits
         )
-        result = judge(mutation, changed, ran, restricted, wall)
+        result = judge(mutation, changed, len(ran), restricted, wall)
         result.removed = removed
+        result.ran_ids = ran
         if mutation.id in config.check_restriction and result.restricted:
+            # Every variant, or (check_sample) the restricted ones and a seeded sample of
+            # the others: a change outside the restriction refutes it either way.
+            outside = [v for v in ids if v not in set(result.ran_ids)]
+            if config.check_sample:
+                rng = random.Random(f"check:{mutation.id}")
+                outside = rng.sample(outside, min(config.check_sample, len(outside)))
+            checked = [*result.ran_ids, *outside] if config.check_sample else ids
             full = _run(
                 mutation.id + ".full",
-                ids,
+                checked,
                 out / "work" / (mutation.id + ".full"),
                 specs,
                 limits,
                 subprocess_env(mutation, out / "work" / mutation.id),
             )
             result.unrestricted_changed = _changed(baseline, full)
+            result.checked_outside = len(outside)
         with lock:
             results[mutation.id] = result
             log(
@@ -149,6 +159,24 @@ def _run(
         # test it reaches (the pipeline itself would report an infrastructure error).
         cause = short_message(result.fault.cause)
         outcomes.update({vid: Outcome(vid, Status.ERROR, 0.0, cause) for vid in result.fault.unrun})
+    return outcomes
+
+
+def _run_split(
+    name: str, ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits, jobs: int
+) -> dict[str, Outcome]:
+    """`_run` over `jobs` interleaved slices at once (the baseline: every variant, once)."""
+    if jobs <= 1 or len(ids) < 2 * jobs:
+        return _run(name, ids, work, specs, limits, None)
+    slices = [list(ids[i::jobs]) for i in range(jobs)]
+    outcomes: dict[str, Outcome] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [
+            pool.submit(_run, f"{name}-{i}", part, work / str(i), specs, limits, None)
+            for i, part in enumerate(slices)
+        ]
+        for future in futures:
+            outcomes.update(future.result())
     return outcomes
 
 
@@ -316,8 +344,8 @@ def _ground_truth(
     out: Path,
     specs: Sequence[str],
     limits: Limits,
-) -> tuple[dict[str, str], int, bool, float, list[str]]:
-    """(changed id -> transition, variants run, restricted?, wall seconds, removed ids)."""
+) -> tuple[dict[str, str], list[str], bool, float, list[str]]:
+    """(changed id -> transition, ids run, restricted?, wall seconds, removed ids)."""
     touched = touched_variants(mutation, trace, ids) if trace is not None else None
     to_run = [vid for vid in ids if touched is None or vid in touched]
     work = out / "work" / mutation.id
@@ -326,7 +354,7 @@ def _ground_truth(
     outcomes = _run(mutation.id, to_run, work, specs, limits, env) if to_run else {}
     return (
         _changed(baseline, outcomes),
-        len(to_run),
+        to_run,
         touched is not None,
         time.monotonic() - began,
         _removed(outcomes),

@@ -88,6 +88,14 @@ def register(subparsers: Any) -> None:
         help={"impact_map": "a trace from `spyre-ci impact-map` (default: record one)"},
     )
     sel.add_argument(
+        "--check-sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --check-restriction: run the restricted variants and N others drawn at "
+        "random instead of every variant (a change among them refutes the restriction)",
+    )
+    sel.add_argument(
         "--diff-form",
         choices=("plain", "git", "github"),
         default="plain",
@@ -144,6 +152,7 @@ def bench_selection(args: argparse.Namespace) -> int:
         test_timeout_s=args.test_timeout,
         command=command_line(),
         diff_form=args.diff_form,
+        check_sample=max(0, args.check_sample),
         trace=not args.no_trace,
     )
 
