@@ -33,6 +33,8 @@ MODE_VAR = "SPYRE_CI_TRACE_MODE"
 # the traces it lacks; `spyre-ci impact-map` traces everything, the session included).
 IDS_VAR = "SPYRE_CI_TRACE_IDS"
 SESSION = "(session)"
+# torch's profiler, which the recorders call around each test: never part of a trace.
+RECORDER_FILES = ("torch/autograd/profiler", "torch/profiler/")
 
 
 class _Tracer:
@@ -49,13 +51,15 @@ class _Tracer:
         self._real: dict[str, str | None] = {}
 
     def repo_path(self, filename: str) -> str | None:
-        """`torch/nn/functional.py` for a file of the installed torch, else None."""
+        """`torch/nn/functional.py` for a file of the installed torch, else None (also for
+        the profiler's own files: what the recorder runs is not what the test runs)."""
         real = self._real.get(filename, "")
         if real == "":
             full = os.path.realpath(filename)
-            real = self._real[filename] = (
-                full[len(self.prefix) :] if full.startswith(self.torch_dir) else None
-            )
+            path = full[len(self.prefix) :] if full.startswith(self.torch_dir) else None
+            if path is not None and path.startswith(RECORDER_FILES):
+                path = None
+            real = self._real[filename] = path
         return real
 
     def write(self, vid: str, functions: set[str], ops: set[str]) -> None:
