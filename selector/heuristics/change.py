@@ -125,10 +125,22 @@ class ImpactMapMatch:
         runnable = ctx.index.runnable_set
         scores: dict[str, Score] = {}
         reached: list[tuple[set[str], float, str]] = []
+        session = impact.session_functions
         for function in facts.functions:
             reached.append(
                 (impact.executing(function), IMPACT_FUNCTION, f"executes changed {function}")
             )
+            if _in_session(function, session):
+                # It runs at import or collection (an OpInfo's __post_init__, a factory of
+                # references): what it builds there, every variant may use.
+                reached.append(
+                    (
+                        set(runnable),
+                        IMPACT_MODULE,
+                        f"changed {function} runs at import or collection (the trace's "
+                        "session): any variant may depend on what it builds",
+                    )
+                )
         for path in facts.modules:
             reached.append(
                 (
@@ -150,8 +162,11 @@ class ImpactMapMatch:
                     f"{reason} (a hub: {share:.0%} of the inventory)",
                 )
             _keep_best(scores, ids, Score(value, reason))
-        stale = impact.stale(ctx.index.fingerprints) & runnable
-        if stale and (facts.functions or facts.modules):
+        # Traces record torch's own files: only a change there can run unseen in a variant
+        # whose trace is stale (a changed upstream test is a template, matched by name).
+        in_torch = any(f.startswith("torch/") for f in (*facts.functions, *facts.modules))
+        stale = impact.stale(ctx.index.fingerprints) & runnable if in_torch else set()
+        if stale:
             _keep_best(
                 scores,
                 stale,
@@ -160,3 +175,10 @@ class ImpactMapMatch:
                 ),
             )
         return scores
+
+
+def _in_session(function: str, session: frozenset[str]) -> bool:
+    if function.endswith(".*"):
+        prefix = function[:-1]
+        return any(name.startswith(prefix) for name in session)
+    return function in session or any(name.startswith(function + ".<locals>.") for name in session)

@@ -253,3 +253,19 @@ def test_a_path_nothing_narrows_runs_blind_and_says_why(inventory: Inventory) ->
     # With a trace, the same change is joined, not blind: nothing executes it here.
     traced = plan(change, inventory, impact=ImpactMap(functions={}, aten_ops={}))
     assert traced.decision == "targeted"
+
+
+def test_a_function_that_runs_at_import_reaches_every_variant(inventory: Inventory) -> None:
+    path = "torch/testing/_internal/opinfo/core.py"
+    old = "class OpInfo:\n    def __post_init__(self):\n        self.x = 1\n"
+    change = _diff(old, old.replace("self.x = 1", "self.x = 2"), path)
+    impact = ImpactMap(
+        functions={},
+        aten_ops={},
+        session_functions=frozenset({f"{path}:OpInfo.__post_init__"}),
+    )
+    p = plan(change, inventory, impact=impact)
+    assert p.decision == "targeted" and set(p.selected_ids) == set(inventory.by_id()) - {
+        v.id for v in inventory.variants if v.expectation.value == "skip"
+    }
+    assert "runs at import or collection" in p.selected[0].reasons[-1].reason
