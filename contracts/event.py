@@ -3,6 +3,11 @@
 relay normalizes deliveries into a `TriggerEvent`; workflows plans and records runs from it;
 selector reads it as a ChangeSet; dashboard_export carries it in every RunRecord. The JSON
 form (`to_json` / `from_json`) is what the intake queue, task arguments and run records hold.
+
+`diff_text` is transient: the consumer that asks GitHub's compare API (`relay.changes`) puts
+the range's patches there, and the intake hands them to the run as its diff
+(`workflows.intake_bridge`), so run records do not carry them. It is written to JSON only
+when set, so readers of the older form are unaffected.
 """
 
 from __future__ import annotations
@@ -39,13 +44,15 @@ class TriggerEvent:
     source: str = "github"  # github | crcr | cli
     upstream_event: str = ""  # the X-GitHub-Event that carried it
     payload: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The unified diff of base...head when one is known (GitHub compare patches).
+    diff_text: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def paths(self) -> tuple[str, ...]:
         return tuple(f.path for f in self.files)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "kind": self.kind,
             "delivery_id": self.delivery_id,
             "repo": self.repo,
@@ -66,6 +73,9 @@ class TriggerEvent:
             "upstream_event": self.upstream_event,
             "payload": dict(self.payload),
         }
+        if self.diff_text is not None:
+            data["diff_text"] = self.diff_text
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TriggerEvent:
@@ -89,4 +99,5 @@ class TriggerEvent:
             source=data.get("source", "github"),
             upstream_event=data.get("upstream_event", ""),
             payload=data.get("payload", {}),
+            diff_text=data.get("diff_text"),
         )

@@ -1,6 +1,6 @@
 """The GitHub adapter: every GitHub call spyre-ci makes, over github3.py.
 
-Two identities: a token (compare, commit statuses, repository_dispatch) and a GitHub App
+Two identities: a token (compare, contents, commit statuses, repository_dispatch) and a GitHub App
 installation (check runs: GitHub only lets Apps write them). `base_url` selects a GitHub
 Enterprise server (tests point it at a local implementation of the same REST endpoints);
 None means api.github.com.
@@ -8,13 +8,16 @@ None means api.github.com.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import github3
 import requests
@@ -35,6 +38,23 @@ DISPATCH_PAYLOAD_WARN_BYTES = 65_000
 # Installation tokens live one hour; renew well before.
 INSTALLATION_TOKEN_SECONDS = 50 * 60
 _FILE_STATUS = {"added": "added", "removed": "removed", "renamed": "renamed", "copied": "added"}
+# What a compare file entry keeps: enough for `selector.diff.compare_patch_text`.
+_ENTRY_KEYS = ("filename", "status", "previous_filename", "patch", "changes")
+# The contents API answers files up to 100 MB with the raw media type; we read less.
+CONTENTS_MAX_BYTES = 8 * 1024 * 1024
+RAW_MEDIA_TYPE = "application/vnd.github.raw+json"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """GitHub's compare of `base...head`: its files, whether the list is cut at 300, every
+    commit message, and the file entries as GitHub gave them (`filename`, `status`,
+    `previous_filename`, `patch` when GitHub sent one: none for binary or very large files)."""
+
+    files: tuple[ChangedFile, ...]
+    truncated: bool
+    commit_messages: tuple[str, ...]
+    entries: tuple[Mapping[str, Any], ...] = ()
 
 
 class GitHubUnavailable(RelayUnavailable):
@@ -98,13 +118,18 @@ class GitHubAdapter:
         self, repo: str, base: str, head: str
     ) -> tuple[tuple[ChangedFile, ...], bool, tuple[str, ...]]:
         """`compare` plus every commit message, following the commit pages."""
+        found = self.comparison(repo, base, head)
+        return found.files, found.truncated, found.commit_messages
+
+    def comparison(self, repo: str, base: str, head: str) -> Comparison:
+        """The whole compare answer: files, truncation, commit messages and patches."""
         client = self._client()
         url = f"{self._api_root(client)}/repos/{repo}/compare/{base}...{head}"
         params: dict[str, Any] | None = {"per_page": COMPARE_PAGE_SIZE, "page": 1}
         what = f"compare {repo} {base[:12]}...{head[:12]}"
         first = self._request(client, "GET", url, what, params=params)
         body = first.json()
-        raw_files = body.get("files") or []
+        raw_files = [f for f in body.get("files") or [] if isinstance(f, dict)]
         messages = [c.get("commit", {}).get("message", "") for c in body.get("commits") or []]
         next_url = first.links.get("next", {}).get("url")
         while next_url:
@@ -121,7 +146,49 @@ class GitHubAdapter:
             )
             for f in raw_files
         )
-        return files, len(raw_files) >= COMPARE_FILE_CAP, tuple(messages)
+        entries = tuple({k: f[k] for k in _ENTRY_KEYS if k in f} for f in raw_files)
+        return Comparison(files, len(raw_files) >= COMPARE_FILE_CAP, tuple(messages), entries)
+
+    # -- contents -------------------------------------------------------------------------------
+
+    def file_at(
+        self, repo: str, path: str, ref: str, max_bytes: int = CONTENTS_MAX_BYTES
+    ) -> str | None:
+        """The text of `path` at `ref` (contents API, raw media type), or None when the file
+        is not there (404, a directory), larger than `max_bytes`, or not UTF-8 text."""
+        client = self._client()
+        url = f"{self._api_root(client)}/repos/{repo}/contents/{quote(path)}"
+        what = f"contents {repo}/{path}@{ref[:12]}"
+        response = self._request(
+            client,
+            "GET",
+            url,
+            what,
+            params={"ref": ref},
+            headers={"Accept": RAW_MEDIA_TYPE},
+            stream=True,
+            passed=(404,),
+        )
+        with response:
+            if response.status_code == 404:
+                return None
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > max_bytes:
+                return None
+            data = _read_at_most(response, max_bytes, what)
+            if data is None:
+                return None
+            kind = response.headers.get("Content-Type", "")
+        if kind.startswith("application/json"):
+            # A directory listing, or a server that ignored the raw media type: the JSON
+            # object form carries small files base64-encoded.
+            data = _json_file_content(data)
+            if data is None or len(data) > max_bytes:
+                return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
 
     # -- commit statuses ------------------------------------------------------------------------
 
@@ -326,12 +393,22 @@ class GitHubAdapter:
         return str(client.session.base_url).rstrip("/")
 
     def _request(
-        self, client: github3.GitHub, method: str, url: str, what: str, **kwargs: Any
+        self,
+        client: github3.GitHub,
+        method: str,
+        url: str,
+        what: str,
+        passed: tuple[int, ...] = (),
+        **kwargs: Any,
     ) -> requests.Response:
+        """One REST call; 5xx and network errors are GitHubUnavailable, other 4xx (except
+        the statuses in `passed`, handed back) GitHubRefused."""
         try:
             response: requests.Response = client.session.request(method, url, **kwargs)
         except requests.RequestException as exc:
             raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
+        if response.status_code in passed:
+            return response
         if response.status_code >= 500:
             raise GitHubUnavailable(f"{what}: GitHub answered {response.status_code}")
         if response.status_code >= 400:
@@ -351,6 +428,36 @@ class GitHubAdapter:
             if code >= 500:
                 raise GitHubUnavailable(f"{what}: GitHub answered {code}") from exc
             raise GitHubRefused(f"{what}: GitHub answered {code}: {exc.msg}") from exc
+
+
+def _read_at_most(response: requests.Response, limit: int, what: str) -> bytes | None:
+    """The body, or None once it passes `limit` (reading stops there)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_content(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+    except requests.RequestException as exc:
+        raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
+    return b"".join(chunks)
+
+
+def _json_file_content(data: bytes) -> bytes | None:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("type") != "file":
+        return None
+    if body.get("encoding") != "base64" or not isinstance(body.get("content"), str):
+        return None  # over 1 MB GitHub sends `encoding: none` and no content
+    try:
+        return base64.b64decode(body["content"])
+    except ValueError:
+        return None
 
 
 def _message(response: requests.Response) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from contracts.event import TriggerEvent
@@ -17,15 +18,19 @@ def request_for_event(
     shards: int = 1,
     impact_map: str | None = None,
 ) -> pipeline.RunRequest:
-    """Runs are keyed by delivery: the same delivery always maps to the same run id and folder."""
+    """Runs are keyed by delivery: the same delivery always maps to the same run id and folder.
+
+    The diff the event brings (GitHub compare patches, `relay.changes.complete_files`) becomes
+    the run's diff; the event stored with the run does not repeat it."""
     from workflows.settings import Settings
 
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=replace(event, diff_text=None).to_json(),
         out_dir=str(pipeline.run_dir(out_root, run_id)),
         inventory=str(inventory),
+        diff_text=event.diff_text,
         specs=specs,
         shards=max(1, shards),
         impact_map=impact_map,

@@ -203,8 +203,12 @@ def test_complete_files_asks_compare_when_the_payload_is_partial(
         base_sha=SHA_A,
         files=(ChangedFile("x.py", "modified"),),
     )
-    assert complete_files(complete, adapter) is complete
-    assert len(github_api.find("GET", "/compare/")) == 1
+    # A complete push keeps its own files and still asks compare, for the patches
+    # (tests/relay/test_changes.py).
+    pushed = complete_files(complete, adapter)
+    assert pushed.files == complete.files and pushed.files_complete and not pushed.truncated
+    assert pushed.diff_text is not None and pushed.diff_text.count("diff --git") == 300
+    assert len(github_api.find("GET", "/compare/")) == 2
 
 
 def test_serve_answers_503_while_redis_is_down_and_recovers(

@@ -5,7 +5,14 @@ examples so `github3.GitHubEnterprise(server.url)` parses them:
 
 - `GET  /repos/{owner}/{repo}`                              repository
 - `GET  /repos/{owner}/{repo}/compare/{base}...{head}`       files on page 1 only, at most 300
-  for the whole comparison; commits paginated by `per_page`/`page` with a `Link` header
+  for the whole comparison, each with its `patch` (hunks only, no file header; left out for
+  an entry registered with `"patch": None`, as GitHub leaves it out of binary and very
+  large files); commits paginated by `per_page`/`page` with a `Link` header
+- `GET  /repos/{owner}/{repo}/contents/{path}?ref={ref}`     a file registered with
+  `add_file`: the JSON object (`type: file`, base64 `content` in 60-column lines; over 1 MB
+  `encoding: none` and empty content, as GitHub does), or its bytes with
+  `Accept: application/vnd.github.raw[+json]`; a directory lists its entries; unknown
+  path or ref: 404. Without `ref`, the default branch `main`
 - `POST /repos/{owner}/{repo}/statuses/{sha}`                commit status (token auth)
 - `POST /repos/{owner}/{repo}/check-runs`                    check run (installation token)
 - `GET|PATCH /repos/{owner}/{repo}/check-runs/{id}`          (installation token)
@@ -28,12 +35,14 @@ Use it as a context manager or through the `github_api` fixture (import it into 
         ...
         assert gh.statuses[("pytorch/pytorch", sha)][-1]["state"] == "success"
         gh.fail_next("POST", r"/statuses/", status=502)   # inject an outage
+        gh.add_file("pytorch/pytorch", base, "aten/src/ATen/native/SoftMax.cpp", text)
 
 Any repository is known on first use; unknown comparisons answer 404 like GitHub.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import itertools
@@ -46,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 import pytest
@@ -54,6 +63,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 COMPARE_FILE_CAP = 300
+CONTENTS_OBJECT_MAX_BYTES = 1024 * 1024  # larger files: `encoding: none`, raw media type only
+RAW_MEDIA_TYPE = "application/vnd.github.raw"
 DISPATCH_KEY_CAP = 10
 DISPATCH_EVENT_TYPE_CAP = 100
 
@@ -106,6 +117,7 @@ class GitHubAPIServer:
         )
         self._public_key = key.public_key()
         self._comparisons: dict[tuple[str, str, str], _Comparison] = {}
+        self._files: dict[tuple[str, str, str], bytes] = {}
         self._failures: list[_Failure] = []
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
@@ -159,6 +171,11 @@ class GitHubAPIServer:
             entry = {"filename": item, "status": "modified"} if isinstance(item, str) else item
             entries.append(_file_object(repo, head, entry))
         self._comparisons[(repo, base, head)] = _Comparison(entries, list(commits))
+
+    def add_file(self, repo: str, ref: str, path: str, content: str | bytes) -> None:
+        """Register the file `path` at `ref` (a sha or a branch) for the contents API."""
+        data = content.encode() if isinstance(content, str) else content
+        self._files[(repo, ref, path.strip("/"))] = data
 
     def fail_next(self, method: str, path_regex: str, status: int = 502, times: int = 1) -> None:
         """Answer the next `times` matching requests with `status` (after recording them)."""
@@ -258,6 +275,40 @@ class GitHubAPIServer:
                 f'<{base_link}&page={page + 1}>; rel="next", <{base_link}&page={last}>; rel="last"'
             )
         return 200, body, headers
+
+    def _contents(
+        self, req: RecordedRequest, owner: str, repo: str, path: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        full = f"{owner}/{repo}"
+        ref = req.query.get("ref", ["main"])[0]
+        path = unquote(path).strip("/")
+        api = f"{self.api_url}/repos/{full}"
+        data = self._files.get((full, ref, path))
+        if data is None:
+            prefix = f"{path}/"
+            below = sorted(
+                p for (r, f, p) in self._files if (r, f) == (full, ref) and p.startswith(prefix)
+            )
+            if not below:
+                return 404, _not_found(), {}
+            names: dict[str, str] = {}
+            for p in below:
+                rest = p[len(prefix) :]
+                names.setdefault(rest.split("/", 1)[0], "dir" if "/" in rest else "file")
+            return (
+                200,
+                [
+                    {**_content_object(api, self.url, full, ref, f"{prefix}{n}", b""), "type": kind}
+                    for n, kind in names.items()
+                ],
+                {},
+            )
+        if RAW_MEDIA_TYPE in req.headers.get("accept", ""):
+            return 200, data, {"Content-Type": f"{RAW_MEDIA_TYPE}; charset=utf-8"}
+        return 200, _content_object(api, self.url, full, ref, path, data), {}
 
     def _create_status(
         self, req: RecordedRequest, owner: str, repo: str, sha: str
@@ -456,6 +507,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         "_compare",
     ),
     (
+        "GET",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/contents/(?P<path>.+)"),
+        "_contents",
+    ),
+    (
         "POST",
         re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/statuses/(?P<sha>[^/]+)"),
         "_create_status",
@@ -533,9 +589,12 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = _serve
 
     def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-        data = b"" if payload is None else json.dumps(payload).encode()
+        """JSON, or `payload` as it is when it is bytes (a raw media type's answer)."""
+        raw = isinstance(payload, bytes)
+        data = payload if raw else b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        if "Content-Type" not in headers:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-GitHub-Request-Id", f"SPYRE:{time.monotonic_ns():x}")
         for key, value in headers.items():
@@ -787,11 +846,43 @@ def _file_object(repo: str, head: str, entry: dict[str, Any]) -> dict[str, Any]:
         "blob_url": f"https://example/{repo}/blob/{head}/{name}",
         "raw_url": f"https://example/{repo}/raw/{head}/{name}",
         "contents_url": f"https://example/repos/{repo}/contents/{name}?ref={head}",
-        "patch": entry.get("patch", "@@ -1 +1 @@\n-old\n+new"),
     }
+    patch = entry.get("patch", "@@ -1 +1 @@\n-old\n+new")
+    if patch is not None:  # GitHub sends none for binary and very large files
+        obj["patch"] = patch
     if status == "renamed":
         obj["previous_filename"] = entry["previous_filename"]
     return obj
+
+
+def _content_object(
+    api: str, web: str, repo: str, ref: str, path: str, data: bytes
+) -> dict[str, Any]:
+    """A contents API file object: base64 content in 60-column lines, as GitHub sends it;
+    over 1 MB no content and `encoding: none`."""
+    small = len(data) <= CONTENTS_OBJECT_MAX_BYTES
+    encoded = base64.b64encode(data).decode() if small else ""
+    sha = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    url = f"{api}/contents/{path}?ref={ref}"
+    return {
+        "type": "file",
+        "encoding": "base64" if small else "none",
+        "size": len(data),
+        "name": path.rsplit("/", 1)[-1],
+        "path": path,
+        "content": "\n".join(encoded[i : i + 60] for i in range(0, len(encoded), 60))
+        + ("\n" if encoded else ""),
+        "sha": sha,
+        "url": url,
+        "git_url": f"{api}/git/blobs/{sha}",
+        "html_url": f"{web}/{repo}/blob/{ref}/{path}",
+        "download_url": f"{web}/{repo}/raw/{ref}/{path}",
+        "_links": {
+            "self": url,
+            "git": f"{api}/git/blobs/{sha}",
+            "html": f"{web}/{repo}/blob/{ref}/{path}",
+        },
+    }
 
 
 def _sha(text: str) -> str:

@@ -1,0 +1,324 @@
+"""Old sources through GitHub's contents API and compare patches as the diff, from the intake
+to the plan: in-process against the local GitHub REST server, and on real processes
+(`spyre-ci serve`, `spyre-ci worker --intake`, Redis, the local GitHub server)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import selector
+from contracts.event import ChangedFile, TriggerEvent
+from relay.changes import complete_files
+from relay.github import GitHubAdapter
+from relay.signature import sign
+from tests.conftest import TINY_SPEC, free_port
+from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - a fixture
+from workflows.intake_bridge import request_for_event
+from workflows.pipeline import load_inventory
+from workflows.planning import change_set, plan_change, plan_config
+from workflows.sources import GitHubSources, with_old_sources
+
+REPO = "pytorch/pytorch"
+BASE = "0e5bc7d4a106b7827070c51f385b31b3487c01da"
+HEAD = "a04374e4c0bcc55e97a6438afc0d030df21dd703"
+# A file whose name names no op: only the enclosing TORCH_IMPL_FUNC does.
+CPP = "aten/src/ATen/native/Activation.cpp"
+OLD_CPP = """\
+#include <ATen/native/SoftMax.h>
+
+namespace at::native {
+
+TORCH_IMPL_FUNC(softmax_cpu_out)
+(const Tensor& input, int64_t dim, bool half_to_float, const Tensor& output) {
+  TORCH_CHECK(!half_to_float, "softmax with half to float conversion is not supported on CPU");
+  if (input.numel() == 0) {
+    return;
+  }
+  auto input_ = input.contiguous();
+  int64_t dim_ = maybe_wrap_dim(dim, input_.dim());
+  if (input_.dim() == 0) {
+    input_ = input_.view(1);
+  }
+  if (dim_ == input_.dim() - 1) {
+    softmax_lastdim_kernel(kCPU, output, input_);
+  } else {
+    softmax_kernel(kCPU, output, input_, dim_);
+  }
+}
+
+} // namespace at::native
+"""
+# `diff -u` style, as GitHub's compare gives it here: nothing after the second @@.
+PATCH = """\
+@@ -13,7 +13,7 @@
+   if (input_.dim() == 0) {
+     input_ = input_.view(1);
+   }
+-  if (dim_ == input_.dim() - 1) {
++  if (dim_ == input_.dim() - 1 && input_.size(dim_) > 1) {
+     softmax_lastdim_kernel(kCPU, output, input_);
+   } else {
+     softmax_kernel(kCPU, output, input_, dim_);"""
+SECRET = "sources-secret"
+
+
+def push_event(files: tuple[str, ...] = (CPP,)) -> TriggerEvent:
+    return TriggerEvent(
+        kind="push",
+        delivery_id="d-sources",
+        repo=REPO,
+        head_sha=HEAD,
+        base_sha=BASE,
+        ref="refs/heads/main",
+        files=tuple(ChangedFile(f, "modified") for f in files),
+    )
+
+
+def serve_github(gh: GitHubAPIServer) -> None:
+    gh.add_comparison(REPO, BASE, HEAD, files=[{"filename": CPP, "patch": PATCH}])
+    gh.add_file(REPO, BASE, CPP, OLD_CPP)
+
+
+def adapter(gh: GitHubAPIServer) -> GitHubAdapter:
+    return GitHubAdapter(base_url=gh.url, token=gh.token)
+
+
+def the_fact(plan_json: dict[str, Any]) -> dict[str, Any]:
+    (fact,) = [p for p in plan_json["change_facts"]["paths"] if p["path"] == CPP]
+    return fact
+
+
+def test_the_intake_plans_a_kernel_change_by_its_old_source_from_github(
+    github_api: GitHubAPIServer,  # noqa: F811
+    tiny_inventory: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    serve_github(github_api)
+    monkeypatch.setenv("SPYRE_CI_GITHUB_URL", github_api.url)
+    monkeypatch.setenv("SPYRE_CI_GITHUB_TOKEN", github_api.token)
+    request = request_for_event(
+        complete_files(push_event(), adapter(github_api)), tmp_path / "runs", tiny_inventory
+    )
+    assert request.diff_text is not None and "diff_text" not in request.event
+    inventory = load_inventory(tiny_inventory)
+
+    def plan() -> dict[str, Any]:
+        result = plan_change(
+            change_set(request), inventory, selector.History(), plan_config(request)
+        )
+        return result.plan_json
+
+    planned = plan()
+    fact = the_fact(planned)
+    assert fact["located"] == "source" and fact["ops"] == ["softmax"]
+    assert "cpp-function softmax_cpu_out" in fact["definitions"]
+    assert planned["change_facts"]["decision"] == "targeted"
+    assert planned["change_facts"]["completeness"] == "full"
+    (asked,) = github_api.find("GET", "/contents/")
+    assert asked.query["ref"] == [BASE]
+    # Cached on disk: the next plan of the same change asks GitHub nothing.
+    assert the_fact(plan())["located"] == "source"
+    assert len(github_api.find("GET", "/contents/")) == 1
+    cache = Path(os.environ["SPYRE_CI_STATE_DIR"]) / "github-sources"
+    assert len([f for f in cache.glob("*/*") if f.is_file()]) == 1
+
+
+def test_without_github_or_without_a_base_nothing_is_asked(
+    github_api: GitHubAPIServer,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    serve_github(github_api)
+    monkeypatch.delenv("SPYRE_CI_GITHUB_TOKEN", raising=False)
+    diff = complete_files(push_event(), adapter(github_api)).diff_text
+    change = selector.ChangeSet.from_event(push_event(), diff)
+    assert with_old_sources(change).sources == {}  # no GitHub configuration
+    bare = selector.ChangeSet.from_diff(diff or "")
+    sources = GitHubSources(adapter(github_api), tmp_path / "cache")
+    assert with_old_sources(bare, github=sources).sources == {}  # no sha to ask for
+    assert github_api.find("GET", "/contents/") == []
+
+
+def test_github_trouble_means_hunks_and_one_log_line(
+    github_api: GitHubAPIServer,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    other = "aten/src/ATen/native/Other.cpp"
+    github_api.add_file(REPO, BASE, CPP, OLD_CPP)
+    github_api.add_file(REPO, BASE, other, OLD_CPP)
+    diff = "".join(
+        f"--- a/{p}\n+++ b/{p}\n{PATCH}\n" for p in (CPP, other)
+    )  # plain `diff -u` of two files
+    change = selector.ChangeSet.from_event(push_event((CPP, other)), diff)
+    sources = GitHubSources(adapter(github_api), tmp_path / "cache")
+    github_api.fail_next("GET", "/contents/", status=502)
+    with caplog.at_level(logging.WARNING, logger="workflows.sources"):
+        assert with_old_sources(change, github=sources).sources == {}
+    (line,) = [r for r in caplog.records if r.name == "workflows.sources"]
+    assert "2 file(s) not fetched" in line.getMessage() and "502" in line.getMessage()
+    assert len(github_api.find("GET", "/contents/")) == 1  # GitHub failing: no more asked
+    # A failure is not cached: the next change asks again. A bound on files a change asks.
+    assert set(with_old_sources(change, github=sources).sources) == {CPP, other}
+    bounded = GitHubSources(adapter(github_api), tmp_path / "cache2", max_files=1)
+    assert len(with_old_sources(change, github=bounded).sources) == 1
+
+
+def test_an_installed_file_the_patch_does_not_fit_is_read_from_github(
+    github_api: GitHubAPIServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    path = "torch/_refs/activation.py"
+    base_text = "def softmax(x):\n    return x.exp()\n"
+    github_api.add_file(REPO, BASE, path, base_text)
+    patch = "@@ -1,2 +1,2 @@\n def softmax(x):\n-    return x.exp()\n+    return x.exp() / 2\n"
+    diff = f"--- a/{path}\n+++ b/{path}\n{patch}"
+    change = selector.ChangeSet.from_event(push_event((path,)), diff)
+    root = tmp_path / "site"
+    (root / "torch" / "_refs").mkdir(parents=True)
+    installed = root / path
+    sources = GitHubSources(adapter(github_api), tmp_path / "cache")
+    # The installed release differs from the base commit: the patch does not apply to it.
+    installed.write_text("def log_softmax(x):\n    pass\n")
+    assert with_old_sources(change, root=root, github=sources).sources == {path: base_text}
+    # When it fits, the installed file is used and GitHub is not asked.
+    installed.write_text("# installed\n" + base_text)
+    asked = len(github_api.find("GET", "/contents/"))
+    got = with_old_sources(change, root=root, github=sources).sources
+    assert got == {path: "# installed\n" + base_text}
+    assert len(github_api.find("GET", "/contents/")) == asked
+
+
+# -- on real processes -----------------------------------------------------------------------
+
+
+def _wait(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _listening(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def test_a_served_push_is_planned_by_the_old_source_github_gives(
+    github_api: GitHubAPIServer,  # noqa: F811
+    redis_server: str,
+    tiny_inventory: Path,
+    tmp_path: Path,
+) -> None:
+    serve_github(github_api)
+    env = {
+        **os.environ,
+        "SPYRE_CI_REDIS_URL": redis_server,
+        "SPYRE_CI_WEBHOOK_SECRET": SECRET,
+        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+    }
+    worker_env = {
+        **env,
+        "SPYRE_CI_GITHUB_URL": github_api.url,
+        "SPYRE_CI_GITHUB_TOKEN": github_api.token,
+    }
+    port = free_port()
+    runs = tmp_path / "runs"
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, proc_env: dict[str, str], *args: str) -> None:
+        with open(tmp_path / f"{name}.log", "wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "workflows", *args],
+                    cwd=tmp_path,
+                    env=proc_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+
+    try:
+        start("serve", env, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1")
+        start(
+            "worker",
+            worker_env,
+            "worker",
+            "--concurrency",
+            "1",
+            "--intake",
+            "--inventory",
+            str(tiny_inventory),
+            "--specs",
+            str(TINY_SPEC),
+            "--out-root",
+            str(runs),
+        )
+        _wait(lambda: _listening(port), 60, "the relay to listen")
+        payload = {
+            "ref": "refs/heads/main",
+            "before": BASE,
+            "after": HEAD,
+            "deleted": False,
+            "forced": False,
+            "repository": {"full_name": REPO},
+            "commits": [
+                {
+                    "id": HEAD,
+                    "message": "[ATen][CPU] Route size-1 last dim softmax to the general kernel",
+                    "added": [],
+                    "modified": [CPP],
+                    "removed": [],
+                }
+            ],
+        }
+        body = json.dumps(payload).encode()
+        delivery = urllib.request.Request(
+            f"http://127.0.0.1:{port}/github/webhook",
+            data=body,
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": "sources-e2e-1",
+                "X-Hub-Signature-256": sign(SECRET, body),
+            },
+        )
+        with urllib.request.urlopen(delivery, timeout=10) as answer:
+            assert answer.status == 202
+        plan_file = _wait(
+            lambda: next(iter(runs.glob("*/plan.json")), None), 300, "the run's plan.json"
+        )
+        plan_json = json.loads(_wait(plan_file.read_text, 10, "plan.json's text"))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    fact = the_fact(plan_json)
+    assert fact["located"] == "source" and fact["ops"] == ["softmax"], fact
+    assert "cpp-function softmax_cpu_out" in fact["definitions"]
+    assert len(github_api.find("GET", "/compare/")) == 1
+    assert [r.query["ref"] for r in github_api.find("GET", "/contents/")] == [[BASE]]
