@@ -7,11 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +16,8 @@ import selector
 from contracts.event import ChangedFile, TriggerEvent
 from relay.changes import complete_files
 from relay.github import GitHubAdapter
-from relay.signature import sign
 from tests.conftest import TINY_SPEC, free_port
+from tests.e2e.test_distributed import listening, post_delivery, services, wait_for  # noqa: F401
 from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - a fixture
 from workflows.intake_bridge import request_for_event
 from workflows.pipeline import load_inventory
@@ -70,7 +65,6 @@ PATCH = """\
      softmax_lastdim_kernel(kCPU, output, input_);
    } else {
      softmax_kernel(kCPU, output, input_, dim_);"""
-SECRET = "sources-secret"
 
 
 def push_event(files: tuple[str, ...] = (CPP,)) -> TriggerEvent:
@@ -204,119 +198,47 @@ def test_an_installed_file_the_patch_does_not_fit_is_read_from_github(
 # -- on real processes -----------------------------------------------------------------------
 
 
-def _wait(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def _listening(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
 def test_a_served_push_is_planned_by_the_old_source_github_gives(
     github_api: GitHubAPIServer,  # noqa: F811
-    redis_server: str,
-    tiny_inventory: Path,
-    tmp_path: Path,
+    services: dict[str, Any],  # noqa: F811
 ) -> None:
     serve_github(github_api)
-    env = {
-        **os.environ,
-        "SPYRE_CI_REDIS_URL": redis_server,
-        "SPYRE_CI_WEBHOOK_SECRET": SECRET,
-        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
-    }
-    worker_env = {
-        **env,
-        "SPYRE_CI_GITHUB_URL": github_api.url,
-        "SPYRE_CI_GITHUB_TOKEN": github_api.token,
-    }
+    # The plan task finds GitHub by the environment, as the intake does.
+    services["env"].update(
+        SPYRE_CI_GITHUB_URL=github_api.url, SPYRE_CI_GITHUB_TOKEN=github_api.token
+    )
     port = free_port()
-    runs = tmp_path / "runs"
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(name: str, proc_env: dict[str, str], *args: str) -> None:
-        with open(tmp_path / f"{name}.log", "wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "workflows", *args],
-                    cwd=tmp_path,
-                    env=proc_env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-
-    try:
-        start("serve", env, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1")
-        start(
-            "worker",
-            worker_env,
-            "worker",
-            "--concurrency",
-            "1",
-            "--intake",
-            "--inventory",
-            str(tiny_inventory),
-            "--specs",
-            str(TINY_SPEC),
-            "--out-root",
-            str(runs),
-        )
-        _wait(lambda: _listening(port), 60, "the relay to listen")
-        payload = {
-            "ref": "refs/heads/main",
-            "before": BASE,
-            "after": HEAD,
-            "deleted": False,
-            "forced": False,
-            "repository": {"full_name": REPO},
-            "commits": [
-                {
-                    "id": HEAD,
-                    "message": "[ATen][CPU] Route size-1 last dim softmax to the general kernel",
-                    "added": [],
-                    "modified": [CPP],
-                    "removed": [],
-                }
-            ],
-        }
-        body = json.dumps(payload).encode()
-        delivery = urllib.request.Request(
-            f"http://127.0.0.1:{port}/github/webhook",
-            data=body,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "X-GitHub-Event": "push",
-                "X-GitHub-Delivery": "sources-e2e-1",
-                "X-Hub-Signature-256": sign(SECRET, body),
-            },
-        )
-        with urllib.request.urlopen(delivery, timeout=10) as answer:
-            assert answer.status == 202
-        plan_file = _wait(
-            lambda: next(iter(runs.glob("*/plan.json")), None), 300, "the run's plan.json"
-        )
-        plan_json = json.loads(_wait(plan_file.read_text, 10, "plan.json's text"))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    services["start"](
+        "serve", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"
+    )
+    services["start"](
+        "worker",
+        "worker",
+        "--concurrency",
+        "1",
+        "--intake",
+        "--inventory",
+        str(services["inventory"]),
+        "--specs",
+        str(TINY_SPEC),
+        "--out-root",
+        str(services["runs"]),
+    )
+    wait_for(lambda: listening(port), 60, "the relay to listen")
+    payload = {
+        "ref": "refs/heads/main",
+        "before": BASE,
+        "after": HEAD,
+        "deleted": False,
+        "forced": False,
+        "repository": {"full_name": REPO},
+        "commits": [{"message": "softmax: size-1 last dim", "modified": [CPP]}],
+    }
+    status, body = post_delivery(port, "sources-e2e-1", payload)
+    assert status == 202 and "enqueued" in body, body
+    runs: Path = services["runs"]
+    plan_file = wait_for(lambda: next(iter(runs.glob("*/plan.json")), None), 300, "plan.json")
+    plan_json = json.loads(wait_for(plan_file.read_text, 10, "plan.json's text"))
     fact = the_fact(plan_json)
     assert fact["located"] == "source" and fact["ops"] == ["softmax"], fact
     assert "cpp-function softmax_cpu_out" in fact["definitions"]
