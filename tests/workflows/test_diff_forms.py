@@ -80,3 +80,57 @@ def test_every_shipped_mutation_selects_the_same_in_every_form(
                 decision, ids, _ = got[form]
                 assert decision == "full" or set(got["git"][1]) <= set(ids), (m.id, form)
     assert not differ, "\n".join(differ)
+
+
+# Plain `diff -u` edits of function bodies in files that name no op, or that every op
+# depends on: the trace, joined by the changed definitions, targets them.
+THROUGH_THE_TRACE = [
+    ("torch/functional.py", "def split(", "    if has_torch_function_unary(tensor):"),
+    (
+        "torch/_tensor.py",
+        "    def split(self, split_size, dim=0):",
+        "        if isinstance(split_size, Tensor):",
+    ),
+    ("torch/_refs/__init__.py", "def clamp_min(", "    return torch.clamp(self, min=min)"),
+    ("torch/_decomp/decompositions.py", "def slice_forward(", "    ndim = self.dim()"),
+    (
+        "torch/testing/_internal/common_methods_invocations.py",
+        "def sample_inputs_hardswish(",
+        "    N = 5",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def bundled() -> tuple[Inventory, selector.ImpactMap]:
+    from suites.inventory import build_inventory
+    from workflows.trace_store import joined_trace
+
+    inventory = build_inventory(None)
+    joined = joined_trace(inventory, None)
+    assert joined is not None, "no shipped trace for the installed torch"
+    return inventory, joined[0]
+
+
+@pytest.mark.parametrize(("path", "function", "line"), THROUGH_THE_TRACE)
+def test_edits_the_names_cannot_reach_are_targeted_through_the_trace(
+    bundled: tuple[Inventory, selector.ImpactMap], path: str, function: str, line: str
+) -> None:
+    inventory, impact = bundled
+    old = (torch_root() / path).read_text(encoding="utf-8")
+    start = old.index(function)
+    at = old.index(line, start)
+    new = old[:at] + line + "  # edited\n    pass\n" + old[at + len(line) + 1 :]
+    text = "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}")
+    )
+    change = with_old_sources(
+        selector.ChangeSet.from_diff(text), torch_version=inventory.torch_version
+    )
+    p = selector.plan(
+        change, inventory, config=selector.PlanConfig(holdout_rate=0.0), impact=impact
+    )
+    assert p.decision == "targeted", (p.decision, p.fallback)
+    executed = set().union(*(impact.executing(f) for f in p.facts.functions))
+    assert executed and executed <= set(p.selected_ids)
+    assert p.totals["ratio_count"] < 0.5, p.totals
