@@ -32,7 +32,7 @@ from workflows.history import HistoryError, HistoryStore, RedisHistory, SQLiteHi
 from workflows.impact_tracer import IDS_VAR, OUT_VAR, SESSION
 from workflows.traces import describe, shipped_trace, shipped_trace_path
 
-TRACE_FILE = "trace.jsonl"  # per shard work directory, written by workflows.impact_tracer
+TRACE_FILE = "trace.ndjson"  # per shard work directory (not *.jsonl: those are results files)
 TRACE_IDS = "trace-ids.txt"  # per run: the ids its shards trace
 TRACE_PLUGIN = "workflows.impact_tracer"
 # Outcomes whose trace is incomplete (the test did not run to its end in one piece).
