@@ -218,8 +218,9 @@ def scout(
         # A module-level line runs at import; a memoized function's body runs once per
         # process, credited by a trace to whichever variant called it first: both reach
         # every variant that runs code of the file.
-        module_level = located is not None and any(
-            item.kind == MODULE or item.cached for item in _innermost(located)
+        module_level = located is not None and (
+            any(item.kind == MODULE for item in _innermost(located))
+            or any(item.cached for item in located)
         )
         narrowed = ""
         if (

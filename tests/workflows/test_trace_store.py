@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 import selector
-from contracts.event import TriggerEvent
 from suites.model import Inventory, Outcome, Status
-from tests.conftest import TINY_SPEC
+from tests.workflows.test_infra_faults import _request as infra_request
 from workflows import embedded, pipeline
 from workflows.history import RedisHistory, SQLiteHistory
 from workflows.trace_store import (
@@ -85,25 +84,8 @@ def test_recorded_traces_keep_only_complete_known_variants(tmp_path: Path) -> No
 
 
 def _request(inventory: Path, out: Path, run_id: str) -> pipeline.RunRequest:
-    event = TriggerEvent(
-        kind="push",
-        delivery_id=run_id,
-        repo="pytorch/pytorch",
-        head_sha="c" * 40,
-        files_complete=False,
-        source="cli",
-    )
-    return pipeline.RunRequest(
-        run_id=run_id,
-        event=event.to_json(),
-        out_dir=str(out),
-        inventory=str(inventory),
-        specs=(str(TINY_SPEC),),
-        full=True,
-        holdout=0.0,
-        expand=False,
-        trace_share=0.0,
-    )
+    """A full run of the tiny specs that traces only what lacks a trace (share 0)."""
+    return infra_request(inventory, out, run_id, trace_share=0.0)
 
 
 def test_a_run_traces_what_lacks_a_trace_and_the_next_plan_joins_it(

@@ -17,28 +17,34 @@ class body) runs at import: it touches every variant, and nothing is restricted.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from selector.definitions import FUNCTION, Located, locate
 from selector.impact import ImpactMap
 from workflows.bench.mutations.model import Mutation, torch_root
 
 
 def changed_functions(mutation: Mutation, root: Path | None = None) -> set[str] | None:
     """`path:qualname` of the innermost functions around every changed line of a python
-    mutation (in the unmutated file), or None when a change lies outside any function."""
+    mutation (in the unmutated file and the mutated one), or None when a change lies outside
+    any function body (module level, a class body, a decorator or default: import time)."""
     root = root or torch_root()
     found: set[str] = set()
     for patch in mutation.patches:
         source = (root / patch.path).read_text(encoding="utf-8")
-        spans = _function_spans(ast.parse(source))
-        for line in _changed_old_lines(patch):
-            inner = _innermost(spans, line)
-            if inner is None:
-                return None
-            found.add(f"{patch.path}:{inner}")
+        located = locate(patch, source)
+        if located is None:
+            return None
+        if any(item.cached for item in located):
+            return None  # a memoized function (or code in one) runs once per process
+        innermost: dict[tuple[str, int], Located] = {}
+        for item in located:
+            innermost.setdefault((item.side, item.line), item)
+        for item in innermost.values():
+            if item.kind != FUNCTION:
+                return None  # runs at import: every variant
+            found.add(f"{patch.path}:{item.name}")
     return found
 
 
@@ -68,48 +74,3 @@ def touched_variants(mutation: Mutation, trace: ImpactMap, ids: Iterable[str]) -
 def _within(name: str, function: str) -> bool:
     # The function itself, or code nested in it (lambdas, comprehensions, inner defs).
     return name == function or name.startswith(function + ".<locals>.")
-
-
-def _function_spans(tree: ast.Module) -> list[tuple[int, int, str]]:
-    """(first body line, last line, qualname) of every function. Decorators and the
-    signature (default values) run when the module executes the `def`: module-level code."""
-    spans: list[tuple[int, int, str]] = []
-
-    def visit(node: ast.AST, prefix: str, in_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                name = f"{prefix}{child.name}"
-                spans.append((child.body[0].lineno, child.end_lineno or child.lineno, name))
-                visit(child, f"{name}.<locals>.", True)
-            elif isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.", in_function)
-            else:
-                visit(child, prefix, in_function)
-
-    visit(tree, "", False)
-    return spans
-
-
-def _innermost(spans: list[tuple[int, int, str]], line: int) -> str | None:
-    best: tuple[int, int, str] | None = None
-    for span in spans:
-        if span[0] <= line <= span[1] and (best is None or span[0] >= best[0]):
-            best = span
-    return None if best is None else best[2]
-
-
-def _changed_old_lines(patch: Any) -> list[int]:
-    """Old-file line numbers of removed lines; an insertion counts as the line before it."""
-    lines: list[int] = []
-    for hunk in patch.hunks:
-        old = hunk.old_start
-        for text in hunk.lines:
-            tag = text[:1]
-            if tag == "-":
-                lines.append(old)
-                old += 1
-            elif tag == "+":
-                lines.append(max(old - 1, 1))
-            else:
-                old += 1
-    return lines
