@@ -85,6 +85,9 @@ def plan_change(
     plan_json = result.to_json()
     if impact is not None:
         plan_json["impact_map"] = impact[1]
+    hubs = _hubs(result)
+    if hubs:
+        plan_json["hubs"] = hubs
     shards = [list(shard["ids"]) for shard in plan_json["shards"]]
     return PlanResult(
         result,
@@ -93,6 +96,24 @@ def plan_change(
         list(result.holdout),
         impact[0] if impact else None,
     )
+
+
+def _hubs(plan: selector.Plan) -> list[dict[str, Any]]:
+    """What most of the inventory reaches (`impact_map` reasons marked a hub): how many
+    variants each reached, how many the plan kept, and how many a budget left out."""
+    found: dict[str, dict[str, Any]] = {}
+    for chosen in plan.selected:
+        for reason in chosen.reasons:
+            if "(a hub:" in reason.reason:
+                entry = found.setdefault(reason.reason, {"reason": reason.reason, "selected": 0})
+                entry["selected"] += 1
+    for reasons, why in plan.unselected.values():
+        for reason in reasons:
+            if "(a hub:" in reason.reason:
+                entry = found.setdefault(reason.reason, {"reason": reason.reason, "selected": 0})
+                entry.setdefault("left_out", {})
+                entry["left_out"][why] = entry["left_out"].get(why, 0) + 1
+    return list(found.values())
 
 
 def make_plan(

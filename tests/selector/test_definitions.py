@@ -6,7 +6,7 @@ import difflib
 
 import pytest
 
-from selector import ChangeSet, plan
+from selector import ChangeSet, PlanConfig, plan
 from selector.definitions import apply_patch, locate
 from selector.diff import as_form, compare_patch_text, parse_unified_diff
 from selector.impact import ImpactMap
@@ -269,3 +269,23 @@ def test_a_function_that_runs_at_import_reaches_every_variant(inventory: Invento
         v.id for v in inventory.variants if v.expectation.value == "skip"
     }
     assert "runs at import or collection" in p.selected[0].reasons[-1].reason
+
+
+def test_a_hub_is_said_and_scored_below_direct_matches(inventory: Inventory) -> None:
+    ids = sorted(v.id for v in inventory.variants if v.expectation.value != "skip")
+    impact = ImpactMap(
+        functions={v: frozenset() for v in ids},
+        aten_ops={v: frozenset({"aten::mul.Tensor"}) for v in ids},
+    )
+    body = (
+        "--- a/aten/src/ATen/native/BinaryOps.cpp\n+++ b/aten/src/ATen/native/BinaryOps.cpp\n"
+        "@@ -1,3 +1,3 @@\n TORCH_IMPL_FUNC(mul_out) (const Tensor& self) {\n-  a;\n+  b;\n }\n"
+    )
+    p = plan(ChangeSet.from_diff(body), inventory, impact=impact)
+    hub = [r for s in p.selected for r in s.reasons if "(a hub:" in r.reason]
+    assert hub and all(r.score < 0.9 for r in hub)
+    # Under a budget the direct matches of the op come first.
+    small = plan(
+        ChangeSet.from_diff(body), inventory, impact=impact, config=PlanConfig(budget_count=3)
+    )
+    assert all("mul" in vid.split("::")[2] for vid in small.selected_ids), small.selected_ids
