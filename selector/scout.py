@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -424,7 +425,32 @@ def _resolve(touch: Touch, index: InventoryIndex | None) -> str | None:
         return index.compact_families.get(compact(touch.name))
     if index is None or index.knows_op(touch.name):
         return canonical(touch.name)
+    if touch.path.endswith(_CPP_SUFFIXES) and touch.evidence in _CPP_SYMBOL_EVIDENCE:
+        # A kernel function is named after its op and what it specialises:
+        # `where_self_out`, `div_true_kernel`, `GeluKernelImpl`: the longest leading words
+        # that name an op the inventory tests.
+        words = _symbol_words(touch.name)
+        for n in range(len(words) - 1, 0, -1):
+            candidate = "_".join(words[:n])
+            if index.knows_op(candidate):
+                return canonical(candidate)
     return None
+
+
+_CPP_SYMBOL_EVIDENCE = frozenset(
+    {
+        "hunk context",
+        "changed definition",
+        "enclosing function",
+        "enclosing function (source)",
+    }
+)
+
+
+def _symbol_words(symbol: str) -> list[str]:
+    """`GeluKernelImpl` -> gelu, kernel, impl; `where_self_out` -> where, self, out."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", symbol).lower()
+    return [w for w in spaced.split("_") if w]
 
 
 def _decide(

@@ -289,3 +289,23 @@ def test_a_hub_is_said_and_scored_below_direct_matches(inventory: Inventory) -> 
         ChangeSet.from_diff(body), inventory, impact=impact, config=PlanConfig(budget_count=3)
     )
     assert all("mul" in vid.split("::")[2] for vid in small.selected_ids), small.selected_ids
+
+
+@pytest.mark.parametrize(
+    ("head", "op"),
+    [
+        ("void div_true_kernel(TensorIteratorBase& iter) {", "div"),
+        ("Tensor& where_self_out(const Tensor& c, const Tensor& s, Tensor& out) {", "where"),
+        ("void GeluKernelImpl(TensorIteratorBase& it, GeluType approximate) {", "gelu"),
+    ],
+)
+def test_a_kernel_function_names_its_op_by_its_leading_words(
+    inventory: Inventory, head: str, op: str
+) -> None:
+    path = "aten/src/ATen/native/cpu/SomeKernel.cpp"
+    source = f"namespace at::native {{\n{head}\n  int a = 1;\n  int b = 2;\n}}\n}}\n"
+    body = source.replace("int a = 1;", "int a = 3;")
+    change = _diff(source, body, path)
+    p = plan(change, inventory)
+    assert p.decision == "targeted", p.fallback
+    assert any(name == op or name.endswith("." + op) for name in p.facts.op_names), p.facts.op_names
