@@ -118,7 +118,6 @@ def read_ids(path: str | Path) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> bool:
     """Collect variants instead of test files."""
-    from suites.expand import expand, load_suites_each
     from suites.loader import SpecError
     from suites.model import split_variant_id
 
@@ -129,7 +128,7 @@ def pytest_collection(session: pytest.Session) -> bool:
     wanted = read_ids(ids_file) if ids_file else None
     # A spec that does not lint is refused on its own (as when the Inventory is built): its
     # variants are not in the Inventory, so no shard asks for them.
-    specs, refused = load_suites_each(specs_opt)
+    specs, refused = _loaded(specs_opt)
     if refused and not specs:
         raise pytest.UsageError("spyre suites do not lint:\n" + "\n".join(refused.values()))
     for path, why in refused.items():
@@ -151,7 +150,7 @@ def pytest_collection(session: pytest.Session) -> bool:
         if suites is not None and spec.suite_name not in suites:
             continue
         try:
-            expansion = expand([spec])
+            expansion = _expanded(spec)
         except SpecError as exc:  # refused from the Inventory likewise
             sys.stderr.write(f"spyre suites: {spec.path}: refused (does not expand):\n{exc}\n")
             continue
@@ -216,6 +215,62 @@ def pytest_collection(session: pytest.Session) -> bool:
     config.hook.pytest_collection_finish(session=session)
     session.testscollected = len(session.items)
     return True
+
+
+# What `preload` loaded and expanded before this process forked (the warm runner's zygote,
+# workflows/zygote.py); empty in a process started cold. Keyed by the spec files' text, so a
+# session never uses the expansion of specs that changed since.
+_PRELOADED: dict[tuple[str, ...], Any] = {}
+
+
+def preload(specs_opt: list[str] | None) -> None:
+    """Load, lint and expand every suite of `specs_opt` now, so that a pytest session in a
+    process forked from this one collects without expanding (the expansion and its errors
+    are kept, and replayed by `pytest_collection`)."""
+    from suites.expand import expand, load_suites_each
+    from suites.loader import SpecError
+
+    specs, refused = load_suites_each(specs_opt)
+    expanded: dict[str, Any] = {}
+    for spec in specs:
+        try:
+            expanded[spec.suite_name] = expand([spec])
+        except SpecError as exc:
+            expanded[spec.suite_name] = exc
+    _PRELOADED[_spec_key(specs_opt)] = (specs, refused, expanded)
+
+
+def _spec_key(specs_opt: list[str] | None) -> tuple[str, ...]:
+    import hashlib
+
+    from suites.loader import spec_paths
+
+    key = list(specs_opt or ())
+    for path in sorted(spec_paths(specs_opt)):
+        key.append(f"{path}:{hashlib.sha256(path.read_bytes()).hexdigest()}")
+    return tuple(key)
+
+
+def _loaded(specs_opt: list[str] | None) -> tuple[list[Any], dict[str, str]]:
+    from suites.expand import load_suites_each
+
+    preloaded = _PRELOADED.get(_spec_key(specs_opt)) if _PRELOADED else None
+    if preloaded is not None:
+        return list(preloaded[0]), dict(preloaded[1])
+    return load_suites_each(specs_opt)
+
+
+def _expanded(spec: Any) -> Any:
+    """The expansion of one suite (preloaded when this process was forked warm)."""
+    from suites.expand import expand
+
+    for specs, _refused, expanded in _PRELOADED.values():
+        if any(s is spec for s in specs) and spec.suite_name in expanded:
+            found = expanded[spec.suite_name]
+            if isinstance(found, Exception):
+                raise found
+            return found
+    return expand([spec])
 
 
 def _ensure_device() -> None:

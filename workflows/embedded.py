@@ -1,6 +1,8 @@
 """The embedded executor: the whole main job in one process tree, no services needed.
 
-Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them).
+Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them), the longest
+(by the plan's History estimate) first. The warm runner's zygote (`workflows/zygote.py`)
+starts warming before the plan is made and stops when the run ends.
 """
 
 from __future__ import annotations
@@ -10,16 +12,23 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from suites.model import Outcome
-from workflows import pipeline
+from workflows import pipeline, zygote
 from workflows.history import HistoryStore
 from workflows.progress import Progress
+from workflows.settings import zygote_enabled
+from workflows.shard_runner import PLUGIN
 
 
 def run(
     request: pipeline.RunRequest, history: HistoryStore, jobs: int = 1, show_progress: bool = True
 ) -> pipeline.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
-    planned = pipeline.plan(request, history)
+    _warm_up(request)
+    try:
+        planned = pipeline.plan(request, history)
+    except BaseException:
+        zygote.stop_all()
+        raise
     return _execute(planned, history, jobs, show_progress, done={})
 
 
@@ -35,11 +44,28 @@ def resume(
     if run.state.final:
         raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
     planned = pipeline.load_planned(run.summary["out_dir"], run_id)
+    _warm_up(planned.request)
     done = {
         f"shard-{i}": pipeline.recorded_outcomes(planned.request, f"shard-{i}")
         for i in range(len(planned.shards))
     }
     return _execute(planned, history, jobs, show_progress, done)
+
+
+def _warm_up(request: pipeline.RunRequest) -> None:
+    if zygote_enabled():
+        zygote.prestart(PLUGIN, request.specs)
+
+
+def _longest_first(planned: pipeline.PlannedRun) -> list[int]:
+    """Shard indexes by the plan's estimated seconds, longest first: with fewer jobs than
+    shards, the long ones start early and the short ones fill the gaps at the end."""
+    estimates: dict[int, float] = {}
+    for shard in planned.plan.get("shards") or ():
+        if isinstance(shard, dict) and isinstance(shard.get("estimated_s"), int | float):
+            estimates[int(shard.get("index", -1))] = float(shard["estimated_s"])
+    order = range(len(planned.shards))
+    return sorted(order, key=lambda i: (-estimates.get(i, len(planned.shards[i])), i))
 
 
 def _execute(
@@ -66,14 +92,14 @@ def _execute(
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        futures = []
-        for i, ids in enumerate(planned.shards):
+        futures = {}
+        for i in _longest_first(planned):
             name = f"shard-{i}"
-            todo = [v for v in ids if v not in done.get(name, {})]
-            futures.append(
-                pool.submit(pipeline.execute_shard, request, name, todo, progress, stop=stop)
+            todo = [v for v in planned.shards[i] if v not in done.get(name, {})]
+            futures[i] = pool.submit(
+                pipeline.execute_shard, request, name, todo, progress, stop=stop
             )
-        shards = [future.result() for future in futures]
+        shards = [futures[i].result() for i in range(len(planned.shards))]
         outcomes = kept + [o for shard in shards for o in shard.outcomes]
         faults = [shard.fault for shard in shards if shard.fault is not None]
         finished = pipeline.finish(planned, outcomes, history, execute, faults)
@@ -81,9 +107,11 @@ def _execute(
         # Not `with pool`: its exit would wait for every shard to end on its own.
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+        zygote.stop_all()
         pipeline.mark_stopped(history, request.run_id, exc)
         raise
     pool.shutdown()
+    zygote.stop_all()
     if progress is not None:
         progress.finish()
     return finished

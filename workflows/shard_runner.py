@@ -11,6 +11,11 @@ A subprocess that ends before any test starts (it cannot start, cannot import to
 collect, never writes a result) says nothing about the tests: it is the tool's or the
 machine's fault. It is tried once more in a fresh process; if that one fails too the shard
 ends with an `InfraFault` naming the cause, and its unrun variants get no outcome at all.
+
+A test process is forked from a warm zygote (`workflows/zygote.py`: torch, the test
+databases and the expanded suites already loaded) when one may serve the shard, else started
+cold; both run the same pytest command line with the same files and are killed, timed and
+limited the same way. `SPYRE_CI_ZYGOTE=0` (or `warm=False`) starts every process cold.
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from suites.model import Outcome, Status
 from suites.results_file import ResultsReader, Started
+from workflows import zygote
+from workflows.settings import zygote_enabled
 
 PLUGIN = "suites.pytest_plugin"
 _POLL_S = 0.05
@@ -96,6 +104,7 @@ class ShardResult:
     outcomes: list[Outcome] = field(default_factory=list)
     junit_paths: list[Path] = field(default_factory=list)
     subprocesses: int = 0
+    warm_processes: int = 0  # of `subprocesses`, those forked from a warm zygote
     wall_s: float = 0.0
     fault: InfraFault | None = None  # set when the shard could not run what is left of it
 
@@ -113,11 +122,20 @@ def pytest_command(
     plugin: str = PLUGIN,
     python: str = sys.executable,
 ) -> list[str]:
-    """The command line of one shard subprocess (the plugin's documented contract)."""
+    """The command line of one shard subprocess (the plugin's documented contract).
+
+    No configuration file: a work folder inside a checkout would otherwise take that
+    checkout's pytest `addopts` (`-n auto` started xdist workers, each a fresh interpreter
+    that imports torch again, in every shard process of `spyre-ci run --out out`).
+    """
     command = [
         python,
         "-m",
         "pytest",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        ".",  # the work folder, where it runs
         "-p",
         plugin,
         "-p",
@@ -164,6 +182,7 @@ def run_shard(
     python: str | None = None,
     parallel: int = 1,
     stop: threading.Event | None = None,
+    warm: bool | None = None,
 ) -> ShardResult:
     """Run every id of the shard; returns one Outcome per id that ran, in completion order.
 
@@ -174,10 +193,18 @@ def run_shard(
     shards run at once on this machine (`thread_env`). `workdir` must be absolute: the
     subprocesses run in it. `stop`, once set, kills the running test process's group within
     a poll interval and returns what finished (an interrupted run: nothing more is started).
+    `warm`: fork the test processes from a zygote when one may serve them (default: unless
+    `SPYRE_CI_ZYGOTE=0`); see `workflows.zygote.key_for` for when none may.
     """
     workdir = workdir.resolve()
     env = {**thread_env(parallel), **(env or {})}
     workdir.mkdir(parents=True, exist_ok=True)
+    interpreter = python or sys.executable
+    key = (
+        zygote.key_for(interpreter, plugin, specs, {**os.environ, **env})
+        if (zygote_enabled() if warm is None else warm)
+        else None
+    )
     result = ShardResult(shard_id)
     done: dict[str, Outcome] = {}
     started = time.monotonic()
@@ -213,13 +240,14 @@ def run_shard(
             specs=specs,
             test_timeout_s=limits.test_timeout_s,
             plugin=plugin,
-            python=python or sys.executable,
+            python=interpreter,
         )
         ended_before = len(done)
         try:
-            returncode = _run_subprocess(
-                command, results_file, workdir, limits, left_s, env, record, stop
+            returncode, forked = _run_subprocess(
+                command, results_file, workdir, limits, left_s, env, record, stop, key
             )
+            result.warm_processes += forked
         except OSError as exc:  # the interpreter is gone, fork failed, the disk is full
             returncode, cause = None, f"cannot start the test process: {exc}"
         else:
@@ -273,6 +301,61 @@ def _cause(returncode: int | None, stem: Path) -> str:
     return "\n".join(parts)
 
 
+class TestProcess(Protocol):
+    """A running test process: a cold `subprocess.Popen` or a `zygote.WarmChild`."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+
+def _start(
+    command: list[str],
+    workdir: Path,
+    env: dict[str, str],
+    limits: Limits,
+    stem: Path,
+    key: zygote.ZygoteKey | None,
+) -> tuple[TestProcess, bool]:
+    """The test process of `command`, forked warm when `key` names a zygote that can, and
+    whether it was; its stdout and stderr go to `<stem>.stdout` and `<stem>.stderr`."""
+    out, err = Path(f"{stem}.stdout"), Path(f"{stem}.stderr")
+    out.write_bytes(b"")
+    err.write_bytes(b"")
+    if key is not None:
+        try:
+            child = zygote.fork(
+                key,
+                command[3:],  # after `python -m pytest`
+                cwd=workdir,
+                env=env,
+                stdout=out,
+                stderr=err,
+                memory_mb=limits.memory_mb,
+            )
+        except zygote.ZygoteUnavailable as exc:
+            zygote.log_once(f"warm runner unavailable, test processes start cold: {exc}")
+        else:
+            return child, True
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # so a kill reaches grandchildren too
+            preexec_fn=_child_setup(limits.memory_mb),
+        )
+    return proc, False
+
+
 def _run_subprocess(
     command: list[str],
     results_file: Path,
@@ -282,26 +365,13 @@ def _run_subprocess(
     env: dict[str, str] | None,
     record: ProgressCallback,
     stop: threading.Event | None = None,
-) -> int | None:
-    """Run one test process to its end; returns its exit code (None when it was killed)."""
+    key: zygote.ZygoteKey | None = None,
+) -> tuple[int | None, bool]:
+    """Run one test process to its end; returns its exit code (None when it was killed) and
+    whether it was forked warm."""
     stem = results_file.with_suffix("")
-    stdout = open(f"{stem}.stdout", "wb")  # noqa: SIM115 - closed below, after the process
-    stderr = open(f"{stem}.stderr", "wb")  # noqa: SIM115
     results_file.touch()
-    try:
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env={**os.environ, **(env or {})},
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,  # so a kill reaches grandchildren too
-            preexec_fn=_child_setup(limits.memory_mb),
-        )
-    except BaseException:
-        stdout.close()
-        stderr.close()
-        raise
+    proc, forked = _start(command, workdir, {**os.environ, **(env or {})}, limits, stem, key)
     reader = ResultsReader(results_file)
     deadline = time.monotonic() + budget_s
     current: tuple[str, float] | None = None  # (variant id, monotonic start)
@@ -326,7 +396,7 @@ def _run_subprocess(
                 killed_for = Status.TIMEOUT
             if stop is not None and stop.is_set():
                 _kill_group(proc)
-                return None  # interrupted: the test that was running reports nothing
+                return None, forked  # interrupted: the test that was running reports nothing
             if killed_for is not None:
                 _kill_group(proc)
                 continue
@@ -336,8 +406,6 @@ def _run_subprocess(
         # running after its process ended.
         _kill_group(proc)
         reader.close()
-        stdout.close()
-        stderr.close()
     if current is not None:
         vid, began = current
         elapsed = time.monotonic() - began
@@ -352,7 +420,7 @@ def _run_subprocess(
             )
         else:
             record(Outcome(vid, Status.CRASHED, elapsed, _describe_exit(proc.returncode)))
-    return None if killed_for is not None else proc.returncode
+    return (None if killed_for is not None else proc.returncode), forked
 
 
 def short_message(text: str, limit: int = _MESSAGE_LIMIT) -> str:
@@ -398,7 +466,7 @@ def _child_setup(memory_mb: int | None) -> Callable[[], None]:
     return apply
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: TestProcess) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -1,0 +1,185 @@
+"""The warm runner on real processes: forked test processes behave as cold ones do."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from suites.model import Status
+from tests.workflows.test_shard_runner import CONTRACT_ENV, CRASHY, IDS
+from workflows import zygote
+from workflows.settings import SettingsError, zygote_enabled
+from workflows.shard_runner import PLUGIN, Limits, run_shard
+from workflows.trace_store import tracing_env
+
+TINY = Path(__file__).parent / "data" / "tiny.yaml"
+TINY_IDS = [
+    "tiny::compare_cpu::softmax::float32",
+    "tiny::compare_cpu::add::float16",
+    "tiny::compare_cpu::pow::float32",
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_zygotes() -> Iterator[None]:
+    zygote.stop_all()
+    yield
+    zygote.stop_all()
+
+
+@pytest.fixture()
+def contract_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The contract plugin importable by this process, hence by its zygote and its children
+    (a warm test process has the environment the runner had when it built the zygote)."""
+    monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])
+
+
+def zygote_pids() -> list[int]:
+    return [z.proc.pid for z in zygote._POOL._zygotes.values()]
+
+
+def test_a_warm_shard_has_the_outcomes_of_a_cold_one(tmp_path: Path) -> None:
+    cold = run_shard("s", TINY_IDS, tmp_path / "cold", specs=[str(TINY)], warm=False)
+    warm = run_shard("s", TINY_IDS, tmp_path / "warm", specs=[str(TINY)], warm=True)
+    assert (cold.warm_processes, warm.warm_processes) == (0, 1)
+
+    def statuses(result: object) -> dict[str, Status]:
+        return {o.id: o.status for o in result.outcomes}  # type: ignore[attr-defined]
+
+    assert statuses(warm) == statuses(cold) and len(statuses(warm)) == 3
+    assert all(p.exists() for p in warm.junit_paths)
+    again = run_shard("s", TINY_IDS[:1], tmp_path / "again", specs=[str(TINY)], warm=True)
+    assert again.warm_processes == 1 and again.outcomes[0].status is Status.PASSED
+
+
+def test_a_crash_or_hang_in_a_warm_child_costs_one_variant(
+    tmp_path: Path, contract_path: None
+) -> None:
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    result = run_shard(
+        "s0",
+        IDS,
+        tmp_path,
+        limits=Limits(memory_mb=None, test_timeout_s=1.0, kill_grace_s=1.0),
+        plugin="contract_plugin",
+        warm=True,
+    )
+    status = {o.id.split("::")[2]: o.status for o in result.outcomes}
+    assert status == {
+        "first": Status.PASSED,
+        "segfault": Status.CRASHED,
+        "after_segfault": Status.PASSED,
+        "abort": Status.CRASHED,
+        "hang": Status.TIMEOUT,
+        "fails": Status.FAILED,
+        "last": Status.PASSED,
+    }
+    by_id = {o.id: o for o in result.outcomes}
+    assert "SIGSEGV" in by_id["demo::t::segfault::f32"].message
+    assert "SIGABRT" in by_id["demo::t::abort::f32"].message
+    # One start, a new child after each crash and after the hang: all forked warm.
+    assert result.subprocesses == result.warm_processes == 4
+
+
+def test_a_mutated_environment_never_runs_in_the_plain_zygote(
+    tmp_path: Path, contract_path: None
+) -> None:
+    (tmp_path / "test_env.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            def test_env():
+                assert os.environ.get("SPYRE_CI_MUTATION") == "m1"
+            """
+        )
+    )
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    plain = run_shard("p", ["demo::t::first::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    assert plain.warm_processes == 1  # the plain zygote exists and serves plain shards
+    mutated = run_shard(
+        "m",
+        ["demo::t::env::f32"],
+        tmp_path,
+        plugin="contract_plugin",
+        env={"SPYRE_CI_MUTATION": "m1"},
+        warm=True,
+    )
+    assert [o.status for o in mutated.outcomes] == [Status.PASSED]  # it saw its env
+    assert mutated.subprocesses == 1 and mutated.warm_processes == 0  # cold
+
+
+def test_key_follows_what_changes_imports_not_what_the_child_reads_at_run_time() -> None:
+    base = dict(os.environ)
+    key = zygote.key_for(sys.executable, PLUGIN, (), base)
+    assert key is not None
+    runtime = {**base, "OMP_NUM_THREADS": "1", "PYTEST_CURRENT_TEST": "x", "SPYRE_CI_ZYGOTE": "1"}
+    assert zygote.key_for(sys.executable, PLUGIN, (), runtime) == key
+    for extra in ({"SPYRE_CI_MUTATION": "/tmp/m.json"}, {"PYTHONPATH": "/tmp/site"}):
+        assert zygote.key_for(sys.executable, PLUGIN, (), {**base, **extra}) is None
+    assert zygote.key_for("/usr/bin/false", PLUGIN, (), base) is None  # another interpreter
+    # A run tracing chosen ids loads the tracer in the child: warm. Tracing the session too
+    # (imports, collection: done in the zygote) is not.
+    ids_trace = tracing_env(Path("/tmp/ids"), Path("/tmp/trace.jsonl"))
+    assert zygote.key_for(sys.executable, PLUGIN, (), {**base, **ids_trace}) == key
+    session_trace = {k: v for k, v in ids_trace.items() if k != "SPYRE_CI_TRACE_IDS"}
+    assert zygote.key_for(sys.executable, PLUGIN, (), {**base, **session_trace}) is None
+    assert zygote.key_for(sys.executable, PLUGIN, (str(TINY),), base) != key
+
+
+def test_the_zygote_is_rebuilt_when_the_specs_change(tmp_path: Path) -> None:
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY.read_text())
+    ids = ["tiny::compare_cpu::softmax::float32"]
+    first = run_shard("a", ids, tmp_path / "a", specs=[str(spec)], warm=True)
+    assert first.warm_processes == 1 and first.outcomes[0].status is Status.PASSED
+    before = zygote_pids()
+    spec.write_text(re.sub(r"^ *- \{name: softmax\}\n", "", TINY.read_text(), flags=re.M))
+    second = run_shard("b", ids, tmp_path / "b", specs=[str(spec)], warm=True)
+    assert second.warm_processes == 1
+    assert [o.status for o in second.outcomes] == [Status.REMOVED]  # the new specs' answer
+    assert set(zygote_pids()) - set(before)  # a new zygote
+
+
+def test_the_zygote_refuses_to_fork_with_a_thread_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "threaded_plugin.py").write_text(
+        textwrap.dedent(
+            """
+            import threading, time
+
+            from contract_plugin import *  # noqa: F403 - the runner's contract, as is
+
+            # A plugin whose import starts a thread: the zygote loads it before any fork.
+            threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+            """
+        )
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{CONTRACT_ENV['PYTHONPATH']}")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "test_crashy.py").write_text(CRASHY)
+    with caplog.at_level(logging.WARNING, logger="workflows.zygote"):
+        result = run_shard(
+            "t", IDS[:1], work, limits=Limits(memory_mb=None), plugin="threaded_plugin", warm=True
+        )
+    assert [o.status for o in result.outcomes] == [Status.PASSED]
+    assert result.warm_processes == 0 and result.subprocesses == 1  # cold instead
+    assert "refused to fork: 2 threads" in caplog.text
+
+
+def test_spyre_ci_zygote_setting() -> None:
+    assert zygote_enabled({}) and zygote_enabled({"SPYRE_CI_ZYGOTE": "1"})
+    assert not zygote_enabled({"SPYRE_CI_ZYGOTE": "0"})
+    with pytest.raises(SettingsError, match="SPYRE_CI_ZYGOTE"):
+        zygote_enabled({"SPYRE_CI_ZYGOTE": "maybe"})
