@@ -1,4 +1,4 @@
-"""`spyre-ci suites ...`: lint, expand, explain, schema and record for the YAML suites."""
+"""`spyre-ci suites ...`: lint, expand, explain, schema, record and audit for the YAML suites."""
 
 from __future__ import annotations
 
@@ -51,6 +51,14 @@ def register(subparsers: Any) -> None:
     record.add_argument("--out", required=True, help="*.expectations.yaml to write")
     record.add_argument("--suite", help="only variants of this suite")
     record.set_defaults(func=cmd_record)
+
+    from workflows.audit import add_arguments
+
+    audit = sub.add_parser(
+        "audit", help="xfails that pass, stale skips, uncovered upstream tests, orphan rules"
+    )
+    add_arguments(audit)
+    audit.set_defaults(func=cmd_audit)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
@@ -159,6 +167,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     print(json.dumps(schema(), indent=2))
     return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from workflows.audit import run_audit
+
+    return run_audit(args)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
