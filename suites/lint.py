@@ -555,7 +555,13 @@ def _unknown_name(name: str, db: str) -> str:
 def lint_spec(spec: SpecFile, env: dict[str, str] | None = None) -> list[Problem]:
     """All problems of one parsed file, sorted by position."""
     problems = schema_problems(spec)
-    problems.extend(semantic_problems(spec, env))
+    try:
+        problems.extend(semantic_problems(spec, env))
+    except (TypeError, AttributeError, KeyError, IndexError):
+        # The semantic checks read the structure the schema describes; a value of the wrong
+        # type (`files: 4`) is already reported above, with its line.
+        if not problems:
+            raise
     return sorted(set(problems))
 
 
@@ -590,7 +596,8 @@ def lint_paths(paths: Sequence[Path], env: dict[str, str] | None = None) -> list
                 )
             else:
                 suites[name] = path
-            for entry in spec.get(("test_suite_config", "opinfo")) or ():
+            entries = spec.get(("test_suite_config", "opinfo"))
+            for entry in entries if isinstance(entries, list) else ():
                 if isinstance(entry, dict) and isinstance(entry.get("expectations_file"), str):
                     target = path.parent / entry["expectations_file"]
                     if target.exists():

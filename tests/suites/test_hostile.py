@@ -73,6 +73,8 @@ def test_hostile_yaml_is_a_located_error(name: str, tmp_path: Path):
         ("test_suite_config:\n  name: a\n  name: b\n  opinfo: []\n", "duplicate key 'name'"),
         ("test_suite_config: {version: 99999999999999999999999, opinfo: []}\n", "version"),
         ("test_suite_config: {timeout_s: 1e999, opinfo: []}\n", ""),
+        ("test_suite_config:\n  version: 1\n  name: a\n  opinfo: 3\n", "opinfo must be a list"),
+        ("test_suite_config:\n  version: 1\n  name: a\n  files: 4\n", "files must be a list"),
     ],
 )
 def test_hostile_documents_lint_without_traceback(text: str, says: str, tmp_path: Path):
