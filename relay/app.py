@@ -165,6 +165,21 @@ def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:
         text = b"".join(gzip.decompress(p.read_bytes()) for p in parts)
         return Response(text, status=200, mimetype="application/x-ndjson")
 
+    @app.get("/readiness")
+    def readiness_page() -> Response:
+        """The promotion readiness page `spyre-ci readiness --html <runs_dir>/readiness.html`
+        rendered: the relay reads no History (it stays apart from the workers' store)."""
+        if not config.runs_dir:
+            return _answer(404, "no runs_dir configured (SPYRE_CI_RUNS_DIR): pages are off")
+        path = Path(config.runs_dir) / "readiness.html"
+        if not path.is_file():
+            return _answer(
+                404,
+                f"no readiness.html under {config.runs_dir}: write it with `spyre-ci "
+                f"readiness --html {path}`",
+            )
+        return Response(path.read_bytes(), status=200, mimetype="text/html")
+
     @app.get("/healthz")
     def healthz() -> Response:
         try:

@@ -21,6 +21,7 @@ import re
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -232,6 +233,7 @@ def execute_shard(
     `parallel`: shards running at once beside this one (default: the plan's shard count;
     reruns and expansions run alone and pass 1). `stop`: see `run_shard`.
     """
+    _mark_started(work_dir(request, name))
     return execute_ids(
         name,
         ids,
@@ -244,6 +246,30 @@ def execute_shard(
         junit_dir=Path(request.out_dir) / "junit",
         env=_trace_env(request, name),
     )
+
+
+STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)
+
+
+def _mark_started(work: Path) -> None:
+    """Note when a shard first started (a resumed shard keeps its first start): `finish`
+    records the run's earliest as its start of execution, the end of its queue time."""
+    path = work / STARTED_FILE
+    if not path.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{time.time():.3f}\n", encoding="utf-8")
+
+
+def first_start(request: RunRequest) -> float | None:
+    """The earliest start a shard of this run noted here; None when none did (a run planned
+    before starts were noted, or shards that ran on other machines only)."""
+    starts = []
+    for path in (Path(request.out_dir) / "work" / request.run_id).glob(f"*/{STARTED_FILE}"):
+        try:
+            starts.append(float(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return min(starts, default=None)
 
 
 def execute_ids(
@@ -360,7 +386,11 @@ def finish(
             state = RunState.COMPLETED
         _learn_traces(history, request, finished)
     finished.summary = summarize(finished, verdict.metrics if verdict else {}, list(removed))
+    # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
+    # when it was planned; updated_at moves again when `history` commands change its state.
+    finished.summary["started_at"] = first_start(request)
     exporting.export(finished, now_iso(), verdict)
+    finished.summary["finished_at"] = time.time()
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
 
@@ -431,6 +461,11 @@ def summarize(
         "ran": len(finished.outcomes),
         "failed": sum(n for s, n in counts.items() if Status(s).is_failure),
         "new_failures": len(finished.new_failures),
+        "new_timeouts": sum(  # new failures that were a test (or its shard) out of time
+            1
+            for v in finished.new_failures
+            if v in finished.outcomes and finished.outcomes[v].status is Status.TIMEOUT
+        ),
         "counts": counts,
         "metrics": {k: v for k, v in metrics.items() if not isinstance(v, list | tuple)},
         "fallback": finished.planned.plan.get("fallback"),

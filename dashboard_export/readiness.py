@@ -1,0 +1,404 @@
+"""Promotion readiness: the five criteria a downstream meets, over a fixed window, to be
+promoted from L2 to L3 in PyTorch's cross-repo CI relay (pytorch/rfcs PR #102, HUD's
+readiness pages), computed from our run records as plain data (pure).
+
+One run of ours is one CI job. Its verdict comes from its record (`RunRecord.to_json()`
+form: run_id, state, created_at, updated_at, summary):
+
+- pass: finished (completed, held or forgotten) with no new failure and no infrastructure
+  fault: the run's exit code 0, a green check;
+- fail: finished with new failures (exit code 1);
+- infra: `infra-error`, the tests could not run (exit code 3): a failure of the CI job,
+  counted against the pass rate and shown apart;
+- error: `stopped` by an error (exit code 2 or 3 at the time): a failure too;
+- cancelled: `stopped` because it was interrupted (Ctrl-C, SIGTERM): not counted, like a
+  cancelled job, and listed;
+- running: `planned` or `finishing`, not finished yet: not counted in the pass rate; one
+  older than the long-job limit counts as a job running over 3 hours.
+
+Times: created_at is when the run was planned (a worker took its event); `started_at`
+(summary) is when its first shard started; `finished_at` (summary) is when it was saved
+finished, else the record's updated_at. Queue time is started - created, end-to-end is
+finished - created, a job's run time is finished - started (finished - created when no start
+was recorded). A run is timed out when it failed and a new failure was a `timeout` outcome
+(a test, or the rest of a shard, out of time), or it was stopped by a time limit.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DAY_S = 86400.0
+WINDOW_DAYS = 14.0
+PASS_RATE_MIN = 0.90  # share of counted jobs that passed, above
+QUEUE_MEAN_MAX_S = 30 * 60.0  # average queue time, under
+LONG_JOB_S = 3 * 3600.0  # a job running longer than this is a long job
+LONG_SHARE_MAX = 0.01  # share of long jobs, under
+END_TO_END_MEDIAN_MAX_S = 3 * 3600.0  # median end-to-end time, under
+TIMEOUT_RATE_MAX = 0.01  # share of counted jobs that timed out, under
+WORST_SHOWN = 5  # runs named as the worst of a criterion
+IDS_SHOWN = 20  # runs named as counted against a criterion; the count covers them all
+
+COUNTED = ("pass", "fail", "infra", "error")  # verdicts that are a finished CI job
+_FINISHED_STATES = frozenset({"completed", "held", "forgotten"})
+
+
+class ReadinessError(Exception):
+    """A run record or a window that cannot be assessed; the message names it."""
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """One run as a CI job: its verdict and its times (epoch seconds)."""
+
+    run_id: str
+    state: str
+    verdict: str  # pass | fail | infra | error | cancelled | running
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    timed_out: bool
+    event: str = ""
+
+    @property
+    def counted(self) -> bool:
+        return self.verdict in COUNTED
+
+    @property
+    def queue_s(self) -> float | None:
+        return None if self.started_at is None else max(0.0, self.started_at - self.created_at)
+
+    @property
+    def end_to_end_s(self) -> float | None:
+        return None if self.finished_at is None else max(0.0, self.finished_at - self.created_at)
+
+    @property
+    def run_s(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return max(0.0, self.finished_at - (self.started_at or self.created_at))
+
+
+def job_facts(record: Mapping[str, Any]) -> JobFacts:
+    """The CI-job view of one run record (`RunRecord.to_json()`)."""
+    try:
+        run_id = str(record["run_id"])
+        state = str(record["state"])
+        created = float(record["created_at"])
+        updated = float(record["updated_at"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReadinessError(f"run record {dict(record).get('run_id')!r}: {exc!r}") from exc
+    summary = record.get("summary") or {}
+    stopped_because = str(summary.get("stopped_because") or "")
+    if state in _FINISHED_STATES:
+        verdict = "fail" if int(summary.get("new_failures") or 0) else "pass"
+        if summary.get("infrastructure"):
+            verdict = "infra"
+    elif state == "infra-error":
+        verdict = "infra"
+    elif state == "stopped":
+        verdict = "cancelled" if stopped_because.startswith("interrupted") else "error"
+    else:
+        verdict = "running"
+    finished = _time(summary.get("finished_at"))
+    if finished is None and verdict != "running" and verdict != "cancelled":
+        finished = updated
+    return JobFacts(
+        run_id,
+        state,
+        verdict,
+        created,
+        _time(summary.get("started_at")),
+        finished,
+        _timed_out(verdict, summary, stopped_because),
+        str(summary.get("event") or ""),
+    )
+
+
+def _time(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _timed_out(verdict: str, summary: Mapping[str, Any], stopped_because: str) -> bool:
+    if verdict == "fail":
+        if "new_timeouts" in summary:
+            return int(summary["new_timeouts"] or 0) > 0
+        # records written before new_timeouts: a failed run with any timeout outcome
+        return int((summary.get("counts") or {}).get("timeout") or 0) > 0
+    if verdict == "error":
+        text = stopped_because.lower()
+        return "time limit" in text or "timelimit" in text or "timed out" in text
+    return False
+
+
+@dataclass(frozen=True)
+class Worst:
+    run_id: str
+    value: float | None  # the criterion's measure for this run (seconds), None for a verdict
+    note: str  # its verdict, or why it counts
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One criterion: its measure over the window, the bound, and the runs behind it."""
+
+    key: str
+    title: str
+    value: float | None  # a share (0..1) or seconds; None when no run measures it
+    unit: str  # "share" | "s"
+    comparison: str  # ">" (value must be above the bound) | "<" (under it)
+    bound: float
+    measured: int  # runs the value is over
+    against: int  # runs that count against it (failed, long, timed out, ...)
+    against_ids: tuple[str, ...]  # the newest IDS_SHOWN of those
+    worst: tuple[Worst, ...]
+    detail: str
+
+    @property
+    def passed(self) -> bool:
+        if self.value is None:
+            return False  # no evidence is not readiness
+        return self.value > self.bound if self.comparison == ">" else self.value < self.bound
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "title": self.title,
+            "value": self.value,
+            "unit": self.unit,
+            "comparison": self.comparison,
+            "bound": self.bound,
+            "passed": self.passed,
+            "measured": self.measured,
+            "against": self.against,
+            "against_ids": list(self.against_ids),
+            "worst": [{"run_id": w.run_id, "value": w.value, "note": w.note} for w in self.worst],
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Every criterion over one window, and the runs it looked at."""
+
+    start: float
+    end: float
+    days: float
+    criteria: tuple[Criterion, ...]
+    verdicts: dict[str, int]  # runs in the window by verdict
+    runs: int  # runs in the window
+    older: int  # runs before the window, left out
+    not_counted: dict[str, tuple[str, ...]]  # cancelled / running run ids in the window
+
+    @property
+    def ready(self) -> bool:
+        return all(c.passed for c in self.criteria)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready,
+            "window": {"start": self.start, "end": self.end, "days": self.days},
+            "runs": self.runs,
+            "older_runs_left_out": self.older,
+            "verdicts": dict(self.verdicts),
+            "not_counted": {k: list(v) for k, v in self.not_counted.items()},
+            "criteria": [c.to_json() for c in self.criteria],
+        }
+
+
+def assess(
+    records: Iterable[Mapping[str, Any]], now: float, days: float = WINDOW_DAYS
+) -> Readiness:
+    """The five criteria over the runs created in (now - days, now]."""
+    if not (math.isfinite(days) and days > 0):
+        raise ReadinessError(f"window of {days!r} days: must be a positive number of days")
+    start = now - days * DAY_S
+    jobs: list[JobFacts] = []
+    older = 0
+    for record in records:
+        job = job_facts(record)
+        if job.created_at <= start:
+            older += 1
+        elif job.created_at <= now:
+            jobs.append(job)
+    jobs.sort(key=lambda j: j.created_at, reverse=True)  # newest first, as evidence is listed
+    verdicts = {v: 0 for v in (*COUNTED, "cancelled", "running")}
+    for job in jobs:
+        verdicts[job.verdict] += 1
+    criteria = (
+        _pass_rate(jobs, verdicts),
+        _queue(jobs),
+        _long_jobs(jobs, now),
+        _end_to_end(jobs),
+        _timeouts(jobs),
+    )
+    not_counted = {
+        v: tuple(j.run_id for j in jobs if j.verdict == v)[:IDS_SHOWN]
+        for v in ("cancelled", "running")
+    }
+    return Readiness(start, now, days, criteria, verdicts, len(jobs), older, not_counted)
+
+
+def _pass_rate(jobs: list[JobFacts], verdicts: Mapping[str, int]) -> Criterion:
+    counted = [j for j in jobs if j.counted]
+    failed = [j for j in counted if j.verdict != "pass"]
+    value = (len(counted) - len(failed)) / len(counted) if counted else None
+    detail = (
+        f"{verdicts['pass']} of {len(counted)} finished jobs passed; failed: "
+        f"{verdicts['fail']} with new failures, {verdicts['infra']} infrastructure errors, "
+        f"{verdicts['error']} stopped by an error"
+        if counted
+        else "no finished job in the window"
+    )
+    return Criterion(
+        "pass_rate",
+        "CI job pass rate",
+        value,
+        "share",
+        ">",
+        PASS_RATE_MIN,
+        len(counted),
+        len(failed),
+        tuple(j.run_id for j in failed)[:IDS_SHOWN],
+        tuple(Worst(j.run_id, None, j.verdict) for j in failed[:WORST_SHOWN]),
+        detail,
+    )
+
+
+def _queue(jobs: list[JobFacts]) -> Criterion:
+    measured = [j for j in jobs if j.queue_s is not None]
+    unmeasured = sum(1 for j in jobs if j.counted and j.queue_s is None)
+    value = statistics.fmean(j.queue_s or 0.0 for j in measured) if measured else None
+    slow = [j for j in measured if (j.queue_s or 0.0) >= QUEUE_MEAN_MAX_S]
+    detail = (
+        f"mean over {len(measured)} jobs with a recorded start"
+        if measured
+        else "no job in the window recorded its start"
+    ) + (f"; {unmeasured} finished jobs recorded none (not measured)" if unmeasured else "")
+    return _timed_criterion(
+        "queue_time",
+        "average queue time",
+        value,
+        "<",
+        QUEUE_MEAN_MAX_S,
+        measured,
+        slow,
+        lambda j: j.queue_s,
+        detail,
+    )
+
+
+def _long_jobs(jobs: list[JobFacts], now: float) -> Criterion:
+    # A job still running past the limit is a long job whatever it ends as; one still
+    # running under it is not known yet.
+    def run_s(job: JobFacts) -> float | None:
+        if job.verdict == "running":
+            age = now - (job.started_at or job.created_at)
+            return age if age > LONG_JOB_S else None
+        return job.run_s if job.counted else None
+
+    measured = [j for j in jobs if run_s(j) is not None]
+    long = [j for j in measured if (run_s(j) or 0.0) > LONG_JOB_S]
+    value = len(long) / len(measured) if measured else None
+    hung = sum(1 for j in long if j.verdict == "running")
+    detail = (
+        f"{len(long)} of {len(measured)} jobs ran over {LONG_JOB_S / 3600:g} h"
+        + (f" ({hung} still running)" if hung else "")
+        if measured
+        else "no finished job in the window"
+    )
+    return _timed_criterion(
+        "long_jobs",
+        "share of jobs running over 3 h",
+        value,
+        "<",
+        LONG_SHARE_MAX,
+        measured,
+        long,
+        run_s,
+        detail,
+        unit="share",
+    )
+
+
+def _end_to_end(jobs: list[JobFacts]) -> Criterion:
+    measured = [j for j in jobs if j.counted and j.end_to_end_s is not None]
+    value = statistics.median(j.end_to_end_s or 0.0 for j in measured) if measured else None
+    over = [j for j in measured if (j.end_to_end_s or 0.0) >= END_TO_END_MEDIAN_MAX_S]
+    detail = (
+        f"median over {len(measured)} finished jobs, created to finished"
+        if measured
+        else "no finished job in the window"
+    )
+    return _timed_criterion(
+        "end_to_end",
+        "median end-to-end time",
+        value,
+        "<",
+        END_TO_END_MEDIAN_MAX_S,
+        measured,
+        over,
+        lambda j: j.end_to_end_s,
+        detail,
+    )
+
+
+def _timeouts(jobs: list[JobFacts]) -> Criterion:
+    counted = [j for j in jobs if j.counted]
+    timed_out = [j for j in counted if j.timed_out]
+    value = len(timed_out) / len(counted) if counted else None
+    detail = (
+        f"{len(timed_out)} of {len(counted)} finished jobs timed out"
+        if counted
+        else "no finished job in the window"
+    )
+    return Criterion(
+        "timeouts",
+        "timeout rate",
+        value,
+        "share",
+        "<",
+        TIMEOUT_RATE_MAX,
+        len(counted),
+        len(timed_out),
+        tuple(j.run_id for j in timed_out)[:IDS_SHOWN],
+        tuple(Worst(j.run_id, j.run_s, j.verdict) for j in timed_out[:WORST_SHOWN]),
+        detail,
+    )
+
+
+def _timed_criterion(
+    key: str,
+    title: str,
+    value: float | None,
+    comparison: str,
+    bound: float,
+    measured: list[JobFacts],
+    against: list[JobFacts],
+    measure: Any,
+    detail: str,
+    unit: str = "s",
+) -> Criterion:
+    """A criterion over a time per job: its worst are the jobs with the longest times."""
+    worst = sorted(measured, key=lambda j: measure(j) or 0.0, reverse=True)[:WORST_SHOWN]
+    return Criterion(
+        key,
+        title,
+        value,
+        unit,
+        comparison,
+        bound,
+        len(measured),
+        len(against),
+        tuple(j.run_id for j in against)[:IDS_SHOWN],
+        tuple(Worst(j.run_id, measure(j), j.verdict) for j in worst),
+        detail,
+    )

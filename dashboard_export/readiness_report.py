@@ -1,0 +1,200 @@
+"""Promotion readiness as people read it: a terminal table, Markdown, and a self-contained
+HTML page (inline CSS, no scripts), all rendered from one `Readiness` (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from html import escape
+
+from dashboard_export.readiness import Criterion, Readiness
+from dashboard_export.report import _CSS, _html_table, _md, _md_table
+
+TITLE = "Promotion readiness (L2 -> L3)"
+
+
+def shown(value: float | None, unit: str) -> str:
+    """A criterion's value or bound as read: a percentage, or a duration."""
+    if value is None:
+        return "n/a"
+    if unit == "share":
+        return f"{100 * value:.1f} %"
+    return duration(value)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = seconds / 60
+    if minutes < 60:
+        return f"{minutes:.1f} min"
+    return f"{int(minutes // 60)} h {int(minutes % 60):02d} min"
+
+
+def when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _bound(c: Criterion) -> str:
+    return f"{c.comparison} {shown(c.bound, c.unit)}"
+
+
+def _verdict(ready: bool) -> str:
+    return "READY" if ready else "NOT READY"
+
+
+def _window(r: Readiness) -> str:
+    return (
+        f"{r.days:g} days, {when(r.start)} to {when(r.end)}: {r.runs} runs "
+        f"({r.older} older runs left out)"
+    )
+
+
+def _not_counted(r: Readiness) -> list[str]:
+    lines = []
+    if r.verdicts.get("cancelled"):
+        lines.append(
+            f"{r.verdicts['cancelled']} cancelled (interrupted) runs, not counted: "
+            + ", ".join(r.not_counted["cancelled"])
+        )
+    if r.verdicts.get("running"):
+        lines.append(
+            f"{r.verdicts['running']} unfinished runs, not counted in the pass rate: "
+            + ", ".join(r.not_counted["running"])
+        )
+    return lines
+
+
+def _worst(c: Criterion) -> str:
+    return ", ".join(
+        f"{w.run_id} ({w.note if w.value is None else duration(w.value)})" for w in c.worst
+    )
+
+
+def render_text(r: Readiness) -> str:
+    """The table `spyre-ci readiness` prints."""
+    row = "{:<32} {:>12} {:>12} {:>6}  {}"
+    out = [
+        f"{TITLE}: {_verdict(r.ready)}",
+        f"window: {_window(r)}",
+        "",
+        row.format("criterion", "value", "needed", "result", "evidence"),
+    ]
+    for c in r.criteria:
+        out.append(
+            row.format(
+                c.title, shown(c.value, c.unit), _bound(c), "pass" if c.passed else "FAIL", c.detail
+            )
+        )
+    out.append("")
+    for c in r.criteria:
+        if c.worst:
+            out.append(f"{c.title}, worst: {_worst(c)}")
+    out += _not_counted(r)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_markdown(r: Readiness) -> str:
+    out = [
+        f"# {TITLE}: {_verdict(r.ready)}",
+        "",
+        f"Window: {_md(_window(r))}.",
+        *_md_table(
+            ["criterion", "value", "needed", "result", "runs", "evidence"],
+            [
+                [
+                    c.title,
+                    shown(c.value, c.unit),
+                    _bound(c),
+                    "pass" if c.passed else "**FAIL**",
+                    str(c.measured),
+                    _md(c.detail),
+                ]
+                for c in r.criteria
+            ],
+        ),
+    ]
+    for c in r.criteria:
+        if c.against or c.worst:
+            out += ["", f"## {c.title}", ""]
+            if c.worst:
+                out.append(f"- worst: {_md(_worst(c))}")
+            if c.against:
+                out.append(f"- counted against it ({c.against}): {', '.join(c.against_ids)}")
+    extra = _not_counted(r)
+    if extra:
+        out += ["", "## Not counted", "", *(f"- {_md(line)}" for line in extra)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_html(r: Readiness) -> str:
+    """A self-contained page: what `spyre-ci serve` answers at /readiness."""
+    e = escape
+    kind = "success" if r.ready else "failure"
+    rows = [
+        [
+            e(c.title),
+            f'<span class="{"" if c.passed else "hot"}">{e("pass" if c.passed else "FAIL")}</span>',
+            e(c.detail),
+            e(shown(c.value, c.unit)),
+            e(_bound(c)),
+            str(c.measured),
+        ]
+        for c in r.criteria
+    ]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(TITLE)}: {e(_verdict(r.ready))}</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        "<header>",
+        f'<h1>{e(TITLE)} <span class="badge {kind}">{e(_verdict(r.ready))}</span></h1>',
+        f'<div class="muted">{e(_window(r))}</div>',
+        '<div class="cards">',
+        *(
+            f'<div class="card {"good" if c.passed else "bad"}"><b>{e(shown(c.value, c.unit))}'
+            f'</b><span class="muted">{e(c.title)} ({e(_bound(c))})</span></div>'
+            for c in r.criteria
+        ),
+        "</div></header>",
+        "<section><h2>Criteria</h2>",
+        _html_table(["criterion", "result", "evidence", "value", "needed", "runs"], rows, 3),
+        "</section>",
+    ]
+    for c in r.criteria:
+        if not (c.worst or c.against):
+            continue
+        parts.append(f"<section><h2>{e(c.title)}</h2>")
+        if c.worst:
+            parts.append(
+                _html_table(
+                    ["worst runs", "verdict", "time"],
+                    [
+                        [f"<code>{e(w.run_id)}</code>", e(w.note), e(duration(w.value))]
+                        for w in c.worst
+                    ],
+                    1,
+                )
+            )
+        if c.against:
+            ids = ", ".join(f"<code>{e(i)}</code>" for i in c.against_ids)
+            more = c.against - len(c.against_ids)
+            parts.append(
+                f"<p>Counted against it: {c.against} runs: {ids}"
+                + (f" and {more} more" if more > 0 else "")
+                + "</p>"
+            )
+        parts.append("</section>")
+    extra = _not_counted(r)
+    if extra:
+        parts.append("<section><h2>Not counted</h2><ul>")
+        parts += [f"<li>{e(line)}</li>" for line in extra]
+        parts.append("</ul></section>")
+    parts.append(
+        '<section class="muted">Criteria of pytorch/rfcs PR #102 (CI relay, L2 to L3); how '
+        "each is measured here: docs/workflows.md, Promotion readiness.</section>"
+    )
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"

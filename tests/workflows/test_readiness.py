@@ -1,0 +1,335 @@
+"""Promotion readiness: each of the five L2 -> L3 criteria passes on a healthy window and
+fails on a window made to break it, over a History holding a real run of the pipeline and
+recorded synthetic days; the window leaves older runs out; the CLI's exit codes, its files,
+and the relay's /readiness page."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboard_export.readiness import assess, job_facts
+from dashboard_export.readiness_report import render_html, render_markdown
+from tests.workflows.conftest import spyre_ci
+from tests.workflows.test_infra_faults import _request
+from workflows import embedded, pipeline
+from workflows.cli import main
+from workflows.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
+
+H = 3600.0
+DAY = 86400.0
+NOW = float(int(time.time()))  # the real run is created now: synthetic days end here too
+CRITERIA = ("pass_rate", "queue_time", "long_jobs", "end_to_end", "timeouts")
+
+
+def _record(
+    run_id: str,
+    age_days: float,
+    *,
+    state: RunState = RunState.COMPLETED,
+    queue_s: float | None = 300.0,
+    run_s: float = 40 * 60.0,
+    **summary: Any,
+) -> RunRecord:
+    """A finished run created `age_days` before NOW, as the pipeline records one."""
+    created = NOW - age_days * DAY
+    started = None if queue_s is None else created + queue_s
+    finished = (started or created) + run_s
+    body = {"new_failures": 0, "new_timeouts": 0, "started_at": started, "finished_at": finished}
+    return RunRecord(run_id, state, created, finished, {**body, **summary})
+
+
+def _healthy(n: int = 100, prefix: str = "ok") -> list[RunRecord]:
+    """`n` green runs spread over the last 13.9 days: every criterion passes."""
+    return [_record(f"{prefix}-{i}", 13.9 * (i + 0.5) / n) for i in range(n)]
+
+
+def _older_bad() -> list[RunRecord]:
+    """Runs 15-20 days old breaking every criterion: the 14-day window leaves them out."""
+    return [
+        _record(
+            f"old-{i}",
+            15 + i / 4,
+            state=RunState.INFRA_ERROR if i % 2 else RunState.COMPLETED,
+            queue_s=5 * H,
+            run_s=4 * H,
+            new_failures=1,
+            new_timeouts=1,
+        )
+        for i in range(20)
+    ]
+
+
+def _save(history: HistoryStore, records: list[RunRecord]) -> None:
+    for record in records:
+        history.save_run(record)  # updated_at becomes now; finished_at keeps the finish
+
+
+# One window per criterion, each breaking only that criterion.
+BROKEN: dict[str, Callable[[], list[RunRecord]]] = {
+    # 15 infrastructure errors in 115 jobs: 87 % passed.
+    "pass_rate": lambda: (
+        _healthy()
+        + [_record(f"infra-{i}", 1 + i / 10, state=RunState.INFRA_ERROR) for i in range(15)]
+    ),
+    # 10 jobs queued 6 h each: a mean of about 37 min (their run time stays short).
+    "queue_time": lambda: (
+        _healthy()
+        + [_record(f"queued-{i}", 2 + i / 10, queue_s=6 * H, run_s=0.2 * H) for i in range(10)]
+    ),
+    # 2 of 102 jobs ran 4 h: 2 %.
+    "long_jobs": lambda: _healthy() + [_record(f"long-{i}", 3 + i, run_s=4 * H) for i in range(2)],
+    # Every job 2 min queued + 2 h 59 min running: none over 3 h, median 3 h 01 min.
+    "end_to_end": lambda: [
+        _record(f"slow-{i}", 13 * (i + 0.5) / 60, queue_s=120.0, run_s=2 * H + 59 * 60)
+        for i in range(60)
+    ],
+    # 2 of 102 jobs failed on a test out of time: 2 % (98 % still passed).
+    "timeouts": lambda: (
+        _healthy()
+        + [
+            _record(f"timeout-{i}", 4 + i, new_failures=1, new_timeouts=1, counts={"timeout": 1})
+            for i in range(2)
+        ]
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def real_history(tiny_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state dir whose History holds one real run of the tiny suite through the pipeline."""
+    state = tmp_path_factory.mktemp("readiness-state")
+    history = SQLiteHistory(state / "history.sqlite3")
+    request = _request(tiny_inventory, state / "out", "real-1")
+    embedded.run(request, history, jobs=1, show_progress=False)
+    return state
+
+
+def test_a_real_run_records_when_it_started_and_finished(real_history: Path) -> None:
+    history = SQLiteHistory(real_history / "history.sqlite3")
+    run = history.get_run("real-1")
+    assert run is not None and run.state.final
+    started, finished = run.summary["started_at"], run.summary["finished_at"]
+    assert run.created_at <= started <= finished <= run.updated_at
+    assert run.summary["new_timeouts"] == 0
+    assert (real_history / "out" / "work" / "real-1" / "shard-0" / pipeline.STARTED_FILE).is_file()
+    job = job_facts(run.to_json())
+    assert job.verdict == ("fail" if run.summary["new_failures"] else "pass")
+    assert job.queue_s is not None and 0 <= job.queue_s < 600
+    assert job.end_to_end_s == pytest.approx(finished - run.created_at)
+
+
+def test_records_written_before_start_times_are_still_assessed() -> None:
+    old = RunRecord("old-form", RunState.COMPLETED, NOW - 2 * H, NOW - H, {"new_failures": 0})
+    job = job_facts(old.to_json())
+    assert job.verdict == "pass" and job.queue_s is None
+    assert job.end_to_end_s == H and job.run_s == H  # finish = updated_at, from creation
+    failed = RunRecord(
+        "old-timeout", RunState.COMPLETED, NOW, NOW, {"new_failures": 2, "counts": {"timeout": 1}}
+    )
+    assert job_facts(failed.to_json()).timed_out
+
+
+def _assessed(records: list[RunRecord], days: float = 14.0) -> dict[str, Any]:
+    return assess([r.to_json() for r in records], NOW + 60, days).to_json()
+
+
+def test_a_healthy_window_passes_every_criterion_and_leaves_older_runs_out() -> None:
+    result = _assessed(_healthy() + _older_bad())
+    assert result["ready"] is True
+    assert result["runs"] == 100 and result["older_runs_left_out"] == 20
+    by_key = {c["key"]: c for c in result["criteria"]}
+    assert [c["key"] for c in result["criteria"]] == list(CRITERIA)
+    assert all(c["passed"] for c in by_key.values())
+    assert by_key["pass_rate"]["value"] == 1.0 and by_key["pass_rate"]["measured"] == 100
+    assert by_key["queue_time"]["value"] == pytest.approx(300.0)
+    assert by_key["end_to_end"]["value"] == pytest.approx(300.0 + 2400.0)
+    assert by_key["long_jobs"]["value"] == 0.0 and by_key["timeouts"]["value"] == 0.0
+
+    # A 30-day window takes the older runs in: they fail every criterion but the median.
+    wide = {c["key"]: c["passed"] for c in _assessed(_healthy() + _older_bad(), 30)["criteria"]}
+    assert wide == {
+        "pass_rate": False,
+        "queue_time": False,
+        "long_jobs": False,
+        "end_to_end": True,
+        "timeouts": False,
+    }
+
+
+@pytest.mark.parametrize("broken", CRITERIA)
+def test_each_criterion_fails_on_a_window_that_breaks_it(broken: str) -> None:
+    result = _assessed(BROKEN[broken]() + _older_bad())
+    assert result["ready"] is False
+    passed = {c["key"]: c["passed"] for c in result["criteria"]}
+    assert passed == {key: key != broken for key in CRITERIA}
+    criterion = next(c for c in result["criteria"] if c["key"] == broken)
+    assert criterion["against"] > 0 and criterion["worst"]
+    prefix = {"end_to_end": "slow"}.get(broken) or BROKEN[broken]()[-1].run_id.split("-")[0]
+    assert all(w["run_id"].startswith(prefix) for w in criterion["worst"][:2]), criterion
+    assert not any(i.startswith("old-") for i in criterion["against_ids"])
+
+
+def test_infrastructure_errors_fail_the_job_and_are_shown_apart() -> None:
+    result = _assessed(BROKEN["pass_rate"]())
+    assert result["verdicts"]["infra"] == 15 and result["verdicts"]["pass"] == 100
+    pass_rate = result["criteria"][0]
+    assert pass_rate["value"] == pytest.approx(100 / 115)
+    assert "15 infrastructure errors" in pass_rate["detail"]
+    assert {w["note"] for w in pass_rate["worst"]} == {"infra"}
+
+
+def test_stopped_and_unfinished_runs() -> None:
+    extra = [
+        # interrupted: a cancelled job, not counted
+        _record("cancelled-1", 1, state=RunState.STOPPED, stopped_because="interrupted"),
+        # stopped by an error: a failed job; by a time limit: a timed-out one
+        _record("error-1", 1, state=RunState.STOPPED, stopped_because="PipelineError: boom"),
+        _record(
+            "limit-1",
+            1,
+            state=RunState.STOPPED,
+            stopped_because="TimeLimitExceeded: time limit (10800 s) exceeded",
+        ),
+        # still planned after a day: a job running over 3 hours; one started now: unknown yet
+        RunRecord("hung-1", RunState.PLANNED, NOW - DAY, NOW - DAY, {}),
+        RunRecord("fresh-1", RunState.PLANNED, NOW - 60, NOW - 60, {}),
+    ]
+    result = _assessed(_healthy() + extra)
+    assert result["verdicts"] == {
+        "pass": 100,
+        "fail": 0,
+        "infra": 0,
+        "error": 2,
+        "cancelled": 1,
+        "running": 2,
+    }
+    assert result["not_counted"] == {"cancelled": ["cancelled-1"], "running": ["fresh-1", "hung-1"]}
+    by_key = {c["key"]: c for c in result["criteria"]}
+    assert by_key["pass_rate"]["measured"] == 102 and by_key["pass_rate"]["against"] == 2
+    assert by_key["timeouts"]["against_ids"] == ["limit-1"]
+    assert by_key["long_jobs"]["against_ids"] == ["hung-1"]
+    assert by_key["long_jobs"]["measured"] == 103
+
+
+def test_no_runs_is_not_ready() -> None:
+    result = _assessed([])
+    assert result["ready"] is False and all(c["value"] is None for c in result["criteria"])
+
+
+def test_renderings_name_the_verdict_and_the_evidence() -> None:
+    result = assess([r.to_json() for r in BROKEN["long_jobs"]()], NOW + 60)
+    markdown = render_markdown(result)
+    assert "NOT READY" in markdown and "long-0" in markdown and "**FAIL**" in markdown
+    html = render_html(result)
+    assert html.startswith("<!DOCTYPE html>") and "<script" not in html
+    assert "long-1" in html and "share of jobs running over 3 h" in html
+
+
+@pytest.fixture()
+def state_with(real_history: Path, tmp_path: Path) -> Iterator[Callable[[list[RunRecord]], Path]]:
+    """A copy of the real run's state dir, plus the given synthetic runs."""
+    import shutil
+
+    def make(records: list[RunRecord]) -> Path:
+        state = tmp_path / f"state-{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(real_history, state, ignore=shutil.ignore_patterns("out"))
+        _save(SQLiteHistory(state / "history.sqlite3"), records)
+        return state
+
+    yield make
+
+
+def _cli(state: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(state))
+    monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)
+    return main(["readiness", "--now", _now(), *args])
+
+
+def _now() -> str:
+    """A minute from now: the real run, planned after NOW, is in the window too."""
+    return dt.datetime.fromtimestamp(time.time() + 60, dt.UTC).isoformat()
+
+
+def test_cli_exit_codes_files_and_json(
+    state_with: Callable[[list[RunRecord]], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    good = state_with(_healthy() + _older_bad())
+    html, markdown = tmp_path / "runs" / "readiness.html", tmp_path / "readiness.md"
+    code = _cli(good, monkeypatch, "--html", str(html), "--markdown", str(markdown))
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "READY" in printed and "CI job pass rate" in printed and "20 older runs" in printed
+    assert "<!DOCTYPE html>" in html.read_text() and "READY" in markdown.read_text()
+
+    assert _cli(good, monkeypatch, "--json") == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["runs"] == 101  # the real run is in the window too
+    assert result["ready"] is True
+
+    bad = state_with(BROKEN["timeouts"]())
+    assert _cli(bad, monkeypatch) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+    assert _cli(good, monkeypatch, "--days", "0") == 2
+    assert "--days 0: must be" in capsys.readouterr().err
+    assert _cli(good, monkeypatch, "--days", "nan") == 2
+    assert _cli(good, monkeypatch, "--now", "yesterday-ish") == 2
+    assert "--now 'yesterday-ish': not an ISO 8601" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        _cli(good, monkeypatch, "--days", "two")
+    assert exc.value.code == 2
+
+
+def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None:
+    from tests.relay.conftest import RedisProcess
+
+    server = RedisProcess(tmp_path)
+    server.start()
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "s")}
+    try:
+        _save(RedisHistory(server.url), BROKEN["queue_time"]())
+        redis_env = {**env, "SPYRE_CI_REDIS_URL": server.url}
+        result = spyre_ci("readiness", "--now", _now(), "--json", env=redis_env)
+        assert result.returncode == 1, result.stderr
+        by_key = {c["key"]: c["passed"] for c in json.loads(result.stdout)["criteria"]}
+        assert by_key == {key: key != "queue_time" for key in CRITERIA}
+    finally:
+        server.stop()
+    down = spyre_ci("readiness", env={**env, "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert down.returncode == 3, down.stderr
+    assert "Redis History at" in down.stderr and "Traceback" not in down.stderr
+
+
+def test_the_relay_serves_the_readiness_page_from_runs_dir(tmp_path: Path) -> None:
+    from relay.app import Relay
+    from relay.intake import connect
+    from tests.relay.conftest import RedisProcess, RelayHTTP, base_config
+
+    server = RedisProcess(tmp_path)
+    server.start()
+    runs = tmp_path / "runs"
+    config = base_config(server.url, runs_dir=str(runs))
+    service = RelayHTTP(Relay(config, client=connect(server.url)))
+    try:
+        missing = service.get("/readiness")
+        assert missing.status_code == 404 and "spyre-ci readiness --html" in missing.text
+        runs.mkdir()
+        page = render_html(assess([r.to_json() for r in _healthy()], NOW + 60))
+        (runs / "readiness.html").write_text(page, encoding="utf-8")
+        served = service.get("/readiness")
+        assert served.status_code == 200 and served.headers["Content-Type"].startswith("text/html")
+        assert "Promotion readiness" in served.text and "READY" in served.text
+    finally:
+        service.stop()
+        server.stop()
