@@ -183,3 +183,21 @@ def test_spyre_ci_zygote_setting() -> None:
     assert not zygote_enabled({"SPYRE_CI_ZYGOTE": "0"})
     with pytest.raises(SettingsError, match="SPYRE_CI_ZYGOTE"):
         zygote_enabled({"SPYRE_CI_ZYGOTE": "maybe"})
+
+
+def test_a_warm_child_shows_the_cold_command_line(tmp_path: Path, contract_path: None) -> None:
+    # `ps` (and whoever looks for a shard's processes there) sees what a cold one shows.
+    (tmp_path / "test_cmdline.py").write_text(
+        textwrap.dedent(
+            """
+            def test_cmdline():
+                args = open("/proc/self/cmdline", "rb").read().split(b"\\0")
+                assert args[1:3] == [b"-m", b"pytest"] and b"--spyre-ids" in args, args[:6]
+            """
+        )
+    )
+    result = run_shard(
+        "c", ["demo::t::cmdline::f32"], tmp_path, plugin="contract_plugin", warm=True
+    )
+    assert result.warm_processes == 1
+    assert [o.status for o in result.outcomes] == [Status.PASSED], result.outcomes
