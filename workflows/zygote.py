@@ -27,6 +27,7 @@ children's groups.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
@@ -333,6 +334,7 @@ class _Pool:
         self._lock = threading.Lock()
         self._zygotes: OrderedDict[ZygoteKey, Zygote] = OrderedDict()
         self._pid = os.getpid()
+        self._exit_hook = False
 
     def get(self, key: ZygoteKey) -> Zygote:
         with self._lock:
@@ -352,6 +354,9 @@ class _Pool:
                 zygote = Zygote(key)
             except OSError as exc:
                 raise ZygoteUnavailable(f"cannot start the zygote: {exc}") from exc
+            if not self._zygotes and not self._exit_hook:
+                atexit.register(self.stop_all)  # its folder too, not only the process
+                self._exit_hook = True
             self._zygotes[key] = zygote
             return zygote
 

@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -49,6 +50,8 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
         server.loop()
     finally:
         server.kill_children()
+        # The runner removes the folder when it stops us; when it died, nobody else will.
+        shutil.rmtree(Path(socket_path).parent, ignore_errors=True)
     return 0
 
 
