@@ -406,6 +406,7 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
         result.removed = list(entry.get("removed", ()))
         if "unrestricted_failing_ids" in entry:
             result.unrestricted_changed = dict(entry["unrestricted_failing_ids"])
+            result.checked_outside = entry.get("restriction_checked_outside")
         results.append(result)
     record = build_record(
         config,
