@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -88,6 +89,41 @@ def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert result.returncode == 0, result.stderr
     return path
+
+
+SLOW_STEPS = REPO_ROOT / "tests" / "e2e" / "data" / "slow_steps"
+SLOW_SPEC = SLOW_STEPS / "slow_steps.yaml"  # twelve one-second tests; TORCH_ROOT=SLOW_STEPS
+
+
+@pytest.fixture(scope="session")
+def slow_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Inventory of the slow-steps suite: shards long enough to signal or kill midway."""
+    path = tmp_path_factory.mktemp("inventory") / "slow.json.gz"
+    built = subprocess.run(
+        [sys.executable, "-m", "workflows", "inventory", "--specs", str(SLOW_SPEC)]
+        + ["--out", str(path)],
+        env={**os.environ, "TORCH_ROOT": str(SLOW_STEPS)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    return path
+
+
+def launcher(pid: int) -> int:
+    """The process that started test process `pid`: its parent, or, for a test process the
+    warm runner forked, the parent of the zygote it was forked from (the shard's owner)."""
+    table: dict[int, tuple[int, str]] = {}
+    out = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        parts = line.strip().split(None, 2)
+        if len(parts) == 3:
+            table[int(parts[0])] = (int(parts[1]), parts[2])
+    parent = table.get(pid, (0, ""))[0]
+    while parent in table and "workflows.zygote_process" in table[parent][1]:
+        parent = table[parent][0]
+    return parent
 
 
 @pytest.fixture(autouse=True)

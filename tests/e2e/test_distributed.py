@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from relay.signature import sign
-from tests.conftest import REPO_ROOT, TINY_SPEC, free_port
+from tests.conftest import REPO_ROOT, TINY_SPEC, free_port, launcher
 from workflows.history import RedisHistory
 
 SECRET = "e2e-secret"
@@ -162,7 +162,7 @@ def _shard_pytest_parents(run_dir: Path) -> set[int]:
     for line in out.stdout.splitlines():
         pid, ppid, args = line.strip().split(None, 2)
         if "suites.pytest_plugin" in args and f"{run_dir}/work/{run_dir.name}/shard-" in args:
-            parents.add(int(ppid))
+            parents.add(launcher(int(pid)))
     return parents
 
 

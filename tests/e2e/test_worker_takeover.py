@@ -18,41 +18,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
+from tests.conftest import SLOW_SPEC, SLOW_STEPS, launcher
 from tests.e2e.test_distributed import completed_runs, services, wait_for
 from workflows import distributed
 
 __all__ = ["services"]  # the fixture, shared with test_distributed
 
-DATA = Path(__file__).parent / "data" / "slow_steps"
-SPEC = DATA / "slow_steps.yaml"
+DATA = SLOW_STEPS
+SPEC = SLOW_SPEC
 VARIANTS = 12
 RUN = "takeover"
-
-
-@pytest.fixture(scope="module")
-def slow_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("inventory") / "slow.json.gz"
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "workflows",
-            "inventory",
-            "--specs",
-            str(SPEC),
-            "--out",
-            str(path),
-        ],
-        env={**os.environ, "TORCH_ROOT": str(DATA)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stderr
-    return path
 
 
 def _ttl() -> float:
@@ -125,7 +102,7 @@ def shard_pids(services: dict[str, Any]) -> dict[int, int]:
     for line in out.stdout.splitlines():
         pid, ppid, args = line.strip().split(None, 2)
         if "suites.pytest_plugin" in args and f"/work/{RUN}/shard-0/" in args:
-            pids[int(pid)] = int(ppid)
+            pids[int(pid)] = launcher(int(pid))
     return pids
 
 
