@@ -505,7 +505,8 @@ def _holdout_text(plan: PlanSummary) -> str:
         f"holdout sample {plan.holdout}: at most {math.ceil(m['missed_upper'] - 1e-9)} new "
         f"failures missed among the {unselected} unselected variants (95 % upper bound)"
     )
-    if "recall_lower" in m:
+    if "recall_lower" in m and m.get("selected_new_failures"):
+        # Without a new failure in the selection there is no recall to bound.
         text += f", test recall at least {math.floor(1000 * m['recall_lower']) / 10:.1f} %"
     if "unselected_time_share" in m:
         text += f"; the sample is {100 * m['unselected_time_share']:.1f} % of the unselected time"

@@ -94,3 +94,17 @@ def test_upgrade_canaries_are_named_apart_from_the_holdout(record: RunRecord) ->
     html = " ".join(" ".join(_parse(render_html(upgrade)).text).split())
     assert "canaries 7 (one per op) and holdout sample 3" in html
     assert RunRecord.from_json(upgrade.to_json()).plan == plan
+
+
+def test_the_holdout_line_bounds_recall_only_when_the_selection_found_new_failures() -> None:
+    from dashboard_export.model import PlanSummary
+    from dashboard_export.report import _holdout_text
+
+    metrics = {"eligible": 1000, "selected": 100, "missed_upper": 26.2, "recall_lower": 0.0}
+    none_found = _holdout_text(PlanSummary(100, holdout=30, metrics=metrics))
+    assert "at most 27 new failures missed among the 900 unselected" in none_found
+    assert "recall" not in none_found
+    found = {**metrics, "selected_new_failures": 4, "recall_lower": 0.1324}
+    assert "test recall at least 13.2 %" in _holdout_text(
+        PlanSummary(100, holdout=30, metrics=found)
+    )
