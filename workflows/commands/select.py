@@ -99,6 +99,7 @@ def select(args: argparse.Namespace) -> int:
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
     from workflows.planning import describe_impact, plan_change
+    from workflows.settings import Settings
     from workflows.trace_store import joined_trace
 
     if args.plan_out is not None and args.plan_out.is_dir():
@@ -122,9 +123,10 @@ def select(args: argparse.Namespace) -> int:
             else None
         )
         impact = None
-        if args.impact_map and not args.no_trace:
-            loaded = read_impact_map(args.impact_map)
-            impact = (loaded, describe_impact(loaded, str(args.impact_map), inventory))
+        given = args.impact_map or Settings.from_env().impact_map
+        if given and not args.no_trace:
+            loaded = read_impact_map(given)
+            impact = (loaded, describe_impact(loaded, str(given), inventory))
         elif not args.no_trace:
             impact = joined_trace(inventory, None if args.history else _trace_store())
         history = _read_history(args.history) if args.history else _stored_history(changes)
