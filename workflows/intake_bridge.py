@@ -24,6 +24,7 @@ def request_for_event(
     the run's diff; the event stored with the run does not repeat it."""
     from workflows.settings import Settings
 
+    settings = Settings.from_env()
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
         run_id=run_id,
@@ -34,5 +35,7 @@ def request_for_event(
         specs=specs,
         shards=max(1, shards),
         impact_map=impact_map,
-        mass_failure_share=Settings.from_env().mass_failure_share,
+        mass_failure_share=settings.mass_failure_share,
+        record_traces=settings.record_traces,
+        trace_share=settings.trace_share,
     )
