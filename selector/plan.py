@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +17,9 @@ from selector.changeset import ChangeSet
 from selector.errors import SelectorError
 from selector.heuristics import REGISTRY, Heuristic, RetrieveContext
 from selector.history import History
+from selector.holdout import HoldoutStratum, draw_holdout, near_variants, uniform_holdout
 from selector.impact import ImpactMap
 from selector.index import InventoryIndex
-from selector.opnames import family_of
 from selector.scout import FULL_RUN_LABELS, ChangeFacts, scout
 from selector.shard import Shard, shard_lpt
 from suites.model import Inventory
@@ -35,11 +35,6 @@ SKIP_COUNT_BUDGET = "over the count budget"
 SKIP_TIME_BUDGET = "over the time budget"
 SKIP_NOTHING = "nothing to run for this change"
 SKIP_NOT_FAILING = "not failing (re-run of failed tests)"
-
-# A near variant (see `_near`) is this many times likelier to be in the holdout than a far one.
-NEAR_BOOST = 4.0
-# Every non-empty stratum gets at least this many draws: a stratum drawn once bounds nothing.
-STRATUM_MIN = 5
 
 
 @dataclass(frozen=True)
@@ -122,65 +117,6 @@ class Selected:
             float(data.get("duration_s", 0.0)),
             bool(data.get("mandatory")),
         )
-
-
-@dataclass(frozen=True)
-class HoldoutStratum:
-    """One stratum of the holdout sample: its unselected population and what was drawn.
-
-    Verify weighs each drawn variant by `weight` (population / drawn, Horvitz-Thompson), so
-    drawing near variants more often does not bias the estimate of what selection missed.
-    """
-
-    name: str  # near | far | all (one uniform stratum: a plan from before the strata)
-    population: int  # unselected runnable variants in the stratum
-    ids: tuple[str, ...]  # the drawn ones, sorted
-    population_s: float = 0.0  # historical seconds of the population
-    drawn_s: float = 0.0
-
-    @property
-    def drawn(self) -> int:
-        return len(self.ids)
-
-    @property
-    def rate(self) -> float:
-        return self.drawn / self.population if self.population else 0.0
-
-    @property
-    def weight(self) -> float:
-        return self.population / self.drawn if self.drawn else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "population": self.population,
-            "drawn": self.drawn,
-            "rate": round(self.rate, 6),
-            "weight": round(self.weight, 6),
-            "population_s": round(self.population_s, 3),
-            "drawn_s": round(self.drawn_s, 3),
-            "ids": list(self.ids),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> HoldoutStratum:
-        return cls(
-            str(data["name"]),
-            int(data["population"]),
-            tuple(data.get("ids", ())),
-            float(data.get("population_s", 0.0)),
-            float(data.get("drawn_s", 0.0)),
-        )
-
-
-def uniform_holdout(
-    holdout: Iterable[str], population: int, population_s: float = 0.0, drawn_s: float = 0.0
-) -> tuple[HoldoutStratum, ...]:
-    """A holdout drawn uniformly from `population` unselected variants, as one stratum."""
-    ids = tuple(sorted(holdout))
-    if not ids:
-        return ()
-    return (HoldoutStratum("all", max(population, len(ids)), ids, population_s, drawn_s),)
 
 
 @dataclass(frozen=True)
@@ -384,7 +320,7 @@ def _decide(
         unchosen = [v for v in eligible if v not in chosen_set]
         strata = draw_holdout(
             unchosen,
-            _near(facts, index, chosen),
+            near_variants(facts, index, chosen),
             config,
             random.Random(config.seed or changes.head_sha or "spyre-ci"),
             durations,
@@ -435,63 +371,6 @@ def _decide(
         unselected=unselected,
         holdout_strata=strata,
     )
-
-
-def _near(facts: ChangeFacts, index: InventoryIndex, chosen: Iterable[str]) -> frozenset[str]:
-    """Variants near the change: the op families of the touched ops and of the selection,
-    and the templates whose upstream test changed. A miss is likelier there (a relative of
-    what was chosen, one a budget or the threshold cut), so the holdout looks there more."""
-    families = {family_of(op.name, index.aliases) for op in facts.ops}
-    families.update(index.family_of_id[v] for v in chosen)
-    near: set[str] = set()
-    for family in families:
-        near.update(index.by_family.get(family, ()))
-    for template in facts.templates:
-        near.update(index.by_template.get(template, ()))
-    return frozenset(near)
-
-
-def draw_holdout(
-    unchosen: Sequence[str],
-    near: Collection[str],
-    config: PlanConfig,
-    rng: random.Random,
-    durations: Mapping[str, float],
-    unselected_s: float,
-) -> tuple[HoldoutStratum, ...]:
-    """The holdout's strata: `holdout_rate` of `unchosen` (at least `holdout_min`), a `near`
-    one NEAR_BOOST times as likely to be drawn as a far one. `unselected_s`: the seconds of
-    all of `unchosen` (the far stratum's are what the near one's leave)."""
-    if not unchosen:
-        return ()
-    pools = {
-        "near": [v for v in unchosen if v in near],
-        "far": [v for v in unchosen if v not in near],
-    }
-    k = min(len(unchosen), max(1, config.holdout_min, round(config.holdout_rate * len(unchosen))))
-    sizes = _allocate(k, len(pools["near"]), len(pools["far"]))
-    near_s = sum(durations[v] for v in pools["near"])
-    seconds = {"near": near_s, "far": max(0.0, unselected_s - near_s)}
-    strata = []
-    for (name, pool), n in zip(pools.items(), sizes, strict=True):
-        if pool:
-            ids = tuple(sorted(rng.sample(pool, n)))
-            strata.append(
-                HoldoutStratum(name, len(pool), ids, seconds[name], sum(durations[v] for v in ids))
-            )
-    return tuple(strata)
-
-
-def _allocate(k: int, near: int, far: int) -> tuple[int, int]:
-    """Draws per stratum: k split so a near variant is NEAR_BOOST times as likely to be drawn,
-    each non-empty stratum at least STRATUM_MIN (or all of it), what one cannot take spilling
-    to the other."""
-    if not near or not far:
-        return min(k, near), min(k, far)
-    far_rate = k / (NEAR_BOOST * near + far)
-    k_near = max(min(near, STRATUM_MIN), min(near, round(NEAR_BOOST * far_rate * near)))
-    k_far = min(far, max(min(far, STRATUM_MIN), k - k_near))
-    return min(near, max(k_near, k - k_far)), k_far
 
 
 class _Durations(dict[str, float]):

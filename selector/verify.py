@@ -22,8 +22,9 @@ from statistics import NormalDist
 from typing import Any
 
 from selector.history import History, HistoryUpdate, OutcomeRecord
+from selector.holdout import HoldoutStratum
 from selector.index import InventoryIndex
-from selector.plan import HoldoutStratum, Plan
+from selector.plan import Plan
 from suites.model import Expectation, Inventory, Outcome, Status
 
 EXPANSION_LIMIT = 500

@@ -17,7 +17,8 @@ from selector import (
     to_rerun,
     verify,
 )
-from selector.plan import HoldoutStratum, PlanConfig, draw_holdout
+from selector.holdout import HoldoutStratum, draw_holdout
+from selector.plan import PlanConfig
 from selector.verify import holdout_bound, wilson_upper
 from suites.model import Outcome, Status
 from tests.selector.conftest import example_change

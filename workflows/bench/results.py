@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selector.plan import HoldoutStratum, uniform_holdout
+from selector.holdout import HoldoutStratum, uniform_holdout
 from selector.verify import HoldoutBound, holdout_bound
 from suites.model import Inventory, Outcome
 from workflows.bench.mutations import Mutation
