@@ -37,6 +37,9 @@ ENTRY = "entry"  # an OpInfo/ModuleInfo call's arguments (the test database)
 MODULE = "module"  # top-level code
 CPP_FUNCTION = "cpp-function"
 YAML_ENTRY = "yaml-entry"
+DOCSTRING = "docstring"  # a module's, class's or function's docstring
+STRING = "string"  # another string constant over several lines (its `#` lines are text)
+COSMETIC = "cosmetic"  # a blank or comment line (Python): no code changes with it
 
 _CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm", ".c")
 _YAML_NAMES = ("native_functions.yaml", "tags.yaml", "derivatives.yaml")
@@ -173,10 +176,24 @@ def locate(patch: FilePatch, old_source: str) -> list[Located] | None:
         # the old lines around them, whose definitions hold the insertion.
         new_spans, new_lines = [], []
         old_lines = sorted({*old_lines, *neighbours})
+    python = patch.path.endswith(".py")
     found: list[Located] = []
-    for side, spans, lines in (("old", old_spans, old_lines), ("new", new_spans, new_lines)):
+    for side, spans, lines, text in (
+        ("old", old_spans, old_lines, old_source),
+        ("new", new_spans, new_lines, new_source),
+    ):
+        rows = text.splitlines() if python else []
         for line in lines:
-            found.extend(_containing(spans, line, side))
+            held = list(_containing(spans, line, side))
+            row = rows[line - 1].strip() if 0 < line <= len(rows) else None
+            in_string = bool(held) and held[0].kind in (STRING, DOCSTRING)
+            if row is not None and (not row or (row.startswith("#") and not in_string)):
+                found.append(Located(COSMETIC, "", side, line))
+            else:
+                # A string is not a definition: its change is its function's (a message).
+                found.extend(h for h in held if h.kind != STRING)
+                if held and all(h.kind == STRING for h in held):
+                    found.append(Located(MODULE, "", side, line))
     return found
 
 
@@ -221,6 +238,26 @@ def _python_spans(source: str) -> list[_Span] | None:
     except (SyntaxError, ValueError, RecursionError):
         return None
     spans: list[_Span] = []
+    docstrings: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                docstrings.add(id(first.value))
+                name = getattr(node, "name", "")
+                spans.append(_Span(DOCSTRING, name, first.lineno, first.end_lineno or first.lineno))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and (node.end_lineno or node.lineno) > node.lineno
+        ):
+            spans.append(_Span(STRING, "", node.lineno, node.end_lineno or node.lineno))
 
     def visit(node: ast.AST, prefix: str, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):

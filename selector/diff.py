@@ -83,13 +83,31 @@ def _starts_file(lines: list[str], pos: int) -> bool:
     return line.startswith("--- ") and pos + 1 < len(lines) and lines[pos + 1].startswith("+++ ")
 
 
+_BACKUP_SUFFIXES = (".orig", ".old", ".bak", ".new", "~")
+
+
 def _strip_prefix(name: str) -> str | None:
+    """The repository path a `---`/`+++` line names: git's `a/`/`b/`, `./` and, for a diff
+    made against an installed tree, what follows `site-packages/` are not part of it."""
     name = name.split("\t", 1)[0].strip().strip('"')
     if name == "/dev/null":
         return None
+    if "/site-packages/" in name:
+        name = name.rsplit("/site-packages/", 1)[1]
+    while name.startswith("./"):
+        name = name[2:]
     if name.startswith(("a/", "b/")):
         return name[2:]
     return name
+
+
+def _plain_pair(old: str, new: str) -> str:
+    """The file a plain `diff -u OLD NEW` of two copies edits: the new name, unless it is a
+    backup copy's (`x.py.orig` against `x.py`, either way round)."""
+    for suffix in _BACKUP_SUFFIXES:
+        if new.endswith(suffix) and new[: -len(suffix)] == old:
+            return old
+    return new
 
 
 def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int, bool]:
@@ -99,7 +117,8 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
     binary = False
     renamed_from: str | None = None
     header_line = pos + 1
-    if lines[pos].startswith("diff --git "):
+    git_header = lines[pos].startswith("diff --git ")
+    if git_header:
         match = _GIT_HEADER.match(lines[pos])
         if match is None:
             raise SelectorError(
@@ -151,7 +170,12 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
         raise SelectorError(f"{source}:{header_line}: a file diff without a file name")
     previous = renamed_from or (old if status == "renamed" else None)
     if status == "modified" and old and new and old != new:
-        status, previous = "renamed", old
+        if git_header:
+            status, previous = "renamed", old
+        else:
+            # A plain diff cannot say "renamed": two names are two copies of one file
+            # (`diff -u x.py.orig x.py`, `diff -u a/x.py b/x.py` in other layouts).
+            path = _plain_pair(old, new)
     return FilePatch(path, status, previous, tuple(hunks), binary), pos, truncated
 
 

@@ -13,6 +13,8 @@ from selector.areas import classify
 from selector.changeset import ChangeSet
 from selector.definitions import (
     CLASS,
+    COSMETIC,
+    DOCSTRING,
     FUNCTION,
     MODULE,
     SIGNATURE,
@@ -206,14 +208,29 @@ def scout(
     for changed in changes.paths:
         rule = classify(changed.path)
         patch = changes.patches.get(changed.path)
-        if patch is not None and _cosmetic(patch):
+        located = _locate(changed.path, patch, changes.sources)
+        if located is None and patch is not None and _cosmetic(patch):
+            # Without the source, line by line: a `#` line inside a string would count too.
             path_facts.append(
                 PathFact(
                     changed.path, changed.status, rule.area, "none", has_patch=True, cosmetic=True
                 )
             )
             continue
-        located = _locate(changed.path, patch, changes.sources)
+        if located and all(i.kind in (COSMETIC, DOCSTRING) for i in _innermost(located)):
+            # Only blank lines, comments and docstrings changed (placed by the source).
+            path_facts.append(
+                PathFact(
+                    changed.path,
+                    changed.status,
+                    rule.area,
+                    "none",
+                    has_patch=True,
+                    cosmetic=True,
+                    located="source",
+                )
+            )
+            continue
         policy = rule.policy
         executed = _executed(located) if located is not None else None
         # A module-level line runs at import; a memoized function's body runs once per

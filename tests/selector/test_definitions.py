@@ -309,3 +309,44 @@ def test_a_kernel_function_names_its_op_by_its_leading_words(
     p = plan(change, inventory)
     assert p.decision == "targeted", p.fallback
     assert any(name == op or name.endswith("." + op) for name in p.facts.op_names), p.facts.op_names
+
+
+DOCUMENTED = '''"""A module."""
+
+
+def softmax(input, dim):
+    r"""Applies softmax.
+
+    # not a comment: part of the docstring
+    """
+    message = """first line
+    # inside a string: text, not a comment
+    """
+    # a comment
+    return input.softmax(dim)
+'''
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "cosmetic"),
+    [
+        ("Applies softmax.", "Applies the softmax.", True),
+        ("# not a comment: part of the docstring", "# part of it", True),
+        ("# a comment", "# another comment", True),
+        ('"""A module."""', '"""The module."""', True),
+        ("# inside a string: text, not a comment", "# other text", False),
+        ("return input.softmax(dim)", "return input.softmax(dim + 0)", False),
+    ],
+)
+def test_docstrings_and_comments_change_nothing_but_strings_do(
+    inventory: Inventory, before: str, after: str, cosmetic: bool
+) -> None:
+    path = "torch/nn/functional.py"
+    change = _diff(DOCUMENTED, DOCUMENTED.replace(before, after), path)
+    p = plan(change, inventory)
+    fact = p.facts.paths[0]
+    assert fact.cosmetic is cosmetic, fact
+    if cosmetic:
+        assert p.decision == "none"
+    else:
+        assert p.facts.functions == (f"{path}:softmax",)

@@ -113,3 +113,40 @@ def test_bad_diff_names_the_line(text: str, where: str) -> None:
 
 def test_empty_diff_is_no_change() -> None:
     assert parse_unified_diff("").files == ()
+
+
+@pytest.mark.parametrize(
+    ("minus", "plus"),
+    [
+        ("torch/nn/functional.py.orig", "torch/nn/functional.py"),
+        ("torch/nn/functional.py", "torch/nn/functional.py.new"),
+        ("./torch/nn/functional.py", "./torch/nn/functional.py"),
+        (
+            "/usr/lib/python3/site-packages/torch/nn/functional.py",
+            "/tmp/edited/site-packages/torch/nn/functional.py",
+        ),
+    ],
+)
+def test_plain_diffs_of_two_copies_name_the_repository_file(minus: str, plus: str) -> None:
+    text = (
+        f"--- {minus}\t2026-12-01 10:00:00\n+++ {plus}\t2026-12-01 10:01:00\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    (patch,) = parse_unified_diff(text).files
+    assert (patch.path, patch.status, patch.previous_path) == (
+        "torch/nn/functional.py",
+        "modified",
+        None,
+    )
+
+
+def test_a_git_diff_between_two_names_is_a_rename() -> None:
+    text = (
+        "diff --git a/torch/x.py b/torch/y.py\n--- a/torch/x.py\n+++ b/torch/y.py\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
+    (patch,) = parse_unified_diff(text).files
+    assert (patch.path, patch.status, patch.previous_path) == (
+        "torch/y.py",
+        "renamed",
+        "torch/x.py",
+    )

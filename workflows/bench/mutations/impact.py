@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from selector.definitions import FUNCTION, Located, locate
+from selector.definitions import COSMETIC, FUNCTION, Located, locate
 from selector.impact import ImpactMap
 from workflows.bench.mutations.model import Mutation, torch_root
 
@@ -42,6 +42,8 @@ def changed_functions(mutation: Mutation, root: Path | None = None) -> set[str] 
         for item in located:
             innermost.setdefault((item.side, item.line), item)
         for item in innermost.values():
+            if item.kind == COSMETIC:
+                continue  # a blank or comment line compiles to nothing
             if item.kind != FUNCTION:
                 return None  # runs at import: every variant
             found.add(f"{patch.path}:{item.name}")
