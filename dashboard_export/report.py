@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -143,8 +143,13 @@ def _diff_groups(record: RunRecord) -> list[tuple[DiffCategory, list[DiffRow]]]:
 # ---------------------------------------------------------------- Markdown
 
 
-def render_markdown(record: RunRecord) -> str:
-    """A GitHub-flavoured Markdown summary (fits a job summary or a PR comment)."""
+def render_markdown(
+    record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None
+) -> str:
+    """A GitHub-flavoured Markdown summary (fits a job summary or a PR comment).
+
+    `forensics`: per new failure id, its window and triage (`workflows.forensics`,
+    `dashboard_export.triage`): shown under the failure as "last good / first bad"."""
     s = summarize(record)
     plan = record.plan
     out: list[str] = []
@@ -234,6 +239,7 @@ def render_markdown(record: RunRecord) -> str:
         out += [
             f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
             "",
+            *_md_forensics((forensics or {}).get(result.id)),
             fence,
             message,
             fence,
@@ -286,6 +292,25 @@ def render_markdown(record: RunRecord) -> str:
                     ],
                 )
     return "\n".join(out).rstrip() + "\n"
+
+
+def forensics_line(entry: Mapping[str, Any] | None) -> str:
+    """The line `last good X / first bad Y (compare: URL); triage: class (category)`, or
+    "" without an entry."""
+    if not entry:
+        return ""
+    good = entry.get("last_good_sha") or "unknown (never seen passing)"
+    line = f"last good {good} / first bad {entry.get('first_bad_sha') or 'unknown'}"
+    if entry.get("compare_url"):
+        line += f" (compare: {entry['compare_url']})"
+    if entry.get("class"):
+        line += f"; triage: {entry['class']} ({entry.get('category')})"
+    return line
+
+
+def _md_forensics(entry: Mapping[str, Any] | None) -> list[str]:
+    line = forensics_line(entry)
+    return [_md(line), ""] if line else []
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -371,8 +396,9 @@ ul{margin:4px 0;padding-left:22px}
 _BAR_COLOURS = {"passed": "#2da44e", "failed": "#cf222e", "skipped": "#afb8c1"}
 
 
-def render_html(record: RunRecord) -> str:
-    """A self-contained page (inline CSS, no scripts, no external assets)."""
+def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """A self-contained page (inline CSS, no scripts, no external assets); `forensics` as
+    for `render_markdown`."""
     s = summarize(record)
     e = escape
     verdict = record.effective_conclusion
@@ -418,7 +444,7 @@ def render_html(record: RunRecord) -> str:
     parts += _html_change(record)
     parts += _html_plan(record)
     parts += _html_suites(s)
-    parts += _html_failures(s)
+    parts += _html_failures(s, forensics or {})
     parts += _html_timings(s)
     parts += _html_upgrade(record)
     parts.append("</main></body></html>")
@@ -592,7 +618,7 @@ def _html_suites(s: Summary) -> list[str]:
     return ["<section><h2>Results by suite</h2>", table, "</section>"]
 
 
-def _html_failures(s: Summary) -> list[str]:
+def _html_failures(s: Summary, forensics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     out = [f"<section><h2>New failures ({len(s.new)})</h2>"]
     if not s.new:
         out.append('<p class="muted">None.</p>')
@@ -605,6 +631,7 @@ def _html_failures(s: Summary) -> list[str]:
             f"<h3><code>{escape(result.id)}</code> {tag} "
             f'<span class="muted">{escape(str(result.status))}, '
             f"{_seconds(result.outcome.duration_s)}</span></h3>",
+            *_html_forensics(forensics.get(result.id)),
             f"<pre>{escape(_short(result.outcome.message) or '(no message)')}</pre>",
             "</div>",
         ]
@@ -643,6 +670,15 @@ def _html_failures(s: Summary) -> list[str]:
     )
     out.append("</section>")
     return out
+
+
+def _html_forensics(entry: Mapping[str, Any] | None) -> list[str]:
+    line = forensics_line(entry)
+    if not line:
+        return []
+    url = entry.get("compare_url") if entry else None
+    link = f' <a href="{escape(url)}">compare</a>' if url else ""
+    return [f'<p class="muted forensics">{escape(line)}{link}</p>']
 
 
 def _html_timings(s: Summary) -> list[str]:

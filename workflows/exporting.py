@@ -7,16 +7,22 @@ per-variant results. The main job and the upgrade diff run both export through i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from dashboard_export.layout import write_run
+from dashboard_export import report, triage
+from dashboard_export.layout import atomic_write, write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
+from workflows import forensics
+from workflows.history import HistoryStore
 from workflows.run_model import FinishedRun
 from workflows.verification import VerifiedRun
+
+FORENSICS_FILE = "forensics.json"
 
 
 def environment(
@@ -132,6 +138,70 @@ def run_record(finished: FinishedRun, completed_at: str, verified: VerifiedRun |
     )
 
 
-def export(finished: FinishedRun, completed_at: str, verified: VerifiedRun | None) -> None:
-    """Write every output format of the run into its out directory."""
-    write_run(run_record(finished, completed_at, verified), finished.out_dir)
+def failure_forensics(
+    finished: FinishedRun, history: HistoryStore, created_at: float
+) -> dict[str, Any]:
+    """Per new failure its window (last good / first bad sha, compare URL) and triage class,
+    and the run's `triage_verdict`: `{"failures": {id: {...}}, "triage_verdict": {...}}`.
+
+    `created_at`: when the run was planned (its place among History's runs)."""
+    request = finished.planned.request
+    trigger = request.trigger
+    new = [v for v in finished.new_failures if v in finished.outcomes]
+    current = forensics.RunPoint(request.run_id, created_at, trigger.kind, trigger.head_sha)
+    found = forensics.windows(history, current, new, trigger.repo or forensics.UPSTREAM_REPO)
+    related = triage.related_ids(finished.planned.plan.get("selected", ()))
+    messages = {v: finished.outcomes[v].message for v in new}
+    failures = {}
+    triaged = []
+    for vid in new:
+        one = triage.triage(vid, messages[vid], vid in related, finished.classification.get(vid))
+        triaged.append(one)
+        failures[vid] = {**found[vid].to_json(), **one.to_json()}
+    first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)
+    verdict = triage.run_verdict(
+        triaged,
+        messages,
+        first_bad=first_bad,
+        job=request.job,
+        version=_version("spyre-ci"),
+    )
+    return {"failures": failures, "triage_verdict": verdict}
+
+
+FORENSICS_SHOWN = 20  # new failures whose window the run's summary keeps
+
+
+def forensics_summary(found: Mapping[str, Any]) -> dict[str, Any]:
+    """What History's run summary keeps of `failure_forensics` (`runs show`): the verdict's
+    category and confidence, and the first failures' windows and classes."""
+    verdict = found.get("triage_verdict") or {}
+    failures = list(found.get("failures", {}).values())
+    return {
+        "triage": verdict.get("category"),
+        "confidence": verdict.get("confidence"),
+        "failures": failures[:FORENSICS_SHOWN],
+        "more": max(0, len(failures) - FORENSICS_SHOWN),
+    }
+
+
+def export(
+    finished: FinishedRun,
+    completed_at: str,
+    verified: VerifiedRun | None,
+    found: dict[str, Any] | None = None,
+) -> None:
+    """Write every output format of the run into its out directory.
+
+    `found`: the run's `failure_forensics`; written to `forensics.json`, and the report's
+    new failures show each one's window and triage class."""
+    record = run_record(finished, completed_at, verified)
+    write_run(record, finished.out_dir)
+    if not found or not found.get("failures"):
+        return
+    out = Path(finished.out_dir)
+    body = json.dumps({"run_id": record.run_id, **found}, indent=1, sort_keys=True) + "\n"
+    atomic_write(out / FORENSICS_FILE, body.encode("utf-8"))
+    failures = found["failures"]
+    atomic_write(out / "report.md", report.render_markdown(record, failures).encode("utf-8"))
+    atomic_write(out / "report.html", report.render_html(record, failures).encode("utf-8"))

@@ -153,6 +153,9 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
             RunState.PLANNED,
             summary={
                 "event": _event_label(request),
+                # Where the run sits on upstream's line (`workflows.forensics`).
+                "kind": request.trigger.kind,
+                "head_sha": request.trigger.head_sha,
                 "selected": len(result.selected_ids),
                 "holdout": len(planned.holdout),
                 "fallback": planned.plan.get("fallback"),
@@ -389,7 +392,17 @@ def finish(
     # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
     # when it was planned; updated_at moves again when `history` commands change its state.
     finished.summary["started_at"] = first_start(request)
-    exporting.export(finished, now_iso(), verdict)
+    found = None
+    if verdict is not None and finished.new_failures:
+        run = history.get_run(request.run_id)
+        created = run.created_at if run is not None else time.time()
+        try:
+            found = exporting.failure_forensics(finished, history, created)
+        except HistoryError as exc:  # forensics are lost, never the run
+            print(f"spyre-ci: forensics of run {request.run_id} not made: {exc}", file=sys.stderr)
+        else:
+            finished.summary["forensics"] = exporting.forensics_summary(found)
+    exporting.export(finished, now_iso(), verdict, found)
     finished.summary["finished_at"] = time.time()
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished

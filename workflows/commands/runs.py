@@ -92,7 +92,10 @@ def show_run(args: argparse.Namespace) -> int:
         return 0
     print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
     for key, value in sorted(run.summary.items()):
-        print(f"  {key}: {value}")
+        if key != "forensics":
+            print(f"  {key}: {value}")
+    for line in forensics_lines(run.summary.get("forensics")):
+        print(f"  {line}")
     from workflows.history import RunState
 
     meaning = _state_meaning().get(run.state, str(run.state))
@@ -105,6 +108,20 @@ def show_run(args: argparse.Namespace) -> int:
     elif run.state != RunState.COMPLETED:
         print(f"  state: {meaning}")
     return 0
+
+
+def forensics_lines(found: Any) -> list[str]:
+    """`runs show`'s lines for the run's new failures: triage, last good / first bad."""
+    if not isinstance(found, dict) or not found.get("failures"):
+        return []
+    from dashboard_export.report import forensics_line
+
+    lines = [f"triage: {found.get('triage')} ({found.get('confidence')} confidence)"]
+    for entry in found["failures"]:
+        lines.append(f"  {entry.get('id')}: {forensics_line(entry)}")
+    if found.get("more"):
+        lines.append(f"  ... and {found['more']} more (see forensics.json in the out directory)")
+    return lines
 
 
 def _state_meaning() -> dict[RunState, str]:

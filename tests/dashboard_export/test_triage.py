@@ -1,0 +1,113 @@
+"""Triage: each failure's class from its message and the plan's reasons, the wire category
+it maps to, and the run's verdict within the reference relay's schema and caps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dashboard_export import triage
+
+# Message shapes as the shards record them (backend_under_test.rules, torch's assert_close).
+LOWER = (
+    "NotImplementedError: spyre cannot lower aten::pow (compile): no power unit; rewrite it as "
+    "x * x * x for an integer exponent (torch.pow(x, 3.0) becomes x * x * x). "
+    "Set SPYRE_EMU_PERMISSIVE=1 to run without Spyre rules."
+)
+DTYPE = (
+    "TypeError: spyre does not support dtype torch.float64 (allocation): compute in float32 "
+    "or float16. Set SPYRE_EMU_PERMISSIVE=1 to run without Spyre rules."
+)
+CLOSE = (
+    "AssertionError: module input 3 (default): Tensor-likes are not close!\n\n"
+    "Mismatched elements: 1 / 9 (11.1%)\n"
+    "Greatest absolute difference: 0.003202676773071289 at index (2, 0) (up to 0.001 allowed)\n"
+    "Greatest relative difference: 0.0022006214130669832 at index (2, 0) (up to 0.001 allowed)"
+)
+SCALAR = (
+    "AssertionError: inplace variant, sample 0: Scalars are not equal!\n\n"
+    "Expected -2.984375 but got -3.03125.\nAbsolute difference: 0.046875"
+)
+SCHEMA = (
+    "RuntimeError: aten::_batch_norm_with_update() expected at most 7 argument(s) but "
+    "received 8 argument(s). Declaration: aten::_batch_norm_with_update(Tensor input, ...)"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "related", "failure_class", "category"),
+    [
+        (LOWER, False, "device-rule", "backend"),
+        (LOWER, True, "device-rule", "backend"),  # a refusal is ours to fix
+        (DTYPE, False, "device-rule", "backend"),
+        (CLOSE, False, "precision", "backend"),
+        (CLOSE, True, "precision", "upstream"),
+        (SCALAR, True, "precision", "upstream"),
+        (SCHEMA, True, "related", "upstream"),
+        (SCHEMA, False, "unknown", "unknown"),
+        ("", False, "unknown", "unknown"),
+    ],
+)
+def test_classes_and_categories(
+    message: str, related: bool, failure_class: str, category: str
+) -> None:
+    one = triage.triage("s::t::op::float32", message, related)
+    assert (one.failure_class, one.category) == (failure_class, category)
+
+
+def test_a_flaky_failure_is_a_flake_whatever_its_message() -> None:
+    assert triage.triage("v", CLOSE, True, "flaky").category == "flake"
+
+
+def test_related_ids_are_those_the_change_reached() -> None:
+    selected = [
+        {"id": "a", "reasons": [{"heuristic": "op_match", "score": 0.9, "reason": "op pow"}]},
+        {"id": "b", "reasons": [{"heuristic": "impact_map", "score": 0.5, "reason": "trace"}]},
+        {"id": "c", "reasons": [{"heuristic": "watch", "score": 0.9, "reason": "glob"}]},
+        {"id": "d", "reasons": [{"heuristic": "op_match", "score": -0.2, "reason": "no"}]},
+    ]
+    assert triage.related_ids(selected) == {"a", "b"}
+
+
+def test_the_run_verdict_takes_the_majority_and_names_the_first_bad_commit() -> None:
+    failures = [
+        triage.triage("a", CLOSE, True),
+        triage.triage("b", SCHEMA, True),
+        triage.triage("c", LOWER, True),
+    ]
+    messages = {"a": CLOSE, "b": SCHEMA, "c": LOWER}
+    verdict = triage.run_verdict(
+        failures,
+        messages,
+        first_bad="c" * 40,
+        job="main",
+        version="0.1",
+        analyzed_at="2026-12-02T01:00:00Z",
+    )
+    assert verdict is not None
+    assert (verdict["category"], verdict["confidence"]) == ("upstream", "medium")
+    assert verdict["suspected_upstream"]["commit"] == "c" * 40
+    assert [e["test"] for e in verdict["evidence"]] == ["a", "b"]
+    assert verdict["summary"].startswith("3 failure(s): 1 device-rule, 1 precision, 1 related")
+
+
+def test_the_verdict_stays_within_the_reference_caps() -> None:
+    failures = [triage.triage(f"v{i}" * 80, "x" * 5000, False) for i in range(30)]
+    messages = {f.id: "x" * 5000 for f in failures}
+    verdict = triage.run_verdict(failures, messages, first_bad="nope", job="j" * 300, version="")
+    assert verdict is not None
+    assert verdict["category"] == "unknown" and verdict["confidence"] == "high"
+    assert "suspected_upstream" not in verdict  # only for upstream, and only a hex sha
+    assert len(verdict["evidence"]) == 10
+    assert all(len(e["excerpt"]) <= 1000 and len(e["test"]) <= 200 for e in verdict["evidence"])
+    assert len(json.dumps(verdict).encode()) <= 16 * 1024
+    assert triage.run_verdict([], {}, first_bad=None, job="j", version="1") is None
+
+
+def test_wide_characters_never_push_the_verdict_over_the_byte_cap() -> None:
+    failures = [triage.triage(f"v{i}", "\N{SNOWMAN}" * 1000, False) for i in range(10)]
+    messages = {f.id: "\N{SNOWMAN}" * 1000 for f in failures}
+    verdict = triage.run_verdict(failures, messages, first_bad=None, job="j", version="1")
+    assert verdict is not None and 1 <= len(verdict["evidence"]) < 10
+    assert len(json.dumps(verdict).encode()) <= 16 * 1024
