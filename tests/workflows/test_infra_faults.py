@@ -276,6 +276,12 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
         "--out",
         str(out),
     ]
+    def as_a_terminal_would() -> None:
+        # A test run started in the background of a non-interactive shell ignores SIGINT,
+        # and so would its children (Python keeps an inherited SIG_IGN): Ctrl-C comes from a
+        # terminal, where it is not ignored.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "workflows", *args],
         cwd=REPO_ROOT,
@@ -283,6 +289,7 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_would,
     )
     deadline = time.monotonic() + 120
     # Signal as soon as a shard runs: waiting for both at once raced a fast shard that had
