@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from tests.conftest import SLOW_SPEC, SLOW_STEPS, launcher
@@ -150,6 +151,8 @@ def test_a_killed_worker_s_shard_is_taken_over_within_two_leases(
     assert takeover_s < 2 * _ttl() + 20
 
 
+# fast twin: test_shard_leases.py::test_one_owner_at_a_time_and_a_taken_over_owner_records_nothing
+@pytest.mark.slow
 def test_a_stalled_worker_that_lost_its_lease_records_nothing(
     services: dict[str, Any], slow_inventory: Path
 ) -> None:
