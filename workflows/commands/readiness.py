@@ -25,9 +25,9 @@ def register(subparsers: Any) -> None:
         "readiness",
         help="promotion readiness (L2 -> L3): the CI relay's five criteria over 14 days",
         description="Compute, from the runs History recorded in the window, the criteria a "
-        "downstream meets to be promoted from L2 to L3: CI job pass rate above 90 %%, average "
-        "queue time under 30 min, share of jobs running over 3 h under 1 %%, median "
-        "end-to-end time under 3 h, timeout rate under 1 %%. Exit code 0 when all pass, 1 "
+        "downstream meets to be promoted from L2 to L3: CI job pass rate above 90 %, average "
+        "queue time under 30 min, share of jobs running over 3 h under 1 %, median "
+        "end-to-end time under 3 h, timeout rate under 1 %. Exit code 0 when all pass, 1 "
         "when one fails, 2 for bad input, 3 when History cannot be read.",
     )
     parser.add_argument(
