@@ -3,16 +3,20 @@
 Beyond the fields the relay and HUD read, the completed callback carries two optional
 fields inside `workflow`, passed verbatim by the relay: `failed_tests` (each failed or
 errored variant with id, message, duration and classification) and `environment`. They
-fill HUD's `failed_tests_json` and `environment` columns (see hud_row.py).
+fill HUD's `failed_tests_json` and `environment` columns (see hud_row.py). A new failure's
+entry also carries its regression window (`last_good_sha`, `first_bad_sha`: null when
+unknown), and a completed failed run carries a `triage_verdict` (`triage.run_verdict`; for an
+infrastructure error `infra_verdict`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from dashboard_export import ExportError
+from dashboard_export import ExportError, triage
 from dashboard_export.model import RunRecord, VariantResult, iso_z, parse_time
 from suites.model import Status
 
@@ -20,6 +24,7 @@ SCHEMA_VERSION = "1"
 HUD_BODY_LIMIT = 2 * 1024 * 1024  # HUD answers 413 above this many bytes
 MESSAGE_LIMIT = 4000  # characters of one failure message kept in failed_tests
 EVENT_TYPES = ("pull_request", "push", "nightly", "periodic")
+_SHA = re.compile(r"[0-9a-fA-F]{7,64}")
 
 _COUNT_AS = {
     Status.PASSED: "passed",
@@ -52,27 +57,41 @@ def event_type(record: RunRecord) -> str:
     return "pull_request" if record.event.pr_number else "push"
 
 
-def failed_test(result: VariantResult) -> dict[str, Any]:
-    """One entry of `failed_tests` / `failed_tests_json`."""
+def failed_test(
+    result: VariantResult, forensics: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One entry of `failed_tests` / `failed_tests_json`; a new failure's carries its window
+    from `forensics` (`RunRecord.forensics[id]`), each sha null when unknown."""
     message = result.outcome.message
     if len(message) > MESSAGE_LIMIT:
         cut = len(message) - MESSAGE_LIMIT
         message = f"{message[:MESSAGE_LIMIT]}... [{cut} more characters truncated]"
-    return {
+    classification = str(result.classification) if result.classification else "new"
+    entry: dict[str, Any] = {
         "id": result.id,
         "suite": result.suite,
         "status": str(result.status),
         "message": message,
         "duration_s": round(result.outcome.duration_s, 6),
-        "classification": str(result.classification) if result.classification else "new",
+        "classification": classification,
         "holdout": result.holdout,
     }
+    if classification == "new":
+        window = forensics or {}
+        entry["last_good_sha"] = _sha(window.get("last_good_sha"))
+        entry["first_bad_sha"] = _sha(window.get("first_bad_sha"))
+    return entry
+
+
+def _sha(value: Any) -> str | None:
+    # A CLI run's event may have no sha (or a label): unknown, not a sha HUD cannot link.
+    return value if isinstance(value, str) and _SHA.fullmatch(value) else None
 
 
 def failed_tests(record: RunRecord) -> list[dict[str, Any]]:
     """Failed and errored variants, new ones first (what survives truncation matters most)."""
     rank = {"new": 0, "pre-existing": 1, "flaky": 2}
-    entries = [failed_test(r) for r in record.failures]
+    entries = [failed_test(r, record.forensics.get(r.id)) for r in record.failures]
     return sorted(entries, key=lambda e: (rank[e["classification"]], e["id"]))
 
 
@@ -120,6 +139,50 @@ def infra_verdict(record: RunRecord, analyzed_at: str | None = None) -> dict[str
     return verdict
 
 
+def failure_verdict(record: RunRecord) -> dict[str, Any] | None:
+    """The `workflow.triage_verdict` of a run with new failures: the one made with its
+    forensics (`RunRecord.triage_verdict`), else one from the record alone (each failure's
+    class from its message and, when known, its relatedness); None without new failures.
+    `analyzed_at` is the run's end when the verdict has none."""
+    new = record.new_failures
+    if not new:
+        return None
+    verdict: dict[str, Any] | None
+    if record.triage_verdict:
+        verdict = dict(record.triage_verdict)
+    else:
+        failures = []
+        for result in new:
+            entry = record.forensics.get(result.id) or {}
+            if entry.get("class") and entry.get("category"):
+                failures.append(
+                    triage.FailureTriage(
+                        result.id, entry["class"], entry["category"], bool(entry.get("related"))
+                    )
+                )
+            else:
+                related = bool(entry.get("related"))
+                failures.append(triage.triage(result.id, result.outcome.message, related))
+        first_bad = next(
+            (
+                str(record.forensics[r.id]["first_bad_sha"])
+                for r in new
+                if (record.forensics.get(r.id) or {}).get("first_bad_sha")
+            ),
+            record.event.head_sha,
+        )
+        verdict = triage.run_verdict(
+            failures,
+            {r.id: r.outcome.message for r in new},
+            first_bad=first_bad,
+            job=record.job,
+            version=record.environment.backend_version,
+        )
+    if verdict is not None and "analyzed_at" not in verdict and record.completed_at:
+        verdict["analyzed_at"] = record.completed_at
+    return verdict
+
+
 # The reference relay's caps (longer fields are cut there; we cut first, so what we send is
 # what is shown).
 _SUMMARY_MAX = 1000
@@ -157,6 +220,10 @@ def callback_body(record: RunRecord, status: str = "completed") -> dict[str, Any
         workflow["artifact_url"] = record.artifact_url
     if done and record.infrastructure:
         workflow["triage_verdict"] = infra_verdict(record)
+    elif done and record.effective_conclusion == "failure":
+        verdict = failure_verdict(record)
+        if verdict is not None:
+            workflow["triage_verdict"] = verdict
     return {
         "event_type": event_type(record),
         "delivery_id": record.event.delivery_id,

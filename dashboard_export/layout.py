@@ -8,6 +8,8 @@ DIR/hud/crcr_workflow_job.json                 the HUD row
 DIR/hud/{test_run,test_run_summary,failed_test_runs}/<workflow_run_id>/<attempt>
                                                gzip JSON lines, upstream S3 key layout
 DIR/report.html, DIR/report.md                 the report
+DIR/forensics.json                             the new failures' windows and the triage verdict
+                                               (only when the record has forensics)
 ```
 `DIR/junit/` and `DIR/plan.json` belong to the pipeline; JUnit found in `DIR/junit/` feeds the
 per-test rows. Every file is written whole under a temporary name and renamed, and content
@@ -32,6 +34,8 @@ from dashboard_export.model import RunRecord
 from dashboard_export.report import render_html, render_markdown
 from dashboard_export.stats import cases_from_results, collections, object_key
 from dashboard_export.validation import validate
+
+FORENSICS_FILE = "forensics.json"
 
 
 def per_test_collections(
@@ -86,7 +90,19 @@ def write_run(
         put(name, f"hud/{object_key(name, record)}", gzip_json_lines(rows))
     put("report_html", "report.html", render_html(record).encode("utf-8"))
     put("report_md", "report.md", render_markdown(record).encode("utf-8"))
+    if record.forensics:
+        put("forensics", FORENSICS_FILE, forensics_bytes(record))
     return written
+
+
+def forensics_bytes(record: RunRecord) -> bytes:
+    """`forensics.json`: `{"run_id", "failures": {id: window and triage}, "triage_verdict"}`."""
+    body = {
+        "run_id": record.run_id,
+        "failures": {k: dict(v) for k, v in record.forensics.items()},
+        "triage_verdict": dict(record.triage_verdict) if record.triage_verdict else None,
+    }
+    return (json.dumps(body, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 
 def _validate_rows(name: str, rows: list[dict[str, Any]]) -> None:

@@ -276,6 +276,12 @@ class RunRecord:
     # The CI system's own run id (GitHub Actions `github.run_id`, Buildkite's build id): what
     # the callback sends as `workflow.run_id`, since the reference relay keys runs by it.
     ci_run_id: str = ""
+    # Regression forensics of the new failures (`workflows.forensics`, `triage`): per id its
+    # window (`last_good_sha`, `first_bad_sha`, runs, `compare_url`) and triage class, as in
+    # forensics.json; empty when none were made (no new failure, History unreadable).
+    forensics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The run's `workflow.triage_verdict` (`triage.run_verdict`), made with the forensics.
+    triage_verdict: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in ("started_at", "completed_at", "queued_at"):
@@ -385,6 +391,13 @@ class RunRecord:
             "infrastructure": list(self.infrastructure),
             "held_back": self.held_back,
             "ci_run_id": self.ci_run_id,
+            # Only when made: a record without forensics keeps the bytes it always had.
+            **(
+                {"forensics": {k: dict(v) for k, v in self.forensics.items()}}
+                if self.forensics
+                else {}
+            ),
+            **({"triage_verdict": dict(self.triage_verdict)} if self.triage_verdict else {}),
         }
 
     @classmethod
@@ -425,6 +438,8 @@ class RunRecord:
             infrastructure=tuple(str(m) for m in data.get("infrastructure") or ()),
             held_back=data.get("held_back"),
             ci_run_id=str(data.get("ci_run_id") or ""),
+            forensics={str(k): dict(v) for k, v in (data.get("forensics") or {}).items()},
+            triage_verdict=data.get("triage_verdict") or None,
         )
 
     def save(self, path: str | Path) -> None:

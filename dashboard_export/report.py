@@ -149,7 +149,8 @@ def render_markdown(
     """A GitHub-flavoured Markdown summary (fits a job summary or a PR comment).
 
     `forensics`: per new failure id, its window and triage (`workflows.forensics`,
-    `dashboard_export.triage`): shown under the failure as "last good / first bad"."""
+    `dashboard_export.triage`), by default the record's (`RunRecord.forensics`): shown under
+    the failure as "last good / first bad"."""
     s = summarize(record)
     plan = record.plan
     out: list[str] = []
@@ -239,7 +240,7 @@ def render_markdown(
         out += [
             f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
             "",
-            *_md_forensics((forensics or {}).get(result.id)),
+            *_md_forensics((record.forensics if forensics is None else forensics).get(result.id)),
             fence,
             message,
             fence,
@@ -444,7 +445,7 @@ def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | 
     parts += _html_change(record)
     parts += _html_plan(record)
     parts += _html_suites(s)
-    parts += _html_failures(s, forensics or {})
+    parts += _html_failures(s, record.forensics if forensics is None else forensics)
     parts += _html_timings(s)
     parts += _html_upgrade(record)
     parts.append("</main></body></html>")

@@ -7,22 +7,21 @@ per-variant results. The main job and the upgrade diff run both export through i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from dashboard_export import report, triage
-from dashboard_export.layout import atomic_write, write_run
+from dashboard_export import layout, triage
+from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
 from workflows import forensics
 from workflows.history import HistoryStore
 from workflows.run_model import FinishedRun
 from workflows.verification import VerifiedRun
 
-FORENSICS_FILE = "forensics.json"
+FORENSICS_FILE = layout.FORENSICS_FILE
 
 
 def environment(
@@ -89,9 +88,16 @@ def removed_reason(summary: Mapping[str, Any]) -> dict[str, int]:
     return {f"removed: no longer in the specs ({', '.join(ids)}{more})": count}
 
 
-def run_record(finished: FinishedRun, completed_at: str, verified: VerifiedRun | None) -> RunRecord:
+def run_record(
+    finished: FinishedRun,
+    completed_at: str,
+    verified: VerifiedRun | None,
+    found: Mapping[str, Any] | None = None,
+) -> RunRecord:
     """The record of a main-job run; `verified` is None when it could not be verified (an
-    infrastructure error): the record then carries the faults and the tests that did run."""
+    infrastructure error): the record then carries the faults and the tests that did run.
+    `found`: the run's `failure_forensics`, kept in the record (`forensics`,
+    `triage_verdict`) so every format, and a re-export from run.json, carries them."""
     request = finished.planned.request
     plan_json = finished.planned.plan
     holdout = set(finished.planned.holdout)
@@ -135,6 +141,8 @@ def run_record(finished: FinishedRun, completed_at: str, verified: VerifiedRun |
         ci_run_id=ci.get("ci_run_id", ""),
         run_url=ci.get("run_url", ""),
         artifact_url=ci.get("artifact_url", ""),
+        forensics=dict((found or {}).get("failures") or {}),
+        triage_verdict=(found or {}).get("triage_verdict") or None,
     )
 
 
@@ -193,15 +201,7 @@ def export(
 ) -> None:
     """Write every output format of the run into its out directory.
 
-    `found`: the run's `failure_forensics`; written to `forensics.json`, and the report's
-    new failures show each one's window and triage class."""
-    record = run_record(finished, completed_at, verified)
-    write_run(record, finished.out_dir)
-    if not found or not found.get("failures"):
-        return
-    out = Path(finished.out_dir)
-    body = json.dumps({"run_id": record.run_id, **found}, indent=1, sort_keys=True) + "\n"
-    atomic_write(out / FORENSICS_FILE, body.encode("utf-8"))
-    failures = found["failures"]
-    atomic_write(out / "report.md", report.render_markdown(record, failures).encode("utf-8"))
-    atomic_write(out / "report.html", report.render_html(record, failures).encode("utf-8"))
+    `found`: the run's `failure_forensics`; the record carries it, so `write_run` writes
+    `forensics.json`, the report's new failures show each one's window and triage class,
+    `failed_tests` their shas and the callback the verdict."""
+    write_run(run_record(finished, completed_at, verified, found), finished.out_dir)

@@ -3,6 +3,7 @@ shown in forensics.json, the report and `spyre-ci runs show`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -115,31 +116,39 @@ def _request(inventory: Path, out: Path, run_id: str, sha: str) -> pipeline.RunR
     )
 
 
+PRECISION = (
+    "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 1 / 9 (11.1%)\n"
+    "Greatest absolute difference: 0.0032 at index (2, 0) (up to 0.001 allowed)"
+)
+
+
+def _finish(
+    history: HistoryStore, request: pipeline.RunRequest, failing: str | None
+) -> pipeline.FinishedRun:
+    """Plan and finish one run whose variants pass, but `failing` misses a tolerance."""
+    planned = pipeline.plan(request, history)
+    ids = [v for shard in planned.shards for v in shard]
+    assert failing is None or failing in ids
+
+    def outcome(vid: str) -> Outcome:
+        if vid == failing:
+            return Outcome(vid, Status.FAILED, 0.1, PRECISION)
+        return Outcome(vid, Status.PASSED, 0.1, "")
+
+    def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
+        return pipeline.ShardRun([outcome(v) for v in rerun_ids])
+
+    return pipeline.finish(planned, [outcome(v) for v in ids], history, rerun)
+
+
 def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
     history = SQLiteHistory(state / "history.sqlite3")
-    precision = (
-        "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 1 / 9 (11.1%)\n"
-        "Greatest absolute difference: 0.0032 at index (2, 0) (up to 0.001 allowed)"
-    )
 
     def run(run_id: str, sha: str, failing: str | None) -> pipeline.FinishedRun:
-        out = tmp_path / run_id
-        planned = pipeline.plan(_request(tiny_inventory, out, run_id, sha), history)
-        ids = [v for shard in planned.shards for v in shard]
-        assert failing is None or failing in ids
-
-        def outcome(vid: str) -> Outcome:
-            if vid == failing:
-                return Outcome(vid, Status.FAILED, 0.1, precision)
-            return Outcome(vid, Status.PASSED, 0.1, "")
-
-        def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
-            return pipeline.ShardRun([outcome(v) for v in rerun_ids])
-
-        return pipeline.finish(planned, [outcome(v) for v in ids], history, rerun)
+        return _finish(history, _request(tiny_inventory, tmp_path / run_id, run_id, sha), failing)
 
     run("push-a", A, None)
     run("push-b", B, None)
@@ -215,3 +224,46 @@ def test_a_real_run_refused_by_a_spyre_rule_is_the_backends(
     assert found["triage_verdict"]["category"] == "backend"
     assert "spyre does not support dtype" in found["triage_verdict"]["evidence"][0]["excerpt"]
     assert "triage: device-rule (backend)" in (out / "report.md").read_text()
+
+
+def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    # Passed at A and B (full runs); the softmax change at C selects VID by op_match and
+    # misses a tolerance there: the change's numerics, so upstream, first bad C.
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+
+    def run(run_id: str, sha: str, failing: str | None, diff: str | None) -> pipeline.FinishedRun:
+        request = _request(tiny_inventory, tmp_path / run_id, run_id, sha)
+        return _finish(
+            history, dataclasses.replace(request, diff_text=diff, full=diff is None), failing
+        )
+
+    run("push-a", A, None, None)
+    run("push-b", B, None, None)
+    assert run("push-c", C, VID, SOFTMAX_PATCH.read_text()).new_failures == [VID]
+
+    out = tmp_path / "push-c"
+    workflow = json.loads((out / "callback.json").read_text())["workflow"]
+    verdict = workflow["triage_verdict"]
+    assert (verdict["category"], verdict["confidence"]) == ("upstream", "high")
+    assert verdict["suspected_upstream"]["commit"] == C
+    entry = {e["id"]: e for e in workflow["failed_tests"]}[VID]
+    assert (entry["last_good_sha"], entry["first_bad_sha"]) == (B, C)
+    row = json.loads((out / "hud" / "crcr_workflow_job.json").read_text())
+    assert {e["id"]: e for e in json.loads(row["failed_tests_json"])}[VID]["first_bad_sha"] == C
+    found = json.loads((out / "forensics.json").read_text())
+    assert found["triage_verdict"] == {k: v for k, v in verdict.items() if k != "analyzed_at"}
+    assert found["failures"][VID]["category"] == "upstream"
+    record = json.loads((out / "run.json").read_text())
+    assert record["forensics"][VID]["first_bad_sha"] == C
+
+    # `spyre-ci export out/` from run.json writes the same report, forensics lines included.
+    line = f"last good {B} / first bad {C}"
+    before = {n: (out / n).read_bytes() for n in ("report.md", "report.html", "forensics.json")}
+    assert line in before["report.md"].decode() and line in before["report.html"].decode()
+    for name in before:
+        (out / name).unlink()
+    exported = spyre_ci("export", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert {n: (out / n).read_bytes() for n in before} == before
