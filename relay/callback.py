@@ -38,6 +38,7 @@ from relay.crcr_state import (
 )
 from relay.events import RelayError, RelayUnavailable
 from relay.github import GitHubAdapter, GitHubUnavailable
+from relay.triage import checked_verdict
 
 log = logging.getLogger("relay.callback")
 
@@ -144,6 +145,13 @@ class CallbackService:
             first = problems[0]
             return 400, f"callback body: {first.json_path}: {first.message}", {}
         workflow = data["workflow"]
+        if "triage_verdict" in workflow:
+            # Advisory and untrusted: kept as the contract normalizes it, or dropped whole.
+            verdict = checked_verdict(workflow["triage_verdict"])
+            if verdict is None:
+                workflow.pop("triage_verdict")
+            else:
+                workflow["triage_verdict"] = verdict
         if data.get("event_type") in SCHEDULED_EVENTS:
             # Nightly/periodic runs report once, keyed by the upstream sha: no state machine.
             if workflow["status"] != "completed":
