@@ -15,6 +15,7 @@ facts of the installed torch. Five kinds of finding:
 
 `patch` removes the expectations-file entries of `xpass` findings (exact ids) and the
 expectations-file entries that match nothing, textually: comments and formatting stay.
+`expectations_patch` also adds entries (the upgrade run's `upgrade.patch`).
 """
 
 from __future__ import annotations
@@ -554,41 +555,125 @@ def _blank_or_comment(line: str) -> bool:
     return not text or text.startswith("#")
 
 
+@dataclass(frozen=True)
+class NewEntry:
+    """An expectations entry to add (block style, like `suites record` writes them)."""
+
+    id: str
+    mode: str
+    reason: str
+    comment: str = ""  # a `#` line written just above the entry
+
+
 def removal_patch(remove: Mapping[Path, set[int]], root: Path) -> tuple[str, list[str]]:
     """A unified diff (paths relative to `root`, `git apply` form) removing expectations
     entries by index; and the entries it could not remove textually (flow style)."""
+    return expectations_patch(remove, {}, root)
+
+
+def expectations_patch(
+    remove: Mapping[Path, set[int]], add: Mapping[Path, Sequence[NewEntry]], root: Path
+) -> tuple[str, list[str]]:
+    """`removal_patch` that also adds entries: in id order when the list is sorted by id,
+    else after its last entry; and what it could not edit textually (flow style)."""
     chunks: list[str] = []
     refused: list[str] = []
-    for path in sorted(remove):
+    for path in sorted(set(remove) | set(add)):
         text = path.read_text(encoding="utf-8")
         spec = load_spec(path)
         items = spec.get(("expectations",)) or []
-        lines = text.splitlines(keepends=True)
+        old = text.splitlines(keepends=True)
+        lines = list(old)  # _insertions may open an empty `expectations: []`
         starts = [spec.mark(("expectations", i))[0] for i in range(len(items))]
         dash = [_dash_indent(lines[s - 1]) for s in starts]
         drop: set[int] = set()
-        for i in sorted(remove[path]):
+        for i in sorted(remove.get(path, ())):
             if dash[i] is None or starts.count(starts[i]) > 1:
                 refused.append(f"{path}:{starts[i]}: not a block-style list item; edit by hand")
                 continue
             first = starts[i] - 1
             last = _item_end(lines, starts, i, dash[i] or 0)
             drop.update(range(first, last + 1))
+        inserts = _insertions(path, spec, lines, items, starts, dash, add.get(path, ()), refused)
         new = [line for n, line in enumerate(lines) if n not in drop]
-        if items and len(remove[path]) == len(items) and not refused:
+        last_kept = lines and len(lines) - 1 not in drop
+        if last_kept and not lines[-1].endswith("\n") and inserts.get(len(lines)):
+            new[-1] += "\n"
+        for at in sorted(inserts, reverse=True):  # original line numbers, after the drops
+            cut = sum(1 for n in range(at) if n not in drop)
+            new[cut:cut] = inserts[at]
+        emptied = items and len(remove.get(path, ())) == len(items) and not inserts
+        if emptied and not refused:
             key_line = spec.mark(("expectations",), key=True)[0] - 1
             new[key_line] = re.sub(
                 r"^(\s*expectations:)(\s*#.*)?$", r"\1 []\2", new[key_line].rstrip("\n")
             ) + ("\n" if new[key_line].endswith("\n") else "")
-        if new == lines:
+        if new == old:
             continue
         rel = _relative(path, root)
-        diff = difflib.unified_diff(lines, new, f"a/{rel}", f"b/{rel}")
+        diff = difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}")
         for line in diff:
             chunks.append(
                 line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
             )
     return "".join(chunks), refused
+
+
+def _insertions(
+    path: Path,
+    spec: SpecFile,
+    lines: list[str],
+    items: Sequence[Any],
+    starts: list[int],
+    dash: list[int | None],
+    entries: Sequence[NewEntry],
+    refused: list[str],
+) -> dict[int, list[str]]:
+    """0-based line -> the lines to insert before it (len(lines): at the end)."""
+    import yaml
+
+    if not entries:
+        return {}
+    if items and (None in dash or len(set(starts)) < len(starts)):
+        refused.extend(f"{path}: not a block-style list; add {e.id} by hand" for e in entries)
+        return {}
+    if not items:  # `expectations: []` (or an empty key): a block list after the key line
+        key_line = spec.mark(("expectations",), key=True)[0] - 1
+        if not re.match(r"^\s*expectations:\s*(\[\s*\])?\s*(#.*)?$", lines[key_line]):
+            refused.extend(
+                f"{path}: no block-style expectations list; add {e.id} by hand" for e in entries
+            )
+            return {}
+        lines[key_line] = re.sub(r":\s*\[\s*\]", ":", lines[key_line])
+        if not lines[key_line].endswith("\n"):
+            lines[key_line] += "\n"
+        ids: list[str] = []
+        indent = 0
+    else:
+        ids = [str(item.get("id", "")) if isinstance(item, dict) else "" for item in items]
+        indent = dash[0] or 0
+    ordered = ids == sorted(ids)
+    out: dict[int, list[str]] = {}
+    for entry in sorted(entries, key=lambda e: e.id):
+        body = yaml.safe_dump(
+            [{"id": entry.id, "mode": entry.mode, "reason": entry.reason}],
+            sort_keys=False,
+            allow_unicode=True,
+            width=100,
+        )
+        text = ([f"# {entry.comment}\n"] if entry.comment else []) + body.splitlines(True)
+        text = [" " * indent + line for line in text]
+        after = next((i for i, vid in enumerate(ids) if vid > entry.id), None) if ordered else None
+        if not items:
+            at = spec.mark(("expectations",), key=True)[0]
+        elif after is None:
+            at = _item_end(lines, starts, len(items) - 1, indent) + 1
+        elif after == 0:
+            at = spec.mark(("expectations",), key=True)[0]
+        else:
+            at = _item_end(lines, starts, after - 1, indent) + 1
+        out.setdefault(at, []).extend(text)
+    return out
 
 
 def _dash_indent(line: str) -> int | None:

@@ -240,7 +240,7 @@ def _write_patch(report: Report, args: argparse.Namespace, out: Path) -> None:
         rule = by_source.get(finding.where)
         if finding.patched and rule is not None and rule.kind == "expectations":
             remove.setdefault(rule.file, set()).add(rule.index)
-    root = Path(args.patch_root) if args.patch_root else _work_tree(list(remove))
+    root = Path(args.patch_root) if args.patch_root else work_tree(list(remove))
     text, refused = removal_patch(remove, root)
     try:
         out.write_text(text, encoding="utf-8")
@@ -256,7 +256,7 @@ def _write_patch(report: Report, args: argparse.Namespace, out: Path) -> None:
     )
 
 
-def _work_tree(files: Sequence[Path]) -> Path:
+def work_tree(files: Sequence[Path]) -> Path:
     if not files:
         return Path.cwd()
     start = Path(*_common([f.resolve().parent.parts for f in files]))

@@ -177,6 +177,7 @@ def _offline(args: argparse.Namespace) -> int:
 def _online(args: argparse.Namespace) -> int:
     from workflows import upgrade
     from workflows.shard_runner import Limits
+    from workflows.upgrade.patch import write_upgrade_patch
 
     if not args.from_version or not args.to_version:
         raise CommandError("give both --from VERSION and --to VERSION")
@@ -216,6 +217,7 @@ def _online(args: argparse.Namespace) -> int:
     data = upgrade.upgrade_json(diff, selection, sources)
     out: Path = args.out
     path = out / "upgrade.json"
+    patch_line = ""
     if args.run or args.validate:
         limits = Limits(args.test_timeout, 3 * 3600.0, args.memory_mb)
         kw = {
@@ -243,10 +245,25 @@ def _online(args: argparse.Namespace) -> int:
             out, diff, selection, moved, old, new, envs[1], runs[1], started_at, _now()
         )
         data["report"] = {k: str(v) for k, v in sorted(written.items())}
+        data["patch"] = str(out / "upgrade.patch")
+        patch_line = write_upgrade_patch(
+            data, args.specs, out / "upgrade.patch", _run_id(written.get("run"))
+        )
     data["timings"] = {k: round(v, 1) for k, v in timings.items()}
     upgrade.write_json(path, data)
     _print_summary(data, path)
+    if patch_line:
+        print(patch_line)
     return 0
+
+
+def _run_id(run_json: Path | None) -> str:
+    import json
+
+    try:
+        return str(json.loads(Path(run_json or "").read_text(encoding="utf-8"))["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def _now() -> str:
