@@ -169,16 +169,29 @@ def create_app(config: RelayConfig, relay: Relay | None = None) -> Flask:
     def readiness_page() -> Response:
         """The promotion readiness page `spyre-ci readiness --html <runs_dir>/readiness.html`
         rendered: the relay reads no History (it stays apart from the workers' store)."""
-        if not config.runs_dir:
-            return _answer(404, "no runs_dir configured (SPYRE_CI_RUNS_DIR): pages are off")
-        path = Path(config.runs_dir) / "readiness.html"
-        if not path.is_file():
-            return _answer(
-                404,
-                f"no readiness.html under {config.runs_dir}: write it with `spyre-ci "
-                f"readiness --html {path}`",
-            )
-        return Response(path.read_bytes(), status=200, mimetype="text/html")
+        path = Path(config.runs_dir or ".") / "readiness.html"
+        return _served_page(config, "readiness.html", f"spyre-ci readiness --html {path}")
+
+    # The run browser: pages `spyre-ci runs pages` wrote into runs_dir (no History here).
+    @app.get("/runs/")
+    def runs_index() -> Response:
+        return _browser_page(config, "index.html")
+
+    @app.get("/flaky")
+    def flaky_page() -> Response:
+        return _browser_page(config, "flaky.html")
+
+    @app.get("/quality")
+    def quality_page() -> Response:
+        return _browser_page(config, "quality.html")
+
+    @app.get("/variants/<name>")
+    def variant_page(name: str) -> Response:
+        # Names are what dashboard_export.browser.page_name makes; anything else (a `/`,
+        # `..`, NUL, a dot) names no page.
+        if not _PAGE_NAME.fullmatch(name):
+            return _answer(404, f"no variant page {name!r}")
+        return _browser_page(config, f"variants/{name}.html")
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -336,6 +349,24 @@ def _run_file(config: RelayConfig, run_id: str, name: str) -> Path | Response:
     if not path.is_file():
         return _answer(404, f"run {run_id}: no {name} under {config.runs_dir}")
     return path
+
+
+_PAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,119}")
+
+
+def _browser_page(config: RelayConfig, name: str) -> Response:
+    """A run browser page under runs_dir (`name` is one of ours, never a client's string)."""
+    return _served_page(config, name, f"spyre-ci runs pages --out {config.runs_dir}")
+
+
+def _served_page(config: RelayConfig, name: str, how: str) -> Response:
+    """`<runs_dir>/<name>`, a page pre-rendered by `how`, or the 404 saying to run it."""
+    if not config.runs_dir:
+        return _answer(404, "no runs_dir configured (SPYRE_CI_RUNS_DIR): pages are off")
+    path = Path(config.runs_dir) / name
+    if not path.is_file():
+        return _answer(404, f"no {name} under {config.runs_dir}: write it with `{how}`")
+    return Response(path.read_bytes(), status=200, mimetype="text/html")
 
 
 def _observe(relay: Relay, event_name: str, outcome: str) -> None:

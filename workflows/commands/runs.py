@@ -1,10 +1,13 @@
-"""`spyre-ci runs list|show`: inspect past runs in History."""
+"""`spyre-ci runs list|show|resume|pages`: inspect past runs in History, continue one, or
+write the run browser's pages."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workflows.change_input import checked
@@ -17,7 +20,7 @@ from workflows.shard_runner import InfrastructureError
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("runs", help="inspect past runs (list, show)")
+    parser = subparsers.add_parser("runs", help="inspect past runs (list, show, resume, pages)")
     sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = sub.add_parser("list", help="the most recent runs, newest first")
     listing.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
@@ -34,6 +37,19 @@ def register(subparsers: Any) -> None:
         help={"jobs": "embedded runs: pytest subprocesses at a time (default: CPU count)"},
     )
     resume.set_defaults(func=checked(resume_run))
+    pages = sub.add_parser(
+        "pages", help="write the run browser's pages (runs, variants, flaky, quality) for serve"
+    )
+    pages.add_argument(
+        "--out",
+        metavar="DIR",
+        default=os.environ.get("SPYRE_CI_RUNS_DIR") or None,
+        help="folder the relay serves (default: $SPYRE_CI_RUNS_DIR)",
+    )
+    pages.add_argument(
+        "--limit", type=int, default=50, metavar="N", help="the N most recent runs (default 50)"
+    )
+    pages.set_defaults(func=checked(write_pages))
 
 
 def _history() -> Any:
@@ -75,6 +91,20 @@ def list_runs(args: argparse.Namespace) -> int:
                 s.get("new_failures", "-"),
             )
         )
+    return 0
+
+
+def write_pages(args: argparse.Namespace) -> int:
+    from workflows.browser import write_pages as write
+    from workflows.history import HistoryError
+
+    if not args.out:
+        raise CommandError("runs pages: give --out DIR or set SPYRE_CI_RUNS_DIR")
+    try:
+        written = write(_history(), Path(args.out), args.limit)
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
+    print(f"wrote {len(written)} pages under {args.out} (served at /runs/, /flaky, /quality)")
     return 0
 
 
