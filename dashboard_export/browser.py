@@ -125,7 +125,7 @@ def render_index(runs: Sequence[RunRow], variants: Sequence[str], generated_at: 
     ]
     body = [
         f'<section><div class="muted">{len(runs)} runs; written {escape(when(generated_at))} '
-        "UTC by <code>spyre-ci runs pages</code></div>",
+        "by <code>spyre-ci runs pages</code></div>",
         _html_table(
             ["run", "state", "event", "updated (UTC)", "selected", "failed", "new", "links"],
             rows,
