@@ -121,3 +121,19 @@ def test_reruns_become_one_row_with_rerun_entries(record: RunRecord, tmp_path: P
     assert row["invoking_file"] == "shard-0.10"  # the last attempt, in numeric order
     failed = read_json_lines(tmp_path / "out/hud/failed_test_runs/9876543210/2")
     assert vid in {r["name"] for r in failed}  # as upstream: reruns count as failed runs
+
+
+def test_a_removed_variant_is_a_skipped_hud_row(record: RunRecord, tmp_path: Path) -> None:
+    """A variant an upgrade's new version no longer has reaches the export as `removed`;
+    HUD's test_run statuses have no such value (an upgrade run failed to export on it)."""
+    from dataclasses import replace
+
+    from dashboard_export.model import Outcome, Status, VariantResult
+
+    gone = Outcome("ops::compare_cpu::gone::float32", Status.REMOVED, 0.0, "no longer in the specs")
+    record = replace(record, results=(*record.results, VariantResult.of(gone, None)))
+    out = tmp_path / "out"
+    write_run(record, out)  # validates every row before writing
+    rows = read_json_lines(out / "hud/test_run/9876543210/2")
+    (row,) = [r for r in rows if r["name"] == gone.id]
+    assert row["status"] == "skipped" and row["result"] == "skipped"
