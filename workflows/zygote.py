@@ -372,10 +372,23 @@ _POOL = _Pool()
 
 
 def _same_file(a: str, b: str) -> bool:
+    """Whether `a` and `b` are the same Python *environment*, not only the same binary: a
+    venv's `bin/python` is a symlink to its base interpreter, and what it imports comes from
+    the `pyvenv.cfg` beside it (an upgrade run's torch 2.14.1 venv and this 2.13.0 one share
+    the binary, not their packages)."""
     try:
-        return os.path.samefile(a, b)
+        if not os.path.samefile(a, b):
+            return False
     except OSError:
         return False
+    return _environment(a) == _environment(b)
+
+
+def _environment(python: str) -> str:
+    """The venv folder an interpreter path belongs to (by the path, symlinks kept), or ""
+    for an interpreter outside any venv."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    return root if os.path.isfile(os.path.join(root, "pyvenv.cfg")) else ""
 
 
 def _code_stamp(plugin: str) -> str:

@@ -201,3 +201,19 @@ def test_a_warm_child_shows_the_cold_command_line(tmp_path: Path, contract_path:
     )
     assert result.warm_processes == 1
     assert [o.status for o in result.outcomes] == [Status.PASSED], result.outcomes
+
+
+def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: Path) -> None:
+    """An upgrade run's venv links the same python binary: forking its shards from this
+    environment's zygote would run them on this environment's torch."""
+    import subprocess
+    import sys
+
+    from workflows.zygote import key_for
+
+    other = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    python = other / "bin" / "python"
+    assert os.path.realpath(python) == os.path.realpath(sys.executable)  # the same binary
+    assert key_for(str(python), "suites.pytest_plugin", [], dict(os.environ)) is None
+    assert key_for(sys.executable, "suites.pytest_plugin", [], dict(os.environ)) is not None
