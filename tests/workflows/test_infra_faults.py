@@ -276,6 +276,7 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
         "--out",
         str(out),
     ]
+
     def as_a_terminal_would() -> None:
         # A test run started in the background of a non-interactive shell ignores SIGINT,
         # and so would its children (Python keeps an inherited SIG_IGN): Ctrl-C comes from a
