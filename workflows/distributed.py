@@ -26,20 +26,22 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import redis
 from celery import Celery, chord, signals
 from celery.exceptions import Ignore
 
+from contracts.errors import Unavailable
 from suites.model import Outcome
 from workflows import pipeline
-from workflows.history import RedisHistory
+from workflows.history import HistoryError, RedisHistory
 from workflows.settings import Settings
 from workflows.shard_runner import InfraFault
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The longest a task may run; the broker's visibility timeout must exceed it, or Redis would
 # hand a still-running shard to a second worker (its default is one hour).
@@ -97,11 +99,40 @@ def _load_planned(run_id: str) -> pipeline.PlannedRun:
     return pipeline.PlannedRun.from_json(json.loads(body))
 
 
+# How long `plan` and `finish` wait for Redis to come back before they give up (their
+# message stays unacknowledged meanwhile: acks_late).
+OUTAGE_WAIT_S = 300.0
+
+
+def through_outages(what: str, step: Callable[[], T], wait_s: float | None = None) -> T:
+    """Run `step`, and again while Redis (History, the store, the broker) is away.
+
+    A Celery task that fails is acknowledged as done: a `plan` whose History write met a
+    Redis restart left its delivery without a run, a `finish` left its run `finishing`. Both
+    steps may run again (planning reuses the run's out directory and stored plan; History
+    learns a run once), so they wait out the outage instead, with backoff, for `wait_s`."""
+    deadline = time.monotonic() + (OUTAGE_WAIT_S if wait_s is None else wait_s)
+    delay = 0.5
+    while True:
+        try:
+            return step()
+        except (HistoryError, redis.RedisError, Unavailable) as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("%s: Redis is away (%s); trying again in %.1f s", what, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
 # Celery ships no type information: its task decorator is untyped for mypy --strict.
 @app.task(name="spyre_ci.plan")  # type: ignore[untyped-decorator]
 def plan_task(request_json: dict[str, Any]) -> str:
     """Stage 1-3, then fan out one shard task per shard with `finish` as the chord body."""
     request = pipeline.RunRequest.from_json(request_json)
+    return through_outages(f"plan of run {request.run_id}", lambda: _plan(request))
+
+
+def _plan(request: pipeline.RunRequest) -> str:
     store = _store()
     body = store.get(_key(request.run_id, "planned"))
     if body is None:
@@ -185,6 +216,10 @@ def _run_shard(self: Any, run_id: str, index: int) -> int:
 @app.task(name="spyre_ci.finish")  # type: ignore[untyped-decorator]
 def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     """Stage 4, History and export, from every shard's stored outcomes."""
+    return through_outages(f"finish of run {run_id}", lambda: _finish(run_id))
+
+
+def _finish(run_id: str) -> dict[str, Any]:
     planned = _load_planned(run_id)
     stored = _store().hgetall(_key(run_id, "shards"))
     missing = [i for i in range(len(planned.shards)) if str(i) not in stored]

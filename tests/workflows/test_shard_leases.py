@@ -108,3 +108,48 @@ def test_a_swept_shard_of_a_finished_or_vanished_run_is_forgotten(store: redis.R
     store.delete(f"spyre-ci:run:{RUN}:planned")
     assert distributed.sweep(store) == []
     assert not store.hexists(distributed.LEASED, f"{RUN}:0")
+
+
+def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed Celery task is acknowledged as done: a plan or finish that met a Redis
+    restart lost its run. They wait for Redis instead (and give up after a bound)."""
+    from workflows.history import HistoryError
+
+    monkeypatch.setattr(distributed.time, "sleep", lambda s: None)
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise HistoryError("Redis History at redis://***@x: recording failed")
+        return "planned"
+
+    assert distributed.through_outages("plan of run r", flaky) == "planned"
+    assert len(calls) == 3
+    down = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+    with pytest.raises(redis.RedisError):
+        distributed.through_outages("finish of run r", down.ping, wait_s=0.0)
+
+    def broken() -> str:
+        raise ValueError("a bug, not an outage")
+
+    with pytest.raises(ValueError):
+        distributed.through_outages("plan of run r", broken)
+    # The task bodies go through it: a plan whose History write fails the first time.
+    planned_calls: list[int] = []
+
+    def plan_once(request: object) -> str:
+        planned_calls.append(1)
+        if len(planned_calls) == 1:
+            raise redis.ConnectionError("Connection refused")
+        return "run-x"
+
+    monkeypatch.setattr(distributed, "_plan", plan_once)
+    from contracts.event import TriggerEvent
+    from workflows import pipeline
+
+    event = TriggerEvent(
+        kind="push", delivery_id="d", repo="pytorch/pytorch", head_sha="a" * 40, source="cli"
+    )
+    request = pipeline.RunRequest(run_id="run-x", event=event.to_json(), out_dir="o", inventory="i")
+    assert distributed.plan_task(request.to_json()) == "run-x" and len(planned_calls) == 2
