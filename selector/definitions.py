@@ -135,28 +135,6 @@ def _place(lines: list[str], expected: list[str], want: int, floor: int) -> int 
     return None
 
 
-def changed_lines(patch: FilePatch) -> tuple[list[int], list[int]]:
-    """(old-side lines removed or next to an insertion, new-side lines added), from the
-    hunk headers alone (no source at hand)."""
-    old_lines: list[int] = []
-    new_lines: list[int] = []
-    for hunk in patch.hunks:
-        old, new = hunk.old_start, hunk.new_start
-        for text in hunk.lines:
-            tag = text[:1]
-            if tag == "-":
-                old_lines.append(old)
-                old += 1
-            elif tag == "+":
-                new_lines.append(new)
-                old_lines.extend(n for n in (old - 1, old) if n >= 1)
-                new += 1
-            else:
-                old += 1
-                new += 1
-    return sorted(set(old_lines)), sorted(set(new_lines))
-
-
 def locate(patch: FilePatch, old_source: str) -> list[Located] | None:
     """Every definition each changed line belongs to, innermost first per line; None when
     the file's structure cannot be read (unknown type, a syntax error on the old side, or a

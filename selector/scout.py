@@ -19,7 +19,6 @@ from selector.definitions import (
     MODULE,
     SIGNATURE,
     Located,
-    can_locate,
     definitions_of,
     locate,
 )
@@ -361,9 +360,7 @@ def _locate(path: str, patch: FilePatch | None, sources: Mapping[str, str]) -> l
     source = sources.get(path)
     if patch is None or source is None or patch.binary or not patch.hunks:
         return None
-    if not can_locate(path):
-        return None
-    return locate(patch, source)
+    return locate(patch, source)  # None too for a file type it does not read
 
 
 def _innermost(located: Iterable[Located]) -> list[Located]:

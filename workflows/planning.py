@@ -57,12 +57,7 @@ def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
         impact = read_trace(Path(path))
     except TraceError as exc:
         raise PipelineError(str(exc)) from None
-    return impact, describe_impact(impact, path, inventory)
-
-
-def describe_impact(impact: selector.ImpactMap, path: str, inventory: Inventory) -> dict[str, Any]:
-    """plan.json's `impact_map`: which map, recorded on which torch, how much it covers."""
-    return describe(impact, path, inventory)
+    return impact, describe(impact, path, inventory)
 
 
 def plan_change(

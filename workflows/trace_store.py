@@ -168,7 +168,9 @@ def read_recorded(
     return recorded
 
 
-def news(recorded: Mapping[str, StoredTrace], base: selector.ImpactMap | None) -> dict[str, Any]:
+def news(
+    recorded: Mapping[str, StoredTrace], base: selector.ImpactMap | None
+) -> dict[str, StoredTrace]:
     """The recorded traces the base (shipped) trace does not already say."""
     if base is None:
         return dict(recorded)

@@ -98,9 +98,10 @@ def select(args: argparse.Namespace) -> int:
     from selector import PlanConfig, SelectorError
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
-    from workflows.planning import describe_impact, plan_change
+    from workflows.planning import plan_change
     from workflows.settings import Settings
     from workflows.trace_store import joined_trace
+    from workflows.traces import describe
 
     if args.plan_out is not None and args.plan_out.is_dir():
         raise CommandError(
@@ -126,7 +127,7 @@ def select(args: argparse.Namespace) -> int:
         given = args.impact_map or Settings.from_env().impact_map
         if given and not args.no_trace:
             loaded = read_impact_map(given)
-            impact = (loaded, describe_impact(loaded, str(given), inventory))
+            impact = (loaded, describe(loaded, str(given), inventory))
         elif not args.no_trace:
             impact = joined_trace(inventory, None if args.history else _trace_store())
         history = _read_history(args.history) if args.history else _stored_history(changes)
