@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import pytest
 
+from suites.claims import Claims
 from suites.model import Expectation, Outcome, Status
 from suites.results_file import end_line, start_line
 
@@ -51,6 +52,14 @@ class _State:
         self.started: dict[str, float] = {}
         self.unavailable: dict[str, str] = {}
         self.removed: list[str] = []  # ids of the ids file the loaded specs no longer have
+        folder = config.getoption("spyre_claims")
+        self.claims = (
+            Claims(Path(folder), config.getoption("spyre_claim_as") or "") if folder else None
+        )
+
+    def mine(self, vid: str) -> bool:
+        """Whether this process may run (or report) `vid`: always, unless claims are kept."""
+        return self.claims is None or self.claims.take(vid)
 
     def emit(self, line: str) -> None:
         """One line of the results file (`suites.results_file`, the format's codec)."""
@@ -80,6 +89,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="OUT.jsonl",
         default=None,
         help="write start/end JSON lines per test, flushed after each line",
+    )
+    group.addoption(
+        "--spyre-claims",
+        metavar="DIR",
+        default=None,
+        help="claims folder shared with other processes of the shard: run a variant only "
+        "once this process holds its claim (suites.claims; work stealing)",
+    )
+    group.addoption(
+        "--spyre-claim-as",
+        metavar="TOKEN",
+        default="",
+        help="the token this process claims as (with --spyre-claims)",
     )
     group.addoption(
         "--spyre-timeout",
@@ -188,7 +210,8 @@ def pytest_collection(session: pytest.Session) -> bool:
             )
         if not config.option.collectonly:
             for vid in state.removed:
-                state.emit(end_line(Outcome(vid, Status.REMOVED, 0.0, REMOVED_MESSAGE)))
+                if state.mine(vid):
+                    state.emit(end_line(Outcome(vid, Status.REMOVED, 0.0, REMOVED_MESSAGE)))
         chosen = [by_id[i] for i in wanted if i in by_id]
     session.ihook.pytest_collectstart(collector=session)
     items: list[pytest.Item] = []
@@ -448,6 +471,26 @@ def pytest_runtest_protocol(
     finally:
         status, message = _status(state.reports.pop(vid, []))
         state.emit(end_line(Outcome(vid, status, round(time.monotonic() - started, 6), message)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """With a claims folder: run each variant only once this process holds its claim; the
+    ones another process took are left to it, unreported here. Without: pytest's own loop."""
+    state = session.config.stash[_STATE]
+    if state.claims is None or session.config.option.collectonly:
+        return None
+    items = session.items
+    for i, item in enumerate(items):
+        if isinstance(item, VariantItem) and not state.mine(item.plan.variant.id):
+            continue
+        nextitem = items[i + 1] if i + 1 < len(items) else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,22 +1,26 @@
 """The embedded executor: the whole main job in one process tree, no services needed.
 
 Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them), the longest
-(by the plan's History estimate) first. The warm runner's zygote (`workflows/zygote.py`)
-starts warming before the plan is made and stops when the run ends.
+(by the plan's History estimate) first; a runner with nothing left to start steals the tail
+of the shard with the most time left (`workflows/stealing.py`), so the runners finish
+together. The warm runner's zygote (`workflows/zygote.py`) starts warming before the plan is
+made and stops when the run ends.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+from suites.claims import Claims
 from suites.model import Outcome
-from workflows import pipeline, zygote
+from workflows import pipeline, stealing, zygote
 from workflows.history import HistoryStore
 from workflows.progress import Progress
+from workflows.run_model import ShardRun
 from workflows.settings import zygote_enabled
-from workflows.shard_runner import PLUGIN
+from workflows.shard_runner import PLUGIN, ProgressCallback
 
 
 def run(
@@ -57,15 +61,16 @@ def _warm_up(request: pipeline.RunRequest) -> None:
         zygote.prestart(PLUGIN, request.specs)
 
 
-def _longest_first(planned: pipeline.PlannedRun) -> list[int]:
-    """Shard indexes by the plan's estimated seconds, longest first: with fewer jobs than
-    shards, the long ones start early and the short ones fill the gaps at the end."""
+def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
+    """(name, ids, estimated seconds) of each shard: the plan's History estimates."""
     estimates: dict[int, float] = {}
     for shard in planned.plan.get("shards") or ():
         if isinstance(shard, dict) and isinstance(shard.get("estimated_s"), int | float):
             estimates[int(shard.get("index", -1))] = float(shard["estimated_s"])
-    order = range(len(planned.shards))
-    return sorted(order, key=lambda i: (-estimates.get(i, len(planned.shards[i])), i))
+    return [
+        (f"shard-{i}", list(ids), estimates.get(i, float(len(ids))))
+        for i, ids in enumerate(planned.shards)
+    ]
 
 
 def _execute(
@@ -90,27 +95,32 @@ def _execute(
             progress.add_total(len(ids))
         return pipeline.execute_shard(request, name, ids, progress, parallel=1, stop=stop)
 
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    def run_part(
+        name: str, ids: Sequence[str], claims: Claims, report: ProgressCallback
+    ) -> ShardRun:
+        return pipeline.execute_shard(request, name, ids, report, stop=stop, claims=claims)
+
     try:
-        futures = {}
-        for i in _longest_first(planned):
-            name = f"shard-{i}"
-            todo = [v for v in planned.shards[i] if v not in done.get(name, {})]
-            futures[i] = pool.submit(
-                pipeline.execute_shard, request, name, todo, progress, stop=stop
-            )
-        shards = [futures[i].result() for i in range(len(planned.shards))]
-        outcomes = kept + [o for shard in shards for o in shard.outcomes]
-        faults = [shard.fault for shard in shards if shard.fault is not None]
+        work = Path(request.out_dir) / "work" / request.run_id
+        work.mkdir(parents=True, exist_ok=True)
+        pooled = stealing.run_pool(
+            _shards(planned),
+            run_part,
+            jobs,
+            work,
+            warm=zygote_enabled(),
+            stop=stop,
+            progress=progress,
+            done={name: list(outcomes) for name, outcomes in done.items()},
+        )
+        outcomes = kept + pooled.outcomes
+        faults = [run.fault for run in pooled.runs if run.fault is not None]
         finished = pipeline.finish(planned, outcomes, history, execute, faults)
     except BaseException as exc:
-        # Not `with pool`: its exit would wait for every shard to end on its own.
         stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
         zygote.stop_all()
         pipeline.mark_stopped(history, request.run_id, exc)
         raise
-    pool.shutdown()
     zygote.stop_all()
     if progress is not None:
         progress.finish()

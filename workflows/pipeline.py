@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.event import TriggerEvent
+from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from suites.results_file import read_outcomes
 from workflows import exporting, planning, verification
@@ -215,11 +216,14 @@ def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.Pl
         path.write_text("".join(f"{vid}\n" for vid in chosen), encoding="utf-8")
 
 
-def _trace_env(request: RunRequest, name: str) -> dict[str, str] | None:
+def _trace_env(request: RunRequest, name: str, runner: str | None = None) -> dict[str, str] | None:
+    """Tracing into the shard's folder: `trace.ndjson`, or `<runner>.trace.ndjson` for another
+    runner of the same shard (a thief), so no two processes write one file."""
     ids = trace_ids_file(request)
     if not ids.exists() or ids.stat().st_size == 0:
         return None
-    return tracing_env(ids, work_dir(request, name) / TRACE_FILE)
+    file = TRACE_FILE if runner is None or runner == name else f"{runner}.{TRACE_FILE}"
+    return tracing_env(ids, work_dir(request, name) / file)
 
 
 def execute_shard(
@@ -230,15 +234,18 @@ def execute_shard(
     *,
     parallel: int | None = None,
     stop: threading.Event | None = None,
+    claims: Claims | None = None,
 ) -> ShardRun:
     """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
 
     `parallel`: shards running at once beside this one (default: the plan's shard count;
-    reruns and expansions run alone and pass 1). `stop`: see `run_shard`.
+    reruns and expansions run alone and pass 1). `stop`: see `run_shard`. `claims`: the
+    shard's ids are shared with other runners (work stealing); this runner's files in the
+    shard's folder are named by its token, so a resumed run reads what every runner did.
     """
     _mark_started(work_dir(request, name))
     return execute_ids(
-        name,
+        claims.token if claims is not None else name,
         ids,
         work_dir(request, name),
         limits=request.limits,
@@ -247,7 +254,8 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=Path(request.out_dir) / "junit",
-        env=_trace_env(request, name),
+        env=_trace_env(request, name, claims.token if claims is not None else None),
+        claims=claims,
     )
 
 
@@ -288,6 +296,7 @@ def execute_ids(
     python: str | None = None,
     junit_dir: Path | None = None,
     env: dict[str, str] | None = None,
+    claims: Claims | None = None,
 ) -> ShardRun:
     """The one shard executor: the main job's shards, reruns and expansions, and the upgrade
     run's shards on each version (`python`: that environment's interpreter). JUnit files are
@@ -303,6 +312,7 @@ def execute_ids(
         stop=stop,
         python=python,
         env=env,
+        claims=claims,
     )
     if junit_dir is not None:
         junit_dir.mkdir(parents=True, exist_ok=True)
@@ -412,7 +422,7 @@ def _learn_traces(history: HistoryStore, request: RunRequest, finished: Finished
     """Store what the run's shards traced. A trace is a fact of execution, not a verdict: a
     held run's traces are kept too. A store that fails loses traces only, never the run."""
     store = trace_store_for(history)
-    files = sorted((Path(request.out_dir) / "work" / request.run_id).glob(f"*/{TRACE_FILE}"))
+    files = sorted((Path(request.out_dir) / "work" / request.run_id).glob(f"*/*{TRACE_FILE}"))
     if store is None or not files:
         return
     try:

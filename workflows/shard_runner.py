@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from suites.claims import Claims
 from suites.model import Outcome, Status
 from suites.results_file import ResultsReader, Started
 from workflows import zygote
@@ -183,6 +184,7 @@ def run_shard(
     parallel: int = 1,
     stop: threading.Event | None = None,
     warm: bool | None = None,
+    claims: Claims | None = None,
 ) -> ShardResult:
     """Run every id of the shard; returns one Outcome per id that ran, in completion order.
 
@@ -195,6 +197,8 @@ def run_shard(
     a poll interval and returns what finished (an interrupted run: nothing more is started).
     `warm`: fork the test processes from a zygote when one may serve them (default: unless
     `SPYRE_CI_ZYGOTE=0`); see `workflows.zygote.key_for` for when none may.
+    `claims`: the shard's ids are shared with other runners (work stealing,
+    `suites.claims`): a variant another runner took is left to it and gets no outcome here.
     """
     workdir = workdir.resolve()
     env = {**thread_env(parallel), **(env or {})}
@@ -209,6 +213,7 @@ def run_shard(
     done: dict[str, Outcome] = {}
     started = time.monotonic()
     fruitless = 0  # subprocesses in a row that ended before their first test
+    yielded = 0  # subprocesses that ran nothing: every id they had was claimed by others
 
     def record(outcome: Outcome) -> None:
         if outcome.id in done:  # a retried subprocess never reports a variant twice
@@ -219,7 +224,11 @@ def run_shard(
             progress(outcome)
 
     while True:
-        remaining = [vid for vid in variant_ids if vid not in done]
+        remaining = [
+            vid
+            for vid in variant_ids
+            if vid not in done and (claims is None or not claims.taken_by_others(vid))
+        ]
         if not remaining or (stop is not None and stop.is_set()):
             break
         left_s = limits.shard_timeout_s - (time.monotonic() - started)
@@ -241,7 +250,7 @@ def run_shard(
             test_timeout_s=limits.test_timeout_s,
             plugin=plugin,
             python=interpreter,
-        )
+        ) + (claims.as_options() if claims is not None else [])
         ended_before = len(done)
         try:
             returncode, forked = _run_subprocess(
@@ -256,6 +265,10 @@ def run_shard(
             if junit_file.exists():
                 result.junit_paths.append(junit_file)
             fruitless = 0
+            continue
+        if claims is not None and returncode == 0 and yielded < _YIELDS:
+            # It ran nothing because other runners took what it had: not a fault.
+            yielded += 1
             continue
         # A fruitless process's JUnit (pytest's "internal error" case) stays in the work
         # folder for diagnosis: exported, it would read as a failed test.
@@ -278,6 +291,7 @@ def _fresh_stem(workdir: Path, shard_id: str) -> str:
 
 
 _ATTEMPTS = 2  # fresh processes a shard gets to run its first test before it is a fault
+_YIELDS = 8  # processes that found all they had taken by other runners, before that is a fault
 
 
 def _cause(returncode: int | None, stem: Path) -> str:
