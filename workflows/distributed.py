@@ -142,6 +142,7 @@ def _plan(request: pipeline.RunRequest) -> str:
         planned = pipeline.PlannedRun.from_json(json.loads(body))
     shards = [shard_task.s(request.run_id, index) for index in range(len(planned.shards))]
     chord(shards)(finish_task.s(request.run_id))
+    store.hsetnx(OPEN_RUNS, request.run_id, f"{time.time():.1f}")
     return request.run_id
 
 
@@ -159,22 +160,15 @@ def shard_task(self: Any, run_id: str, index: int) -> int:
 
 
 def _run_shard(self: Any, run_id: str, index: int) -> int:
+    """A shard task's steps; each Redis step waits out an outage (`through_outages`): a task
+    that fails is acknowledged, and a shard that ran but could not record would leave its
+    chord without `finish` (and a redelivery would run its tests again)."""
+    what = f"run {run_id} shard {index}"
     store = _store()
-    if store.hexists(_key(run_id, "shards"), str(index)):
-        return index  # already done by an earlier delivery of this task
-    planned = _load_planned(run_id)
-    lease = ShardLease(store, run_id, index, _owner_token(self.request), _task_options(self))
-    holder = lease.acquire()
-    if holder == _DONE:
+    started = through_outages(what, lambda: _begin(self, store, run_id, index))
+    if started is None:
         return index
-    if holder is not None and _died_here(holder, self.request.hostname):
-        # this worker's pool process that held it was killed (and the message redelivered
-        # at once): no need to wait the lease out
-        holder = None if lease.take_from(holder) else holder
-    if holder is not None:
-        log.info("run %s shard %d: leased by %s; leaving it to that worker", run_id, index, holder)
-        raise Ignore()
-    kept = lease.kept_outcomes()  # what an earlier owner finished before it was taken over
+    planned, lease, kept = started
     todo = [vid for vid in planned.shards[index] if vid not in kept]
     with lease.held() as stop:
         shard = pipeline.execute_shard(
@@ -190,20 +184,24 @@ def _run_shard(self: Any, run_id: str, index: int) -> int:
         raise Ignore()
     cut_short = shard.fault is None and len(shard.outcomes) < len(todo)
     if _DRAINING.is_set() and cut_short:  # warm shutdown: another worker goes on from here
-        lease.hand_back("worker shutting down")
+        through_outages(what, lambda: lease.hand_back("worker shutting down"))
         raise Ignore()
     if shard.fault is not None and self.request.retries < self.max_retries:
         log.warning(
             "run %s shard %d: %s; retrying on another worker", run_id, index, shard.fault.summary
         )
-        lease.release(_REQUEUED)
+        through_outages(what, lambda: lease.release(_REQUEUED))
         raise self.retry(countdown=1)
     body = {
         "outcomes": [o.to_json() for o in (*kept.values(), *shard.outcomes)],
         "fault": shard.fault.to_json() if shard.fault else None,
         "owner": lease.token,
     }
-    if not lease.record(body):
+    with lease.held():  # heartbeats while an outage holds the record back: the lease stays ours
+        recorded = through_outages(what, lambda: lease.record(body))
+        # Celery stores the result and counts the chord's part next, in the same Redis.
+        through_outages(what, lambda: bool(store.ping()))
+    if not recorded:
         log.warning(
             "run %s shard %d: lease lost before recording; this worker records nothing",
             run_id,
@@ -213,10 +211,93 @@ def _run_shard(self: Any, run_id: str, index: int) -> int:
     return index
 
 
+def _begin(
+    task: Any, store: redis.Redis, run_id: str, index: int
+) -> tuple[pipeline.PlannedRun, ShardLease, dict[str, Outcome]] | None:
+    """The shard's plan, its lease (now ours) and what an earlier owner finished; None when
+    the shard is recorded already. Raises Ignore when another live worker holds it."""
+    if store.hexists(_key(run_id, "shards"), str(index)):
+        return None  # already done by an earlier delivery of this task
+    planned = _load_planned(run_id)
+    lease = ShardLease(store, run_id, index, _owner_token(task.request), _task_options(task))
+    holder = lease.acquire()
+    if holder == _DONE:
+        return None
+    if holder is not None and _died_here(holder, task.request.hostname):
+        # this worker's pool process that held it was killed (and the message redelivered
+        # at once): no need to wait the lease out
+        holder = None if lease.take_from(holder) else holder
+    if holder is not None:
+        log.info("run %s shard %d: leased by %s; leaving it to that worker", run_id, index, holder)
+        raise Ignore()
+    return planned, lease, lease.kept_outcomes()  # kept: an earlier owner's finished tests
+
+
 @app.task(name="spyre_ci.finish")  # type: ignore[untyped-decorator]
 def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
-    """Stage 4, History and export, from every shard's stored outcomes."""
-    return through_outages(f"finish of run {run_id}", lambda: _finish(run_id))
+    """Stage 4, History and export, from every shard's stored outcomes: once per run.
+
+    Sent by the run's chord, or by the sweep when the chord never fired (its last shard
+    completed while Redis was away). A finish holds the run's `finishing` key (heartbeats)
+    while it runs; another finish of the same run leaves it alone, and one that comes after
+    returns the stored summary: reruns and expansions never run twice."""
+    token = uuid.uuid4().hex
+    return through_outages(f"finish of run {run_id}", lambda: _finish_once(run_id, token))
+
+
+def _finish_once(run_id: str, token: str) -> dict[str, Any]:
+    store = _store()
+    finished = _key(run_id, "finished")
+    stored = store.get(finished)
+    if stored is not None:
+        summary: dict[str, Any] = json.loads(stored)
+        return summary
+    hold = _Hold(store, _key(run_id, "finishing"), token)
+    if not hold.take():
+        log.info("run %s: another finish is running; leaving it to that one", run_id)
+        raise Ignore()
+    with hold.beating():
+        summary = _finish(run_id)
+        store.set(finished, json.dumps(summary, default=str), ex=_RESULT_TTL_S)
+        store.hdel(OPEN_RUNS, run_id)
+    hold.release()
+    return summary
+
+
+class _Hold:
+    """A key held by one token, renewed while its holder works (a run's finish)."""
+
+    def __init__(self, store: redis.Redis, key: str, token: str) -> None:
+        self.store, self.key, self.token = store, key, token
+        self.ttl_ms = int(lease_ttl_s() * 1000)
+
+    def take(self) -> bool:
+        if self.store.set(self.key, self.token, nx=True, px=self.ttl_ms):
+            return True
+        return self.store.get(self.key) == self.token  # ours, from before an outage
+
+    def release(self) -> None:
+        with contextlib.suppress(redis.RedisError):
+            if self.store.get(self.key) == self.token:
+                self.store.delete(self.key)
+
+    @contextlib.contextmanager
+    def beating(self) -> Iterator[None]:
+        ended = threading.Event()
+
+        def beat() -> None:
+            while not ended.wait(self.ttl_ms / 3000):
+                with contextlib.suppress(redis.RedisError):
+                    if self.store.get(self.key) in (self.token, None):
+                        self.store.set(self.key, self.token, px=self.ttl_ms)
+
+        thread = threading.Thread(target=beat, daemon=True, name=f"hold-{self.key}")
+        thread.start()
+        try:
+            yield
+        finally:
+            ended.set()
+            thread.join()
 
 
 def _finish(run_id: str) -> dict[str, Any]:
@@ -338,6 +419,7 @@ def resume(run_id: str) -> bool:
 # (`<run>:<i>` -> how to send its task again, its state and owner): what the sweeper reads.
 
 LEASED = "spyre-ci:shards:leased"
+OPEN_RUNS = "spyre-ci:runs:open"  # run id -> when its chord was sent (until its finish ends)
 _SWEEP_LOCK = "spyre-ci:shards:sweep-lock"
 WORKER_ALIVE = "spyre-ci:worker:alive:{node}"  # set while a worker's main process lives
 _QUEUE = "celery"  # the default queue: its Redis list holds the messages no worker took yet
@@ -461,6 +543,7 @@ class ShardLease:
         self._lease = _lease_key(run_id, index)
         self._shards = _key(run_id, "shards")
         self._partial = _key(run_id, f"partial:{index}")
+        self._unkept: list[Outcome] = []  # finished, not yet stored (Redis was away)
 
     def _running_entry(self) -> str:
         return _entry(_RUNNING, self.token, self.options)
@@ -556,21 +639,32 @@ class ShardLease:
         return {vid: Outcome.from_json(json.loads(body)) for vid, body in stored.items()}
 
     def keep(self, outcome: Outcome) -> None:
-        """Store one finished outcome, so a takeover does not run that test again."""
+        """Store one finished outcome, so a takeover does not run that test again.
+
+        What Redis refuses (an outage) waits here and goes with the next outcome: a takeover
+        after the outage still skips every test this owner finished."""
+        self._unkept.append(outcome)
         try:
-            self.store.eval(
-                _KEEP_LUA,
-                2,
-                self._lease,
-                self._partial,
-                self.token,
-                outcome.id,
-                json.dumps(outcome.to_json()),
-                _RESULT_TTL_S,
-            )
-        except redis.RedisError as exc:  # only a takeover's shortcut is lost
+            while self._unkept:
+                kept = self._unkept[0]
+                self.store.eval(
+                    _KEEP_LUA,
+                    2,
+                    self._lease,
+                    self._partial,
+                    self.token,
+                    kept.id,
+                    json.dumps(kept.to_json()),
+                    _RESULT_TTL_S,
+                )
+                self._unkept.pop(0)
+        except redis.RedisError as exc:  # kept later; only a takeover's shortcut waits
             log.warning(
-                "run %s shard %d: cannot keep %s: %s", self.run_id, self.index, outcome.id, exc
+                "run %s shard %d: cannot keep %d outcome(s) yet: %s",
+                self.run_id,
+                self.index,
+                len(self._unkept),
+                exc,
             )
 
     def record(self, body: dict[str, Any]) -> bool:
@@ -700,6 +794,29 @@ def sweep(store: redis.Redis, *, now: float | None = None) -> list[str]:
         )
         shard_task.apply_async((run_id, int(index)), **entry["task"])
         sent.append(field)
+    sent += _finish_forgotten(store, now, ttl)
+    return sent
+
+
+def _finish_forgotten(store: redis.Redis, now: float, ttl: float) -> list[str]:
+    """Send `finish` for every open run whose shards are all recorded but whose chord did
+    not fire for two leases (a chord's count is lost when Redis goes away as its last shard
+    ends); returns `<run id>:finish` for each."""
+    sent: list[str] = []
+    for run_id, since in _hash(store, OPEN_RUNS).items():
+        if now - float(since) < 2 * ttl or store.exists(_key(run_id, "finishing")):
+            continue
+        planned = store.get(_key(run_id, "planned"))
+        if planned is None or store.exists(_key(run_id, "finished")):
+            store.hdel(OPEN_RUNS, run_id)
+            continue
+        shards = len(json.loads(planned).get("shards") or ())
+        if store.hlen(_key(run_id, "shards")) < shards:
+            continue
+        log.warning("run %s: every shard is recorded but it was not finished; finishing", run_id)
+        finish_task.apply_async(([], run_id))
+        store.hset(OPEN_RUNS, run_id, f"{now:.1f}")  # not again before two more leases
+        sent.append(f"{run_id}:finish")
     return sent
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -153,3 +154,69 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
     )
     request = pipeline.RunRequest(run_id="run-x", event=event.to_json(), out_dir="o", inventory="i")
     assert distributed.plan_task(request.to_json()) == "run-x" and len(planned_calls) == 2
+
+
+def test_outcomes_finished_during_an_outage_are_kept_once_redis_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A takeover skips every test the owner finished, also those that ended while Redis
+    was down (they wait in the lease and go with the next outcome)."""
+    from tests.e2e.test_redis_restart import RestartableRedis
+
+    monkeypatch.setenv("SPYRE_CI_LEASE_TTL", "30")
+    server = RestartableRedis(tmp_path)
+    server.start()
+    try:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        client.set(f"spyre-ci:run:{RUN}:planned", "{}")
+        owner = lease(client, "a")
+        assert owner.acquire() is None
+        owner.keep(outcome("v1"))
+        server.stop()
+        owner.keep(outcome("v2"))  # Redis is down: nothing raised, nothing lost
+        owner.keep(outcome("v3"))
+        server.start()
+        owner.keep(outcome("v4"))
+        assert sorted(owner.kept_outcomes()) == ["v1", "v2", "v3", "v4"]
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()
+
+
+def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
+    store: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every shard recorded, no finish: the sweep sends it after two leases, once; a finish
+    of a finished run returns the stored summary, and one of a run being finished stays out."""
+    sent: list[tuple[object, ...]] = []
+    monkeypatch.setattr(distributed.finish_task, "apply_async", lambda args: sent.append(args))
+    run = "open-run"
+    store.set(f"spyre-ci:run:{run}:planned", json.dumps({"shards": [["a"], ["b"]]}))
+    store.hset(distributed.OPEN_RUNS, run, "1000.0")
+    store.hset(f"spyre-ci:run:{run}:shards", "0", "{}")
+
+    def swept(now: float) -> list[str]:
+        store.delete(distributed._SWEEP_LOCK)  # one sweep at a time: each call its own
+        return distributed.sweep(store, now=now)
+
+    assert swept(1010.0) == []  # a shard left: the chord may still fire
+    store.hset(f"spyre-ci:run:{run}:shards", "1", "{}")
+    assert swept(1001.0) == []  # within two leases of its start
+    assert swept(1010.0) == [f"{run}:finish"]
+    assert sent == [([], run)]
+    assert swept(1012.0) == []  # sent: not again before two leases
+    assert swept(1020.0) == [f"{run}:finish"]  # still not finished: sent again
+    # The finish itself: once. A second, while the first holds the run, leaves it alone.
+    monkeypatch.setattr(distributed, "_store", lambda: store)
+    calls: list[str] = []
+    monkeypatch.setattr(distributed, "_finish", lambda run_id: calls.append(run_id) or {"n": 1})
+    store.set(f"spyre-ci:run:{run}:finishing", "another")
+    from celery.exceptions import Ignore
+
+    with pytest.raises(Ignore):
+        distributed._finish_once(run, "mine")
+    store.delete(f"spyre-ci:run:{run}:finishing")
+    assert distributed._finish_once(run, "mine") == {"n": 1}
+    assert distributed._finish_once(run, "late") == {"n": 1} and calls == [run]
+    assert not store.hexists(distributed.OPEN_RUNS, run)
+    assert not store.exists(f"spyre-ci:run:{run}:finishing")
