@@ -359,13 +359,20 @@ def consume_intake(
     consumer = f"{socket.gethostname()}-{os.getpid()}"
     alive = INTAKE_ALIVE.format(consumer=consumer)
     delay = 0.0
+    own_after: str | None = "0"  # after an outage: first this consumer's own pending entries
     while not stop.is_set():
         try:
             intake.client.set(alive, f"{time.time():.0f}", ex=_ALIVE_TTL_S)
-            claimed = intake.claim(consumer, block_ms=block_ms)
+            claimed = intake.claim_own(consumer, own_after) if own_after is not None else None
+            if claimed is None:
+                own_after = None
+                claimed = intake.claim(consumer, block_ms=block_ms)
+            else:
+                own_after = claimed.entry_id  # each own pending entry once, then new ones
         except (QueueUnavailable, redis.RedisError) as exc:
             delay = min(_BACKOFF_MAX_S, max(0.5, delay * 2))
             log.warning("intake: Redis unavailable (%s); trying again in %.1f s", exc, delay)
+            own_after = "0"  # a claim whose answer was lost is ours, pending: take it back
             stop.wait(delay)
             continue
         delay = 0.0

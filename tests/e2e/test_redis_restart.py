@@ -208,3 +208,53 @@ def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedi
     finally:
         stop.set()
         loop.join(timeout=40)
+
+
+def test_a_delivery_claimed_as_redis_died_is_taken_back_at_once(redis_server: str) -> None:
+    """A claim whose answer was lost leaves the entry pending for this consumer: the loop
+    takes its own pending entries first after an outage (and at start), not after the
+    10-minute reclaim of entries abandoned by silent consumers."""
+    import os
+    import socket
+    import threading
+
+    from relay.intake import RedisIntake
+    from workflows import distributed
+
+    intake = RedisIntake.from_url(redis_server)
+    for n in (1, 2):
+        event = TriggerEvent(
+            kind="push",
+            delivery_id=f"d-{n}",
+            repo="pytorch/pytorch",
+            head_sha=f"{n:040x}",
+            source="cli",
+        )
+        assert intake.accept(f"d-{n}", event)
+    consumer = f"{socket.gethostname()}-{os.getpid()}"  # the loop's own name in this process
+    lost = intake.claim(consumer)  # delivered, never answered: pending for this consumer
+    assert lost is not None and lost.delivery_id == "d-1"
+    assert intake.claim_own(consumer).entry_id == lost.entry_id  # type: ignore[union-attr]
+    assert intake.claim_own(consumer, lost.entry_id) is None
+    sent: list[str] = []
+    stop = threading.Event()
+
+    def make_request(event: TriggerEvent) -> object:
+        class Request:
+            run_id = event.delivery_id
+
+        return Request()
+
+    loop = threading.Thread(
+        target=distributed.consume_intake,
+        args=(make_request, stop),
+        kwargs={"block_ms": 200, "url": redis_server, "send": lambda r: sent.append(r.run_id)},
+        daemon=True,
+    )
+    loop.start()
+    try:
+        wait_for(lambda: sent == ["d-1", "d-2"], 20, "the pending delivery, then the new one")
+        wait_for(lambda: intake.depth() == 0, 10, "both acknowledged")
+    finally:
+        stop.set()
+        loop.join(timeout=40)
