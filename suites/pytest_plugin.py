@@ -299,9 +299,9 @@ def _expanded(spec: Any) -> Any:
 def _ensure_device() -> None:
     import torch
 
-    from suites import frame_walk
+    from suites.templates import tracking
 
-    frame_walk.install()
+    tracking.install()
     if torch._C._get_privateuse1_backend_name() != DEVICE:
         raise pytest.UsageError(
             f"the {DEVICE!r} device is not registered: install backend_under_test (a plain "

@@ -32,7 +32,13 @@ class _Probe(unittest.TestCase):
 
 
 def test_installed_in_torch() -> None:
+    from torch.testing._internal.opinfo import core
+
+    tracking.install()
     assert common_utils.extract_test_fn is tracking.extract_test_fn
+    # OpInfo.sample_inputs calls it through the name opinfo.core imported
+    assert core.extract_test_fn is tracking.extract_test_fn  # type: ignore[attr-defined]
+    assert common_utils.get_tracked_input() is None
 
 
 def test_same_function_inside_a_unittest_method() -> None:
