@@ -102,8 +102,9 @@ def run_pool(
         if name in board:
             board[name].reported.update(ids)
     queue = deque(sorted(board.values(), key=lambda s: -s.estimate_s))
-    runs: list[ShardRun] = []
+    runs: list[tuple[int, str, ShardRun]] = []  # (shard's place, runner token, its run)
     steals: list[Steal] = []
+    place = {name: i for i, (name, _ids, _estimate) in enumerate(shards)}
 
     def tracked(shard: _Shard) -> ProgressCallback:
         def report(outcome: Outcome) -> None:
@@ -158,7 +159,7 @@ def run_pool(
                 elif result.fault is not None:
                     shard.stealable = False
                     result = _thief_fault(result, claims)
-                runs.append(result)
+                runs.append((place[shard.name], claims.token, result))
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -175,7 +176,8 @@ def run_pool(
                         raise
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return Pooled(runs, steals)
+    # In the plan's shard order, each owner before its thieves: faults read as before.
+    return Pooled([run for _place, _token, run in sorted(runs, key=lambda r: r[:2])], steals)
 
 
 def _thief_fault(result: ShardRun, claims: Claims) -> ShardRun:
