@@ -26,6 +26,9 @@ _set_storage_handle = _set_storage._handle
 _create_empty = torch._C._acc.create_empty_tensor
 _cpu_empty = torch.empty
 _OWNERS = memory._OWNERS
+_DEVICE = memory.DEVICE
+_from_data_pointer = torch._C._construct_storage_from_data_pointer
+_register = memory.register
 _DEVICE_STORAGES = memory._DEVICE_STORAGES
 _DEVICE_TYPE = "privateuseone"  # replaced by the backend's name at registration
 
@@ -85,23 +88,27 @@ def read_alias(tensor: torch.Tensor) -> torch.Tensor:
     Keyed by storage and geometry, dropped with the storage (see `memory._Release`). Never
     hand one to a kernel that may resize or re-set its argument.
     """
-    if tensor.is_complex():
-        return host_alias(tensor)
+    return read_alias_and_sticks(tensor)[0]
+
+
+def read_alias_and_sticks(tensor: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """`read_alias` and the tensor's sticks (rule 1), cached together."""
     ptr = tensor.untyped_storage().data_ptr()
     key = (tensor.dtype, tensor.storage_offset(), tensor.size(), tensor.stride())
     per_storage = _ALIASES.get(ptr)
     if per_storage is not None:
-        alias = per_storage.get(key)
-        if alias is not None:
-            return alias
-    alias = host_alias(tensor)
-    if ptr:
+        known = per_storage.get(key)
+        if known is not None:
+            return known
+    # conj/neg bits are not in the key: only real tensors are cached (they have neither).
+    entry = (host_alias(tensor), _sticks(tensor.shape, tensor.dtype))
+    if ptr and not tensor.is_complex():
         if per_storage is None:
             per_storage = _ALIASES[ptr] = {}
         elif len(per_storage) >= _ALIASES_PER_STORAGE:
             per_storage.clear()
-        per_storage[key] = alias
-    return alias
+        per_storage[key] = entry
+    return entry
 
 
 def to_device(result: torch.Tensor) -> torch.Tensor:
@@ -280,9 +287,13 @@ class _Call:
         if isinstance(value, torch.Tensor):
             if value.device.type != _DEVICE_TYPE:
                 return value
-            alias = host_alias(value, writable=True) if writable else read_alias(value)
+            if writable:
+                alias = host_alias(value, writable=True)
+                self.sticks += _sticks(value.shape, value.dtype)
+            else:
+                alias, sticks = read_alias_and_sticks(value)
+                self.sticks += sticks
             self.aliases[id(alias)] = (value, alias)
-            self.sticks += _sticks(value.shape, value.dtype)
             return alias
         if (
             isinstance(value, (list, tuple))
@@ -427,9 +438,11 @@ def _replace_written(result: Any, written: list[tuple[torch.Tensor, torch.Tensor
 
 def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     """Run any aten op on the device: rules first, then the CPU kernel on host aliases."""
-    plan = _PLANS.get(op)
-    if plan is None:
-        plan = _PLANS[op] = plan_for(op)
+    # Keyed by id: OpOverload hashes in Python. The overloads live as long as torch.ops.
+    entry = _PLANS.get(id(op))
+    if entry is None or entry[0] is not op:
+        entry = _PLANS[id(op)] = (op, plan_for(op))
+    plan = entry[1]
     if plan.is_view:
         # Views only compute geometry; the CPU kernel does that on the device tensor itself.
         return op._handle.redispatch_boxed(CPU_KEYS, *args, **kwargs)
@@ -468,22 +481,39 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     return out
 
 
-_PLANS: dict[torch._ops.OpOverload, OpPlan] = {}
+_PLANS: dict[int, tuple[torch._ops.OpOverload, OpPlan]] = {}
 _NOT_SIMPLE = object()
 _sticks = rules.cached_transfer_sticks
 
 
 def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -> Any:
-    """The small-op path: positional tensors and scalars in, one fresh tensor out."""
+    """The small-op path: positional tensors, scalars and int lists in, one tensor out.
+
+    Does what the generic path does for these calls (same aliases, rules, counters) with
+    less Python per call; `tests/backend_under_test/test_fast_path.py` compares the two.
+    """
     host_args = list(args)
     sticks = 0
     for index, value in enumerate(args):
         if isinstance(value, torch.Tensor):
             if value.is_cpu:
                 continue
-            host_args[index] = read_alias(value)
-            sticks += _sticks(value.shape, value.dtype)
-        elif isinstance(value, (list, tuple)):
+            # read_alias_and_sticks, with its cache hit inlined (it is most of the calls)
+            per_storage = _ALIASES.get(value.untyped_storage().data_ptr())
+            known = (
+                per_storage.get((value.dtype, value.storage_offset(), value.size(), value.stride()))
+                if per_storage is not None
+                else None
+            )
+            if known is None:
+                known = read_alias_and_sticks(value)
+            host_args[index] = known[0]
+            sticks += known[1]
+        elif (
+            isinstance(value, (list, tuple))
+            and value
+            and any(isinstance(v, torch.Tensor) for v in value)
+        ):
             return _NOT_SIMPLE
     try:
         result = op._op(*host_args)
@@ -496,9 +526,37 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
         rules.check_dtype(dtype, "op result")
     numel = result.numel()
     sticks += _sticks(result.shape, dtype)
-    out = to_device(result)
+    out = _adopt_fresh(result, dtype)
     stats.record_op(plan.name, sticks, numel, 0.0)
     return out
+
+
+def _adopt_fresh(result: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`to_device` for the common result: fresh, contiguous, at offset 0, no lazy bits.
+
+    Instead of a device tensor re-set to a new device storage (a boxed `set_`, the dearest
+    step of `to_device`), the device tensor is made with the result's shape and its empty
+    storage takes over the bytes (`_swap_data_ptr_`). Anything else goes to `to_device`.
+    """
+    cpu_storage = result.untyped_storage()
+    ptr = cpu_storage.data_ptr()
+    if (
+        not ptr
+        or ptr in _DEVICE_STORAGES
+        or not result.is_contiguous()
+        or result.storage_offset()
+        or result.is_conj()
+        or result.is_neg()
+    ):
+        return to_device(result)
+    tensor = _create_empty(result.size(), dtype)
+    if tensor.stride() != result.stride():  # size-1 dimensions with other strides
+        return to_device(result)
+    storage = tensor.untyped_storage()
+    nbytes = cpu_storage.nbytes()
+    storage._swap_data_ptr_(_from_data_pointer(ptr, _DEVICE, nbytes))
+    _register(ptr, cpu_storage, storage, nbytes)
+    return tensor
 
 
 def _finish_other(

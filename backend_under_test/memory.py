@@ -40,8 +40,8 @@ _OWNERS: dict[int, torch.UntypedStorage] = {}
 # data pointer -> the device storage over those bytes (weak: the tensors keep it alive).
 _DEVICE_STORAGES: dict[int, weakref.ref[torch.UntypedStorage]] = {}
 _EMPTY_CPU = torch.UntypedStorage(0)
-# data pointer -> {geometry: cached CPU alias}; filled by kernels.read_alias.
-_ALIASES: dict[int, dict[tuple[object, ...], torch.Tensor]] = {}
+# data pointer -> {geometry: (cached CPU alias, its sticks)}; filled by kernels.read_alias.
+_ALIASES: dict[int, dict[tuple[object, ...], tuple[torch.Tensor, int]]] = {}
 
 
 class _Release:
@@ -58,12 +58,16 @@ class _Release:
         self.charged = charged
 
     def __call__(self, _dead: object) -> None:
-        with _LOCK:
-            _OWNERS.pop(self.ptr, None)
-            _DEVICE_STORAGES.pop(self.ptr, None)
-            _ALIASES.pop(self.ptr, None)
+        ptr = self.ptr
+        _LOCK.acquire()  # not `with`: this runs for every freed op result
+        try:
+            _OWNERS.pop(ptr, None)
+            _DEVICE_STORAGES.pop(ptr, None)
+            _ALIASES.pop(ptr, None)
             COUNTERS.allocated -= self.charged
             COUNTERS.frees += 1
+        finally:
+            _LOCK.release()
 
 
 def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorage:
@@ -77,15 +81,28 @@ def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorag
         if existing is not None:
             return existing
     storage = torch._C._construct_storage_from_data_pointer(ptr, DEVICE, nbytes)
+    register(ptr, owner, storage, nbytes)
+    return storage
+
+
+def register(
+    ptr: int, owner: torch.UntypedStorage, storage: torch.UntypedStorage, nbytes: int
+) -> None:
+    """Record `storage` (a device storage of `nbytes` over `owner`'s bytes at `ptr`) as live.
+
+    The owner is kept until the device storage dies; the device is charged whole sticks.
+    """
     charged = -(-nbytes // rules.STICK_BYTES) * rules.STICK_BYTES
-    with _LOCK:
+    _LOCK.acquire()  # not `with`: this runs for every op result, and `with` costs more
+    try:
         _OWNERS[ptr] = owner
         _DEVICE_STORAGES[ptr] = weakref.ref(storage, _Release(ptr, charged))
         COUNTERS.allocated += charged
         COUNTERS.allocations += 1
         if COUNTERS.allocated > COUNTERS.peak:
             COUNTERS.peak = COUNTERS.allocated
-    return storage
+    finally:
+        _LOCK.release()
 
 
 def allocate(nbytes: int) -> torch.UntypedStorage:
