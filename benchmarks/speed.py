@@ -370,13 +370,18 @@ def main() -> int:
         full = against_xdist(work, inventories, 1, args.jobs, "full",
                              ["--event", str(NIGHTLY), "--full"])  # fmt: skip
     if args.before:
-        ran = before_full(work, inventories, args.before, args.jobs)
+        try:
+            ran = before_full(work, inventories, args.before, args.jobs)
+        except (OSError, subprocess.CalledProcessError) as exc:  # recorded, not fatal
+            ran = {"wall_s": None, "exit_code": None, "outcomes": {}, "error": str(exc)}
         ours = full["runs"]["spyre_ci"][0]["wall_s"] if full else None
         before = {
             "revision": args.before,
             "wall_s": ran["wall_s"],
             "exit_code": ran["exit_code"],
-            "ratio_now_over_before": round(ours / ran["wall_s"], 3) if ours else None,
+            "ratio_now_over_before": round(ours / ran["wall_s"], 3)
+            if ours and ran["wall_s"]
+            else None,
             "outcomes": compare_outcomes(_full_outcomes(work), ran["outcomes"]),
             "run": _brief(ran),
         }
