@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,14 +158,19 @@ def test_redis_restart_between_tasks(
         worker.wait(timeout=60)
 
 
-def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedis) -> None:
-    import threading
+def _push(n: int) -> TriggerEvent:
+    return TriggerEvent(
+        kind="push",
+        delivery_id=f"d-{n}",
+        repo="pytorch/pytorch",
+        head_sha=f"{n:040x}",
+        source="cli",
+    )
 
-    from relay.intake import RedisIntake
+
+def _intake_loop(url: str, sent: list[str], stop: threading.Event) -> threading.Thread:
+    """The worker's intake loop in a thread, sending each delivery's id into `sent`."""
     from workflows import distributed
-
-    sent: list[str] = []
-    stop = threading.Event()
 
     def make_request(event: TriggerEvent) -> object:
         class Request:
@@ -175,20 +181,22 @@ def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedi
     loop = threading.Thread(
         target=distributed.consume_intake,
         args=(make_request, stop),
-        kwargs={"block_ms": 200, "url": durable_redis.url, "send": lambda r: sent.append(r.run_id)},
+        kwargs={"block_ms": 200, "url": url, "send": lambda r: sent.append(r.run_id)},
         daemon=True,
     )
     loop.start()
-    producer = RedisIntake.from_url(durable_redis.url)
+    return loop
 
-    def event(n: int) -> TriggerEvent:
-        return TriggerEvent(
-            kind="push",
-            delivery_id=f"d-{n}",
-            repo="pytorch/pytorch",
-            head_sha=f"{n:040x}",
-            source="cli",
-        )
+
+def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedis) -> None:
+    from relay.intake import RedisIntake
+    from workflows import distributed
+
+    sent: list[str] = []
+    stop = threading.Event()
+    loop = _intake_loop(durable_redis.url, sent, stop)
+    producer = RedisIntake.from_url(durable_redis.url)
+    event = _push
 
     try:
         producer.accept("d-1", event(1))
@@ -216,21 +224,12 @@ def test_a_delivery_claimed_as_redis_died_is_taken_back_at_once(redis_server: st
     10-minute reclaim of entries abandoned by silent consumers."""
     import os
     import socket
-    import threading
 
     from relay.intake import RedisIntake
-    from workflows import distributed
 
     intake = RedisIntake.from_url(redis_server)
     for n in (1, 2):
-        event = TriggerEvent(
-            kind="push",
-            delivery_id=f"d-{n}",
-            repo="pytorch/pytorch",
-            head_sha=f"{n:040x}",
-            source="cli",
-        )
-        assert intake.accept(f"d-{n}", event)
+        assert intake.accept(f"d-{n}", _push(n))
     consumer = f"{socket.gethostname()}-{os.getpid()}"  # the loop's own name in this process
     lost = intake.claim(consumer)  # delivered, never answered: pending for this consumer
     assert lost is not None and lost.delivery_id == "d-1"
@@ -238,20 +237,7 @@ def test_a_delivery_claimed_as_redis_died_is_taken_back_at_once(redis_server: st
     assert intake.claim_own(consumer, lost.entry_id) is None
     sent: list[str] = []
     stop = threading.Event()
-
-    def make_request(event: TriggerEvent) -> object:
-        class Request:
-            run_id = event.delivery_id
-
-        return Request()
-
-    loop = threading.Thread(
-        target=distributed.consume_intake,
-        args=(make_request, stop),
-        kwargs={"block_ms": 200, "url": redis_server, "send": lambda r: sent.append(r.run_id)},
-        daemon=True,
-    )
-    loop.start()
+    loop = _intake_loop(redis_server, sent, stop)
     try:
         wait_for(lambda: sent == ["d-1", "d-2"], 20, "the pending delivery, then the new one")
         wait_for(lambda: intake.depth() == 0, 10, "both acknowledged")
