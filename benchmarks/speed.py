@@ -439,7 +439,7 @@ def main() -> int:
         "main_job": job,
         "slice": sliced,
         "scaling": scaled,
-        "full": full and {k: v for k, v in full.items()},
+        "full": full,
         "before": before,
         "notes": (
             f"load average (1, 5, 15 min) {load_before} before, {load()} after; "
