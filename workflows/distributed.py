@@ -35,7 +35,7 @@ from celery.exceptions import Ignore
 
 from contracts.errors import Unavailable
 from suites.model import Outcome
-from workflows import pipeline
+from workflows import pipeline, redis_clients
 from workflows.history import HistoryError, RedisHistory
 from workflows.settings import Settings
 from workflows.shard_runner import InfraFault
@@ -81,7 +81,7 @@ app = make_app()
 
 
 def _store() -> redis.Redis:
-    return redis.Redis.from_url(app.conf.broker_url, decode_responses=True)
+    return redis_clients.shared(app.conf.broker_url)
 
 
 def _history() -> RedisHistory:

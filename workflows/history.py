@@ -340,10 +340,10 @@ class RedisHistory:
     """
 
     def __init__(self, url: str, prefix: str = "spyre-ci:history") -> None:
-        import redis
+        from workflows import redis_clients
 
         self.url = url
-        self._redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
+        self._redis = redis_clients.shared(url, socket_timeout=10)
         self._prefix = prefix
         self._append = self._redis.register_script(_APPEND_ONCE)
         self._remove = self._redis.register_script(_REMOVE_RUN)
