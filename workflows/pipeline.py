@@ -102,9 +102,15 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Inventories read in this process, by file and its modification: a worker plans and
+# finishes every run against the same one. An Inventory is frozen, so sharing it is safe.
+_inventories: dict[tuple[str, int, int], Inventory] = {}
+
+
 def load_inventory(path: str | Path) -> Inventory:
     """An Inventory file (the main job's, each upgrade environment's); a missing or unreadable
-    one is a PipelineError naming it."""
+    one is a PipelineError naming it. A file read before and not changed since is not read
+    again."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(
@@ -112,7 +118,15 @@ def load_inventory(path: str | Path) -> Inventory:
             "(in an environment with that torch)"
         )
     try:
-        return Inventory.load(path)
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        inventory = _inventories.get(key)
+        if inventory is None:
+            inventory = Inventory.load(path)
+            if len(_inventories) >= 4:
+                _inventories.pop(next(iter(_inventories)))
+            _inventories[key] = inventory
+        return inventory
     except (
         OSError,
         EOFError,
