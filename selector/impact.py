@@ -51,6 +51,43 @@ class ImpactMap:
             self.__dict__["_inverted"] = cached
         return cached
 
+    def overlaid(
+        self, traces: Mapping[str, tuple[frozenset[str], frozenset[str], str]]
+    ) -> ImpactMap:
+        """This map with some variants' traces replaced or added: `id -> (functions, aten
+        ops, fingerprint)`, newer recordings. The result's inverted index is derived from
+        this map's, copying only the entries the overlay changes, so joining a few stored
+        traces onto a large shipped map costs what they touch, not the whole map."""
+        functions, ops, fps = dict(self.functions), dict(self.aten_ops), dict(self.fingerprints)
+        for vid, (names, vops, fingerprint) in traces.items():
+            functions[vid], ops[vid], fps[vid] = names, vops, fingerprint
+        joined = ImpactMap(
+            functions, ops, self.torch_version, self.session_functions, self.session_ops, fps
+        )
+        by_function, by_op = (dict(index) for index in self.inverted())
+        copied: set[tuple[int, str]] = set()
+
+        def entry(index: dict[str, set[str]], key: str) -> set[str]:
+            if (id(index), key) not in copied:  # copy on first write: ours, not this map's
+                copied.add((id(index), key))
+                index[key] = set(index.get(key, ()))
+            return index[key]
+
+        for vid, (names, vops, _) in traces.items():
+            for name in self.functions.get(vid, ()):
+                entry(by_function, name).discard(vid)
+            for op in self.aten_ops.get(vid, ()):
+                entry(by_op, op_key(op)).discard(vid)
+            for name in names:
+                entry(by_function, name).add(vid)
+            for op in vops:
+                entry(by_op, op_key(op)).add(vid)
+        for index in (by_function, by_op):
+            for key in [k for k, vids in index.items() if not vids]:
+                del index[key]
+        joined.__dict__["_inverted"] = (by_function, by_op)
+        return joined
+
     def executing(self, function: str) -> set[str]:
         """Ids that ran `path:qualname`, code nested in it (`.<locals>.`), or, for
         `path:Class.*`, any method of the class."""

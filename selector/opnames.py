@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from selector.definitions import (
@@ -113,8 +114,10 @@ def canonical(name: str) -> str:
     return namespace + n[len(namespace) :].split(".", 1)[0]
 
 
+@lru_cache(maxsize=1 << 16)
 def op_key(name: str) -> str:
-    """`canonical` with in-place and out spellings folded: add_, add.out, add_out -> add."""
+    """`canonical` with in-place and out spellings folded: add_, add.out, add_out -> add.
+    Memoized: a trace names the same few thousand ops hundreds of thousands of times."""
     key = canonical(name)
     if key.endswith("_") and not key.endswith("__"):
         key = key[:-1]

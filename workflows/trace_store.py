@@ -47,9 +47,17 @@ class StoredTrace:
 
 
 class TraceStore(Protocol):
+    """`put` writes only what differs from what is stored; `version` changes whenever a put
+    wrote something, so a plan reads the store again only after it changed."""
+
+    @property
+    def where(self) -> str: ...
+
     def put(self, torch_version: str, traces: Mapping[str, StoredTrace], run_id: str) -> None: ...
 
     def load(self, torch_version: str) -> dict[str, StoredTrace]: ...
+
+    def version(self, torch_version: str) -> str: ...
 
 
 def _pack(trace: StoredTrace) -> bytes:
@@ -77,14 +85,35 @@ class SQLiteTraces:
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"{path}: cannot open the trace database: {exc}") from exc
 
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
     def put(self, torch_version: str, traces: Mapping[str, StoredTrace], run_id: str) -> None:
         now = time.time()
-        rows = [(torch_version, vid, _pack(t), run_id, now) for vid, t in traces.items()]
         try:
-            with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO trace VALUES (?, ?, ?, ?, ?)", rows)
+            stored = self.load(torch_version) if traces else {}
+            rows = [
+                (torch_version, vid, _pack(t), run_id, now)
+                for vid, t in traces.items()
+                if stored.get(vid) != t
+            ]
+            if rows:
+                with self._db:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO trace VALUES (?, ?, ?, ?, ?)", rows
+                    )
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"{self.path}: cannot store traces: {exc}") from exc
+
+    def version(self, torch_version: str) -> str:
+        try:
+            count, last = self._db.execute(
+                "SELECT count(*), max(at) FROM trace WHERE torch = ?", (torch_version,)
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.path}: cannot read traces: {exc}") from exc
+        return f"{count}:{last}"
 
     def load(self, torch_version: str) -> dict[str, StoredTrace]:
         try:
@@ -98,10 +127,10 @@ class SQLiteTraces:
 
 class RedisTraces:
     def __init__(self, url: str, prefix: str = "spyre-ci:trace") -> None:
-        import redis
+        from workflows import redis_clients
 
         self.url = url
-        self._redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
+        self._redis = redis_clients.shared(url, socket_timeout=10)
         self._prefix = prefix
 
     def put(self, torch_version: str, traces: Mapping[str, StoredTrace], run_id: str) -> None:
@@ -111,9 +140,18 @@ class RedisTraces:
             return
         key = f"{self._prefix}:{torch_version}"
         try:
-            pipe = self._redis.pipeline(transaction=False)
-            for vid, trace in traces.items():
-                pipe.hset(key, vid, base64.b64encode(_pack(trace)).decode())
+            vids = list(traces)
+            stored = self._redis.hmget(key, vids)
+            changed = {
+                vid: base64.b64encode(_pack(traces[vid])).decode()
+                for vid, blob in zip(vids, stored, strict=True)
+                if blob is None or _unpack(base64.b64decode(blob)) != traces[vid]
+            }
+            if not changed:
+                return
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hset(key, mapping=changed)  # type: ignore[arg-type]  # redis-py's Mapping is invariant
+            pipe.incr(f"{key}{_VERSION}")
             pipe.execute()
         except redis.RedisError as exc:
             raise HistoryError(
@@ -130,6 +168,23 @@ class RedisTraces:
                 f"Redis at {masked(self.url)}: reading traces failed: {exc}"
             ) from exc
         return {vid: _unpack(base64.b64decode(blob)) for vid, blob in raw.items()}
+
+    def version(self, torch_version: str) -> str:
+        import redis
+
+        try:
+            return str(self._redis.get(f"{self._prefix}:{torch_version}{_VERSION}") or 0)
+        except redis.RedisError as exc:
+            raise HistoryError(
+                f"Redis at {masked(self.url)}: reading traces failed: {exc}"
+            ) from exc
+
+    @property
+    def where(self) -> str:
+        return f"{masked(self.url)} {self._prefix}"
+
+
+_VERSION = ":version"  # beside each `<prefix>:<torch>` hash: counts the puts that wrote
 
 
 def trace_store_for(history: HistoryStore) -> TraceStore | None:
@@ -207,31 +262,45 @@ def joined_trace(
     """The trace a plan joins by default: the shipped one, overlaid by stored traces (newer
     recordings of the same torch); and what plan.json says of it."""
     base = shipped_trace(inventory.torch_version)
-    stored = store.load(inventory.torch_version) if store is not None else {}
-    if base is None and not stored:
+    trace_map, stored = _joined(inventory.torch_version, base, store)
+    if trace_map is None:
         return None
-    if stored:
-        functions = dict(base.functions) if base else {}
-        ops = dict(base.aten_ops) if base else {}
-        fps = dict(base.fingerprints) if base else {}
-        for vid, trace in stored.items():
-            functions[vid], ops[vid], fps[vid] = trace.functions, trace.aten_ops, trace.fingerprint
-        trace_map = selector.ImpactMap(
-            functions=functions,
-            aten_ops=ops,
-            torch_version=inventory.torch_version,
-            session_functions=base.session_functions if base else frozenset(),
-            session_ops=base.session_ops if base else frozenset(),
-            fingerprints=fps,
-        )
-    else:
-        assert base is not None
-        trace_map = base
     path = str(shipped_trace_path(inventory.torch_version)) if base else "(History)"
     about = describe(trace_map, path, inventory)
     about["source"] = "shipped + History" if base and stored else "shipped" if base else "History"
-    about["stored"] = len(stored)
+    about["stored"] = stored
     return trace_map, about
+
+
+# Joined traces built in this process: (torch, the shipped map, the store and its version)
+# -> (the joined map, how many stored traces it holds). A worker plans many runs between two
+# changes of the store; the joined map and its inverted index are built once for them.
+_JOINED: dict[tuple[str, int, str, str], tuple[selector.ImpactMap, int]] = {}
+
+
+def _joined(
+    torch_version: str, base: selector.ImpactMap | None, store: TraceStore | None
+) -> tuple[selector.ImpactMap | None, int]:
+    if store is None:
+        return base, 0
+    key = (torch_version, id(base), store.where, store.version(torch_version))
+    cached = _JOINED.get(key)
+    if cached is not None:
+        return cached
+    stored = store.load(torch_version)
+    overlay = {vid: (t.functions, t.aten_ops, t.fingerprint) for vid, t in stored.items()}
+    if not stored:
+        joined = base
+    elif base is not None:
+        joined = base.overlaid(overlay)
+    else:
+        joined = selector.ImpactMap(torch_version=torch_version).overlaid(overlay)
+    if joined is None:
+        return None, 0
+    if len(_JOINED) >= 4:
+        _JOINED.pop(next(iter(_JOINED)))
+    _JOINED[key] = (joined, len(stored))
+    return joined, len(stored)
 
 
 def refresh_ids(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import selector
+from selector.opnames import op_key
 from suites.model import Inventory, Outcome, Status
 from tests.workflows.test_infra_faults import _request as infra_request
 from workflows import embedded, pipeline
@@ -45,6 +46,37 @@ def test_redis_traces_round_trip(redis_server: str) -> None:
     assert isinstance(store, RedisTraces)
     store.put("2.13.0", {"a": TRACE}, "run-1")
     assert RedisTraces(redis_server).load("2.13.0") == {"a": TRACE}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_put_writes_only_what_changed_and_a_plan_rejoins_only_after_a_change(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, tiny_inventory: Path
+) -> None:
+    store: SQLiteTraces | RedisTraces
+    if backend == "sqlite":
+        store = SQLiteTraces(tmp_path / "traces.sqlite3")
+    else:
+        store = RedisTraces(request.getfixturevalue("redis_server"), prefix=f"t{tmp_path.name}")
+    inventory = Inventory.load(tiny_inventory)
+    tv = inventory.torch_version
+    empty = store.version(tv)
+    store.put(tv, {"a": TRACE}, "run-1")
+    once = store.version(tv)
+    assert once != empty
+    store.put(tv, {"a": TRACE}, "run-2")  # the same trace again: nothing written
+    assert store.version(tv) == once
+    first = joined_trace(inventory, store)
+    again = joined_trace(inventory, store)
+    assert first is not None and again is not None
+    assert again[0] is first[0]  # the store did not change: the joined map is reused
+    newer = StoredTrace("fp2", frozenset({"torch/x.py:g"}), frozenset({"aten::mul"}))
+    store.put(tv, {"a": newer}, "run-3")
+    assert store.version(tv) != once
+    after = joined_trace(inventory, store)
+    assert after is not None and after[0] is not first[0]
+    assert after[0].functions["a"] == newer.functions
+    assert "a" in after[0].inverted()[1][op_key("aten::mul")]
+    assert "a" not in after[0].inverted()[0].get("torch/nn/functional.py:softmax", set())
 
 
 def test_refresh_picks_untraced_stale_and_a_rotating_share() -> None:
