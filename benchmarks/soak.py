@@ -314,7 +314,7 @@ class Monitor:
                 pipe.get(f"spyre-ci:history:run:{run_id}")
             bodies = pipe.execute()
             depth = intake_depth(self.client)
-            queue = int(self.client.llen("celery"))
+            queue = sum(int(self.client.llen(q)) for q in ("celery", "celery\x06\x166"))
             leased = int(self.client.hlen("spyre-ci:shards:leased"))
         except redis.RedisError:
             with self.lock:

@@ -129,10 +129,11 @@ def through_outages(what: str, step: Callable[[], T], wait_s: float | None = Non
 def plan_task(request_json: dict[str, Any]) -> str:
     """Stage 1-3, then fan out one shard task per shard with `finish` as the chord body."""
     request = pipeline.RunRequest.from_json(request_json)
-    return through_outages(f"plan of run {request.run_id}", lambda: _plan(request))
+    token = uuid.uuid4().hex  # one finish token across the retries of an outage
+    return through_outages(f"plan of run {request.run_id}", lambda: _plan(request, token))
 
 
-def _plan(request: pipeline.RunRequest) -> str:
+def _plan(request: pipeline.RunRequest, token: str) -> str:
     store = _store()
     body = store.get(_key(request.run_id, "planned"))
     if body is None:
@@ -140,9 +141,13 @@ def _plan(request: pipeline.RunRequest) -> str:
         store.set(_key(request.run_id, "planned"), json.dumps(planned.to_json()), ex=_RESULT_TTL_S)
     else:  # a redelivered plan task reuses the stored plan: the same shards, the same keys
         planned = pipeline.PlannedRun.from_json(json.loads(body))
+    # Open before anything is sent: a finish that ends first must find the entry to close.
+    store.hsetnx(OPEN_RUNS, request.run_id, f"{time.time():.1f}")
+    if not planned.shards:  # nothing to run (a docs-only push): finish here, not in a task
+        _finish_once(request.run_id, token)
+        return request.run_id
     shards = [shard_task.s(request.run_id, index) for index in range(len(planned.shards))]
     chord(shards)(finish_task.s(request.run_id))
-    store.hsetnx(OPEN_RUNS, request.run_id, f"{time.time():.1f}")
     return request.run_id
 
 
@@ -230,7 +235,11 @@ def _begin(
     if holder is not None:
         log.info("run %s shard %d: leased by %s; leaving it to that worker", run_id, index, holder)
         raise Ignore()
-    return planned, lease, lease.kept_outcomes()  # kept: an earlier owner's finished tests
+    # An earlier owner's finished tests: those it kept in Redis, and those its test processes
+    # wrote into the shard's folder when this worker shares it (the tests that ended between
+    # the last keep and its death, which Redis never heard of). Neither runs again.
+    on_disk = pipeline.recorded_outcomes(planned.request, f"shard-{index}")
+    return planned, lease, {**on_disk, **lease.kept_outcomes()}
 
 
 @app.task(name="spyre_ci.finish")  # type: ignore[untyped-decorator]
@@ -326,10 +335,12 @@ def submit(request: pipeline.RunRequest, broker_url: str | None = None) -> str:
     `broker_url` sends through that broker instead of the configured one (a fresh
     connection, so a process may talk to several brokers in turn).
     """
+    args = (request.to_json(),)
     if broker_url is None:
-        return str(plan_task.delay(request.to_json()).id)
+        return str(plan_task.apply_async(args, priority=PLAN_PRIORITY).id)
     with app.connection_for_write(broker_url) as connection:
-        return str(plan_task.apply_async((request.to_json(),), connection=connection).id)
+        sent = plan_task.apply_async(args, connection=connection, priority=PLAN_PRIORITY)
+        return str(sent.id)
 
 
 INTAKE_ALIVE = "spyre-ci:intake:alive:{consumer}"  # set while a consumer's loop turns
@@ -430,6 +441,12 @@ OPEN_RUNS = "spyre-ci:runs:open"  # run id -> when its chord was sent (until its
 _SWEEP_LOCK = "spyre-ci:shards:sweep-lock"
 WORKER_ALIVE = "spyre-ci:worker:alive:{node}"  # set while a worker's main process lives
 _QUEUE = "celery"  # the default queue: its Redis list holds the messages no worker took yet
+# Plans wait behind shards and finishes. kombu's Redis transport keeps one list per priority
+# step (0, the default, is popped first; step N is `celery\x06\x16N`), so under a flood of
+# deliveries a started run finishes, and a dead worker's shard is taken over, before the
+# next runs are planned; otherwise each finish waits behind every plan queued before it.
+PLAN_PRIORITY = 6
+_PLAN_QUEUE = f"{_QUEUE}\x06\x16{PLAN_PRIORITY}"
 _DONE = "done"  # no owner token is this: tokens hold slashes
 _RUNNING, _RELEASED, _REQUEUED = "running", "released", "requeued"
 
@@ -914,6 +931,7 @@ def status(url: str) -> dict[str, Any]:
         "intake": intake_alive(url),
         "workers": workers,
         "shards": shards,
-        "queue": int(client.llen(_QUEUE)),
+        "queue": int(client.llen(_QUEUE)) + int(client.llen(_PLAN_QUEUE)),
+        "queued_plans": int(client.llen(_PLAN_QUEUE)),
         "lease_ttl_s": lease_ttl_s(),
     }

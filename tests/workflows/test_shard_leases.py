@@ -139,7 +139,7 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
     # The task bodies go through it: a plan whose History write fails the first time.
     planned_calls: list[int] = []
 
-    def plan_once(request: object) -> str:
+    def plan_once(request: object, token: str) -> str:
         planned_calls.append(1)
         if len(planned_calls) == 1:
             raise redis.ConnectionError("Connection refused")
@@ -220,3 +220,62 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     assert distributed._finish_once(run, "late") == {"n": 1} and calls == [run]
     assert not store.hexists(distributed.OPEN_RUNS, run)
     assert not store.exists(f"spyre-ci:run:{run}:finishing")
+
+
+def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
+    store: redis.Redis, monkeypatch: pytest.MonkeyPatch, tiny_inventory: Path, tmp_path: Path
+) -> None:
+    """The dead owner's test process wrote `a` ended and `b` started into the shard's folder,
+    and kept only `k` in Redis before its worker died: the new owner runs `b` and `c` only."""
+    from suites.results_file import end_line, start_line
+    from tests.workflows.test_infra_faults import _request
+    from workflows import pipeline
+
+    request = _request(tiny_inventory, tmp_path / "out", RUN)
+    planned = pipeline.PlannedRun(request, {}, [["k", "a", "b", "c"]], [], "now", {})
+    store.set(f"spyre-ci:run:{RUN}:planned", json.dumps(planned.to_json()))
+    dead = lease(store, "dead")
+    assert dead.acquire() is None
+    dead.keep(outcome("k"))
+    folder = pipeline.work_dir(request, "shard-0")
+    folder.mkdir(parents=True)
+    (folder / "shard-0.111.0.jsonl").write_text(
+        start_line("k") + end_line(outcome("k")) + start_line("a") + end_line(outcome("a"))
+        + start_line("b"),
+        encoding="utf-8",
+    )  # fmt: skip
+    expire(store)  # its heartbeats stopped
+
+    class Task:
+        class request:  # noqa: N801 - the shape of a Celery task's request
+            id, hostname, retries = "t-1", "celery@other", 0
+            group, group_index, chord = "g", 0, None
+
+    monkeypatch.setattr(distributed, "_store", lambda: store)
+    monkeypatch.setattr(distributed, "_owner_token", lambda _request: "new@host/2/def")
+    monkeypatch.setattr(distributed, "_task_options", lambda _task: {"task_id": "t-1"})
+    begun = distributed._begin(Task(), store, RUN, 0)
+    assert begun is not None
+    got_plan, new, kept = begun
+    assert new.token == "new@host/2/def"
+    assert sorted(kept) == ["a", "k"]
+    todo = [vid for vid in got_plan.shards[0] if vid not in kept]
+    assert todo == ["b", "c"]
+
+
+def test_plans_wait_behind_shards_and_finishes(
+    store: redis.Redis, redis_server: str, tiny_inventory: Path, tmp_path: Path
+) -> None:
+    """A plan is sent at a lower priority: kombu's Redis transport pops its list after the
+    default one, which holds shards and finishes (and the sweep's re-sent shards)."""
+    from tests.workflows.test_infra_faults import _request
+
+    distributed.submit(_request(tiny_inventory, tmp_path / "out", "p-1"), broker_url=redis_server)
+    with distributed.app.connection_for_write(redis_server) as connection:
+        distributed.finish_task.apply_async(([], "p-0"), connection=connection)
+    assert store.llen(distributed._PLAN_QUEUE) == 1
+    assert store.llen(distributed._QUEUE) == 1  # the finish
+    popped = store.brpop([distributed._QUEUE, distributed._PLAN_QUEUE], timeout=1)
+    assert popped is not None and json.loads(popped[1])["headers"]["task"] == "spyre_ci.finish"
+    state = distributed.status(redis_server)
+    assert state["queue"] == 1 and state["queued_plans"] == 1

@@ -202,7 +202,10 @@ def worker_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"redis": masked(url), "healthy": not problems, **state}, indent=2))
         return 3 if problems else 0
-    print(f"redis   {masked(url)}: up; queue {state['queue']} task(s)")
+    print(
+        f"redis   {masked(url)}: up; queue {state['queue']} task(s), "
+        f"{state['queued_plans']} of them plans"
+    )
     print(f"intake  {', '.join(state['intake']) or 'DOWN: no intake loop in the last 30 s'}")
     print(f"workers {len(state['workers'])} alive (heartbeat within {state['lease_ttl_s']:g} s)")
     for w in state["workers"]:
