@@ -334,9 +334,11 @@ class RedisHistory:
     """History in Redis, shared by every worker.
 
     Layout under the prefix: `v:<variant>` outcomes `[status, duration, run, attempt]`;
-    `b:<variant>` baselines `[status, run]`, newest last; `flaky` variant -> run that marked
-    it; `co:<path>:<variant>` runs that saw it newly fail; `known` inventories `{run, ids}`;
-    `wrote:<run>` what each run wrote; `held:<run>` an update kept aside.
+    `b:<variant>` baselines `[status, run]`, newest last; `ids:v` and `ids:b` the variants
+    with such a list (a snapshot reads them instead of scanning the keyspace, which grows
+    with every run); `flaky` variant -> run that marked it; `co:<path>:<variant>` runs that
+    saw it newly fail; `known` inventories `{run, ids}`; `wrote:<run>` what each run wrote;
+    `held:<run>` an update kept aside.
     """
 
     def __init__(self, url: str, prefix: str = "spyre-ci:history") -> None:
@@ -382,6 +384,9 @@ class RedisHistory:
                     args=[f"b\x1f{vid}", json.dumps([str(status), run_id]), _BASELINES_KEPT],
                     client=pipe,
                 )
+            for kind, vids in (("v", {o.id for o in update.outcomes}), ("b", update.baseline)):
+                if vids:
+                    pipe.sadd(self._key("ids", kind), *vids)
             if update.mark_flaky:
                 pipe.hset(self._key("flaky"), mapping=dict.fromkeys(update.mark_flaky, run_id))
             for path, ids in update.co_failures.items():
@@ -459,11 +464,9 @@ class RedisHistory:
     def snapshot(self, paths: Iterable[str] = ()) -> History:
         with self._guard("reading History"):
             lists: dict[str, dict[str, list[Any]]] = {"v": {}, "b": {}}
+            self._index_old_lists()
             for kind, found in lists.items():
-                prefix = self._key(kind, "")
-                ids = [
-                    k[len(prefix) :] for k in self._redis.scan_iter(match=prefix + "*", count=1000)
-                ]
+                ids = sorted(map(_text, self._redis.smembers(self._key("ids", kind))))
                 pipe = self._redis.pipeline(transaction=False)
                 for vid in ids:
                     pipe.lrange(self._key(kind, vid), 0, -1)
@@ -484,6 +487,22 @@ class RedisHistory:
         baseline = {vid: entries[-1][0] for vid, entries in lists["b"].items()}
         known = frozenset(json.loads(known_raw)["ids"]) if known_raw else frozenset()
         return _history(recent, flaky, baseline, co, known)
+
+    def _index_old_lists(self) -> None:
+        """A store written before the `ids:<kind>` indexes existed is scanned once and its
+        lists indexed; `ids:built` says that was done (or that the store began indexed)."""
+        built = self._key("ids", "built")
+        if self._redis.exists(built):
+            return
+        for kind in ("v", "b"):
+            prefix = self._key(kind, "")
+            found = [
+                _text(k)[len(prefix) :]
+                for k in self._redis.scan_iter(match=prefix + "*", count=1000)
+            ]
+            if found:
+                self._redis.sadd(self._key("ids", kind), *found)
+        self._redis.set(built, "1")
 
     def save_run(self, run: RunRecord) -> None:
         run.updated_at = time.time()

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from selector.history import History, HistoryUpdate, OutcomeRecord, apply_update
 from suites.model import Status
@@ -172,3 +173,29 @@ def test_a_redis_password_never_reaches_a_message() -> None:
         store.list_runs()
     assert "s3cret-pw" not in str(caught.value)
     assert "redis://spyre:***@127.0.0.1:1/0" in str(caught.value)
+
+
+def _scans(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_scan", {}).get("calls", 0))
+
+
+def test_a_redis_snapshot_reads_its_index_not_the_keyspace(redis_server: str) -> None:
+    client = redis.Redis.from_url(redis_server, decode_responses=True)
+    # A store written before the index: its lists exist, no `ids:*` keys.
+    client.rpush("spyre-ci:history:v:old", '["failed", 1.0, "r0", 1]')
+    client.rpush("spyre-ci:history:b:old", '["failed", "r0"]')
+    client.mset({f"spyre-ci:history:run:run-{i}": "{}" for i in range(3000)})  # other keys
+    store = RedisHistory(redis_server)
+    first = store.snapshot()
+    assert first.variants["old"].recent == (Status.FAILED,)
+    assert first.variants["old"].baseline is Status.FAILED
+    scans = _scans(client)
+    assert scans > 0  # the one-time scan of the old layout
+    store.apply("r1", FIRST)
+    expected = apply_update(first, FIRST)
+    for _ in range(3):
+        assert store.snapshot(PATHS).variants == expected.variants
+    assert _scans(client) == scans  # later snapshots read `ids:v` and `ids:b` only
+    store.forget("r1")
+    assert store.snapshot().variants == first.variants
