@@ -143,10 +143,13 @@ def read_json_lines(path: str | Path) -> list[dict[str, Any]]:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write whole or not at all: a crash never leaves half a file under the final name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_bytes(data)
+        try:
+            tmp.write_bytes(data)
+        except FileNotFoundError:  # the folder is made only when missing (once per run)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
