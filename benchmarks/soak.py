@@ -4,8 +4,9 @@ Redis is SIGKILLed and restarted twice and one worker is SIGKILLed and restarted
     .venv/bin/python benchmarks/soak.py [--rate 50] [--minutes 10] [--workers 2]
         [--concurrency 1] [--real-every 200] [--drain-minutes 20] [--record FILE]
 
-Recorded: `--drain-minutes 6` (the issue's 10 min at 50/s, which does not drain on 2 cores),
-then `--minutes 2 --drain-minutes 11 --as-variant --name soak_50x2min` (one that does).
+Recorded: the defaults with `--concurrency 1 --real-every 200 --drain-minutes 20` (the
+issue's 10 min at 50/s, two workers with one pool process each, on 2 shared cores: it
+drains about a minute after the last send); earlier runs are kept as `variants`.
 
 Everything runs on loopback from a temporary folder (kept, its path printed: the logs of
 every process are in `logs/`):
@@ -15,7 +16,7 @@ every process are in `logs/`):
   it writes the AOF before replying, so the write is in the kernel's page cache and survives
   a process kill (with `everysec` a machine crash can lose up to a second). A request
   Redis was serving when killed gets no answer: the relay answers 503 (nothing recorded,
-  GitHub may redeliver), Celery and the intake loop retry;
+  a redelivery is accepted; GitHub does not redeliver on its own), Celery and the intake loop retry;
 - `spyre-ci serve` (2 workers x 4 threads, webhook secret set);
 - worker 0: `spyre-ci worker --intake --no-github` (pushes list their files, so GitHub is
   never needed), the others plain `spyre-ci worker`; each `--concurrency N`, a fixed
