@@ -355,8 +355,13 @@ def consume_intake(
     *,
     url: str | None = None,
     send: Any = None,
+    consumer: str | None = None,
 ) -> None:
     """Move deliveries from the relay's durable intake into Celery, acking only once sent.
+
+    `consumer`: the name in the intake's consumer group (default `host-pid`). A worker with
+    a fixed `--name` passes it, so when it is restarted it takes back at once the entries it
+    had claimed and not yet sent (a new name would wait out the 10-minute reclaim).
 
     Survives Redis outages: a failed claim or ack is retried with a backoff up to 30 s (the
     client reconnects, a lost consumer group is made again, entries left unacknowledged are
@@ -367,7 +372,7 @@ def consume_intake(
 
     intake = RedisIntake.from_url(url or app.conf.broker_url)
     send = send or submit
-    consumer = f"{socket.gethostname()}-{os.getpid()}"
+    consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
     alive = INTAKE_ALIVE.format(consumer=consumer)
     delay = 0.0
     own_after: str | None = "0"  # after an outage: first this consumer's own pending entries

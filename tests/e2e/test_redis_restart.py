@@ -168,7 +168,9 @@ def _push(n: int) -> TriggerEvent:
     )
 
 
-def _intake_loop(url: str, sent: list[str], stop: threading.Event) -> threading.Thread:
+def _intake_loop(
+    url: str, sent: list[str], stop: threading.Event, consumer: str | None = None
+) -> threading.Thread:
     """The worker's intake loop in a thread, sending each delivery's id into `sent`."""
     from workflows import distributed
 
@@ -181,7 +183,12 @@ def _intake_loop(url: str, sent: list[str], stop: threading.Event) -> threading.
     loop = threading.Thread(
         target=distributed.consume_intake,
         args=(make_request, stop),
-        kwargs={"block_ms": 200, "url": url, "send": lambda r: sent.append(r.run_id)},
+        kwargs={
+            "block_ms": 200,
+            "url": url,
+            "send": lambda r: sent.append(r.run_id),
+            "consumer": consumer,
+        },
         daemon=True,
     )
     loop.start()
@@ -241,6 +248,28 @@ def test_a_delivery_claimed_as_redis_died_is_taken_back_at_once(redis_server: st
     try:
         wait_for(lambda: sent == ["d-1", "d-2"], 20, "the pending delivery, then the new one")
         wait_for(lambda: intake.depth() == 0, 10, "both acknowledged")
+    finally:
+        stop.set()
+        loop.join(timeout=40)
+
+
+def test_an_intake_restarted_under_its_name_takes_back_what_it_had_claimed(
+    redis_server: str,
+) -> None:
+    """`worker --intake --name N` killed after claiming a delivery and before sending it:
+    started again as N, it sends that delivery at once, not after the 10-minute reclaim."""
+    from relay.intake import RedisIntake
+
+    intake = RedisIntake.from_url(redis_server)
+    assert intake.accept("d-1", _push(1))
+    dead = intake.claim("intake-w@ci-1")  # the claim of the worker that then died
+    assert dead is not None and intake.claim("someone-else") is None  # pending, not free
+    sent: list[str] = []
+    stop = threading.Event()
+    loop = _intake_loop(redis_server, sent, stop, consumer="intake-w@ci-1")
+    try:
+        wait_for(lambda: sent == ["d-1"], 20, "the delivery the dead intake had claimed")
+        wait_for(lambda: intake.depth() == 0, 10, "it acknowledged")
     finally:
         stop.set()
         loop.join(timeout=40)

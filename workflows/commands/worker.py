@@ -65,7 +65,8 @@ def register(subparsers: Any) -> None:
         "--name",
         metavar="NODE",
         help="the worker's node name, unique among the workers (default spyre-ci-PID@HOST); "
-        "leases and `worker status` name their owners by it",
+        "leases and `worker status` name their owners by it; with --intake it is also the "
+        "intake's consumer name, so a restart under the same name resumes its claimed deliveries",
     )
     parser.add_argument("--loglevel", default="INFO")
     parser.set_defaults(func=checked(worker))
@@ -123,7 +124,11 @@ def worker(args: argparse.Namespace) -> int:
             )
 
         threading.Thread(
-            target=distributed.consume_intake, args=(make_request, stop), daemon=True, name="intake"
+            target=distributed.consume_intake,
+            args=(make_request, stop),
+            kwargs={"consumer": args.name},  # a fixed name resumes its own pending entries
+            daemon=True,
+            name="intake",
         ).start()
     distributed.describe_worker(concurrency=args.concurrency, intake=bool(args.intake))
     name = args.name or f"spyre-ci-{os.getpid()}@{socket.gethostname()}"
