@@ -275,7 +275,13 @@ def joined_trace(
 # Joined traces built in this process: (torch, the shipped map, the store and its version)
 # -> (the joined map, how many stored traces it holds). A worker plans many runs between two
 # changes of the store; the joined map and its inverted index are built once for them.
-_JOINED: dict[tuple[str, int, str, str], tuple[selector.ImpactMap, int]] = {}
+# (torch, id of the base, store, store version) -> (base, joined, number stored). The base is
+# kept in the entry and compared by identity: an id alone could be a new map's at the address
+# of a freed one.
+_JOINED: dict[
+    tuple[str, int, str, str],
+    tuple[selector.ImpactMap | None, selector.ImpactMap, int],
+] = {}
 
 
 def _joined(
@@ -285,8 +291,8 @@ def _joined(
         return base, 0
     key = (torch_version, id(base), store.where, store.version(torch_version))
     cached = _JOINED.get(key)
-    if cached is not None:
-        return cached
+    if cached is not None and cached[0] is base:
+        return cached[1], cached[2]
     stored = store.load(torch_version)
     overlay = {vid: (t.functions, t.aten_ops, t.fingerprint) for vid, t in stored.items()}
     if not stored:
@@ -299,7 +305,7 @@ def _joined(
         return None, 0
     if len(_JOINED) >= 4:
         _JOINED.pop(next(iter(_JOINED)))
-    _JOINED[key] = (joined, len(stored))
+    _JOINED[key] = (base, joined, len(stored))
     return joined, len(stored)
 
 
