@@ -932,11 +932,12 @@ def status(url: str) -> dict[str, Any]:
                 "since": entry.get("since"),
             }
         )
+    plans = int(client.llen(_PLAN_QUEUE))
     return {
         "intake": intake_alive(url),
         "workers": workers,
         "shards": shards,
-        "queue": int(client.llen(_QUEUE)) + int(client.llen(_PLAN_QUEUE)),
-        "queued_plans": int(client.llen(_PLAN_QUEUE)),
+        "queue": int(client.llen(_QUEUE)) + plans,
+        "queued_plans": plans,
         "lease_ttl_s": lease_ttl_s(),
     }

@@ -272,12 +272,10 @@ def joined_trace(
     return trace_map, about
 
 
-# Joined traces built in this process: (torch, the shipped map, the store and its version)
-# -> (the joined map, how many stored traces it holds). A worker plans many runs between two
-# changes of the store; the joined map and its inverted index are built once for them.
-# (torch, id of the base, store, store version) -> (base, joined, number stored). The base is
-# kept in the entry and compared by identity: an id alone could be a new map's at the address
-# of a freed one.
+# Joined traces built in this process: a worker plans many runs between two changes of the
+# store, and builds the joined map and its inverted index once for them. (torch, id of the
+# shipped map, store, store version) -> (shipped map, joined map, number stored); the shipped
+# map is kept in the entry and compared by identity, as an id alone may be reused.
 _JOINED: dict[
     tuple[str, int, str, str],
     tuple[selector.ImpactMap | None, selector.ImpactMap, int],
