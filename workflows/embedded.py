@@ -58,7 +58,7 @@ def resume(
 
 def _warm_up(request: pipeline.RunRequest) -> None:
     if zygote_enabled():
-        zygote.prestart(PLUGIN, request.specs)
+        zygote.prestart(PLUGIN, request.specs, pipeline.change_env(request))
 
 
 def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:

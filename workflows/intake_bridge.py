@@ -32,6 +32,11 @@ def request_for_event(
         out_dir=str(pipeline.run_dir(out_root, run_id)),
         inventory=str(inventory),
         diff_text=event.diff_text,
+        diff_source=(
+            f"GitHub compare {event.base_sha[:12]}...{event.head_sha[:12]}"
+            if event.diff_text and event.base_sha
+            else ""
+        ),
         specs=specs,
         shards=max(1, shards),
         impact_map=impact_map,

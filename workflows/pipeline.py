@@ -31,7 +31,7 @@ from contracts.event import TriggerEvent
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from suites.results_file import read_outcomes
-from workflows import exporting, planning, verification
+from workflows import exporting, planning, under_test, verification
 from workflows.history import HistoryError, HistoryStore, RunRecord, RunState
 from workflows.run_model import (
     PLANNED_FILE,
@@ -150,13 +150,20 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     it would lose that run's plan, and `runs resume` of it would finish this one instead.
     """
     out = Path(request.out_dir)
+    change = under_test.applied_change(request)  # a diff that does not apply stops here
     claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
     traces = trace_store_for(history)
     result = planning.make_plan(request, inventory, snapshot, traces)
     planned = PlannedRun(
-        request, result.plan_json, result.shards, result.holdout, now_iso(), snapshot.to_json()
+        request,
+        result.plan_json,
+        result.shards,
+        result.holdout,
+        now_iso(),
+        snapshot.to_json(),
+        under_test.resolve(request, change),
     )
     out.mkdir(parents=True, exist_ok=True)
     _plan_tracing(request, inventory, result)
@@ -249,14 +256,19 @@ def execute_shard(
     parallel: int | None = None,
     stop: threading.Event | None = None,
     claims: Claims | None = None,
+    changed: bool | None = None,
 ) -> ShardRun:
     """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
 
+    `changed`: on the torch with the run's change applied (the default, except for the
+    shard named `BASE_SHARD`); False runs them on the base torch (the A/B comparison).
     `parallel`: shards running at once beside this one (default: the plan's shard count;
     reruns and expansions run alone and pass 1). `stop`: see `run_shard`. `claims`: the
     shard's ids are shared with other runners (work stealing); this runner's files in the
     shard's folder are named by its token, so a resumed run reads what every runner did.
     """
+    if changed is None:
+        changed = name != BASE_SHARD
     _mark_started(work_dir(request, name))
     return execute_ids(
         claims.token if claims is not None else name,
@@ -268,9 +280,18 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=Path(request.out_dir) / "junit",
-        env=_trace_env(request, name, claims.token if claims is not None else None),
+        env={
+            **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
+            **(change_env(request) if changed else {}),
+        },
         claims=claims,
     )
+
+
+def change_env(request: RunRequest) -> dict[str, str]:
+    """What makes a test process of `request` import the changed torch (empty when the run
+    applies nothing). The overlay is prepared on the machine that runs the shard."""
+    return under_test.applied_change(request).env()
 
 
 STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)
@@ -395,10 +416,20 @@ def finish(
             return _results(shard.outcomes, removed)
 
         inventory = load_inventory(request.inventory)
+        base = None
+        if change_env(request):
+
+            def base(ids: Sequence[str]) -> dict[str, Outcome]:
+                return _base_outcomes(planned, inventory, ids, run_more)
+
         try:
-            verdict, update = verification.verify(planned, inventory, finished.outcomes, run_more)
+            verdict, update = verification.verify(
+                planned, inventory, finished.outcomes, run_more, base
+            )
         except _Faulted:
             verdict = None
+    if verdict is not None:
+        finished.base_outcomes = verdict.base
     if faults or verdict is None:
         finished.faults = tuple(faults)
         state = RunState.INFRA_ERROR
@@ -430,6 +461,31 @@ def finish(
     finished.summary["finished_at"] = time.time()
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
+
+
+BASE_SHARD = "base"  # the shard name of the A/B comparison's runs on the base torch
+
+
+def _base_outcomes(
+    planned: PlannedRun,
+    inventory: Inventory,
+    ids: Sequence[str],
+    run_more: Callable[[str, Sequence[str]], list[Outcome]],
+) -> dict[str, Outcome]:
+    """`ids` on the base torch (the run's change not applied): from the cache of this torch's
+    base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
+    from workflows.base_outcomes import BaseOutcomeCache
+
+    sha = str(planned.environment.get("torch", {}).get("git_sha") or "")
+    cache = BaseOutcomeCache.for_torch(sha)
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    found = cache.get(ids, fingerprints)
+    missing = [vid for vid in ids if vid not in found]
+    if missing:
+        ran = {o.id: o for o in run_more(BASE_SHARD, missing)}
+        cache.put(ran.values(), fingerprints)
+        found.update(ran)
+    return found
 
 
 def _learn_traces(history: HistoryStore, request: RunRequest, finished: FinishedRun) -> None:

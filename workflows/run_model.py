@@ -8,7 +8,7 @@ planning, verification and exporting take these types without importing the pipe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,14 @@ class RunRequest:
     out_dir: str
     inventory: str
     diff_text: str | None = None
+    # Where the diff came from (a file, the event's sibling patch, GitHub's compare): named in
+    # errors and in the environment under test.
+    diff_source: str = ""
+    # Apply the change's Python files to the torch under test (`workflows.change_overlay`);
+    # strict: a hunk that does not apply is bad input (a diff the user gave), else that file
+    # is named as not applied (an event's diff, made against upstream's base).
+    apply_change: bool = True
+    change_strict: bool = False
     full: bool = False
     budget_count: int | None = None
     budget_time_s: float | None = None
@@ -84,6 +92,8 @@ class PlannedRun:
     holdout: list[str]
     started_at: str
     history: dict[str, Any]  # the History snapshot the plan was made from (selector JSON)
+    # The environment under test (`workflows.under_test.resolve`): torch, change, backend.
+    environment: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +103,7 @@ class PlannedRun:
             "holdout": self.holdout,
             "started_at": self.started_at,
             "history": self.history,
+            "environment": self.environment,
         }
 
     @classmethod
@@ -104,6 +115,7 @@ class PlannedRun:
             list(data["holdout"]),
             data["started_at"],
             dict(data["history"]),
+            dict(data.get("environment") or {}),
         )
 
 
@@ -126,6 +138,8 @@ class FinishedRun:
     faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
     held_back: str | None = None  # why History did not learn this run, when it did not
     traces_stored: int = 0  # variant traces this run stored beside History
+    # A/B: each failing variant's outcome on the base torch (the change not applied).
+    base_outcomes: dict[str, Outcome] = field(default_factory=dict)
 
     @property
     def new_failures(self) -> list[str]:

@@ -7,7 +7,7 @@ snapshot taken then), so a finish task on another machine never plans again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import selector
@@ -16,6 +16,7 @@ from suites.model import Inventory, Outcome
 from workflows.run_model import PipelineError, PlannedRun
 
 Execute = Callable[[str, Sequence[str]], list[Outcome]]
+BaseExecute = Callable[[Sequence[str]], dict[str, Outcome]]
 BASELINE_KINDS = ("push", "nightly", "periodic")
 
 
@@ -26,6 +27,7 @@ class VerifiedRun:
     outcomes: dict[str, Outcome]  # final per variant (a flaky failure shows its passing rerun)
     classification: dict[str, str]
     verdict: selector.Verdict
+    base: dict[str, Outcome] = field(default_factory=dict)  # A/B: failures on the base torch
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -37,8 +39,13 @@ def verify(
     inventory: Inventory,
     first: Mapping[str, Outcome],
     execute: Execute,
+    base: BaseExecute | None = None,
 ) -> tuple[VerifiedRun, selector.HistoryUpdate]:
-    """Stage 4: rerun failures, judge against the baseline, run the expansion, judge again."""
+    """Stage 4: rerun failures, judge against the baseline, run the expansion, judge again.
+
+    `base` (a run that applied a change): runs ids on the base torch, without the change.
+    Then a failure that is not flaky is new when it passes on the base and pre-existing
+    when it fails there too (the A/B comparison), whatever History's baseline says."""
     request = planned.request
     history = selector.History.from_json(planned.history)
     try:  # the plan that ran, as stored at plan time: finish never plans again
@@ -50,6 +57,10 @@ def verify(
     on_baseline = (
         request.trigger.kind in BASELINE_KINDS if request.baseline is None else request.baseline
     )
+    # Only a torch that is the change's own is upstream's baseline: a tried patch, a change
+    # applied in part or on another torch never teaches History what upstream does.
+    if planned.environment and planned.environment.get("tested") != "tested":
+        on_baseline = False
     outcomes = dict(first)
     reruns: list[Outcome] = []
 
@@ -83,4 +94,19 @@ def verify(
                 if failure.novelty == "new"
                 else str(Classification.PRE_EXISTING)
             )
-    return VerifiedRun(final, classification, verdict), verdict.history_update
+    base_outcomes: dict[str, Outcome] = {}
+    if base is not None:
+        failing = sorted(v for v, c in classification.items() if c != str(Classification.FLAKY))
+        if failing:
+            base_outcomes = base(failing)
+        for vid in failing:
+            on_base = base_outcomes.get(vid)
+            if on_base is None:
+                continue  # not run on the base (removed there): History's judgement stands
+            classification[vid] = str(
+                Classification.PRE_EXISTING if on_base.status.is_failure else Classification.NEW
+            )
+    return (
+        VerifiedRun(final, classification, verdict, base_outcomes),
+        verdict.history_update,
+    )

@@ -10,8 +10,10 @@ kills its process group by pid as it does a cold one, so crash, hang and memory 
 are unchanged (`workflows/shard_runner.py`).
 
 When it is used (`key_for`): `SPYRE_CI_ZYGOTE` is not `0`, the shard runs on this
-interpreter, and the shard's environment adds nothing that can change imports (a mutation
-overlay, another `PYTHONPATH`: those shards start cold, never in an unmutated zygote). A
+interpreter, and the shard's environment adds nothing that can change imports but the run's
+applied change (a benchmark's mutation, another `PYTHONPATH`: those shards start cold, never in
+an unmutated zygote). A run's change gets a zygote of its own, started with the change
+applied (`workflows.change_overlay`): one zygote per change, never shared across changes. A
 zygote is keyed by the interpreter, the plugin, the specs and their Inventory cache key
 (torch version, spec and expectations files, `suites/` code), a stamp of the backend's code
 and the environment: when any of them changes, a new zygote is built. A zygote that cannot
@@ -120,6 +122,24 @@ def import_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(kept.items()))
 
 
+def without_change(env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """`env` less what applies a run's change (`workflows.change_overlay`): the change's
+    activation file and the overlay's entry on PYTHONPATH. Two environments that differ only
+    there may each have a zygote, one per change (the key keeps the whole environment)."""
+    from workflows.change_overlay.prepare import CHANGE_VAR, SITE_DIR
+
+    kept = []
+    for name, value in env:
+        if name == CHANGE_VAR:
+            continue
+        if name == "PYTHONPATH":
+            value = os.pathsep.join(p for p in value.split(os.pathsep) if p != str(SITE_DIR))
+            if not value:
+                continue
+        kept.append((name, value))
+    return tuple(kept)
+
+
 def key_for(
     python: str, plugin: str, specs: Sequence[str], env: Mapping[str, str]
 ) -> ZygoteKey | None:
@@ -129,7 +149,7 @@ def key_for(
     if sys.platform != "linux" or not _same_file(python, sys.executable):
         return None
     wanted = import_env(env)
-    if wanted != import_env(os.environ):
+    if without_change(wanted) != without_change(import_env(os.environ)):
         return None  # a mutation overlay, another PYTHONPATH, ...: never the plain zygote
     from workflows.inventory_cache import cache_key
 
@@ -158,9 +178,10 @@ def fork(
     return _POOL.get(key).fork(argv, cwd, env, stdout, stderr, memory_mb)
 
 
-def prestart(plugin: str, specs: Sequence[str]) -> None:
-    """Start warming the zygote the shards of this process will use (returns at once)."""
-    key = key_for(sys.executable, plugin, specs, os.environ)
+def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    """Start warming the zygote the shards of this process will use (returns at once);
+    `env`: what the shards add to this process's environment (a run's change)."""
+    key = key_for(sys.executable, plugin, specs, {**os.environ, **(env or {})})
     if key is not None:
         with contextlib.suppress(ZygoteUnavailable):
             _POOL.get(key)
@@ -249,7 +270,9 @@ class Zygote:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=dict(os.environ),
+            # The key's environment: a run's change is applied at the zygote's start, so the
+            # torch it loads, and every test process it forks, is the changed one.
+            env={**os.environ, **dict(key.env)},
             start_new_session=True,
         )
 

@@ -59,6 +59,12 @@ def register(subparsers: Any) -> None:
         help="do not record the results as the upstream baseline (trying a "
         "patch); by default pushes and nightlies set it, pull requests do not",
     )
+    parser.add_argument(
+        "--no-apply",
+        action="store_true",
+        help="run on the torch as installed, without applying the change's Python files "
+        "(the verdict then says the change was not tested)",
+    )
     add_options(parser, "no_progress")
     parser.set_defaults(func=checked(run))
 
@@ -76,6 +82,9 @@ def build_request(args: argparse.Namespace) -> Any:
         read_inventory(args.inventory)  # refused here, before History is opened
     change = read_source(args)
     event, diff_text = change.event, change.diff_text
+    diff_source = change.diff_source if diff_text else ""
+    if event is not None and diff_text is None:
+        event, diff_text, diff_source = compare_diff(event)
     if event is None:  # a bare diff is run as a change that landed on the upstream branch
         event = TriggerEvent(
             kind="push",
@@ -101,6 +110,11 @@ def build_request(args: argparse.Namespace) -> Any:
         out_dir=str(args.out),
         inventory=str(inventory),
         diff_text=diff_text,
+        diff_source=diff_source,
+        # A diff the user gave must apply whole (exit 2 naming the hunk); an event's diff is
+        # upstream's, made against its base: what does not apply is named in the verdict.
+        change_strict=args.diff is not None,
+        apply_change=not args.no_apply,
         full=args.full,
         budget_count=args.budget,
         budget_time_s=args.budget_time,
@@ -108,7 +122,8 @@ def build_request(args: argparse.Namespace) -> Any:
         test_timeout_s=args.test_timeout,
         memory_mb=args.memory_mb,
         shards=max(1, args.jobs),
-        baseline=False if args.no_baseline else None,
+        # A tried patch never becomes upstream's baseline.
+        baseline=False if args.no_baseline or args.diff is not None else None,
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
         impact_map=None if args.no_trace else impact_map_path(args.impact_map),
         default_trace=not args.no_trace,
@@ -116,6 +131,44 @@ def build_request(args: argparse.Namespace) -> Any:
         trace_share=settings.trace_share,
         mass_failure_share=settings.mass_failure_share,
     )
+
+
+def check_change(request: Any) -> Any:
+    """The request's change prepared over the installed torch: a diff that does not apply
+    is refused here (exit 2, naming the file and hunk), before anything is recorded."""
+    from workflows.under_test import ChangeNotApplicable, applied_change
+
+    try:
+        return applied_change(request)
+    except ChangeNotApplicable as exc:
+        raise CommandError(f"the change cannot be applied: {exc}") from exc
+
+
+def compare_diff(event: Any) -> tuple[Any, str | None, str]:
+    """The event's diff from GitHub's compare (`base...head`, through the GitHub client the
+    Scout uses) when a GitHub is configured (`SPYRE_CI_GITHUB_URL`, `SPYRE_CI_GITHUB_TOKEN`);
+    an answer GitHub refuses (a 404) leaves the event without a diff, which the verdict then
+    names. (event, diff text or None, where it came from)"""
+    import os
+
+    if event.diff_text is not None:
+        return event, event.diff_text, "the event's diff"
+    if not (event.base_sha and event.head_sha and os.environ.get("SPYRE_CI_GITHUB_TOKEN")):
+        return event, None, ""
+    from relay.changes import complete_files
+    from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
+
+    adapter = GitHubAdapter(
+        base_url=os.environ.get("SPYRE_CI_GITHUB_URL") or None,
+        token=os.environ["SPYRE_CI_GITHUB_TOKEN"],
+    )
+    try:
+        completed = complete_files(event, adapter)
+    except (GitHubRefused, GitHubUnavailable) as exc:
+        print(f"spyre-ci: no diff for the event from GitHub: {exc}", file=sys.stderr)
+        return event, None, ""
+    source = f"GitHub compare {event.base_sha[:12]}...{event.head_sha[:12]}"
+    return completed, completed.diff_text, source if completed.diff_text else ""
 
 
 def impact_map_path(given: Path | None) -> str | None:
@@ -141,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from workflows.shard_runner import InfrastructureError
 
     request = build_request(args)
+    check_change(request)
     settings = Settings.from_env()
     try:
         history = open_history(settings.state_dir, settings.redis_url)

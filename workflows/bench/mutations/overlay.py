@@ -1,9 +1,9 @@
-"""Applies a mutation inside the current (test) process; `site/sitecustomize.py` calls
-`activate()` at interpreter start when `SPYRE_CI_MUTATION` names an activation file.
+"""Applies a mutation inside the current (test) process; the sitecustomize of
+`workflows/change_overlay/site/` calls `activate()` at interpreter start when
+`SPYRE_CI_MUTATION` names an activation file.
 
-Python mutations: a meta-path finder serves the named torch modules from the mutated
-source (the import system still finds the installed file; only the code object differs,
-compiled from the mutated text and never written to `__pycache__`). Kernel mutations: for
+Python mutations: the finder a run uses to apply a change (`workflows.change_overlay`)
+serves the named torch modules from the mutated source. Kernel mutations: for
 each overload of the named aten ops, a `torch.library` kernel on the CPU key calls the
 original CPU kernel (`torch.library.get_kernel`) and perturbs its floating result.
 
@@ -16,8 +16,6 @@ memory is the device's kernel at work and gets the original result.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
@@ -26,47 +24,10 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from workflows.change_overlay.finder import ChangeFinder
+
 ENV_VAR = "SPYRE_CI_MUTATION"
 _ACTIVE: dict[str, Any] = {}
-
-
-class _MutatedLoader(importlib.machinery.SourceFileLoader):
-    """Loads a module from the installed path, with the code compiled from mutated text."""
-
-    def __init__(self, fullname: str, path: str, mutated: str) -> None:
-        super().__init__(fullname, path)
-        self._mutated = mutated
-
-    def get_source(self, fullname: str) -> str:
-        return self._mutated
-
-    def get_code(self, fullname: str) -> Any:
-        # Compiled from the mutated text every time: the installed file's bytecode cache is
-        # neither read (it holds the original) nor written (the install stays untouched).
-        return compile(self._mutated, self.path, "exec", dont_inherit=True)
-
-
-class MutationFinder(importlib.abc.MetaPathFinder):
-    """Serves `module -> mutated source` for the modules of one python mutation."""
-
-    def __init__(self, modules: Sequence[dict[str, str]]) -> None:
-        self._modules = {m["module"]: m for m in modules}
-        self.loaded: list[str] = []
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        entry = self._modules.get(fullname)
-        if entry is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.origin is None:
-            return None
-        if os.path.realpath(spec.origin) != os.path.realpath(entry["origin"]):
-            return None  # another torch than the mutation was made for: leave it alone
-        with open(entry["source"], encoding="utf-8") as fh:
-            mutated = fh.read()
-        spec.loader = _MutatedLoader(fullname, spec.origin, mutated)
-        self.loaded.append(fullname)
-        return spec
 
 
 def activate(path: str | None = None) -> None:
@@ -78,7 +39,7 @@ def activate(path: str | None = None) -> None:
         activation = json.load(fh)
     _ACTIVE.update(activation)
     if activation["kind"] == "python":
-        finder = MutationFinder(activation["modules"])
+        finder = ChangeFinder(activation["modules"])
         _ACTIVE["finder"] = finder
         sys.meta_path.insert(0, finder)
     else:
