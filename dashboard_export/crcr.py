@@ -76,6 +76,8 @@ def failed_test(
         "classification": classification,
         "holdout": result.holdout,
     }
+    if result.base_status is not None:  # A/B: how it did without the change
+        entry["base_status"] = result.base_status
     if classification == "new":
         window = forensics or {}
         entry["last_good_sha"] = _sha(window.get("last_good_sha"))
@@ -106,11 +108,37 @@ def environment(record: RunRecord) -> dict[str, Any]:
         "sdk": f"{env.backend} {env.backend_version}",
         "device": env.device,
         **{k: v for k, v in env.extra.items()},
+        # What was tested (`Environment.tested`): HUD keeps the column whole, so a row says
+        # which torch ran, what of the change was applied and what was not.
+        **(
+            {
+                "torch_source": env.torch_source,
+                "tested": env.tested,
+                "tested_summary": env.headline[:_SUMMARY_MAX],
+                "change": _change_summary(env.change),
+            }
+            if env.tested
+            else {}
+        ),
         # HUD keeps this column whole: the one place its row can say the tests never ran.
         **(
             {"infrastructure_error": record.infrastructure_message} if record.infrastructure else {}
         ),
     }
+
+
+def _change_summary(change: Mapping[str, Any], limit: int = 50) -> dict[str, Any]:
+    """The applied change as the callback carries it: state and the files in each group
+    (paths and reasons, at most `limit` a group)."""
+    summary: dict[str, Any] = {"id": change.get("id", ""), "state": change.get("state", "")}
+    for group in ("applied", "not_applied"):
+        files = list(change.get(group) or ())
+        summary[group] = [
+            {"path": f.get("path", ""), "why": str(f.get("why", ""))[:200]} for f in files[:limit]
+        ]
+        if len(files) > limit:
+            summary[f"{group}_more"] = len(files) - limit
+    return summary
 
 
 def infra_verdict(record: RunRecord, analyzed_at: str | None = None) -> dict[str, Any]:

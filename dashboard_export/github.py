@@ -26,6 +26,9 @@ DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
 _STATUS_STATE = {
     "success": "success",
     "failure": "failure",
+    # A commit status has no neutral: "error" (the CI could not do its job) is what a change
+    # not tested, or tested in part, is; the description says which.
+    "neutral": "error",
     "cancelled": "error",
     "timed_out": "error",
 }
@@ -100,6 +103,11 @@ def description(record: RunRecord) -> str:
         f"{new} new failure{'s' if new != 1 else ''}, "
         f"{counts['failed'] - new} known, {counts['passed']} passed of {counts['total']}"
     )
+    tested = record.environment.tested
+    if tested in ("partial", "not_tested"):
+        # First, so that the 140 characters keep it: the numbers are not about the change.
+        lead = "change tested in part" if tested == "partial" else "change NOT tested"
+        text = f"{lead}; {text}"
     return text[:DESCRIPTION_LIMIT]
 
 

@@ -22,7 +22,10 @@ from suites.model import Outcome, Status, split_variant_id
 RECORD_FORMAT = 1
 EPOCH = "1970-01-01 00:00:00.000000000"  # what a non-nullable DateTime64 holds for "no time"
 LEVELS = ("L1", "L2", "L3", "L4")
-CONCLUSIONS = ("success", "failure", "cancelled", "timed_out")
+# `neutral` (GitHub's check-run conclusion for neither a pass nor a failure): no new failure,
+# but the change was tested only in part, or not at all (`Environment.tested`).
+CONCLUSIONS = ("success", "failure", "neutral", "cancelled", "timed_out")
+TESTED_STATES = ("tested", "partial", "not_tested")
 
 
 class Classification(StrEnum):
@@ -54,9 +57,34 @@ class Environment:
     backend_version: str
     device: str
     extra: Mapping[str, str] = field(default_factory=dict)
+    # The environment under test (`workflows.under_test`): where torch came from, the change
+    # applied on top of it, and whether that tested the change ("" when not resolved: an
+    # upgrade run, a record written before it was).
+    torch_source: str = ""
+    change: Mapping[str, Any] = field(default_factory=dict)
+    tested: str = ""
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.tested and self.tested not in TESTED_STATES:
+            raise ExportError(
+                f"environment: tested must be one of {TESTED_STATES} or empty, not {self.tested!r}"
+            )
+
+    @property
+    def headline(self) -> str:
+        """One line on what the run tested of the change (empty when not resolved)."""
+        if not self.tested:
+            return ""
+        what = {
+            "tested": "the change was tested",
+            "partial": "the change was tested in part",
+            "not_tested": "the change was NOT tested",
+        }[self.tested]
+        return f"{what}: {'; '.join(self.notes)}" if self.notes else what
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "torch_version": self.torch_version,
             "torch_git_version": self.torch_git_version,
             "backend": self.backend,
@@ -64,6 +92,14 @@ class Environment:
             "device": self.device,
             "extra": dict(self.extra),
         }
+        if self.tested:
+            data.update(
+                torch_source=self.torch_source,
+                change=dict(self.change),
+                tested=self.tested,
+                notes=list(self.notes),
+            )
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Environment:
@@ -75,6 +111,10 @@ class Environment:
             backend_version=_req(data, "backend_version", where),
             device=_req(data, "device", where),
             extra=dict(data.get("extra") or {}),
+            torch_source=str(data.get("torch_source") or ""),
+            change=dict(data.get("change") or {}),
+            tested=str(data.get("tested") or ""),
+            notes=tuple(str(n) for n in data.get("notes") or ()),
         )
 
 
@@ -88,6 +128,9 @@ class VariantResult:
     subject: str
     classification: Classification | None = None  # set for failures (and flaky passes)
     holdout: bool = False  # ran only as part of the seeded holdout sample
+    # A/B (a run that applied a change): the status of a failing variant on the base torch,
+    # without the change; None when it did not run there.
+    base_status: str | None = None
 
     @property
     def id(self) -> str:
@@ -103,6 +146,7 @@ class VariantResult:
         outcome: Outcome,
         classification: Classification | str | None = None,
         holdout: bool = False,
+        base_status: str | None = None,
     ) -> VariantResult:
         """Build from an Outcome, taking suite/template/subject from its variant id."""
         suite, template, subject, _dtype = split_variant_id(outcome.id)
@@ -113,10 +157,11 @@ class VariantResult:
             subject=subject,
             classification=Classification(classification) if classification else None,
             holdout=holdout,
+            base_status=base_status,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             **self.outcome.to_json(),
             "suite": self.suite,
             "template": self.template,
@@ -124,6 +169,9 @@ class VariantResult:
             "classification": str(self.classification) if self.classification else None,
             "holdout": self.holdout,
         }
+        if self.base_status is not None:
+            data["base_status"] = self.base_status
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VariantResult:
@@ -138,6 +186,7 @@ class VariantResult:
                 subject=_req(data, "subject", where),
                 classification=Classification(classification) if classification else None,
                 holdout=bool(data.get("holdout", False)),
+                base_status=data.get("base_status"),
             )
         except (KeyError, ValueError) as exc:
             raise ExportError(f"run record {where}: {exc}") from None
@@ -353,10 +402,13 @@ class RunRecord:
     @property
     def effective_conclusion(self) -> str:
         """`failure` when a failure is new (or unclassified), or when the tests could not run;
-        pre-existing and flaky failures stay green."""
+        pre-existing and flaky failures stay green; `neutral` instead of `success` when the
+        change was tested only in part or not at all (never a plain success about it)."""
         if self.conclusion:
             return self.conclusion
-        return "failure" if self.new_failures or self.infrastructure else "success"
+        if self.new_failures or self.infrastructure:
+            return "failure"
+        return "neutral" if self.environment.tested in ("partial", "not_tested") else "success"
 
     @property
     def infrastructure_message(self) -> str:

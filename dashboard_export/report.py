@@ -128,10 +128,39 @@ def _seconds(value: float | None) -> str:
 
 def _env_line(record: RunRecord) -> str:
     env = record.environment
+    source = f", {env.torch_source}" if env.torch_source else ""
     return (
-        f"torch {env.torch_version} ({env.torch_git_version[:12]}), "
+        f"torch {env.torch_version} ({env.torch_git_version[:12]}{source}), "
         f"{env.backend} {env.backend_version} on {env.device}"
     )
+
+
+def _tested_html(record: RunRecord) -> list[str]:
+    lines = tested_lines(record)
+    if not lines:
+        return []
+    kind = {"tested": "good", "partial": "warn", "not_tested": "bad"}[record.environment.tested]
+    items = "".join(f"<li>{escape(line[2:].replace('`', ''))}</li>" for line in lines[1:])
+    return [f'<div class="tested {kind}"><strong>{escape(lines[0])}</strong><ul>{items}</ul></div>']
+
+
+def tested_lines(record: RunRecord) -> list[str]:
+    """What the run tested of the change, for the top of every report: the verdict on it,
+    then the applied and the not-applied files (empty for a record without it)."""
+    env = record.environment
+    if not env.tested:
+        return []
+    lead = {
+        "tested": "Tested: the change ran on the torch under test.",
+        "partial": "Tested IN PART: not all of the change was in the torch under test.",
+        "not_tested": "NOT TESTED: the torch under test does not hold the change.",
+    }[env.tested]
+    lines = [lead]
+    lines += [f"- {note}" for note in env.notes]
+    for group, label in (("not_applied", "not applied"), ("applied", "applied")):
+        for entry in list(env.change.get(group) or ())[:20]:
+            lines.append(f"- {label}: `{entry.get('path', '')}` ({entry.get('why', '')})")
+    return lines
 
 
 def _diff_groups(record: RunRecord) -> list[tuple[DiffCategory, list[DiffRow]]]:
@@ -163,6 +192,9 @@ def render_markdown(
         + f". {_env_line(record)}."
     )
     out.append("")
+    tested = tested_lines(record)
+    if tested:
+        out += [_md(line) for line in tested] + [""]
     c = s.counts
     if record.infrastructure:
         out += [
@@ -238,7 +270,9 @@ def render_markdown(
         message = _short(result.outcome.message) or "(no message)"
         fence = _fence(message)
         out += [
-            f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)})",
+            f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)}"
+            + (f"; without the change: {result.base_status}" if result.base_status else "")
+            + ")",
             "",
             *_md_forensics((record.forensics if forensics is None else forensics).get(result.id)),
             fence,
@@ -368,6 +402,10 @@ h2{font-size:17px;margin:0 0 10px}
 .badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff;
   font-size:13px;vertical-align:middle}
 .success{background:#1a7f37}.failure{background:#cf222e}.cancelled,.timed_out{background:#6e7781}
+.neutral{background:#9a6700}
+.tested{margin-top:10px;padding:6px 10px;border-left:4px solid #d0d7de}
+.tested.good{border-color:#1a7f37}.tested.warn{border-color:#9a6700}.tested.bad{border-color:#cf222e}
+.tested ul{margin:4px 0 0;padding-left:18px}
 .muted{color:#57606a}
 .cards{display:flex;gap:12px;flex-wrap:wrap;margin-top:12px}
 .card{flex:1;min-width:110px;border:1px solid #d0d7de;border-radius:6px;padding:8px 12px}
@@ -415,6 +453,7 @@ def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | 
         f'<div class="muted">run {e(record.run_id)} attempt {record.attempt}'
         + (f' · <a href="{e(record.run_url)}">run log</a>' if record.run_url else "")
         + f" · {e(_env_line(record))}</div>",
+        *_tested_html(record),
         '<div class="cards">',
         _card("variants", c["total"], ""),
         _card("passed", c["passed"], "good"),
@@ -631,7 +670,9 @@ def _html_failures(s: Summary, forensics: Mapping[str, Mapping[str, Any]]) -> li
             '<div class="failure-item">',
             f"<h3><code>{escape(result.id)}</code> {tag} "
             f'<span class="muted">{escape(str(result.status))}, '
-            f"{_seconds(result.outcome.duration_s)}</span></h3>",
+            f"{_seconds(result.outcome.duration_s)}"
+            + (f"; without the change: {escape(result.base_status)}" if result.base_status else "")
+            + "</span></h3>",
             *_html_forensics(forensics.get(result.id)),
             f"<pre>{escape(_short(result.outcome.message) or '(no message)')}</pre>",
             "</div>",

@@ -25,6 +25,31 @@ from workflows.verification import VerifiedRun
 FORENSICS_FILE = layout.FORENSICS_FILE
 
 
+def environment_under_test(resolved: Mapping[str, Any]) -> Environment:
+    """The Environment of a run from what `workflows.under_test.resolve` recorded at plan
+    time (planned.json); a run planned before that was recorded gets `environment()`."""
+    if not resolved:
+        return environment()
+    torch = resolved.get("torch") or {}
+    backend = resolved.get("backend") or {}
+    package = str(backend.get("package") or "backend_under_test")
+    device = str(backend.get("device") or "spyre")
+    bundled = package == "backend_under_test" and device == "spyre"
+    return Environment(
+        torch_version=str(torch.get("version") or "unknown"),
+        torch_git_version=str(torch.get("git_sha") or "unknown"),
+        backend=f"{package} (emulated IBM Spyre)" if bundled else package,
+        backend_version=str(backend.get("version") or "unknown"),
+        device=(
+            "spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)" if bundled else device
+        ),
+        torch_source=str(torch.get("source") or ""),
+        change=dict(resolved.get("change") or {}),
+        tested=str(resolved.get("tested") or ""),
+        notes=tuple(str(n) for n in resolved.get("notes") or ()),
+    )
+
+
 def environment(
     torch_version: str | None = None,
     torch_git_version: str | None = None,
@@ -106,8 +131,14 @@ def run_record(
     request = finished.planned.request
     plan_json = finished.planned.plan
     holdout = set(finished.planned.holdout)
+    base = finished.base_outcomes
     results = tuple(
-        VariantResult.of(outcome, finished.classification.get(vid), vid in holdout)
+        VariantResult.of(
+            outcome,
+            finished.classification.get(vid),
+            vid in holdout,
+            str(base[vid].status) if vid in base else None,
+        )
         for vid, outcome in sorted(finished.outcomes.items())
     )
     metrics = verified.verdict.metrics if verified is not None else None
@@ -136,7 +167,7 @@ def run_record(
         workflow=request.workflow,
         job=request.job,
         event=request.trigger,
-        environment=environment(),
+        environment=environment_under_test(finished.planned.environment),
         results=results,
         started_at=finished.planned.started_at,
         completed_at=completed_at,

@@ -570,6 +570,25 @@ def summarize(
         "removed": len(removed),
         "removed_ids": list(removed[:REMOVED_SHOWN]),
         "new_variants": _new_variants(finished.planned.plan),
+        **_under_test_summary(finished.planned.environment),
+    }
+
+
+def _under_test_summary(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """What History's run summary keeps of the environment under test (`runs show`)."""
+    if not resolved:
+        return {}
+    change = resolved.get("change") or {}
+    return {
+        "tested": resolved.get("tested"),
+        "torch": f"{resolved.get('torch', {}).get('version')} "
+        f"({str(resolved.get('torch', {}).get('git_sha'))[:12]})",
+        "change": {
+            "state": change.get("state"),
+            "applied": [f.get("path") for f in change.get("applied") or ()][:20],
+            "not_applied": [f.get("path") for f in change.get("not_applied") or ()][:20],
+        },
+        "under_test_notes": list(resolved.get("notes") or ())[:10],
     }
 
 

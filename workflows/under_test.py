@@ -172,16 +172,14 @@ def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
                 f"{len(change.not_applied)} of {len(affects)} file(s) that change torch not "
                 f"applied: {_listed(change.not_applied)}"
             )
-        if change.applied:
-            notes.append(f"applied: {_listed(change.applied)}")
         if head and not base and not (sha and same_sha(sha, head)):
             tested = NOT_TESTED
             notes.append(
                 f"the tests ran on torch {sha[:12] or version}, not on {head[:12]}, the "
                 "commit this event names (no base to apply a change to)"
             )
-        elif base and not (sha and same_sha(sha, base)) and tested == TESTED:
-            tested = PARTIAL
+        elif base and not (sha and same_sha(sha, base)):
+            tested = PARTIAL if tested == TESTED else tested
             notes.append(
                 f"the tests ran on torch {sha[:12] or version} ({version}), not on the "
                 f"change's base {base[:12]}"

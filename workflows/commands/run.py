@@ -216,9 +216,34 @@ def run(args: argparse.Namespace) -> int:
     return int(finished.exit_code)
 
 
+def under_test_lines(resolved: Any) -> list[str]:
+    """The terminal's first lines of a run: which torch and backend it ran on, what of the
+    change was applied, and whether that tested the change."""
+    if not resolved:
+        return []
+    torch, backend, change = resolved["torch"], resolved["backend"], resolved["change"]
+    lines = [
+        f"torch {torch['version']} ({torch['git_sha'][:12]}, {torch['source']}); backend "
+        f"{backend['package']} {backend['version']} on device {backend['device']!r}"
+    ]
+    for group, label in (("applied", "applied"), ("not_applied", "NOT applied")):
+        files = change.get(group) or []
+        for entry in files[:10]:
+            lines.append(f"  {label}: {entry['path']} ({entry['why']})")
+        if len(files) > 10:
+            lines.append(f"  {label}: ... and {len(files) - 10} more (see run.json)")
+    verdict = resolved["tested"]
+    head = {"tested": "TESTED", "partial": "TESTED IN PART", "not_tested": "NOT TESTED"}[verdict]
+    lines.append(f"change {head}" + (":" if resolved["notes"] else ""))
+    lines += [f"  {note}" for note in resolved["notes"]]
+    return lines
+
+
 def print_summary(finished: Any) -> None:
     s = finished.summary
     print(f"\nrun {finished.planned.request.run_id}  ({s['event']})")
+    for line in under_test_lines(finished.planned.environment):
+        print(f"  {line}")
     if s.get("fallback"):
         print(f"  full run: {s['fallback']}")
     elif s.get("decision") == "none":
@@ -236,8 +261,10 @@ def print_summary(finished: Any) -> None:
     new = finished.new_failures
     if new:
         print(f"  NEW FAILURES ({len(new)}):")
+        base = finished.base_outcomes
         for vid in new[:20]:
-            print(f"    {vid}: {finished.outcomes[vid].message[:120]}")
+            without = f" [without the change: {base[vid].status}]" if vid in base else ""
+            print(f"    {vid}{without}: {finished.outcomes[vid].message[:120]}")
         if len(new) > 20:
             print(f"    ... and {len(new) - 20} more (see the report)")
     for fault in finished.faults:
