@@ -57,9 +57,13 @@ def verify(
     on_baseline = (
         request.trigger.kind in BASELINE_KINDS if request.baseline is None else request.baseline
     )
-    # Only a torch that is the change's own is upstream's baseline: a tried patch, a change
-    # applied in part or on another torch never teaches History what upstream does.
-    if planned.environment and planned.environment.get("tested") != "tested":
+    # Outcomes on a torch with a change applied are the change's: a tried patch (a diff the
+    # user gave), or a change applied in part or on another torch, never teaches History
+    # what upstream does. Without anything applied they are the installed torch's own.
+    environment = planned.environment or {}
+    if (environment.get("change") or {}).get("applied") and (
+        request.change_strict or environment.get("tested") != "tested"
+    ):
         on_baseline = False
     outcomes = dict(first)
     reruns: list[Outcome] = []

@@ -56,8 +56,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--no-baseline",
         action="store_true",
-        help="do not record the results as the upstream baseline (trying a "
-        "patch); by default pushes and nightlies set it, pull requests do not",
+        help="do not record the results as the upstream baseline; by default pushes and "
+        "nightlies set it, pull requests do not, and a run that applied a diff given with "
+        "--diff never does (a tried patch is not upstream)",
     )
     parser.add_argument(
         "--no-apply",
@@ -122,8 +123,7 @@ def build_request(args: argparse.Namespace) -> Any:
         test_timeout_s=args.test_timeout,
         memory_mb=args.memory_mb,
         shards=max(1, args.jobs),
-        # A tried patch never becomes upstream's baseline.
-        baseline=False if args.no_baseline or args.diff is not None else None,
+        baseline=False if args.no_baseline else None,
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
         impact_map=None if args.no_trace else impact_map_path(args.impact_map),
         default_trace=not args.no_trace,

@@ -1,0 +1,163 @@
+"""A run tests the change itself: the shipped upstream-style Python edit, applied to the real
+installed torch in every test process (the warm runner on, as by default), through the CLI
+as a user types it. Its failures are new on the changed torch with their base outcome beside
+them; a no-op edit stays green; a C++-only change is never reported as tested; a diff that
+does not apply is refused before anything is recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+
+GLU_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "glu.yaml"
+GLU_PATCH = REPO_ROOT / "examples" / "changes" / "glu_batch_check.patch"
+GLU = "glu::compare_cpu::nn.functional.glu::float32"
+
+
+@pytest.fixture(scope="module")
+def glu_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("inventory") / "glu.json.gz"
+    done = subprocess.run(
+        [sys.executable, "-m", "workflows", "inventory", "--specs", str(GLU_SPEC)]
+        + ["--out", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def run(
+    patch: Path, inventory: Path, out: Path, state: Path
+) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
+    env.pop("SPYRE_CI_ZYGOTE", None)  # the default path: the warm runner on
+    done = spyre_ci(
+        "run", "--diff", str(patch), "--inventory", str(inventory), "--specs", str(GLU_SPEC),
+        "--holdout", "0", "--jobs", "1", "--no-progress", "--out", str(out), env=env,
+    )  # fmt: skip
+    record = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    return done, record
+
+
+def test_a_breaking_python_edit_fails_on_the_changed_torch_and_never_becomes_baseline(
+    glu_inventory: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    first, record = run(GLU_PATCH, glu_inventory, tmp_path / "out1", state)
+    assert first.returncode == 1, first.stdout + first.stderr
+    results = {r["id"]: r for r in record["results"]}
+    assert results[GLU]["classification"] == "new"
+    assert results[GLU]["base_status"] == "passed"  # A/B: it passes without the change
+    assert "batch dimension" in results[GLU]["message"]
+    env = record["environment"]
+    assert env["tested"] == "tested"
+    assert env["torch_git_version"] != "unknown"
+    assert [f["path"] for f in env["change"]["applied"]] == ["torch/nn/functional.py"]
+    callback = json.loads((tmp_path / "out1" / "callback.json").read_text())
+    assert callback["workflow"]["conclusion"] == "failure"
+    assert callback["workflow"]["environment"]["tested"] == "tested"
+    failed = callback["workflow"]["failed_tests"]
+    assert [(f["id"], f["base_status"]) for f in failed] == [(GLU, "passed")]
+    row = json.loads((tmp_path / "out1" / "hud" / "crcr_workflow_job.json").read_text())
+    assert json.loads(row["environment"])["change"]["applied"][0]["path"] == (
+        "torch/nn/functional.py"
+    )
+    assert "change TESTED" in first.stdout
+    assert "applied: torch/nn/functional.py" in first.stdout
+    assert f"{GLU} [without the change: passed]" in first.stdout
+    report = (tmp_path / "out1" / "report.md").read_text()
+    assert "Tested: the change ran on the torch under test." in report.splitlines()[4]
+    assert list((state / "base-outcomes").glob("*.json"))
+
+    # A tried patch is not upstream: the second run of it still finds the failure new.
+    second, record = run(GLU_PATCH, glu_inventory, tmp_path / "out2", state)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert {r["id"]: r["classification"] for r in record["results"]}[GLU] == "new"
+
+
+def test_a_no_op_python_edit_stays_green(glu_inventory: Path, tmp_path: Path) -> None:
+    text = GLU_PATCH.read_text()
+    # The same place, the same behaviour: applied, selected, and nothing breaks.
+    no_op = (
+        text.split("@@ -1802")[0]
+        + "@@ -1802,7 +1802,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:\n"
+        + '     """\n'
+        + "     if has_torch_function_unary(input):\n"
+        + "         return handle_torch_function(glu, (input,), input, dim=dim)\n"
+        + "-    if input.dim() == 0:\n"
+        + "+    if not input.dim():\n"
+        + "         raise RuntimeError(\n"
+        + '             "glu does not support scalars because halving size must be even"\n'
+        + "         )\n"
+    )
+    patch = tmp_path / "no_op.patch"
+    patch.write_text(no_op)
+    done, record = run(patch, glu_inventory, tmp_path / "out", tmp_path / "state")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert record["environment"]["tested"] == "tested"
+    assert record["environment"]["change"]["state"] == "applied"
+    assert {r["id"]: r["status"] for r in record["results"]}[GLU] == "passed"
+    assert all(r["status"] == "passed" for r in record["results"])
+    callback = json.loads((tmp_path / "out" / "callback.json").read_text())
+    assert callback["workflow"]["conclusion"] == "success"
+
+
+def test_a_cpp_only_change_is_never_reported_as_tested(glu_inventory: Path, tmp_path: Path) -> None:
+    done, record = run(SOFTMAX_PATCH, glu_inventory, tmp_path / "out", tmp_path / "state")
+    assert done.returncode == 0, done.stdout + done.stderr
+    env = record["environment"]
+    assert env["tested"] == "not_tested"
+    assert {f["path"] for f in env["change"]["not_applied"]} == {
+        "aten/src/ATen/native/SoftMax.cpp",
+        "aten/src/ATen/native/cpu/SoftMaxKernel.cpp",
+    }
+    callback = json.loads((tmp_path / "out" / "callback.json").read_text())
+    assert callback["workflow"]["conclusion"] == "neutral"
+    assert "change NOT TESTED" in done.stdout
+    assert "NOT applied: aten/src/ATen/native/SoftMax.cpp" in done.stdout
+    assert "NOT TESTED" in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # Another torch version's text: the hunk's lines are not in the installed file.
+        (
+            lambda t: t.replace("-    if input.dim() == 0:", "-    if input.ndim == 0:"),
+            r"torch/nn/functional.py: hunk 1 \(@@ -1802,9 @@\) does not apply",
+        ),
+        # A header that counts more lines than the hunk holds.
+        (
+            lambda t: t.replace("@@ -1802,9 +1802,10 @@", "@@ -1802,12 +1802,13 @@"),
+            r"torch/nn/functional.py: hunk 1 .* the diff is cut",
+        ),
+        # A module the installed torch does not have.
+        (
+            lambda t: t.replace("torch/nn/functional.py", "torch/nn/functional_v2.py"),
+            r"torch/nn/functional_v2.py: not in the installed torch",
+        ),
+    ],
+)
+def test_a_diff_that_does_not_apply_is_bad_input(
+    edit: object, expected: str, glu_inventory: Path, tmp_path: Path
+) -> None:
+    import re
+
+    patch = tmp_path / "bad.patch"
+    patch.write_text(edit(GLU_PATCH.read_text()))  # type: ignore[operator]
+    done, _record = run(patch, glu_inventory, tmp_path / "out", tmp_path / "state")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(expected, done.stderr), done.stderr
+    assert "the change cannot be applied" in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was recorded
