@@ -281,7 +281,11 @@ def _detail(test: Mapping[str, Any]) -> dict[str, Any]:
     if test.get("message"):
         entry["message"] = str(test["message"])[:500]
     if test.get("duration") is not None:
-        entry["duration"] = float(test["duration"])
+        try:
+            duration: float | None = float(test["duration"])
+        except (TypeError, ValueError):
+            duration = None  # Number("junk") is NaN, which JSON writes as null
+        entry["duration"] = duration
     return entry
 
 
