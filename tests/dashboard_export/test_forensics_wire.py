@@ -179,6 +179,18 @@ def test_the_relays_incoming_validation_accepts_what_we_send(junit_dir: Path) ->
     assert 1 <= len(verdict["evidence"]) <= triage.EVIDENCE_MAX
     assert all(len(e["excerpt"]) <= triage.EXCERPT_MAX for e in verdict["evidence"])
     assert len(json.dumps(verdict).encode("utf-8")) <= triage.RAW_MAX
+    # Checked as the reference checks it (relay/triage.py), it comes through whole.
+    from relay.triage import normalized
+
+    assert normalized(verdict) == verdict
+    infra = dataclasses.replace(
+        _with_forensics(junit_dir), infrastructure=("shard 1: worker died",), results=()
+    )
+    infra_verdict = json.loads(json.dumps(callback_body(infra)["workflow"]["triage_verdict"]))
+    assert normalized(infra_verdict) == infra_verdict
+    # And the per-test detail goes as the callback action sends it.
+    detail = body["workflow"]["failed_tests_detail"]
+    assert detail and all(set(d) == {"name", "classname", "message", "duration"} for d in detail)
 
 
 def test_run_json_keeps_the_forensics_and_export_re_renders_them(
