@@ -1,12 +1,13 @@
 """The CRCR callback body (schema_version "1") and the relay-to-HUD envelope: pure builders.
 
-Beyond the fields the relay and HUD read, the completed callback carries two optional
-fields inside `workflow`, passed verbatim by the relay: `failed_tests` (each failed or
-errored variant with id, message, duration and classification) and `environment`. They
-fill HUD's `failed_tests_json` and `environment` columns (see hud_row.py). A new failure's
-entry also carries its regression window (`last_good_sha`, `first_bad_sha`: null when
-unknown), and a completed failed run carries a `triage_verdict` (`triage.run_verdict`; for an
-infrastructure error `infra_verdict`).
+A completed callback carries, as the reference callback action sends them,
+`failed_tests_detail` (`[{name, classname, message, duration}]`, what HUD keeps in
+`failed_tests_json`) and, for a failed run, `triage_verdict` (`triage.run_verdict`; for an
+infrastructure error `infra_verdict`; HUD's `triage_verdict_json`). Two more fields inside
+`workflow` are spyre-ci's, passed verbatim by the relay and read by nothing upstream:
+`failed_tests` (each failed or errored variant with id, message, duration, classification
+and, for a new failure, its regression window `last_good_sha`/`first_bad_sha`, null when
+unknown) and `environment` (HUD's `environment` column, which HUD leaves empty).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from suites.model import Status
 SCHEMA_VERSION = "1"
 HUD_BODY_LIMIT = 2 * 1024 * 1024  # HUD answers 413 above this many bytes
 MESSAGE_LIMIT = 4000  # characters of one failure message kept in failed_tests
+# HUD keeps the first 50 entries of failed_tests_detail, each message cut at 500 characters:
+# sending more would only cost bytes.
+DETAIL_ENTRIES = 50
+DETAIL_MESSAGE_LIMIT = 500
 EVENT_TYPES = ("pull_request", "push", "nightly", "periodic")
 _SHA = re.compile(r"[0-9a-fA-F]{7,64}")
 
@@ -95,6 +100,22 @@ def failed_tests(record: RunRecord) -> list[dict[str, Any]]:
     rank = {"new": 0, "pre-existing": 1, "flaky": 2}
     entries = [failed_test(r, record.forensics.get(r.id)) for r in record.failures]
     return sorted(entries, key=lambda e: (rank[e["classification"]], e["id"]))
+
+
+def failed_tests_detail(record: RunRecord) -> list[dict[str, Any]]:
+    """`workflow.failed_tests_detail` as the callback action sends it (JUnit's testcase name
+    and classname: our variant id and its suite), new failures first, within HUD's caps."""
+    order = {entry["id"]: i for i, entry in enumerate(failed_tests(record))}
+    failures = sorted(record.failures, key=lambda r: order.get(r.id, len(order)))
+    return [
+        {
+            "name": result.id,
+            "classname": result.suite,
+            "message": result.outcome.message[:DETAIL_MESSAGE_LIMIT],
+            "duration": round(result.outcome.duration_s, 6),
+        }
+        for result in failures[:DETAIL_ENTRIES]
+    ]
 
 
 def environment(record: RunRecord) -> dict[str, Any]:
@@ -243,6 +264,7 @@ def callback_body(record: RunRecord, status: str = "completed") -> dict[str, Any
     }
     if done:
         workflow["test_results"] = result_counts(record)
+        workflow["failed_tests_detail"] = failed_tests_detail(record)
         workflow["failed_tests"] = failed_tests(record)
     if record.artifact_url:
         workflow["artifact_url"] = record.artifact_url

@@ -6,16 +6,21 @@ only on `completed`, `total` summed when absent, `run_attempt` falling back to 1
 it with an UpdateItem that sets only the fields the record has: a `completed` callback never
 clears what the `in_progress` one set (`started_at`, `queue_time`). The table's columns then
 hold those values, or the column DEFAULT where the record has none. `hud_record` is that
-extraction, `merge` the UpdateItem, `columns` the table.
+extraction, `merge` the UpdateItem, `columns` the table. As the newest HUD does, a push's
+`pr_number` comes from its `refs/tags/ciflow/trunk/<pr>` tag and its head from `after`;
+`failed_tests_json` holds the first 50 entries of `workflow.failed_tests_detail` and
+`triage_verdict_json` the relay-validated `workflow.triage_verdict`.
 
-Two columns HUD leaves empty (its extraction reads neither) are filled here from the
-callback's own `workflow.failed_tests` and `workflow.environment`: spyre-ci's additions.
+Where HUD has nothing, spyre-ci's additions fill a column: `environment` from
+`workflow.environment`, and `failed_tests_json` from `workflow.failed_tests` for a callback
+without `failed_tests_detail`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -51,9 +56,13 @@ COLUMNS = (
     "environment",
     "downstream_repo_level",
     "event_type",
+    "triage_verdict_json",
 )
-# Our columns, not HUD's: derived from fields HUD does not read.
-EXTRA_COLUMNS = ("failed_tests_json", "environment")
+# Our column, not HUD's: derived from a field HUD does not read.
+EXTRA_COLUMNS = ("environment",)
+DETAIL_ENTRIES = 50  # HUD's caps on failed_tests_detail
+DETAIL_MESSAGE_LIMIT = 500
+_CIFLOW_TRUNK_REF = re.compile(r"/ciflow/trunk/(\d+)$")
 # The table's DEFAULTs (clickhouse_db_schema/default.crcr_workflow_job/schema.sql); a String
 # without one holds '', a DateTime64 the epoch, a Nullable NULL.
 _DEFAULTS: dict[str, Any] = {
@@ -71,6 +80,7 @@ _DEFAULTS: dict[str, Any] = {
     "environment": "",
     "downstream_repo_level": "",
     "event_type": "pull_request",
+    "triage_verdict_json": "",
 }
 
 
@@ -93,7 +103,7 @@ def hud_record(envelope: Mapping[str, Any]) -> dict[str, Any]:
     except (KeyError, TypeError) as exc:
         raise ExportError(f"HUD envelope lacks {exc}; build it with crcr.hud_envelope") from None
     payload = _get(callback, "payload")
-    pr = _get(payload, "pull_request")
+    pr_number, head_sha = pr_context(payload)
     if not workflow.get("job_name"):
         raise ExportError("HUD refuses the envelope: missing required field workflow.job_name")
     if workflow.get("check_run_id") is None:
@@ -113,13 +123,11 @@ def hud_record(envelope: Mapping[str, Any]) -> dict[str, Any]:
         "upstream_repo": _coalesce(
             _get(_get(payload, "repository"), "full_name"), "pytorch/pytorch"
         ),
-        "pr_number": _coalesce(_get(pr, "number"), 0),
-        "pytorch_head_sha": _coalesce(
-            _get(_get(pr, "head"), "sha"),
-            _get(payload, "head_sha"),
-            callback.get("delivery_id"),
-            "",
-        ),
+        "pr_number": pr_number,
+        "pytorch_head_sha": head_sha
+        or _get(payload, "head_sha")
+        or callback.get("delivery_id")
+        or "",
         "delivery_id": callback.get("delivery_id"),
         "workflow_run_url": _coalesce(workflow.get("url"), ""),
         "workflow_name": workflow.get("name"),
@@ -155,8 +163,13 @@ def hud_record(envelope: Mapping[str, Any]) -> dict[str, Any]:
             record["total_tests"] = (
                 total if _is_number(total) else sum(v for v in counts.values() if _is_number(v))
             )
-    # spyre-ci's two columns: HUD's extraction never reads these fields.
-    if workflow.get("failed_tests") is not None:
+        detail = workflow.get("failed_tests_detail")
+        if isinstance(detail, list):
+            record["failed_tests_json"] = _json([_detail(t) for t in detail[:DETAIL_ENTRIES]])
+        if workflow.get("triage_verdict") is not None:
+            record["triage_verdict_json"] = _json(workflow["triage_verdict"])
+    # spyre-ci's additions, where HUD's extraction has nothing.
+    if "failed_tests_json" not in record and workflow.get("failed_tests") is not None:
         record["failed_tests_json"] = _json(workflow["failed_tests"])
     if workflow.get("environment") is not None:
         record["environment"] = _json(workflow["environment"])
@@ -192,6 +205,7 @@ def columns(item: Mapping[str, Any]) -> dict[str, Any]:
         "event_type",
         "failed_tests_json",
         "environment",
+        "triage_verdict_json",
     ):
         row[name] = _js_string(row[name])
     for name in (
@@ -222,6 +236,42 @@ def row_for(record: RunRecord, status: str = "completed") -> dict[str, Any]:
     size-capped envelopes the HUD publisher sends."""
     statuses = ("in_progress",) if status == "in_progress" else ("in_progress", "completed")
     return workflow_job_row(*(fit_body(envelope_for(record, s))[0] for s in statuses))
+
+
+def pr_context(payload: Any) -> tuple[int, str]:
+    """HUD's `extractPrContext`: (pr number, head sha) of a pull request; of a push, its
+    `after` and the PR of a `ciflow/trunk/<pr>` ref (0 otherwise); else (0, "")."""
+    pr = _get(payload, "pull_request")
+    number, head = _get(pr, "number"), _get(_get(pr, "head"), "sha")
+    if number and head:
+        return int(_js_number(number)), str(head)
+    after = _get(payload, "after")
+    if after:
+        found = _CIFLOW_TRUNK_REF.search(str(_get(payload, "ref") or ""))
+        return (int(found.group(1)) if found else 0), str(after)
+    return 0, ""
+
+
+def _detail(test: Any) -> dict[str, Any]:
+    """One `failed_tests_detail` entry as HUD stores it."""
+    entry: dict[str, Any] = {"name": _js_string(_get(test, "name"))}
+    if _get(test, "classname"):
+        entry["classname"] = _js_string(test["classname"])
+    if _get(test, "message"):
+        entry["message"] = _js_string(test["message"])[:DETAIL_MESSAGE_LIMIT]
+    if _get(test, "duration") is not None:
+        duration = _js_float(test["duration"])
+        entry["duration"] = duration
+    return entry
+
+
+def _js_float(value: Any) -> float | None:
+    """`Number(value)` where JSON keeps it: NaN becomes null."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _get(value: Any, key: str) -> Any:

@@ -23,6 +23,7 @@ HUD_PATH = "/crcr/results"
 HUD_AUTH_HEADER = "x-hud-internal-bot"
 TIMEOUT_S = 10.0
 RETRY_DELAYS_S = (1.0, 2.0, 4.0)
+HUD_DUPLICATE = 409  # HUD's answer to a write on a record that is final already
 _BODY_SHOWN = 500  # characters of an error response quoted in an ExportError
 
 
@@ -121,15 +122,27 @@ def publish_run_to_hud(
     sleep: Callable[[float], None] = time.sleep,
     require_https: bool = True,
 ) -> Delivery:
-    """Build the run's envelope and publish it (HUD keeps one row per dynamoKey)."""
-    return publish_hud(
-        envelope_for(record, status),
-        hud_url,
-        bot_key,
-        session=session,
-        sleep=sleep,
-        require_https=require_https,
-    )
+    """Build the run's envelope and publish it (HUD keeps one row per dynamoKey).
+
+    HUD writes a record once it is final: re-publishing a completed run is answered 409,
+    which here is a success that changed nothing (`Delivery.status` 409), as it is for the
+    reference relay."""
+    envelope = envelope_for(record, status)
+    try:
+        return publish_hud(
+            envelope,
+            hud_url,
+            bot_key,
+            session=session,
+            sleep=sleep,
+            require_https=require_https,
+        )
+    except PublishRefused as exc:
+        if exc.status != HUD_DUPLICATE:
+            raise
+        fitted, omitted = fit_body(envelope, HUD_BODY_LIMIT)
+        url = hud_url.rstrip("/") + HUD_PATH
+        return Delivery(url, exc.status, str(exc), 1, len(encode(fitted)), omitted)
 
 
 def publish_callback(

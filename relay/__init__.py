@@ -8,7 +8,7 @@
 - `front`, `http1` the gunicorn worker that reads requests under deadlines and limits
 - `metrics`       Prometheus counters kept in Redis
 - `github`        GitHubAdapter over github3.py; `changes` fills changed files via compare
-- `allowlist`, `fanout`, `callback`, `callback_auth`, `crcr_state`   CRCR relay mode
+- `allowlist`, `fanout`, `callback`, `callback_auth`, `crcr_state`, `demotion`   CRCR relay mode
 
 Never imports torch.
 """

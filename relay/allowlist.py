@@ -1,7 +1,10 @@
 """The CRCR allowlist in the upstream format (`.github/allowlist.yml` of pytorch/pytorch).
 
-L1, L2 and L4 are lists of `owner/repo` or `owner/repo: oncall1, oncall2`; L3 maps a device
-to `{owner/repo: [oncalls]}`. A repository appears once across all levels.
+L1, L2 and L4 are lists of `owner/repo` or `owner/repo: <metadata>`; L3 maps a device to
+`{owner/repo: <metadata>}`. Metadata is the oncalls (`oncall1, oncall2` or a list) or a mapping
+`{events: [...], oncalls: ...}`: `events` names what the repository takes part in
+(`pull_request`: dispatched upstream pushes and pull requests and their callbacks; `nightly`:
+nightly and periodic callbacks), both when absent. A repository appears once across all levels.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ from relay.events import RelayError
 log = logging.getLogger("relay.allowlist")
 
 LEVELS = ("L1", "L2", "L3", "L4")
+PULL_REQUEST, NIGHTLY = "pull_request", "nightly"
+EVENTS = frozenset({PULL_REQUEST, NIGHTLY})
+METADATA_FIELDS = ("events", "oncalls")
+
+
+def logical_event(event_type: str) -> str:
+    """The allowlist event a dispatch or callback `event_type` belongs to: nightly and
+    periodic runs are `nightly`; everything the webhook dispatches is `pull_request`."""
+    return NIGHTLY if event_type in ("nightly", "periodic") else PULL_REQUEST
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,11 @@ class AllowlistEntry:
     level: str  # L1 | L2 | L3 | L4
     oncalls: tuple[str, ...] = ()
     device: str | None = None  # L3 only: the `ciflow/crcr/<device>` label that asks for checks
+    events: frozenset[str] = EVENTS
+
+    def takes_part(self, event_type: str) -> bool:
+        """Whether the repository takes part in events of this `event_type`."""
+        return logical_event(event_type) in self.events
 
     @property
     def hud(self) -> bool:
@@ -142,8 +159,10 @@ def parse_allowlist(data: Any, where: str = "allowlist") -> Allowlist:
             if isinstance(item, str):
                 add(AllowlistEntry(item.strip(), level))
             elif isinstance(item, Mapping) and len(item) == 1:
-                ((repo, oncalls),) = item.items()
-                add(AllowlistEntry(str(repo).strip(), level, _oncalls(oncalls, where, level)))
+                ((repo, metadata),) = item.items()
+                name = str(repo).strip()
+                oncalls, events = _metadata(metadata, f"{where}: {level}: {name}")
+                add(AllowlistEntry(name, level, oncalls, events=events))
             else:
                 raise RelayError(f"{where}: {level}: entry {item!r} is not owner/repo[: oncalls]")
     devices = data.get("L3") or {}
@@ -152,18 +171,50 @@ def parse_allowlist(data: Any, where: str = "allowlist") -> Allowlist:
     for device, repos in devices.items():
         if not isinstance(repos, Mapping):
             raise RelayError(f"{where}: L3: device {device!r} must map owner/repo to oncalls")
-        for repo, oncalls in repos.items():
-            add(
-                AllowlistEntry(str(repo).strip(), "L3", _oncalls(oncalls, where, "L3"), str(device))
-            )
+        for repo, metadata in repos.items():
+            name = str(repo).strip()
+            oncalls, events = _metadata(metadata, f"{where}: L3: {device}: {name}")
+            add(AllowlistEntry(name, "L3", oncalls, str(device), events))
     return Allowlist(entries)
 
 
-def _oncalls(value: Any, where: str, level: str) -> tuple[str, ...]:
+def _metadata(value: Any, where: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """(oncalls, events) of one entry: its oncalls alone, or `{events, oncalls}`."""
+    if not isinstance(value, Mapping):
+        return _oncalls(value, where), EVENTS
+    unknown = sorted(str(k) for k in value if k not in METADATA_FIELDS)
+    if unknown:
+        raise RelayError(
+            f"{where}: unknown metadata field(s) {', '.join(unknown)}; use "
+            f"{' and '.join(METADATA_FIELDS)}"
+        )
+    return _oncalls(value.get("oncalls"), where), _events(value.get("events"), where)
+
+
+def _oncalls(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise RelayError(f"{where}: {level}: oncalls must be a string or a list of names")
+        return tuple(v.strip() for v in value if v.strip())
+    raise RelayError(f"{where}: oncalls must be a string or a list of names")
+
+
+def _events(value: Any, where: str) -> frozenset[str]:
+    if value is None:
+        return EVENTS
+    if not isinstance(value, list) or not value:
+        raise RelayError(f"{where}: events must be a non-empty list of {', '.join(sorted(EVENTS))}")
+    seen: set[str] = set()
+    for item in value:
+        name = item.strip() if isinstance(item, str) else item
+        if name not in EVENTS:
+            raise RelayError(
+                f"{where}: events: {item!r} is not an event the relay knows; use "
+                f"{' or '.join(sorted(EVENTS))}"
+            )
+        if name in seen:
+            raise RelayError(f"{where}: events: {name!r} is listed twice")
+        seen.add(name)
+    return frozenset(seen)

@@ -1,28 +1,32 @@
 """`POST /github/callback`: downstream CI reports a job's progress (CRCR schema_version "1").
 
 Steps, each with its own answer: bearer auth (401) -> JSON (400) -> allowlist (a repo not on
-it, or at L1, is ignored: 200 and nothing written, as the reference relay does) -> per-repo
+it, at L1, or not taking part in the callback's event, is ignored: 200 and nothing written, as
+the reference relay does) -> per-repo
 rate limit (429; 503 when Redis is down: fail closed) -> fields (400) -> state transition (400
 for no dispatch, duplicate or skipped state) -> HUD forward (502 if HUD stays down, HUD's own
 4xx if it refuses the body; either way the state is left unchanged so a fixed or later retry
-is taken) -> commit -> check run for L3/L4 (best effort: GitHub trouble never fails a
-callback). Nightly and periodic results come as one `completed` callback, without a
-dispatch and without the state machine.
+is taken; HUD's 409, its write-once rule, is a duplicate: 200, and the job moves on as if HUD
+had taken it) -> commit -> check run for L3/L4 on a pull request's head (best effort: GitHub
+trouble never fails a callback). Nightly and periodic results come as one `completed`
+callback, without a dispatch and without the state machine.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import redis
 from jsonschema import Draft202012Validator
 
 from contracts.errors import Unavailable
-from relay.allowlist import Allowlist, AllowlistEntry, AllowlistFile
+from relay.allowlist import Allowlist, AllowlistEntry, AllowlistFile, logical_event
 from relay.callback_auth import BearerAuth, Unauthorized
 from relay.config import RelayConfig
 from relay.crcr_state import (
@@ -36,6 +40,7 @@ from relay.crcr_state import (
     callback_of,
     plan,
 )
+from relay.demotion import Demotions
 from relay.events import RelayError, RelayUnavailable
 from relay.github import GitHubAdapter, GitHubUnavailable
 from relay.triage import checked_verdict
@@ -76,6 +81,19 @@ CALLBACK_SCHEMA: dict[str, Any] = {
                 "completed_at": {"type": ["string", "null"]},
                 "test_results": {"type": ["object", "null"]},
                 "artifact_url": {"type": ["string", "null"]},
+                # The callback action's per-test detail; HUD keeps the first 50 entries.
+                "failed_tests_detail": {
+                    "type": ["array", "null"],
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": ["string", "null"]},
+                            "classname": {"type": ["string", "null"]},
+                            "message": {"type": ["string", "null"]},
+                            "duration": {"type": ["number", "string", "null"]},
+                        },
+                    },
+                },
             },
         },
     },
@@ -85,6 +103,9 @@ _VALIDATOR = Draft202012Validator(CALLBACK_SCHEMA)
 # contracts.errors.Unavailable when HUD stays down; anything else it raises is a refusal of
 # the body (dashboard_export.PublishRefused carries HUD's own 4xx).
 HudPublisher = Callable[[Mapping[str, Any]], Any]
+HUD_DUPLICATE = 409  # HUD's answer to a write on a record that is already final
+CIFLOW_TRUNK_REF = re.compile(r"/ciflow/trunk/(\d+)$")
+NULL_SHA = "0" * 40
 
 
 class CallbackService:
@@ -107,6 +128,9 @@ class CallbackService:
         self.adapter = adapter
         self.hud = hud if hud is not None else default_hud_publisher(config)
         self.clock = clock
+        self.demotions = (
+            Demotions(adapter, self.state, config.upstream_repo) if adapter is not None else None
+        )
 
     def handle(self, authorization: str | None, body: bytes) -> tuple[int, str, dict[str, Any]]:
         try:
@@ -136,7 +160,12 @@ class CallbackService:
         if entry is None or not entry.hud:
             why = "not on the CRCR allowlist" if entry is None else "at L1 (no HUD results)"
             log.info("callback from %s ignored: %s", repo, why)
-            return 200, "ignored", {"reason": f"{repo} is {why}"}
+            return 200, "ignored", {"ok": True, "reason": f"{repo} is {why}"}
+        event_type = str(data.get("event_type") or "") if isinstance(data, Mapping) else ""
+        if not entry.takes_part(event_type):
+            why = f"not taking part in {logical_event(event_type)} events (allowlist events)"
+            log.info("callback from %s ignored: %s", repo, why)
+            return 200, "ignored", {"ok": True, "reason": f"{repo} is {why}"}
         now = self.clock()
         if not self.state.allow(repo, self.config.callback_rate_per_minute, now):
             return 429, f"{repo}: over {self.config.callback_rate_per_minute} callbacks/min", {}
@@ -152,19 +181,21 @@ class CallbackService:
                 workflow.pop("triage_verdict")
             else:
                 workflow["triage_verdict"] = verdict
-        if data.get("event_type") in SCHEDULED_EVENTS:
+        if event_type in SCHEDULED_EVENTS:
             # Nightly/periodic runs report once, keyed by the upstream sha: no state machine.
             if workflow["status"] != "completed":
                 return (
                     400,
                     (
-                        f"{data['event_type']} callbacks report once, with status 'completed', "
+                        f"{event_type} callbacks report once, with status 'completed', "
                         f"not {workflow['status']!r}"
                     ),
                     {},
                 )
-            forwarded = self._forward(data, repo, entry, None, None)
-            return 200, "recorded", {"hud": forwarded}
+            forwarded = self._forward(data, repo, entry, None, None, duplicate_ok=True)
+            if forwarded == "duplicate":
+                return 200, "duplicate", {"ok": True, "hud": forwarded}
+            return 200, "recorded", {"ok": True, "hud": forwarded}
         key = JobKey(
             str(data["delivery_id"]),
             repo,
@@ -174,13 +205,23 @@ class CallbackService:
         )
         current, dispatched_at = self.state.read(key)
         change = plan(workflow["status"], current, dispatched_at, now, key.redis_key)
-        forwarded = self._forward(
-            data,
-            repo,
-            entry,
-            change.queue_time if change.state == "IN_PROGRESS" else None,
-            change.execution_time,
-        )
+        if change.state == IN_PROGRESS and not self.state.first_to_start(key):
+            # One queue_time sample per run: a later job's start waited on earlier jobs.
+            fields = {k: v for k, v in change.fields.items() if k != "queue_time"}
+            change = replace(change, queue_time=None, fields=fields)
+        try:
+            forwarded = self._forward(
+                data,
+                repo,
+                entry,
+                change.queue_time if change.state == IN_PROGRESS else None,
+                change.execution_time,
+                duplicate_ok=True,
+            )
+        except HudRefused:
+            if change.state == IN_PROGRESS:
+                self.state.note_refused_start(key, now)
+            raise
         extra = {
             "callback": json.dumps(data, separators=(",", ":")),
             "conclusion": str(workflow.get("conclusion") or ""),
@@ -188,11 +229,17 @@ class CallbackService:
             "repo": repo,
         }
         self.state.commit(key, change, now, extra)
-        check = self._check_run(key, entry, data, change)
+        started_at = (
+            now
+            if change.state == IN_PROGRESS
+            else _float(change.fields.get("in_progress_at", (current or {}).get("in_progress_at")))
+        )
+        check = self._check_run(key, entry, data, change, started_at)
         return (
             200,
-            change.state.lower(),
+            "duplicate" if forwarded == "duplicate" else change.state.lower(),
             {
+                "ok": True,
                 "queue_time": change.queue_time,
                 "execution_time": change.execution_time,
                 "hud": forwarded,
@@ -207,7 +254,10 @@ class CallbackService:
         entry: AllowlistEntry,
         queue_time: float | None,
         execution_time: float | None,
+        duplicate_ok: bool = False,
     ) -> str:
+        """Send the result to HUD: "forwarded", or "duplicate" when HUD answers 409 (its
+        record is final already) and `duplicate_ok`."""
         if self.hud is None:
             return "not forwarded: no HUD configured"
         from dashboard_export.crcr import hud_envelope
@@ -225,25 +275,42 @@ class CallbackService:
             raise HudDown(f"HUD did not take the result: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any other failure is a refusal of the body
             # A body HUD (or its schema, checked before sending) refuses: the caller's to fix.
-            raise HudRefused(_refusal_status(exc), f"HUD refused the result: {exc}") from exc
+            status = _refusal_status(exc)
+            if status == HUD_DUPLICATE and duplicate_ok:
+                log.info("HUD has %s final already (409): a duplicate", repo)
+                return "duplicate"
+            raise HudRefused(status, f"HUD refused the result: {exc}") from exc
         return "forwarded"
 
     def _check_run(
-        self, key: JobKey, entry: AllowlistEntry, data: Mapping[str, Any], change: Plan
+        self,
+        key: JobKey,
+        entry: AllowlistEntry,
+        data: Mapping[str, Any],
+        change: Plan,
+        started_at: float | None,
     ) -> int | str | None:
-        """Create or complete the job's upstream check run (L3/L4), after the commit."""
+        """Create or complete the job's upstream check run (L3/L4), after the commit. A check
+        run belongs to a pull request: one from `pull_request`, or a push of its
+        `ciflow/trunk/<pr>` tag; a branch push or a deleted ref gets none."""
         if entry.level not in ("L3", "L4"):
             return None
         job = _job_of(key, data, self.config.upstream_repo)
-        if entry.level == "L3" and job["pr_number"]:
+        on_pr = bool(job["head"] and job["pr_number"])
+        if entry.level == "L3" and on_pr:
             # What a later `ciflow/crcr/<device>` label needs to create this job's check run.
             self.state.remember_job(job["head"], key.repo, {**job, "status": change.state})
         if self.adapter is None:
             return None
-        wanted = entry.wants_check_run(_labels(data)) or (
-            entry.level == "L3" and self.state.check_run_wanted(job["head"], key.repo)
+        wanted = on_pr and (
+            entry.wants_check_run(_labels(data))
+            or (entry.level == "L3" and self.state.check_run_wanted(job["head"], key.repo))
         )
+        if wanted and self._demoted(key.repo, entry.level, started_at):
+            wanted = False
         done = change.state != IN_PROGRESS
+        if done and not job["head"]:
+            return None
         if not (wanted or done):
             return None
         try:
@@ -303,6 +370,14 @@ class CallbackService:
             )
         return check_id
 
+    def _demoted(self, repo: str, level: str, started_at: float | None) -> bool:
+        if self.demotions is None:
+            return False
+        held = self.demotions.suppressed(repo, level, started_at)
+        if held:
+            log.info("%s is being demoted (crcr-demotion PR open): no new check run", repo)
+        return held
+
     def _complete(self, job: Mapping[str, Any], check_id: str, conclusion: str) -> None:
         assert self.adapter is not None
         self.adapter.update_check_run(
@@ -322,8 +397,12 @@ class CallbackService:
         for entry in self.allowlist:
             if entry.level != "L3" or entry.device != device:
                 continue
+            if not entry.takes_part("pull_request"):
+                continue
             # Flag first: a callback committed after this sees it and creates its own.
             self.state.mark_check_run_wanted(head, entry.repo)
+            if self._demoted(entry.repo, entry.level, None):
+                continue
             for job in self.state.jobs(head, entry.repo):
                 if job.get("check_run_id") or self.adapter is None:
                     continue
@@ -429,22 +508,43 @@ def for_hud(callback: Mapping[str, Any]) -> dict[str, Any]:
     return {**callback, "workflow": {**workflow, "check_run_id": fallback}}
 
 
+def pr_context(payload: Mapping[str, Any]) -> tuple[int, str]:
+    """(pr number, head sha) of an upstream event, as the reference relay reads it: a pull
+    request's own; for a push, the sha pushed (`after`) and the PR of a
+    `refs/tags/ciflow/trunk/<pr>` tag (0 for any other ref); nothing for a deleted ref (its
+    `after` is the null sha, on which GitHub refuses a check run)."""
+    pr = _mapping(payload.get("pull_request"))
+    number = pr.get("number")
+    head = _mapping(pr.get("head")).get("sha")
+    if isinstance(number, int) and number > 0 and isinstance(head, str) and head:
+        return number, head
+    after = payload.get("after")
+    if payload.get("deleted") or not isinstance(after, str) or after == NULL_SHA:
+        return 0, ""
+    found = CIFLOW_TRUNK_REF.search(str(payload.get("ref") or ""))
+    return (int(found.group(1)) if found else 0), after
+
+
+def details_url(repo: str, run_id: str) -> str | None:
+    """The check run's Details link, from the verified repository and a GitHub Actions run
+    id (digits); None for another CI's run id (a Buildkite build UUID): never the caller's
+    own `workflow.url`, which nothing verifies."""
+    return f"https://github.com/{repo}/actions/runs/{run_id}" if run_id.isdigit() else None
+
+
 def _job_of(key: JobKey, data: Mapping[str, Any], upstream_repo: str) -> dict[str, Any]:
     """Where a job's upstream check run goes, and what it says."""
     payload = _mapping(data.get("payload"))
-    pr = _mapping(payload.get("pull_request"))
     workflow = data["workflow"]
-    number = pr.get("number") if isinstance(pr.get("number"), int) else 0
+    number, head = pr_context(payload)
     return {
         "key": key.redis_key,
         "name": f"crcr/{key.repo}/{workflow['name']}/{key.job_name}",
         "upstream": str(_mapping(payload.get("repository")).get("full_name") or upstream_repo),
-        "head": str(
-            _mapping(pr.get("head")).get("sha") or payload.get("head_sha") or key.delivery_id
-        ),
+        "head": head,
         "pr_number": number,
         "external_id": f"{key.run_id}:{number}",
-        "url": workflow.get("url") or "",
+        "url": details_url(key.repo, key.run_id) or "",
         "conclusion": workflow.get("conclusion"),
     }
 

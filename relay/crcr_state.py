@@ -13,6 +13,13 @@ Keys (the upstream relay's layout for job state):
   label: set by the label event and at dispatch, read by callbacks
 - `crcr:jobs:{head_sha}:{repo}`   hash job key -> the job's last state (JSON), so a label added
   later can create the check runs of jobs that already reported
+- `crcr:run_start:{delivery_id}:{repo}:{run_id}:{run_attempt}`   the state key of the run's
+  first job to start: only that job reports `queue_time` (one sample per run)
+- `crcr:demotion:{repo}`   when the relay first saw the repo's demotion PR open (demotion.py)
+
+A job whose `in_progress` HUD refused (a 4xx other than 409) keeps no state but
+`refused_in_progress_at`, so its `completed` is still taken and forwarded, as the reference's
+(which commits before forwarding) is, while a corrected `in_progress` is taken too.
 
 Everything lives 3 days (`CRCR_STATUS_TTL`). `plan` is a pure function; `commit` applies a
 plan only if the job is still in the state the plan was made from (compare-and-set in Lua),
@@ -78,6 +85,17 @@ redis.call('HSET', KEYS[1], 'check_run_claim', ARGV[1])
 return {'claimed', '', state, conclusion}
 """
 
+# KEYS[1] run-start key; ARGV job key, ttl. 1 if this job is the run's first to start (or is
+# that job again: a retry after HUD was down), else 0.
+_RUN_START = """
+local first = redis.call('GET', KEYS[1])
+if not first then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+return first == ARGV[1] and 1 or 0
+"""
+
 _RATE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
@@ -124,6 +142,10 @@ class JobKey:
     @property
     def dispatch_key(self) -> str:
         return dispatch_key(self.delivery_id, self.repo)
+
+    @property
+    def run_start_key(self) -> str:
+        return f"crcr:run_start:{self.delivery_id}:{self.repo}:{self.run_id}:{self.run_attempt}"
 
 
 def dispatch_key(delivery_id: str, repo: str) -> str:
@@ -186,6 +208,21 @@ def plan(
             raise Rejected(f"{where}: duplicate completed callback (job is {state})")
         if dispatched_at is None:
             raise Rejected(f"{where}: completed callback with no prior dispatch")
+        refused_start = _float((current or {}).get("refused_in_progress_at"))
+        if refused_start is not None:
+            # Its in_progress reached us but HUD refused it: the job did start.
+            execution = max(0.0, now - refused_start)
+            return Plan(
+                "",
+                COMPLETED,
+                None,
+                execution,
+                {
+                    "in_progress_at": repr(refused_start),
+                    "completed_at": repr(now),
+                    "execution_time": repr(execution),
+                },
+            )
         raise Rejected(f"{where}: completed callback skips in_progress")
     raise Rejected(f"{where}: workflow.status must be in_progress or completed, not {status!r}")
 
@@ -199,6 +236,47 @@ class CrcrState:
         self._commit = client.register_script(_COMMIT)
         self._rate = client.register_script(_RATE)
         self._claim = client.register_script(_CLAIM_CHECK_RUN)
+        self._run_start = client.register_script(_RUN_START)
+
+    def first_to_start(self, key: JobKey) -> bool:
+        """Whether `key` is its run's first job to start (it alone reports queue_time)."""
+        try:
+            won = self._run_start(keys=[key.run_start_key], args=[key.redis_key, self.ttl])
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"run start of {key.redis_key}: {exc}") from exc
+        return bool(won)
+
+    def note_refused_start(self, key: JobKey, now: float) -> None:
+        """HUD refused this job's in_progress: keep when it started, and no state."""
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(key.redis_key, "refused_in_progress_at", repr(now))
+            pipe.expire(key.redis_key, self.ttl)
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"state of {key.redis_key}: {exc}") from exc
+
+    def demoted_since(self, repo: str) -> float | None:
+        try:
+            value = self.client.get(f"crcr:demotion:{repo}")
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"demotion of {repo}: {exc}") from exc
+        return _float(_text(value)) if value is not None else None
+
+    def set_demotion(self, repo: str, open_pr: bool, now: float) -> float | None:
+        """Record whether `repo`'s demotion PR is open (its first sighting is kept); returns
+        when the demotion began, or None."""
+        key = f"crcr:demotion:{repo}"
+        try:
+            if not open_pr:
+                self.client.delete(key)
+                return None
+            self.client.set(key, repr(now), nx=True, ex=self.ttl)
+            self.client.expire(key, self.ttl)  # an open PR keeps its first sighting
+            value = self.client.get(key)
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"demotion of {repo}: {exc}") from exc
+        return _float(_text(value)) if value is not None else now
 
     def record_dispatch(self, delivery_id: str, repo: str, event_type: str, now: float) -> bool:
         """Mark `repo` as dispatched for `delivery_id`; False if it already was."""

@@ -7,7 +7,8 @@ the same atomic step as the intake queue; `Fanout.run_once` then, as the referen
   to every allowlisted repo, recording each dispatch (DISPATCHED) so callbacks can follow,
   and the check-run-wanted flag of L3 repos whose `ciflow/crcr/<device>` label is already on
   the PR (a reopen fires no new `labeled`). A repo already dispatched is skipped, so
-  re-processing an entry after a crash sends nothing twice.
+  re-processing an entry after a crash sends nothing twice; so is one whose allowlist
+  `events` leave out `pull_request` (a nightly-only repository).
 - `pull_request` `labeled` `ciflow/crcr/<device>`: no dispatch; the device's L3 repos want
   check runs on that head sha, and jobs that already reported get theirs.
 - `check_run` / `check_suite` `rerequested`: re-runs the downstream workflow run behind our
@@ -127,6 +128,8 @@ class Fanout:
         sent = 0
         retry = False
         for entry in self.allowlist:
+            if not entry.takes_part(event_type):
+                continue  # e.g. a nightly-only repository: no dispatches
             if self.state.dispatched(claimed.delivery_id, entry.repo):
                 continue
             try:

@@ -317,6 +317,19 @@ class GitHubAdapter:
             f"{action} of {repo} run {run_id}",
         )
 
+    def has_open_pull(self, repo: str, head: str) -> bool:
+        """Whether `repo` has an open pull request from `head` (`owner:branch`)."""
+        client = self._client() if self.token else self._installation()
+        response = self._request(
+            client,
+            "GET",
+            f"{self._api_root(client)}/repos/{repo}/pulls",
+            f"open pull requests of {repo} from {head}",
+            params={"state": "open", "head": head, "per_page": 1},
+        )
+        pulls = response.json() if response.content else []
+        return isinstance(pulls, list) and bool(pulls)
+
     def suite_check_runs(self, repo: str, check_suite_id: int) -> list[dict[str, Any]]:
         """The check runs of one check suite (`name`, `external_id`, ...), first 100."""
         client = self._installation()

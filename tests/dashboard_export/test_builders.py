@@ -73,7 +73,7 @@ def test_envelope_trusted_metrics(record: RunRecord) -> None:
 def test_workflow_job_row_has_every_column_as_hud_computes_it(record: RunRecord) -> None:
     row = row_for(record)
     validate("crcr_workflow_job", row)
-    assert set(row) == SCHEMA_COLUMNS and len(COLUMNS) == 27
+    assert set(row) == SCHEMA_COLUMNS and len(COLUMNS) == 28
     assert row["dynamoKey"] == (
         "torch-spyre/torch-spyre/7f6e3a10-1c2d-11f1-8e9a-0242ac120002/spyre-ci/"
         "variants (shard 1/1)/55501"
@@ -97,8 +97,10 @@ def test_workflow_job_row_has_every_column_as_hud_computes_it(record: RunRecord)
     assert environment["backend"] == "spyre-emulator"
     assert environment["device"] == "spyre-emulated:0"
     assert environment["sdk"] == "spyre-emulator 0.3.1"
-    failed = json.loads(row["failed_tests_json"])
-    assert {f["classification"] for f in failed} == {"new", "pre-existing"}
+    failed = json.loads(row["failed_tests_json"])  # the action's failed_tests_detail
+    assert {f["name"] for f in failed} == {r.id for r in record.failures}
+    assert all(set(f) <= {"name", "classname", "message", "duration"} for f in failed)
+    assert json.loads(row["triage_verdict_json"])["category"]
 
 
 def test_head_sha_falls_back_as_hud_does(record: RunRecord) -> None:
@@ -159,7 +161,7 @@ def test_body_over_2mb_is_truncated_with_marker(record: RunRecord) -> None:
     assert tests["failed"] == len(big.failures)
     row = workflow_job_row(fitted)
     validate("crcr_workflow_job", row)
-    assert json.loads(row["failed_tests_json"])[-1]["truncated"] is True
+    assert len(json.loads(row["failed_tests_json"])) == 50  # HUD keeps 50 details
     # Small bodies pass through untouched.
     assert fit_body(envelope_for(record)) == (envelope_for(record), 0)
 
@@ -209,3 +211,30 @@ def test_callback_carries_the_ci_run_and_links_a_person_can_open(record: RunReco
     # Without a CI run link, HUD's link is the run's page.
     page = callback_body(dataclasses.replace(ours, run_url=""))["workflow"]
     assert page["url"] == "https://ci.example/runs/push-a04374e4-1"
+
+
+def test_push_rows_read_the_pr_as_hud_does(record: RunRecord) -> None:
+    envelope = envelope_for(record)
+    callback = envelope["untrusted"]["callback_payload"]
+    callback["payload"] = {"ref": "refs/tags/ciflow/trunk/4242", "after": "d" * 40}
+    row = workflow_job_row(envelope)
+    assert (row["pr_number"], row["pytorch_head_sha"]) == (4242, "d" * 40)
+    callback["payload"] = {"ref": "refs/heads/main", "after": "e" * 40}
+    row = workflow_job_row(envelope)
+    assert (row["pr_number"], row["pytorch_head_sha"]) == (0, "e" * 40)
+
+
+def test_details_from_other_downstreams_are_stored_as_hud_stores_them(record: RunRecord) -> None:
+    envelope = envelope_for(record)
+    workflow = envelope["untrusted"]["callback_payload"]["workflow"]
+    workflow["failed_tests_detail"] = [
+        {"name": "test_a", "classname": "T", "message": "m" * 600, "duration": "2.5", "x": 1},
+        {"name": None, "duration": "junk"},
+    ]
+    assert errors("hud_envelope", envelope) == []
+    row = workflow_job_row(envelope)
+    assert json.loads(row["failed_tests_json"]) == [
+        {"name": "test_a", "classname": "T", "message": "m" * 500, "duration": 2.5},
+        {"name": "", "duration": None},
+    ]
+    validate("crcr_workflow_job", row)

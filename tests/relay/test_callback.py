@@ -257,12 +257,19 @@ def test_l1_is_ignored_and_writes_no_state(crcr: Crcr) -> None:
 
 def test_l4_gets_a_check_run_and_l3_only_with_its_label(crcr: Crcr) -> None:
     crcr.push("d-7")
-    started = crcr.callback("tok-l4", body("d-7", "in_progress", job="build"))
+    trunk = {
+        "ref": "refs/tags/ciflow/trunk/77",
+        "after": SHA_B,
+        "repository": {"full_name": "pytorch/pytorch"},
+    }
+    started = crcr.callback("tok-l4", body("d-7", "in_progress", job="build", payload=trunk))
     check_id = started.json()["check_run"]
     run = crcr.github.check_runs[check_id]
     assert run["name"] == "crcr/acme/l4-backend/spyre-ci/build"
-    assert run["head_sha"] == SHA_B and run["external_id"] == "9001:0"
-    crcr.callback("tok-l4", body("d-7", "completed", job="build", conclusion="failure"))
+    assert run["head_sha"] == SHA_B and run["external_id"] == "9001:77"
+    assert run["details_url"] == "https://github.com/acme/l4-backend/actions/runs/9001"
+    done = body("d-7", "completed", job="build", conclusion="failure", payload=trunk)
+    crcr.callback("tok-l4", done)
     assert run["status"] == "completed" and run["conclusion"] == "failure"
     l3 = crcr.callback("tok-l3", body("d-7", "in_progress", job="build"))
     assert l3.json()["check_run"] is None
@@ -324,9 +331,9 @@ def test_hud_outage_is_502_and_leaves_the_state_for_a_retry(crcr: Crcr) -> None:
 
 def test_huds_4xx_goes_back_to_the_caller_and_leaves_the_state(crcr: Crcr) -> None:
     crcr.push("d-8b")
-    crcr.hud.fail_next(1, 409)
+    crcr.hud.fail_next(1, 422)
     refused = crcr.callback("tok-spyre", body("d-8b", "in_progress"))
-    assert refused.status_code == 409 and "HUD refused" in refused.json()["message"]
+    assert refused.status_code == 422 and "HUD refused" in refused.json()["message"]
     retried = crcr.callback("tok-spyre", body("d-8b", "in_progress"))
     assert retried.status_code == 200 and retried.json()["hud"] == "forwarded"
 
@@ -350,7 +357,8 @@ def test_rate_limit_is_per_repo_and_fails_closed(crcr: Crcr, redis_proc: RedisPr
 
 def test_sweeper_times_out_jobs_stuck_in_progress(crcr: Crcr) -> None:
     crcr.push("d-10")
-    crcr.callback("tok-l4", body("d-10", "in_progress", job="slow"))
+    trunk = {"ref": "refs/tags/ciflow/trunk/5", "after": SHA_B}
+    crcr.callback("tok-l4", body("d-10", "in_progress", job="slow", payload=trunk))
     crcr.clock.now += 3600
     assert crcr.http.relay.callbacks.sweep() == 0
     crcr.clock.now += ZOMBIE_TIMEOUT_SECONDS

@@ -285,7 +285,7 @@ def test_serve_fans_out_and_takes_callbacks(
                 assert time.monotonic() < deadline, "spyre-ci serve did not come up"
                 time.sleep(0.1)
         payload = {
-            "ref": "refs/heads/main",
+            "ref": "refs/tags/ciflow/trunk/31",  # a PR's trunk run: check runs
             "before": SHA_A,
             "after": SHA_B,
             "repository": {"full_name": "pytorch/pytorch"},
@@ -335,6 +335,7 @@ def test_serve_fans_out_and_takes_callbacks(
         assert done.status_code == 200 and done.json()["execution_time"] >= 0
         (run,) = github_api.check_runs.values()
         assert run["name"] == "crcr/acme/l4-backend/ci/test" and run["conclusion"] == "success"
+        assert run["head_sha"] == SHA_B and run["external_id"] == "5:31"
     finally:
         proc.terminate()
         proc.wait(timeout=20)

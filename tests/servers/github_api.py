@@ -20,6 +20,8 @@ examples so `github3.GitHubEnterprise(server.url)` parses them:
 - `GET  /repos/{owner}/{repo}/check-suites/{id}/check-runs` (installation token); a check
   run's suite is the one of its head sha
 - `POST /repos/{owner}/{repo}/actions/runs/{id}/rerun[-failed-jobs]`   recorded in `reruns`
+- `GET  /repos/{owner}/{repo}/pulls?state=&head=owner:branch`   pull requests registered with
+  `add_pull`, filtered by state (default `open`) and head label
 - `POST /repos/{owner}/{repo}/dispatches`                    repository_dispatch (422 over
   GitHub's limits: `event_type` > 100 chars, `client_payload` > 10 top-level keys)
 
@@ -118,6 +120,7 @@ class GitHubAPIServer:
         self._public_key = key.public_key()
         self._comparisons: dict[tuple[str, str, str], _Comparison] = {}
         self._files: dict[tuple[str, str, str], bytes] = {}
+        self.pulls: list[dict[str, Any]] = []
         self._failures: list[_Failure] = []
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
@@ -176,6 +179,19 @@ class GitHubAPIServer:
         """Register the file `path` at `ref` (a sha or a branch) for the contents API."""
         data = content.encode() if isinstance(content, str) else content
         self._files[(repo, ref, path.strip("/"))] = data
+
+    def add_pull(self, repo: str, head: str, state: str = "open") -> dict[str, Any]:
+        """Register a pull request on `repo` from `head` (`owner:branch`); set its `state`
+        to "closed" later to close it."""
+        owner, _, branch = head.partition(":")
+        pull = {
+            "repo": repo,
+            "number": len(self.pulls) + 1,
+            "state": state,
+            "head": {"label": head, "ref": branch, "user": {"login": owner}},
+        }
+        self.pulls.append(pull)
+        return pull
 
     def fail_next(self, method: str, path_regex: str, status: int = 502, times: int = 1) -> None:
         """Answer the next `times` matching requests with `status` (after recording them)."""
@@ -464,6 +480,21 @@ class GitHubAPIServer:
             )
         return 201, {}, {}
 
+    def _pulls(self, req: RecordedRequest, owner: str, repo: str) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        state = (req.query.get("state") or ["open"])[0]
+        head = (req.query.get("head") or [None])[0]
+        found = [
+            {k: v for k, v in pull.items() if k != "repo"}
+            for pull in self.pulls
+            if pull["repo"] == f"{owner}/{repo}"
+            and (state == "all" or pull["state"] == state)
+            and (head is None or pull["head"]["label"] == head)
+        ]
+        return 200, found, {}
+
     def _dispatch(self, req: RecordedRequest, owner: str, repo: str) -> tuple[int, Any, dict]:
         denied = self._auth(req)
         if denied:
@@ -537,6 +568,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         "_update_check_run",
     ),
     ("POST", re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/dispatches"), "_dispatch"),
+    ("GET", re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls"), "_pulls"),
     (
         "GET",
         re.compile(

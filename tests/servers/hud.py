@@ -10,9 +10,16 @@ Contract (pytorch/test-infra torchci, see shared reference crcr-and-hud.md):
   `dynamoKey`), and the item becomes a row of `default.crcr_workflow_job` (column DEFAULTs
   for what it lacks) keyed like the ReplacingMergeTree `(downstream_repo, delivery_id,
   dynamoKey)`, so re-sending never duplicates.
+- a record is written once it is final: a write on an item whose status is already
+  `completed` is answered 409 and changes nothing (HUD's write-once rule);
+- `pr_number` and `pytorch_head_sha` as HUD's `extractPrContext` reads them (a pull
+  request's; for a push, `after` and the PR of a `ciflow/trunk/<pr>` tag);
+- on `completed`, `failed_tests_json` from the action's `workflow.failed_tests_detail` (first
+  50 entries, `name`, `classname`, `message` cut at 500 characters, `duration`);
+  `triage_verdict_json` from the relay-validated `workflow.triage_verdict`.
 The row is derived here independently of dashboard_export, so tests cross-check the two.
-`failed_tests_json` and `environment` are filled from the callback's `workflow.failed_tests`
-and `workflow.environment`, as the proposed HUD change would (HUD leaves them empty today).
+Without `failed_tests_detail`, `failed_tests_json` is filled from spyre-ci's own
+`workflow.failed_tests`, and `environment` from `workflow.environment` (HUD leaves it empty).
 
 Use as a context manager (`with HudServer("key") as hud: hud.url`) or via the `hud_server`
 fixture in tests/dashboard_export/conftest.py. `fail_next(n, status)` makes the next n
@@ -22,6 +29,7 @@ requests answer `status` (a 5xx) to exercise the publisher's retries.
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import threading
 from collections.abc import Mapping
@@ -120,8 +128,10 @@ class HudServer:
         except (KeyError, TypeError, AttributeError):
             return 500, {"error": "Internal error writing to DynamoDB"}
         with self._lock:
-            # UpdateItem: only the fields this record has are set.
             item = self.items.setdefault(record["dynamoKey"], {})
+            if item.get("status") == "completed":
+                return 409, {"error": f"{record['dynamoKey']} is final already"}
+            # UpdateItem: only the fields this record has are set.
             item.update(record)
             row = _row(item)
             self.table[(row["downstream_repo"], row["delivery_id"], row["dynamoKey"])] = row
@@ -189,9 +199,14 @@ def _record(body: Mapping[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):
         run_attempt = 1  # Number("junk") is NaN, and NaN || 1 is 1
     upstream = (payload.get("repository") or {}).get("full_name")
-    head = (pr.get("head") or {}).get("sha")
+    number, head = 0, ""
+    if pr.get("number") and (pr.get("head") or {}).get("sha"):
+        number, head = pr["number"], pr["head"]["sha"]
+    elif payload.get("after"):
+        tag = re.search(r"/ciflow/trunk/(\d+)$", str(payload.get("ref") or ""))
+        number, head = (int(tag.group(1)) if tag else 0), payload["after"]
     for fallback in (payload.get("head_sha"), cb.get("delivery_id"), ""):
-        if head is None:
+        if not head:
             head = fallback
     rec: dict[str, Any] = {
         "dynamoKey": "/".join(
@@ -207,7 +222,7 @@ def _record(body: Mapping[str, Any]) -> dict[str, Any]:
         "status": wf.get("status"),
         "downstream_repo": trusted["verified_repo"],
         "upstream_repo": upstream if upstream is not None else "pytorch/pytorch",
-        "pr_number": pr.get("number") if pr.get("number") is not None else 0,
+        "pr_number": number,
         "pytorch_head_sha": head,
         "delivery_id": cb.get("delivery_id"),
         "workflow_run_url": wf.get("url") if wf.get("url") is not None else "",
@@ -246,12 +261,32 @@ def _record(body: Mapping[str, Any]) -> dict[str, Any]:
             rec["total_tests"] = numbers.get(
                 "total", sum(numbers.get(k, 0) for k in ("passed", "failed", "skipped"))
             )
-    # The proposed HUD change: the two columns filled from spyre-ci's extra fields.
-    if wf.get("failed_tests") is not None:
+        detail = wf.get("failed_tests_detail")
+        if isinstance(detail, list):
+            rec["failed_tests_json"] = json.dumps([_detail(t) for t in detail[:50]])
+        if wf.get("triage_verdict") is not None:
+            rec["triage_verdict_json"] = json.dumps(wf["triage_verdict"])
+    # spyre-ci's extra fields, where HUD has nothing.
+    if "failed_tests_json" not in rec and wf.get("failed_tests") is not None:
         rec["failed_tests_json"] = json.dumps(wf["failed_tests"])
     if wf.get("environment") is not None:
         rec["environment"] = json.dumps(wf["environment"])
     return rec
+
+
+def _detail(test: Mapping[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": str(test.get("name") or "")}
+    if test.get("classname"):
+        entry["classname"] = str(test["classname"])
+    if test.get("message"):
+        entry["message"] = str(test["message"])[:500]
+    if test.get("duration") is not None:
+        try:
+            duration: float | None = float(test["duration"])
+        except (TypeError, ValueError):
+            duration = None  # Number("junk") is NaN, which JSON writes as null
+        entry["duration"] = duration
+    return entry
 
 
 # Column DEFAULTs of clickhouse_db_schema/default.crcr_workflow_job/schema.sql ('' for a
@@ -271,6 +306,7 @@ _COLUMN_DEFAULTS = {
     "environment": "",
     "downstream_repo_level": "",
     "event_type": "pull_request",
+    "triage_verdict_json": "",
 }
 _STRING_COLUMNS = (
     "dynamoKey",
@@ -290,6 +326,7 @@ _STRING_COLUMNS = (
     "environment",
     "downstream_repo_level",
     "event_type",
+    "triage_verdict_json",
 )
 _INT_COLUMNS = (
     "pr_number",
