@@ -26,6 +26,10 @@ class InventoryIndex:
     by_family: Mapping[str, tuple[str, ...]]  # family -> ids
     by_template: Mapping[str, tuple[str, ...]]
     by_watch: Mapping[tuple[str, ...], tuple[str, ...]]  # distinct watch tuple -> ids
+    # File suites: `path:qualname` of an upstream test or a definition it uses -> ids, and
+    # upstream test file path -> ids.
+    by_source: Mapping[str, tuple[str, ...]]
+    by_test_file: Mapping[str, tuple[str, ...]]
     family_of_id: Mapping[str, str]
     op_of_id: Mapping[str, str]
     level_of_id: Mapping[str, int]  # see selector.levels
@@ -41,6 +45,8 @@ class InventoryIndex:
         by_family: dict[str, list[str]] = defaultdict(list)
         by_template: dict[str, list[str]] = defaultdict(list)
         by_watch: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        by_source: dict[str, list[str]] = defaultdict(list)
+        by_test_file: dict[str, list[str]] = defaultdict(list)
         family_of_id: dict[str, str] = {}
         op_of_id: dict[str, str] = {}
         level_of_id: dict[str, int] = {}
@@ -61,6 +67,10 @@ class InventoryIndex:
             by_template[v.template].append(v.id)
             if v.watch:
                 by_watch[v.watch].append(v.id)
+            for source in v.sources:
+                by_source[source].append(v.id)
+            if v.sources:
+                by_test_file[v.sources[0].rpartition(":")[0]].append(v.id)
         families = frozenset(by_family) | frozenset(aliases.values())
         compact_families = {compact(n): f for n, f in aliases.items()}
         for name in (*by_family, *by_op):
@@ -81,6 +91,8 @@ class InventoryIndex:
             by_family={k: tuple(v) for k, v in by_family.items()},
             by_template={k: tuple(v) for k, v in by_template.items()},
             by_watch={k: tuple(v) for k, v in by_watch.items()},
+            by_source={k: tuple(v) for k, v in by_source.items()},
+            by_test_file={k: tuple(v) for k, v in by_test_file.items()},
             family_of_id=family_of_id,
             op_of_id=op_of_id,
             level_of_id=level_of_id,

@@ -67,6 +67,9 @@ class Expansion:
 
     planned: list[Planned] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
+    # File-suite variants torch-spyre never generates (disabled, or skipped: deleted from the
+    # test class), by id, with the rule that excluded each; not run, not in the Inventory.
+    excluded: dict[str, Variant] = field(default_factory=dict)
 
     @property
     def variants(self) -> list[Variant]:
@@ -376,7 +379,7 @@ def _expand_file(
     spec: SpecFile, where: Path_, env: dict[str, str] | None, result: Expansion
 ) -> None:
     from suites.databases import family_of
-    from suites.fingerprint import callable_digest, definition_digest, variant_fingerprint
+    from suites.fingerprint import definition_digest, variant_fingerprint
     from suites.upstream import UpstreamError, enumerate_tests
 
     suite = spec.suite_name
@@ -391,39 +394,60 @@ def _expand_file(
     except UpstreamError as exc:
         result.unavailable[suite] = _join(result.unavailable.get(suite), str(exc))
         return
+    repo_path = upstream_repo_path(spec.get((*where, "path")), path, env)
+    text = path.read_text(encoding="utf-8", errors="replace")
     for test in tests:
+        # torch-spyre's rules see the dtype its name shows (one word of a tuple of dtypes,
+        # `bool` of `test_gather_bool`); the id keeps the whole dtype part.
         decision = decide_file_variant(
             spec,
             where,
             test.base_name,
             test.op_name,
-            test.dtype,
+            test.spyre_dtype,
             test_type=test_type,
             op_formatted=test.op_formatted,
         )
-        if decision is None:
-            continue
+        if not decision.listed and test.written_name:
+            # Our addition: an entry naming the test as written governs its parametrized
+            # members too (torch-spyre lists members of injected parametrized classes).
+            by_written = decide_file_variant(
+                spec,
+                where,
+                test.written_name,
+                test.op_name,
+                test.spyre_dtype,
+                test_type=test_type,
+                op_formatted=test.op_formatted,
+            )
+            if by_written.listed:
+                decision = by_written
         dname = test.dtype or DTYPE_NONE
         vid = variant_id(suite, template, test.subject, dname)
-        try:
-            fn_digest = callable_digest(test.function)
-        except (AttributeError, TypeError):
-            fn_digest = test.method
+        if decision.excluded:
+            result.excluded[vid] = Variant(
+                id=vid,
+                suite=suite,
+                template=template,
+                subject=test.subject,
+                dtype=dname,
+                expectation=Expectation.SKIP,
+                reason=decision.reason,
+                rule=decision.rule,
+            )
+            continue
+        source_digest, sources = _test_sources(text, repo_path, test)
+        extra = [definition_digest(test.op)] if test.op is not None else []
         fingerprint = variant_fingerprint(
-            fn_digest,
+            source_digest,
             [],
             str(decision.expectation),
             repr(decision.precision),
             ",".join(decision.cpu_move),
+            str(decision.no_grad),
+            *extra,
         )
         family = family_of("op_db", test.op_name) if test.op_name else test.base_name
-        if test.op_name:
-            from suites.databases import load_db
-
-            for s in load_db("op_db"):
-                if s.info.formatted_name == test.op_formatted:
-                    fingerprint = variant_fingerprint(fingerprint, [], definition_digest(s.info))
-                    break
         variant = Variant(
             id=vid,
             suite=suite,
@@ -438,6 +462,7 @@ def _expand_file(
             owners=decision.owners,
             watch=decision.watch,
             timeout_s=decision.timeout_s,
+            sources=sources,
         )
         result.planned.append(
             Planned(
@@ -452,6 +477,37 @@ def _expand_file(
                 tags=decision.tags,
             )
         )
+
+
+def upstream_repo_path(raw: Any, path: Path, env: dict[str, str] | None = None) -> str:
+    """A test file's path in the PyTorch repository (`test/test_torch.py`), as changes name it."""
+    token = "${TORCH_ROOT}/"
+    if isinstance(raw, str) and raw.startswith(token):
+        return raw[len(token) :]
+    root = (env if env is not None else os.environ).get("TORCH_ROOT")
+    if root:
+        try:
+            return path.resolve().relative_to(Path(root).resolve()).as_posix()
+        except ValueError:
+            pass
+    return f"{path.parent.name}/{path.name}"
+
+
+def _test_sources(text: str, repo_path: str, test: Any) -> tuple[str, tuple[str, ...]]:
+    """Digest of the test's own sources and its `path:qualname` list (see suites.sources)."""
+    from suites.fingerprint import callable_digest
+    from suites.sources import sources_of
+
+    fn = test.source or test.function
+    qualname = getattr(fn, "__qualname__", "") or f"{test.generic_class}.{test.base_name}"
+    found = sources_of(text, qualname)
+    if found is not None:
+        return found.digest, tuple(f"{repo_path}:{q}" for q in found.qualnames)
+    try:
+        digest = callable_digest(fn)
+    except (AttributeError, TypeError):
+        digest = test.method
+    return digest, (f"{repo_path}:{qualname}",)
 
 
 def _join(old: str | None, new: str) -> str:

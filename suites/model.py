@@ -78,12 +78,19 @@ class Variant:
     owners: tuple[str, ...] = ()
     watch: tuple[str, ...] = ()
     timeout_s: float | None = None
+    # File suites: `path:qualname` of the upstream test and of the file's definitions it uses
+    # (PyTorch repository paths), joined with a change's changed definitions.
+    sources: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["expectation"] = str(self.expectation)
         data["owners"] = list(self.owners)
         data["watch"] = list(self.watch)
+        if self.sources:
+            data["sources"] = list(self.sources)
+        else:
+            del data["sources"]
         return data
 
     @classmethod
@@ -102,6 +109,7 @@ class Variant:
             owners=tuple(data.get("owners", ())),
             watch=tuple(data.get("watch", ())),
             timeout_s=data.get("timeout_s"),
+            sources=tuple(data.get("sources", ())),
         )
 
 

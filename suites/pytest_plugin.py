@@ -29,7 +29,7 @@ import pytest
 
 from suites.claims import Claims
 from suites.model import Expectation, Outcome, Status
-from suites.results_file import end_line, start_line
+from suites.results_file import MESSAGE_LIMIT, clip_message, end_line, start_line
 
 DEVICE = "spyre"
 REMOVED_MESSAGE = (
@@ -543,7 +543,7 @@ def _status(reports: list[pytest.TestReport]) -> tuple[Status, str]:
     if getattr(call, "spyre_timeout", False):
         return Status.TIMEOUT, _message(call)
     if call.skipped and hasattr(call, "wasxfail"):
-        return Status.XFAILED, _message(call)[-500:] or str(call.wasxfail)
+        return Status.XFAILED, _message(call, 1000) or str(call.wasxfail)
     if call.passed and hasattr(call, "wasxfail"):
         return Status.XPASSED, str(call.wasxfail)
     if call.skipped:
@@ -555,9 +555,8 @@ def _status(reports: list[pytest.TestReport]) -> tuple[Status, str]:
     return Status.PASSED, ""
 
 
-def _message(report: pytest.TestReport) -> str:
-    text = report.longreprtext or ""
-    return text.strip()[-2000:]
+def _message(report: pytest.TestReport, limit: int = MESSAGE_LIMIT) -> str:
+    return clip_message(report.longreprtext or "", limit)
 
 
 def _skip_message(report: pytest.TestReport) -> str:

@@ -101,3 +101,27 @@ class ResultsReader:
         self._partial += self._fh.read()
         *lines, self._partial = self._partial.split("\n")
         return [e for e in map(parse_line, lines) if e is not None]
+
+
+MESSAGE_LIMIT = 4000
+
+
+def clip_message(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A failure message cut to about `limit` characters, keeping its head, its tail and its
+    exception line: a dispatcher error's exception line is followed by kilobytes of backend
+    lists, so a tail alone loses the line that says what failed."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines()
+    # The exception line: the first unindented line after the last traceback frame.
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith('  File "')), default=-1)
+    exception = next(
+        (line for line in lines[last_frame + 1 :] if line and not line[0].isspace()), ""
+    )[: limit // 4]
+    part = (limit - len(exception)) // 2
+    head, tail = text[:part], text[-part:]
+    middle = f"\n[... {len(text) - 2 * part} characters cut ...]\n"
+    if exception and exception not in head and exception not in tail:
+        middle = f"{middle}{exception}{middle}"
+    return head + middle + tail

@@ -222,6 +222,7 @@ class FileDecision:
     owners: tuple[str, ...] = ()
     watch: tuple[str, ...] = ()
     listed: bool = True
+    excluded: bool = False  # torch-spyre never generates it; `rule` says which line decided
 
 
 def _entry_matches(test: dict[str, Any], base_name: str) -> tuple[bool, bool]:
@@ -265,8 +266,9 @@ def decide_file_variant(
     *,
     test_type: str = "full",
     op_formatted: str | None = None,
-) -> FileDecision | None:
-    """torch-spyre's per-variant decision; None when the variant is disabled (not collected)."""
+) -> FileDecision:
+    """torch-spyre's per-variant decision. A variant torch-spyre disables or skips (deletes
+    from the test class) comes back `excluded`, with the YAML line that excluded it."""
     entry = spec.get(file_where) or {}
     root = spec.get(("test_suite_config",)) or {}
     glob = root.get("global") or {}
@@ -298,8 +300,16 @@ def decide_file_variant(
         if chosen is None:
             chosen = candidates[0]
     test = chosen[1] if chosen else {}
+    test_where: Path_ = (*file_where, "tests", chosen[0]) if chosen else file_where
     include = _dtype_items(_edits(test, "dtypes").get("include"))
     exclude = _dtype_items(_edits(test, "dtypes").get("exclude"))
+
+    def excluded(where: Path_, reason: str) -> FileDecision:
+        # torch-spyre deletes the variant (never collected); we keep why, for `explain`.
+        return FileDecision(
+            Expectation.SKIP, reason, spec.line_ref(where), excluded=True, listed=bool(chosen)
+        )
+
     # Disabling filters come before the mode.
     labels = test.get("labels") or []
     if (
@@ -308,23 +318,50 @@ def decide_file_variant(
         and not test_type.startswith("suite_")
         and (test_type not in labels)
     ):
-        return None
+        return excluded(
+            (*test_where, "labels"), f"labels {labels} exclude TORCH_SPYRE_TEST_TYPE={test_type}"
+        )
+    op_item = supported_ops.get(op or "") or {}
+    op_dtypes = _dtype_items(op_item.get("dtypes"))
     if dtype is not None:
         if dtype in exclude:
-            return None
-        if supported_dtypes and dtype not in supported_dtypes and dtype not in include:
-            op_item = supported_ops.get(op or "") or {}
-            if dtype not in _dtype_items(op_item.get("dtypes")):
-                return None
+            index = list(exclude).index(dtype)
+            return excluded(
+                (*test_where, "edits", "dtypes", "exclude", index), f"dtype {dtype} excluded"
+            )
+        if (
+            supported_dtypes
+            and dtype not in supported_dtypes
+            and dtype not in include
+            and dtype not in op_dtypes
+        ):
+            return excluded(
+                ("test_suite_config", "global", "supported_dtypes"),
+                f"dtype {dtype} not in global.supported_dtypes",
+            )
     if op is not None:
         # The op part of a test name is the OpInfo's formatted name (`div_floor_rounding`).
         shown = op_formatted or op
-        excluded = [n for _, n in item_names(_edits(test, "ops").get("exclude"))]
-        if any(shown == n or shown.startswith(n + "_") for n in excluded):
-            return None
+        excluded_ops = list(item_names(_edits(test, "ops").get("exclude")))
+        for index, name in excluded_ops:
+            if shown == name or shown.startswith(name + "_"):
+                return excluded(
+                    (*test_where, "edits", "ops", "exclude", index), f"op {shown} excluded"
+                )
         included = [n for _, n in item_names(_edits(test, "ops").get("include"))]
         if "supported_ops" in glob and op not in supported_ops and op not in included:
-            return None
+            return excluded(
+                ("test_suite_config", "global", "supported_ops"),
+                f"op {op} not in global.supported_ops",
+            )
+        if dtype is not None and op_dtypes and dtype not in op_dtypes and dtype not in include:
+            # torch-spyre overwrites the OpInfo's dtypes with the listed ones: this dtype of
+            # the op is never generated.
+            index = next(i for i, n in item_names(glob.get("supported_ops")) if n == op)
+            return excluded(
+                ("test_suite_config", "global", "supported_ops", index, "dtypes"),
+                f"dtype {dtype} not in the dtypes global.supported_ops lists for {op}",
+            )
     if chosen is None:
         mode = entry.get("unlisted_test_mode", "xfail")
         where: Path_ = (
@@ -332,11 +369,13 @@ def decide_file_variant(
         )
         reason = f"not listed; unlisted_test_mode {mode}"
         if mode == "skip":
-            return None  # torch-spyre deletes these variants: they are not part of the suite
+            return excluded(where, reason)  # not part of the suite, as in torch-spyre
     else:
         mode = test.get("mode", "mandatory_success")
-        where = (*file_where, "tests", chosen[0])
+        where = test_where
         reason = test.get("reason") or _comment_free_reason(mode)
+        if mode == "skip":
+            return excluded(where, reason)
     expectation = MODES[mode]
     if expectation is Expectation.PASS:
         op_item = supported_ops.get(op or "") or {}

@@ -35,17 +35,39 @@ class UpstreamTest:
     device_class: str  # TestFooPRIVATEUSE1
     generic_class: str  # TestFoo
     method: str  # test_bar_add_spyre_float32
-    base_name: str  # test_bar (the generic test name torch-spyre configs list)
+    base_name: str  # test_bar (the generic class's member name torch-spyre configs list)
     subject: str  # TestFoo::test_bar_add (device and dtype removed)
     dtype: str | None
     op_name: str | None  # OpInfo.name
     op_formatted: str | None  # OpInfo formatted name (with variant), as in test names
     function: Callable[..., Any]
+    spyre_dtype: str | None = None  # the dtype torch-spyre's rules see (from the name)
+    op: Any = None  # the OpInfo
+    # The test's own name when the member name differs (`test_x` of `test_x_n_1`, a test
+    # instantiate_parametrized_tests expanded): entries naming it govern the member too.
+    written_name: str | None = None
+    source: Callable[..., Any] | None = None  # the test function as written in the file
+
+
+# What a generated method was instantiated from: (device class, method) -> the member name of
+# the generic class (`test_foo`, or `test_foo_x_1` for a class that instantiate_parametrized_tests
+# expanded first). torch-spyre matches YAML names against this name.
+_MEMBER: dict[tuple[type, str], str] = {}
 
 
 @cache
 def import_test_file(path: Path) -> Any:
-    """Import an upstream test file once, instantiating its device tests for `spyre` only."""
+    """Import an upstream test file once, instantiating its test classes for `spyre` only.
+
+    As torch-spyre's runner does with its generated wrapper files: classes that upstream
+    instantiates `only_for` other devices are instantiated for privateuse1 too, and plain
+    `TestCase` classes (never passed to `instantiate_device_type_tests`) are instantiated for
+    privateuse1 after the file ran, so that every test of the file is governed by its YAML.
+    Any number of files may be imported in one process: generated classes are always named
+    `...PRIVATEUSE1` (upstream renames them `...SPYRE` once a test class set itself up).
+    """
+    from torch.testing._internal import common_device_type as cdt
+
     path = path.resolve()
     name = "spyre_upstream_" + path.stem + "_" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -58,20 +80,89 @@ def import_test_file(path: Path) -> Any:
         sys.path.insert(0, folder)
     previous = os.environ.get("PYTORCH_TESTING_DEVICE_ONLY_FOR")
     os.environ["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "privateuse1"
+    real = cdt.instantiate_device_type_tests
+    instantiated: set[str] = set()
+
+    def instantiate(generic: type, scope: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if generic.__name__ in instantiated:
+            return  # once for privateuse1, whatever devices each upstream call names
+        instantiated.add(generic.__name__)
+        kwargs.pop("only_for", None)  # torch-spyre re-instantiates these for privateuse1
+        if len(args) >= 2:
+            args = (args[0], None, *args[2:])
+        _instantiate(real, generic, scope, *args, **kwargs)
+
+    cdt.instantiate_device_type_tests = instantiate  # type: ignore[assignment]
     try:
         sys.modules[name] = module
         spec.loader.exec_module(module)
+        for cls_name, cls in list(vars(module).items()):
+            if (
+                isinstance(cls, type)
+                and issubclass(cls, unittest.TestCase)
+                and not issubclass(cls, cdt.DeviceTypeTestBase)
+                and cls.__module__ == name
+                and cls_name == cls.__name__
+                and cls_name not in instantiated
+                and any(m.startswith("test") for m in vars(cls))
+            ):
+                _drop_parametrize_copies(cls)
+                _instantiate(real, cls, vars(module))
     except unittest.SkipTest as exc:
         raise UpstreamError(f"{path}: skipped at import: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any import failure makes the file unavailable
         sys.modules.pop(name, None)
         raise UpstreamError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     finally:
+        cdt.instantiate_device_type_tests = real
         if previous is None:
             os.environ.pop("PYTORCH_TESTING_DEVICE_ONLY_FOR", None)
         else:
             os.environ["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = previous
     return module
+
+
+def _drop_parametrize_copies(cls: type) -> None:
+    """Tests that `instantiate_parametrized_tests` already expanded keep a copy of their
+    `parametrize_fn` (`functools.wraps` copies `__dict__`); device instantiation would expand
+    them a second time (`test_x_n_1_n_1`)."""
+    for member, fn in vars(cls).items():
+        if (
+            member.startswith("test")
+            and getattr(fn, "__name__", member) != member
+            and "parametrize_fn" in getattr(fn, "__dict__", {})
+        ):
+            del fn.parametrize_fn
+
+
+def _instantiate(
+    real: Callable[..., Any], generic: type, scope: dict[str, Any], *args: Any, **kwargs: Any
+) -> None:
+    """Upstream's instantiate_device_type_tests, with the generated class named
+    `<generic>PRIVATEUSE1` and each generated method's generic member name recorded."""
+    from torch.testing._internal.common_device_type import PrivateUse1TestBase
+
+    # PrivateUse1TestBase.setUpClass sets the base's device_type to the backend name, which
+    # upstream then uses in the next class's name (torch-spyre resets it the same way).
+    PrivateUse1TestBase.device_type = "privateuse1"
+    own = PrivateUse1TestBase.__dict__.get("instantiate_test")
+    original = PrivateUse1TestBase.instantiate_test.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type, name: str, test: Any, *, generic_cls: Any = None) -> None:
+        before = set(vars(cls))
+        original(cls, name, test, generic_cls=generic_cls)
+        for method in set(vars(cls)) - before:
+            _MEMBER[(cls, method)] = name
+
+    PrivateUse1TestBase.instantiate_test = classmethod(recording)  # type: ignore[assignment,method-assign]
+    try:
+        real(generic, scope, *args, **kwargs)
+    finally:
+        if own is None:
+            del PrivateUse1TestBase.instantiate_test
+        else:
+            PrivateUse1TestBase.instantiate_test = own  # type: ignore[method-assign]
+        PrivateUse1TestBase.device_type = "privateuse1"
 
 
 def _dtype_name(value: Any) -> str | None:
@@ -82,10 +173,61 @@ def _dtype_name(value: Any) -> str | None:
     return str(value).removeprefix("torch.")
 
 
+def spyre_dtype_of(method: str) -> str | None:
+    """The dtype torch-spyre reads from a generated method's name: the first dtype word,
+    longest first, that is a `_<dtype>` suffix or a `_<dtype>_` infix. For a tuple of dtypes
+    (`@dtypes(*product(...))`, `..._spyre_float32_int32`) that is one of them, as there."""
+    for dtype in _SPYRE_DTYPE_WORDS:
+        if f"_{dtype}_" in method or method.endswith(f"_{dtype}"):
+            return dtype
+    return None
+
+
+# torch-spyre's valid dtype words, sorted longest first (a stable sort of its table's order).
+_SPYRE_DTYPE_WORDS = sorted(
+    [
+        "float16",
+        "float32",
+        "float64",
+        "bfloat16",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "complex32",
+        "complex64",
+        "complex128",
+        "bool",
+        "half",
+    ],
+    key=len,
+    reverse=True,
+)
+
+
+def test_function(fn: Callable[..., Any], path: Path) -> Callable[..., Any]:
+    """The test as written in its file, under the instantiation and decorator wrappers."""
+    found = fn
+    seen: set[int] = set()
+    current: Any = fn
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "__code__", None)
+        if code is not None and Path(code.co_filename).resolve() == path:
+            found = current
+        current = getattr(current, "__wrapped__", None)
+    return found
+
+
 def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
-    """Every instantiated privateuse1 test of an upstream file, in definition order."""
+    """Every instantiated privateuse1 test of an upstream file (sorted by class and name)."""
     from torch.testing._internal.common_device_type import PrivateUse1TestBase
 
+    path = path.resolve()
     module = import_test_file(path)
     device = torch._C._get_privateuse1_backend_name()
     # Sorted: upstream instantiates from a set of names, so definition order varies per process.
@@ -93,10 +235,11 @@ def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
         if not (
             isinstance(cls, type)
             and issubclass(cls, PrivateUse1TestBase)
-            and cls_name.endswith(DEVICE_CLASS_SUFFIX)
+            and cls.__module__ == module.__name__
+            and cls.__bases__
         ):
             continue
-        generic = cls_name[: -len(DEVICE_CLASS_SUFFIX)]
+        generic = cls.__bases__[-1].__name__
         for method, fn in sorted(vars(cls).items()):
             if not method.startswith("test") or not callable(fn):
                 continue
@@ -105,8 +248,7 @@ def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
             params: dict[str, Any] = first if isinstance(first, dict) else {}
             op = params.get("op")
             dtype = _dtype_name(params.get("dtypes", params.get("dtype")))
-            # `@wraps(test)` keeps the generic test's name on the instantiated function.
-            base = getattr(fn, "__name__", method)
+            base = str(_MEMBER.get((cls, method)) or getattr(fn, "__name__", method))
             stem = method
             dtype_suffix = "" if dtype is None else "_" + dtype
             if dtype_suffix and stem.endswith(dtype_suffix):
@@ -124,10 +266,29 @@ def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
                 op_name=getattr(op, "name", None),
                 op_formatted=getattr(op, "formatted_name", None),
                 function=fn,
+                spyre_dtype=spyre_dtype_of(method),
+                op=op,
+                written_name=(
+                    written if (written := getattr(fn, "__name__", base)) != base else None
+                ),
+                source=test_function(fn, path),
             )
 
 
 _CLASS_READY: set[type] = set()
+
+
+def _allow_device(cls: type) -> None:
+    """As torch-spyre patches them: `@onlyOn(...)` (`onlyCPU`, `onlyCUDA`) and
+    `@onlyNativeDeviceTypes` tests run on privateuse1 instead of skipping."""
+    from torch.testing._internal import common_device_type as cdt
+
+    cls.bypass_device_restrictions = True  # type: ignore[attr-defined]
+    native: tuple[str, ...] = getattr(cdt, "NATIVE_DEVICES", ())
+    for name in ("privateuse1", torch._C._get_privateuse1_backend_name()):
+        if name not in native:
+            native = (*native, name)
+    setattr(cdt, "NATIVE_DEVICES", native)  # noqa: B010 - not an exported name
 
 
 def _move_to_cpu(value: Any) -> Any:
@@ -160,6 +321,7 @@ def run_upstream_test(
     module = import_test_file(path)
     cls = getattr(module, device_class)
     if cls not in _CLASS_READY:
+        _allow_device(cls)
         cls.setUpClass()
         _CLASS_READY.add(cls)
     case = cls(method)

@@ -7,7 +7,13 @@ A new heuristic is a class with `name` and `score(ctx)` (see `base.Heuristic`); 
 from __future__ import annotations
 
 from selector.heuristics.base import Heuristic, RetrieveContext, Score
-from selector.heuristics.change import ImpactMapMatch, OpMatch, TemplateChanged, WatchGlobs
+from selector.heuristics.change import (
+    ImpactMapMatch,
+    OpMatch,
+    TemplateChanged,
+    UpstreamTestChanged,
+    WatchGlobs,
+)
 from selector.heuristics.record import CoFailure, DefinitionChanged, NewVariant, PreviouslyFailing
 
 REGISTRY: dict[str, Heuristic] = {
@@ -16,6 +22,7 @@ REGISTRY: dict[str, Heuristic] = {
         WatchGlobs(),
         OpMatch(),
         TemplateChanged(),
+        UpstreamTestChanged(),
         DefinitionChanged(),
         CoFailure(),
         PreviouslyFailing(),

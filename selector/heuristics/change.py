@@ -19,6 +19,9 @@ IMPACT_OP = 0.9
 IMPACT_FUNCTION = 0.8
 IMPACT_MODULE = 0.4
 UNTRACED = 0.3
+TEST_ITSELF = 1.0
+TEST_HELPER = 0.8
+TEST_MODULE = 0.6
 HUB_SHARE = 0.5  # reached by more than this share of the inventory: a hub
 HUB_FACTOR = 0.5
 
@@ -100,6 +103,65 @@ class TemplateChanged:
             ids = ctx.index.by_template.get(template, ())
             _keep_best(scores, ids, Score(TEMPLATE, f"upstream test_{template} changed"))
         return scores
+
+
+class UpstreamTestChanged:
+    """A reused upstream test file changed: the file-suite variants of the tests whose code
+    changed, and of the tests that use a changed helper of the file (`Variant.sources`). A
+    change at the file's module level (imports, op lists) reaches all of its variants."""
+
+    name = "upstream_test"
+
+    def score(self, ctx: RetrieveContext) -> Mapping[str, Score]:
+        index = ctx.index
+        if not index.by_source:
+            return {}
+        scores: dict[str, Score] = {}
+        for changed in ctx.facts.functions:
+            path, _, name = changed.partition(":")
+            for source, ids in _sources_of(index.by_source, path, name):
+                qualname = source.partition(":")[2]
+                own = [v for v in ids if index.by_id[v].sources[0] == source]
+                _keep_best(scores, own, Score(TEST_ITSELF, f"upstream test {changed} changed"))
+                _keep_best(
+                    scores,
+                    ids,
+                    Score(TEST_HELPER, f"uses {path}:{qualname}, changed"),
+                )
+        for path in ctx.facts.modules:
+            ids = index.by_test_file.get(path, ())
+            _keep_best(
+                scores, ids, Score(TEST_MODULE, f"{path} changed at module level (import time)")
+            )
+        return scores
+
+
+def _sources_of(
+    by_source: Mapping[str, tuple[str, ...]], path: str, name: str
+) -> Iterable[tuple[str, tuple[str, ...]]]:
+    """Sources a changed `name` of `path` names: `Class.method` exactly, `Class.*` (a class
+    body) every definition of the class, code nested in a definition that definition, and a
+    bare `method` (from hunk headers, without the source) any class's method of that name."""
+    prefix = f"{path}:"
+    if name.endswith(".*"):
+        cls = name[:-2]
+        return [
+            (s, ids)
+            for s, ids in by_source.items()
+            if s.startswith(prefix)
+            and (s[len(prefix) :] == cls or s[len(prefix) :].startswith(cls + "."))
+        ]
+    outer = name.split(".<locals>.")[0]
+    exact = by_source.get(prefix + outer)
+    if exact is not None:
+        return [(prefix + outer, exact)]
+    if "." not in outer:
+        return [
+            (s, ids)
+            for s, ids in by_source.items()
+            if s.startswith(prefix) and s.endswith("." + outer)
+        ]
+    return []
 
 
 class ImpactMapMatch:

@@ -110,14 +110,14 @@ def test_torch_spyre_file_semantics(tmp_path: Path) -> None:
     assert d.precision == Tolerance(0.5, None)
     assert d.rule == f"{tmp_path / 'cfg.yaml'}:6"
     # float32 is outside the first entry's include, so the entry without dtype edits decides:
-    # skip. torch-spyre deletes such variants; we keep listed ones as `skip` (never run) so
-    # `explain` can show the rule, and drop unlisted ones.
+    # skip. torch-spyre deletes such variants: excluded, with the entry's line.
     skipped = decide_("test_contig_vs_transposed", "add", "float32")
-    assert skipped is not None and skipped.expectation is Expectation.SKIP
+    assert skipped.excluded and skipped.rule.startswith(f"{tmp_path / 'cfg.yaml'}:")
     # Excluded ops (also by prefix: div_floor_rounding) and dtypes disable the variant.
-    assert decide_("test_contig_vs_transposed", "div", "float64", "div_floor_rounding") is None
+    by_op = decide_("test_contig_vs_transposed", "div", "float64", "div_floor_rounding")
+    assert by_op.excluded and by_op.reason == "op div_floor_rounding excluded"
     # Ops outside global.supported_ops are cut.
-    assert decide_("test_other", "sub", "float32") is None
+    assert decide_("test_other", "sub", "float32").excluded
     # Unlisted tests take unlisted_test_mode; force_xfail on op and on dtype.
     unlisted = decide_("test_other", "add", "float32")
     assert unlisted is not None and unlisted.expectation is Expectation.XFAIL
@@ -126,7 +126,8 @@ def test_torch_spyre_file_semantics(tmp_path: Path) -> None:
     assert listed is not None and listed.expectation is Expectation.XFAIL_STRICT
     assert listed.tags == ("rope",)
     # The global dtype ceiling.
-    assert decide_("test_rope_x", "add", "int64") is None
+    ceiling = decide_("test_rope_x", "add", "int64")
+    assert ceiling.excluded and ceiling.reason == "dtype int64 not in global.supported_dtypes"
     # A test without op or dtype is governed by its entry only.
     assert decide_("test_qkv_x", None, None).expectation is Expectation.XFAIL_STRICT
 

@@ -131,6 +131,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     expansion = _expansion(args.specs, suite, keep_trail=True)
     plan = expansion.by_id().get(args.variant_id)
+    if plan is None and args.variant_id in expansion.excluded:
+        gone = expansion.excluded[args.variant_id]
+        print(gone.id)
+        print(f"  excluded:    {gone.reason} (not generated, as in torch-spyre)")
+        print(f"  decided by:  {gone.rule}")
+        return 0
     if plan is None:
         why = expansion.unavailable.get(suite)
         if why:

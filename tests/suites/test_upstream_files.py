@@ -1,0 +1,132 @@
+"""torch-spyre file suites over upstream-style test files (tests/suites/upstream_like/):
+several files per process, plain classes, tuple dtypes, exclusions with their rules,
+per-test fingerprints from the test's own source."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+
+from suites.expand import Expansion, expand, load_suites
+from suites.model import Expectation
+from tests.conftest import REPO_ROOT
+
+UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
+MULTI = UPSTREAM_LIKE / "multi.yaml"
+TINY = UPSTREAM_LIKE / "tiny.yaml"
+
+
+def _expand(*specs: Path, root: Path = UPSTREAM_LIKE) -> Expansion:
+    return expand(load_suites(list(specs)), env={"TORCH_ROOT": str(root)})
+
+
+def _tree(tmp_path: Path, name: str) -> Path:
+    """A copy of the fixture tree under its own path (a fresh import of every file)."""
+    root = tmp_path / name
+    shutil.copytree(UPSTREAM_LIKE, root)
+    return root
+
+
+def test_every_file_of_a_process_expands_whatever_was_imported_before(tmp_path: Path) -> None:
+    # Importing a file instantiates test classes and sets up the device; before, every later
+    # file's classes were named `...SPYRE` and dropped.
+    root = _tree(tmp_path, "order")
+    first = _expand(root / "tiny.yaml", root / "multi.yaml", root=root)
+    alone = {v.id for v in _expand(root / "multi.yaml", root=root).variants}
+    multi = {v.id for v in first.variants if v.suite == "multi"}
+    assert multi == alone
+    assert len(multi) == 17
+    assert {v.template for v in first.variants} == {
+        "test_tiny_ops",
+        "test_tiny_plain",
+        "test_tiny_generic",
+    }
+
+
+def test_plain_parametrized_and_restricted_classes_become_variants() -> None:
+    ids = {v.id for v in _expand(MULTI).variants}
+    assert "multi::test_tiny_plain::TestPlain::test_ones_sum::none" in ids
+    assert "multi::test_tiny_plain::TestPlainNN::test_linear_shape::none" in ids
+    # instantiate_parametrized_tests members, governed by the entry naming the test as written
+    assert "multi::test_tiny_plain::TestPlainParametrized::test_arange_len_n_1::none" in ids
+    assert "multi::test_tiny_plain::TestPlainParametrized::test_arange_len_n_2::none" in ids
+    # upstream instantiates it only_for cpu; torch-spyre instantiates it for privateuse1 too
+    assert "multi::test_tiny_generic::TestCpuOnlyUpstream::test_restricted::none" in ids
+
+
+def test_tuple_dtypes_keep_every_combination() -> None:
+    ids = {v.id for v in _expand(MULTI).variants}
+    combos = {i.rsplit("::", 1)[1] for i in ids if "::test_index_dtypes::" in i}
+    # torch-spyre reads one dtype word of the name (float16 of int32_float16): all in
+    # supported_dtypes, so all four stay, under ids that keep the whole tuple.
+    assert combos == {"int32_float16", "int32_float32", "int64_float16", "int64_float32"}
+
+
+def test_excluded_variants_are_not_generated_and_name_their_rule() -> None:
+    expansion = _expand(MULTI)
+    ids = {v.id for v in expansion.variants}
+    lines = MULTI.read_text().splitlines()
+
+    def rule_lines(vid: str) -> str:
+        """The rule's line and the one above it (a list's rule points at its first item)."""
+        gone = expansion.excluded[vid]
+        assert vid not in ids and gone.expectation is Expectation.SKIP
+        n = int(gone.rule.rsplit(":", 1)[1])
+        return "\n".join(lines[n - 2 : n])
+
+    # A listed skip is removed as torch-spyre removes it (not a SKIPPED item).
+    skipped = "multi::test_tiny_plain::TestPlain::test_skipped_by_config::none"
+    assert "names: [TestPlain::test_skipped_by_config]" in rule_lines(skipped)
+    assert expansion.excluded[skipped].reason == "raises on purpose"
+    bf16 = "multi::test_tiny_generic::TestGeneric::test_unary_abs::bfloat16"
+    assert "supported_dtypes:" in rule_lines(bf16)
+    # supported_ops[].dtypes: abs is generated at float32 only
+    abs16 = "multi::test_tiny_generic::TestGeneric::test_unary_abs::float16"
+    assert "dtypes:" in rule_lines(abs16) and "supported" not in rule_lines(abs16)
+    assert "multi::test_tiny_generic::TestGeneric::test_unary_neg::float16" in ids
+
+
+def test_explain_names_the_rule_of_an_excluded_variant(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workflows.commands.suites import cmd_explain
+
+    monkeypatch.setenv("TORCH_ROOT", str(UPSTREAM_LIKE))
+    vid = "multi::test_tiny_generic::TestGeneric::test_unary_abs::float16"
+    assert cmd_explain(argparse.Namespace(variant_id=vid, specs=[str(MULTI)])) == 0
+    out = capsys.readouterr().out
+    assert "excluded:" in out and f"decided by:  {MULTI}:" in out
+    assert "not in the dtypes global.supported_ops lists for abs" in out
+
+
+def test_fingerprints_are_per_test_and_follow_its_source(tmp_path: Path) -> None:
+    before = {v.id: v for v in _expand(MULTI).variants}
+    plain = {i: v.fingerprint for i, v in before.items() if "test_tiny_plain::TestPlain::" in i}
+    assert len(set(plain.values())) == len(plain)  # one per test, not one for all
+    dtypes = {v.fingerprint for i, v in before.items() if "::test_index_dtypes::" in i}
+    assert len(dtypes) == 1  # the dtypes of one test share its source
+    # Edit one test, and the helper two tests use: exactly their variants change.
+    root = _tree(tmp_path, "edited")
+    path = root / "test" / "test_tiny_plain.py"
+    text = path.read_text()
+    text = text.replace("torch.ones(3).sum().item(), 3.0", "torch.ones(3).sum().item(), 3")
+    path.write_text(text)
+    after = {v.id: v for v in _expand(root / "multi.yaml", root=root).variants}
+    changed = {i for i in before if before[i].fingerprint != after[i].fingerprint}
+    assert changed == {"multi::test_tiny_plain::TestPlain::test_ones_sum::none"}
+    root2 = _tree(tmp_path, "helper")
+    path2 = root2 / "test" / "test_tiny_plain.py"
+    path2.write_text(path2.read_text().replace("return t * 2", "return t + t"))
+    after2 = {v.id: v for v in _expand(root2 / "multi.yaml", root=root2).variants}
+    changed2 = {i for i in before if before[i].fingerprint != after2[i].fingerprint}
+    assert changed2 == {
+        "multi::test_tiny_plain::TestPlain::test_uses_helper::none",
+        "multi::test_tiny_plain::TestPlain::test_other_helper_user::none",
+    }
+    assert after2["multi::test_tiny_plain::TestPlain::test_uses_helper::none"].sources == (
+        "test/test_tiny_plain.py:TestPlain.test_uses_helper",
+        "test/test_tiny_plain.py:_double",
+    )
