@@ -400,7 +400,8 @@ def finish(
     """
     request = planned.request
     history.save_run(_with_state(history, request.run_id, RunState.FINISHING))
-    faults = list(faults)
+    outcomes = list(outcomes)
+    faults = [f for f in faults if not _change_failure(planned, f, outcomes)]
     removed: dict[str, None] = {}  # ids the specs no longer have, in the order reported
     finished = FinishedRun(
         planned, {o.id: o for o in _results(outcomes, removed)}, {}, {}, Path(request.out_dir)
@@ -410,10 +411,11 @@ def finish(
 
         def run_more(name: str, ids: Sequence[str]) -> list[Outcome]:
             shard = execute(name, ids)
-            if shard.fault is not None:
+            more = list(shard.outcomes)
+            if shard.fault is not None and not _change_failure(planned, shard.fault, more):
                 faults.append(shard.fault)
                 raise _Faulted
-            return _results(shard.outcomes, removed)
+            return _results(more, removed)
 
         inventory = load_inventory(request.inventory)
         base = None
@@ -461,6 +463,25 @@ def finish(
     finished.summary["finished_at"] = time.time()
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
+
+
+def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outcome]) -> bool:
+    """Whether `fault` is the applied change's own failure, not the tool's: the changed torch
+    does not import (a syntax error in a changed module, named in the fault's cause). Then
+    each variant it left unrun gets an `error` outcome saying so (added to `outcomes`): the
+    change broke them, and the A/B comparison tells whether they pass without it."""
+    broken = [str(b) for b in (planned.environment.get("change") or {}).get("broken") or ()]
+    if not broken:
+        return False
+    paths = {b.split(":", 1)[0] for b in broken}
+    if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
+        return False
+    message = (
+        "the change breaks importing torch (the change's failure, not the tool's): "
+        + "; ".join(broken[:3])
+    )
+    outcomes.extend(Outcome(vid, Status.ERROR, 0.0, message) for vid in fault.unrun)
+    return True
 
 
 BASE_SHARD = "base"  # the shard name of the A/B comparison's runs on the base torch

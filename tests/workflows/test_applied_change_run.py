@@ -161,3 +161,20 @@ def test_a_diff_that_does_not_apply_is_bad_input(
     assert re.search(expected, done.stderr), done.stderr
     assert "the change cannot be applied" in done.stderr
     assert not (tmp_path / "out").exists()  # refused before anything was recorded
+
+
+def test_a_syntax_error_in_the_change_is_its_failure_not_an_infrastructure_fault(
+    glu_inventory: Path, tmp_path: Path
+) -> None:
+    patch = tmp_path / "syntax.patch"
+    patch.write_text(
+        GLU_PATCH.read_text().replace('got {input.dim()}-D"\n', 'got {input.dim()}-D"(\n')
+    )
+    done, record = run(patch, glu_inventory, tmp_path / "out", tmp_path / "state")
+    assert done.returncode == 1, done.stdout + done.stderr  # a new failure, not exit 3
+    assert "INFRASTRUCTURE" not in done.stdout
+    assert record["environment"]["change"]["broken"][0].startswith("torch/nn/functional.py:")
+    result = {r["id"]: r for r in record["results"]}[GLU]
+    assert result["status"] == "error" and result["classification"] == "new"
+    assert "the change's failure, not the tool's" in result["message"]
+    assert result["base_status"] == "passed"

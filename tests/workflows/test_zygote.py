@@ -217,3 +217,53 @@ def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: 
     assert os.path.realpath(python) == os.path.realpath(sys.executable)  # the same binary
     assert key_for(str(python), "suites.pytest_plugin", [], dict(os.environ)) is None
     assert key_for(sys.executable, "suites.pytest_plugin", [], dict(os.environ)) is not None
+
+
+def test_a_change_gets_a_zygote_of_its_own_that_imports_the_changed_torch(
+    tmp_path: Path, contract_path: None
+) -> None:
+    from workflows.change_overlay import prepare
+    from workflows.sources import installed_torch
+
+    root = installed_torch()[0]
+    assert root is not None
+    patch = Path(__file__).parents[2] / "examples" / "changes" / "glu_batch_check.patch"
+    change = prepare(patch.read_text(), root, cache_dir=tmp_path / "changes")
+    other = prepare(
+        patch.read_text().replace("(2-D or more)", "(2-D at least)"),
+        root,
+        cache_dir=tmp_path / "changes",
+    )
+    base = dict(os.environ)
+    plain_key = zygote.key_for(sys.executable, PLUGIN, (), base)
+    one = zygote.key_for(sys.executable, PLUGIN, (), {**base, **change.env()})
+    two = zygote.key_for(sys.executable, PLUGIN, (), {**base, **other.env()})
+    assert None not in (plain_key, one, two) and len({plain_key, one, two}) == 3
+
+    for name, wanted in (("changed", True), ("plain", False)):
+        (tmp_path / f"test_{name}.py").write_text(
+            textwrap.dedent(
+                f"""
+                import inspect
+
+                def test_{name}():
+                    import torch.nn.functional as F
+                    assert ("batch dimension" in inspect.getsource(F.glu)) is {wanted}
+                """
+            )
+        )
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    changed = run_shard(
+        "c",
+        ["demo::t::changed::f32"],
+        tmp_path,
+        plugin="contract_plugin",
+        env=change.env(),
+        warm=True,
+    )
+    assert [o.status for o in changed.outcomes] == [Status.PASSED], changed.outcomes
+    assert changed.warm_processes == 1  # forked from the change's own zygote
+    plain = run_shard("p", ["demo::t::plain::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    assert [o.status for o in plain.outcomes] == [Status.PASSED], plain.outcomes
+    assert plain.warm_processes == 1
+    assert len(zygote_pids()) == 2  # never one zygote for two torches
