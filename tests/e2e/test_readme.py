@@ -88,7 +88,7 @@ def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_readme_command_parses_to_relative_paths() -> None:
     args = readme_run_command()
     assert args[0] == "run"
-    assert "--event" in args and "--out" in args
+    assert "--diff" in args and "--out" in args
     assert not any(Path(a).is_absolute() for a in args)
 
 
@@ -111,10 +111,13 @@ def test_readme_first_command_runs_as_written(seeded_state: Path, tmp_path: Path
         timeout=900,
     )
     output = result.stdout + result.stderr
-    assert result.returncode == 0, output
+    # The shipped edit breaks glu's variants: new failures on the changed torch, exit 1.
+    assert result.returncode == 1, output
     assert "Traceback" not in output
-    assert "shard subprocess failed" not in output
+    assert "INFRASTRUCTURE" not in output
     assert "building the Inventory" not in result.stderr  # the seeded cache was used
+    assert "applied: torch/nn/functional.py" in result.stdout
+    assert "change TESTED" in result.stdout
 
     out = checkout / args[args.index("--out") + 1]
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
@@ -122,11 +125,17 @@ def test_readme_first_command_runs_as_written(seeded_state: Path, tmp_path: Path
     ran = re.search(r"\bran (\d+)", result.stdout)
     assert ran and int(ran.group(1)) > 0, result.stdout
     record = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert record["environment"]["tested"] == "tested"
     statuses = [r["status"] for r in record["results"]]
     assert len(statuses) == int(ran.group(1))
     assert statuses.count("passed") > 0
+    new = [r for r in record["results"] if r["classification"] == "new"]
+    assert new and all("glu" in r["id"].lower() for r in new), new[:5]
+    assert all(r["base_status"] == "passed" for r in new), new[:5]  # A/B: they pass without it
     broken = [
-        r for r in record["results"] if r["status"] in ("error", "crashed", "timeout", "failed")
+        r
+        for r in record["results"]
+        if r["status"] in ("error", "crashed", "timeout", "failed") and r not in new
     ]
     assert broken == [], broken[:5]
     assert str(out / "report.html") in result.stdout
