@@ -280,12 +280,22 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=Path(request.out_dir) / "junit",
+        python=_python(request, changed),
         env={
             **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
             **(change_env(request) if changed else {}),
         },
         claims=claims,
     )
+
+
+def _python(request: RunRequest, changed: bool) -> str | None:
+    """The interpreter of the shard's test processes: a prepared environment that has the
+    change's head (`workflows.torch_builds`), else this one (None)."""
+    if not changed:
+        return None
+    build = under_test.build_for(request)
+    return build.python if build is not None else None
 
 
 def change_env(request: RunRequest) -> dict[str, str]:

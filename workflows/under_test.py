@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from workflows import torch_builds
 from workflows.change_overlay import (
     NO_CHANGE,
     AppliedChange,
@@ -104,6 +105,8 @@ def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> App
     head = request.trigger.head_sha
     if head and sha and same_sha(sha, head):
         return NO_CHANGE  # the installed torch is the change's head: it holds the change
+    if head and torch_builds.find(head) is not None:
+        return NO_CHANGE  # a prepared environment has the change's head: it holds the change
     if not request.diff_text:
         return with_unpatched_files(NO_CHANGE, request)
     try:
@@ -146,17 +149,30 @@ def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedC
 _WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
 
 
+def build_for(request: RunRequest) -> torch_builds.TorchBuild | None:
+    """The prepared torch environment of the change's head sha, when one is configured
+    (`workflows.torch_builds`): the run's tests then run in it, with nothing to apply."""
+    head = request.trigger.head_sha
+    return torch_builds.find(head) if head and request.apply_change else None
+
+
 def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
     """The environment under test of `request` with `change` prepared (JSON for planned.json
     and run.json): torch, change, backend, and `tested` with the notes that decided it."""
     root, version = installed_torch()
     sha = torch_git_sha(root) if root is not None else ""
+    source = f"installed ({root})" if root is not None else "not installed"
     trigger = request.trigger
     head, base = trigger.head_sha, trigger.base_sha or ""
     notes: list[str] = []
     tested = TESTED
+    build = None if head and sha and same_sha(sha, head) else build_for(request)
+    if build is not None:
+        version, sha = build.version, build.git_sha
+        source = f"prepared environment ({build.path})"
     if head and sha and same_sha(sha, head):
-        notes.append(f"the installed torch is the change's head ({head[:12]}): nothing to apply")
+        where = "a prepared environment" if build is not None else "the installed torch"
+        notes.append(f"{where} is the change's head ({head[:12]}): nothing to apply")
     else:
         state = change.state
         affects = [f.path for f in (*change.applied, *change.not_applied)]
@@ -196,7 +212,7 @@ def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
         "torch": {
             "version": version or "unknown",
             "git_sha": sha or "unknown",
-            "source": f"installed ({root})" if root is not None else "not installed",
+            "source": source,
         },
         "change": {
             **change.to_json(),

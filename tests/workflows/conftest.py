@@ -4,9 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 SOFTMAX_PATCH = REPO_ROOT / "examples" / "events" / "push_softmax_kernel.patch"
+GLU_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "glu.yaml"
+GLU_PATCH = REPO_ROOT / "examples" / "changes" / "glu_batch_check.patch"
 
 
 def spyre_ci(
@@ -21,3 +25,18 @@ def spyre_ci(
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture(scope="module")
+def glu_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("inventory") / "glu.json.gz"
+    done = subprocess.run(
+        [sys.executable, "-m", "workflows", "inventory", "--specs", str(GLU_SPEC)]
+        + ["--out", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return path

@@ -9,32 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.workflows.conftest import GLU_PATCH, GLU_SPEC, SOFTMAX_PATCH, spyre_ci
 
-GLU_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "glu.yaml"
-GLU_PATCH = REPO_ROOT / "examples" / "changes" / "glu_batch_check.patch"
 GLU = "glu::compare_cpu::nn.functional.glu::float32"
-
-
-@pytest.fixture(scope="module")
-def glu_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("inventory") / "glu.json.gz"
-    done = subprocess.run(
-        [sys.executable, "-m", "workflows", "inventory", "--specs", str(GLU_SPEC)]
-        + ["--out", str(path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    return path
 
 
 def run(
