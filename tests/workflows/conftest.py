@@ -27,8 +27,9 @@ def spyre_ci(
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def glu_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Inventory of tests/workflows/data/glu.yaml (2 variants) for the installed torch."""
     path = tmp_path_factory.mktemp("inventory") / "glu.json.gz"
     done = subprocess.run(
         [sys.executable, "-m", "workflows", "inventory", "--specs", str(GLU_SPEC)]
