@@ -161,12 +161,17 @@ def _device_storage(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.Untype
     return storage
 
 
-def register_compile_backend() -> None:
-    """Make `torch.compile(backend="spyre")` work without importing dynamo now.
+_COMPILE_NAME = ["spyre"]  # the compile backend's name: the device's
+
+
+def register_compile_backend(name: str = "spyre") -> None:
+    """Make `torch.compile(backend="spyre")` (the device's name) work without importing
+    dynamo now.
 
     Importing torch._dynamo costs seconds, and `import torch` runs this registration; so
     the backend is added when dynamo's registry module is first imported.
     """
+    _COMPILE_NAME[0] = name
     if _DYNAMO_REGISTRY in sys.modules:
         _add_dynamo_backend(sys.modules[_DYNAMO_REGISTRY])
         return
@@ -177,8 +182,9 @@ def register_compile_backend() -> None:
 def _add_dynamo_backend(registry: ModuleType) -> None:
     from backend_under_test import compile as spyre_compile
 
-    if "spyre" not in registry._BACKENDS:
-        registry.register_backend(compiler_fn=spyre_compile.spyre_backend, name="spyre")
+    name = _COMPILE_NAME[0]
+    if name not in registry._BACKENDS:
+        registry.register_backend(compiler_fn=spyre_compile.spyre_backend, name=name)
 
 
 class _RegistryWatcher(importlib.abc.MetaPathFinder):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from suites.backend import device_name, our_devices
 from suites.lint import lint_paths
 from suites.loader import (
     Path_,
@@ -189,7 +190,7 @@ def _decorator_rules(
     from suites.fingerprint import applicable_decorators, skip_reason
 
     cls, test = TEMPLATE_UPSTREAM[template]
-    decorators = applicable_decorators(info, cls, test, "spyre", dtype)
+    decorators = applicable_decorators(info, cls, test, device_name(), dtype)
     rules: list[Rule] = []
     one = {"templates": (template,), "ops": (subject,), "dtypes": (dtype_name,)}
     for dec in decorators:
@@ -207,7 +208,7 @@ def _decorator_rules(
             )
         elif qualname == "expectedFailure" or type(dec).__name__ == "expectedFailure":
             device = getattr(dec, "device_type", None)
-            if device not in (None, "spyre", "privateuse1"):
+            if device not in our_devices():
                 continue
             rules.append(
                 Rule(

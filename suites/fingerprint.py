@@ -18,6 +18,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from suites.backend import our_devices
+
 # Fields (and decorator device types) that only matter on other devices.
 _OTHER_DEVICE = re.compile(
     r"(cuda|rocm|mps|xpu|hpu|meta|mkl|magma|cusolver|cudnn|tf32)", re.IGNORECASE
@@ -32,7 +34,6 @@ _IGNORED_FIELDS = {
     "_original_reduction_args",
     "_original_spectral_func_args",
 }
-_OUR_DEVICES = {None, "spyre", "privateuse1"}
 
 
 def _digest(text: str) -> str:
@@ -150,7 +151,7 @@ def applicable_decorators(
     out: list[Any] = []
     for item in getattr(info, "decorators", ()) or ():
         if isinstance(item, DecorateInfo):
-            if item.device_type not in _OUR_DEVICES and item.device_type != device_type:
+            if item.device_type not in our_devices() and item.device_type != device_type:
                 continue
             try:
                 active = item.is_active(cls_name, test_name, device_type, dtype, {})

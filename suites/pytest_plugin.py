@@ -18,6 +18,7 @@ runs. An id whose suite is not loaded, refused or unavailable here is a usage er
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 import time
@@ -27,11 +28,14 @@ from typing import IO, Any
 
 import pytest
 
+from suites.backend import backend_package, device_name
 from suites.claims import Claims
 from suites.model import Expectation, Outcome, Status
 from suites.results_file import MESSAGE_LIMIT, clip_message, end_line, start_line
 
-DEVICE = "spyre"
+# The device under test (`suites.backend`: the bundled `spyre` unless configured), read once
+# by each test process.
+DEVICE = device_name()
 REMOVED_MESSAGE = (
     "not in the loaded specs: the variant no longer exists (upstream dropped its dtype, "
     "OpInfo, module or test); rebuild the Inventory to stop planning it"
@@ -303,10 +307,21 @@ def _ensure_device() -> None:
 
     tracking.install()
     if torch._C._get_privateuse1_backend_name() != DEVICE:
+        # Not loaded by `import torch` (its entry point, if any): its package registers it.
+        package = backend_package()
+        try:
+            importlib.import_module(package)
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"the backend under test {package!r} cannot be imported ({exc}): install it, "
+                "or set SPYRE_CI_BACKEND to the package that registers the device"
+            ) from None
+    if torch._C._get_privateuse1_backend_name() != DEVICE:
         raise pytest.UsageError(
-            f"the {DEVICE!r} device is not registered: install backend_under_test (a plain "
-            "`import torch` loads it through the torch.backends entry point) and make sure "
-            "TORCH_DEVICE_BACKEND_AUTOLOAD is not 0"
+            f"the {DEVICE!r} device is not registered: {backend_package()!r} registered "
+            f"{torch._C._get_privateuse1_backend_name()!r} (SPYRE_CI_DEVICE names the "
+            "device the backend registers; for the bundled one, make sure "
+            "TORCH_DEVICE_BACKEND_AUTOLOAD is not 0)"
         )
 
 
@@ -567,7 +582,7 @@ def _skip_message(report: pytest.TestReport) -> str:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return ["spyre suites: variants run on device 'spyre'"]
+    return [f"spyre suites: variants run on device {DEVICE!r}"]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

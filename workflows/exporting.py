@@ -17,6 +17,7 @@ from typing import Any
 from dashboard_export import layout, triage
 from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
+from suites.backend import BUNDLED_BACKEND, BUNDLED_DEVICE
 from workflows import forensics
 from workflows.history import HistoryStore
 from workflows.run_model import FinishedRun
@@ -32,9 +33,9 @@ def environment_under_test(resolved: Mapping[str, Any]) -> Environment:
         return environment()
     torch = resolved.get("torch") or {}
     backend = resolved.get("backend") or {}
-    package = str(backend.get("package") or "backend_under_test")
-    device = str(backend.get("device") or "spyre")
-    bundled = package == "backend_under_test" and device == "spyre"
+    package = str(backend.get("package") or BUNDLED_BACKEND)
+    device = str(backend.get("device") or BUNDLED_DEVICE)
+    bundled = package == BUNDLED_BACKEND and device == BUNDLED_DEVICE
     return Environment(
         torch_version=str(torch.get("version") or "unknown"),
         torch_git_version=str(torch.get("git_sha") or "unknown"),

@@ -26,7 +26,8 @@ from typing import Any
 _EXPECTATIONS = re.compile(r"""expectations_file\s*:\s*["']?([^"'\s#,}]+)""")
 _TEST_PATH = re.compile(r"""(?:^|[\s{,-])path\s*:\s*["']?([^"'\s#,}]+)""", re.M)
 _TOKEN = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
-_ENV_READ = ("TORCH_SPYRE_TEST_TYPE",)
+# Read while expanding: the device under test decides which upstream decorators apply.
+_ENV_READ = ("TORCH_SPYRE_TEST_TYPE", "SPYRE_CI_BACKEND", "SPYRE_CI_DEVICE")
 
 
 def cache_key(specs: Sequence[str] = (), torch_version: str | None = None) -> str:

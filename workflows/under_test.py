@@ -17,7 +17,6 @@ A run that is not `tested` and has no new failure concludes `neutral`, never `su
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
@@ -25,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from suites.backend import BUNDLED_BACKEND, backend_package, device_name
 from workflows import torch_builds
 from workflows.change_overlay import (
     NO_CHANGE,
@@ -45,8 +45,6 @@ HEADLINES = {
     PARTIAL: "the change was tested in part",
     NOT_TESTED: "the change was NOT tested",
 }
-BACKEND_VAR, DEVICE_VAR = "SPYRE_CI_BACKEND", "SPYRE_CI_DEVICE"
-DEFAULT_BACKEND, DEFAULT_DEVICE = "backend_under_test", "spyre"
 
 
 class ChangeNotApplicable(PipelineError):
@@ -80,11 +78,9 @@ def same_sha(a: str, b: str) -> bool:
 
 def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The backend under test: its package, version and device name (`$SPYRE_CI_BACKEND`,
-    `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default)."""
-    env = os.environ if environ is None else environ
-    package = env.get(BACKEND_VAR) or DEFAULT_BACKEND
-    device = env.get(DEVICE_VAR) or DEFAULT_DEVICE
-    distribution = "spyre-ci" if package == DEFAULT_BACKEND else package.replace("_", "-")
+    `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default, `suites.backend`)."""
+    package, device = backend_package(environ), device_name(environ)
+    distribution = "spyre-ci" if package == BUNDLED_BACKEND else package.replace("_", "-")
     try:
         version = metadata.version(distribution)
     except metadata.PackageNotFoundError:

@@ -222,7 +222,8 @@ def errors(op: Any, dtype: torch.dtype | None, device: str, ctx: Context) -> Non
 
 
 def compile(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:  # noqa: A001
-    """torch.compile(backend="spyre") on the device matches eager on the device."""
+    """torch.compile with the device's own compile backend (named as the device, as the
+    bundled `spyre` registers it) matches eager on the device."""
     import torch._dynamo
 
     ran = 0
@@ -235,7 +236,7 @@ def compile(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:  # 
 
         torch._dynamo.reset()
         try:
-            compiled = torch.compile(fn, backend="spyre", fullgraph=False, dynamic=False)
+            compiled = torch.compile(fn, backend=device, fullgraph=False, dynamic=False)
             reseed(0)
             actual = compiled(dev.input, *dev.args, **dev.kwargs)
         finally:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suites.backend import device_name
 from suites.model import Inventory
 from workflows.pipeline import load_inventory
 from workflows.upgrade.environments import PROJECT_ROOT, Log, TorchEnv, UpgradeError, stderr_log
@@ -158,7 +159,7 @@ def describe(specs: Sequence[str] = ()) -> dict[str, Any]:
         if v.template not in templates:
             templates[v.template] = callable_digest(get_template(v.template))
         cls, test = TEMPLATE_UPSTREAM[v.template]
-        decorators = applicable_decorators(planned.info, cls, test, "spyre", planned.dtype)
+        decorators = applicable_decorators(planned.info, cls, test, device_name(), planned.dtype)
         variants[v.id] = {
             "subject": key,
             "decorators": sorted(describe_decorator(d) for d in decorators),
