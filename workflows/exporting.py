@@ -133,6 +133,12 @@ def run_record(
     plan_json = finished.planned.plan
     holdout = set(finished.planned.holdout)
     base = finished.base_outcomes
+    outcomes = finished.outcomes
+    if finished.faults:
+        # An infrastructure error publishes no per-test failure anywhere (callback, HUD rows,
+        # report): what failed before the tests stopped running says nothing that can be
+        # trusted. The tests that passed are kept.
+        outcomes = {v: o for v, o in outcomes.items() if not o.status.is_failure}
     results = tuple(
         VariantResult.of(
             outcome,
@@ -140,7 +146,7 @@ def run_record(
             vid in holdout,
             str(base[vid].status) if vid in base else None,
         )
-        for vid, outcome in sorted(finished.outcomes.items())
+        for vid, outcome in sorted(outcomes.items())
     )
     metrics = verified.verdict.metrics if verified is not None else None
     summary = PlanSummary(

@@ -448,13 +448,7 @@ def finish(
     else:
         finished.outcomes, finished.classification = verdict.outcomes, verdict.classification
         finished.held_back = suspect_learning(finished, request.mass_failure_share)
-        if finished.held_back:
-            history.hold(request.run_id, update, finished.held_back)
-            state = RunState.HELD
-        else:
-            history.apply(request.run_id, update)
-            state = RunState.COMPLETED
-        _learn_traces(history, request, finished)
+        state = RunState.HELD if finished.held_back else RunState.COMPLETED
     finished.summary = summarize(finished, verdict.metrics if verdict else {}, list(removed))
     # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
     # when it was planned; updated_at moves again when `history` commands change its state.
@@ -470,6 +464,15 @@ def finish(
         else:
             finished.summary["forensics"] = exporting.forensics_summary(found)
     exporting.export(finished, now_iso(), verdict, found)
+    # Learn last: only a run whose exports were written teaches History anything. A crash
+    # before this line (a full disk, an export that fails) leaves History as it was and the
+    # run resumable.
+    if state is RunState.HELD:
+        history.hold(request.run_id, update, finished.held_back or "")
+    elif state is RunState.COMPLETED:
+        history.apply(request.run_id, update)
+    if state in (RunState.HELD, RunState.COMPLETED):
+        _learn_traces(history, request, finished)
     finished.summary["finished_at"] = time.time()
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished

@@ -361,3 +361,60 @@ def test_an_out_directory_that_is_not_ours_keeps_its_files(
     (out / "work" / "notes.txt").write_text("mine")
     pipeline.plan(_request(tiny_inventory, out, "into-a-user-folder"), history)
     assert (out / "work" / "notes.txt").read_text() == "mine"
+
+
+def test_history_learns_last_an_export_that_fails_leaves_it_as_it_was(
+    tiny_inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "disk-full"), history)
+    ids = [v for shard in planned.shards for v in shard]
+    first = [
+        Outcome(v, Status.FAILED if i == 0 else Status.PASSED, 0.1, f"AssertionError: {i}")
+        for i, v in enumerate(ids)
+    ]
+
+    def again(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
+        return pipeline.ShardRun(
+            [Outcome(v, Status.FAILED, 0.1, "AssertionError") for v in rerun_ids]
+        )
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pipeline.exporting, "export", full_disk)
+    with pytest.raises(OSError):
+        pipeline.finish(planned, first, history, again)
+    # Nothing learned: no outcomes, baselines, co-failures or flaky marks; not finished.
+    assert history.snapshot() == History()
+    assert not history.get_run("disk-full").state.final  # type: ignore[union-attr]
+
+    monkeypatch.undo()
+    finished = pipeline.finish(planned, first, history, again)
+    assert finished.exit_code == 1
+    assert set(history.snapshot().variants) == set(ids)  # learned once the exports were written
+
+
+def test_an_infrastructure_error_publishes_no_failure_rows(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    from workflows.shard_runner import InfraFault
+
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "infra-rows"), history)
+    ids = [v for shard in planned.shards for v in shard]
+    ran = [Outcome(ids[0], Status.FAILED, 0.1, "MemoryError"), Outcome(ids[1], Status.PASSED, 0.1)]
+    fault = InfraFault("shard-1", "the zygote died", tuple(ids[2:]), 2)
+    finished = pipeline.finish(planned, ran, history, lambda n, i: pipeline.ShardRun([]), [fault])
+    assert finished.exit_code == 3
+    out = tmp_path / "out"
+    callback = json.loads((out / "callback.json").read_text())
+    assert callback["workflow"]["failed_tests"] == []
+    assert callback["workflow"]["test_results"]["failed"] == 0
+    record = json.loads((out / "run.json").read_text())
+    assert [r["id"] for r in record["results"]] == [ids[1]]
+    failed_rows = list((out / "hud" / "failed_test_runs").rglob("*"))
+    assert all(not read_json_lines(p) for p in failed_rows if p.is_file()), (
+        "no failed_test_runs rows for an infrastructure error"
+    )
+    assert history.snapshot() == History()
