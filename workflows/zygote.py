@@ -273,6 +273,10 @@ class Zygote:
             # The key's environment: a run's change is applied at the zygote's start, so the
             # torch it loads, and every test process it forks, is the changed one.
             env={**os.environ, **dict(key.env)},
+            # Started in its private folder: `python -m` puts the folder it starts in first on
+            # sys.path, and the runner's own folder (a checkout, say) must not shadow the
+            # installed code a cold test process imports.
+            cwd=self.folder,
             start_new_session=True,
         )
 

@@ -267,3 +267,20 @@ def test_a_change_gets_a_zygote_of_its_own_that_imports_the_changed_torch(
     assert [o.status for o in plain.outcomes] == [Status.PASSED], plain.outcomes
     assert plain.warm_processes == 1
     assert len(zygote_pids()) == 2  # never one zygote for two torches
+
+
+def test_the_zygote_imports_what_a_cold_process_imports_not_the_runners_folder(
+    tmp_path: Path, contract_path: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runner's folder holds a broken copy of the backend (another checkout, say).
+    shadow = tmp_path / "checkout" / "backend_under_test"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('the shadow copy was imported')\n")
+    monkeypatch.chdir(tmp_path / "checkout")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "test_first.py").write_text("def test_first():\n    assert True\n")
+    (work / "test_crashy.py").write_text(CRASHY)
+    warm = run_shard("w", ["demo::t::first::f32"], work, plugin="contract_plugin", warm=True)
+    assert [o.status for o in warm.outcomes] == [Status.PASSED], warm.outcomes
+    assert warm.warm_processes == 1  # the zygote started: it never saw the shadow copy
