@@ -262,6 +262,7 @@ class Zygote:
         self.socket_path = self.folder / "socket"
         self.broken: str | None = None
         self._ready = False
+        self._files: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
         self._log = open(self.folder / "zygote.log", "wb")  # noqa: SIM115 - closed in stop()
         command = [key.python, "-m", PROCESS, str(self.socket_path), key.plugin]
@@ -330,11 +331,24 @@ class Zygote:
                 message = {}
             if message.get("ready"):
                 self._ready = True
+                self._files = [(str(p), int(m), int(n)) for p, m, n in message.get("files") or ()]
                 return
             self.broken = f"the zygote did not start (see {self.folder / 'zygote.log'}): " + str(
                 message.get("error") or _log_tail(self.folder / "zygote.log")
             )
             raise ZygoteUnavailable(self.broken)
+
+    def stale(self) -> str | None:
+        """A module file it loaded at warm-up that changed on disk since (None: none did, or
+        it is not ready yet): its forks would run the old code."""
+        for path, mtime_ns, size in getattr(self, "_files", ()):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return str(path)
+            if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
+                return str(path)
+        return None
 
     def stop(self) -> None:
         """Close its stdin (it kills its children and exits), then make sure it is gone."""
@@ -369,6 +383,12 @@ class _Pool:
                 self._zygotes = OrderedDict()
                 self._pid = os.getpid()
             zygote = self._zygotes.get(key)
+            changed = zygote.stale() if zygote is not None and zygote.broken is None else None
+            if changed is not None and zygote is not None:
+                log_once(f"a file the warm zygote loaded changed ({changed}): it is restarted")
+                del self._zygotes[key]
+                zygote.stop()
+                zygote = None
             if zygote is not None and zygote.broken is None:
                 self._zygotes.move_to_end(key)
                 return zygote

@@ -44,7 +44,7 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
-    _say({"ready": True, "pid": os.getpid()})
+    _say({"ready": True, "pid": os.getpid(), "files": _loaded_files()})
     server = _Server(listener)
     try:
         server.loop()
@@ -69,6 +69,26 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     # collections neither take seconds over torch's objects nor copy every page they touch.
     gc.collect()
     gc.freeze()
+
+
+def _loaded_files() -> list[tuple[str, int, int]]:
+    """(path, mtime_ns, size) of every module file loaded at warm-up outside the standard
+    library: the runner restarts the zygote when one of them changes on disk (an upstream
+    helper, a test file, the project's own code), so a fork never runs stale code."""
+    import sysconfig
+
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or os.path.realpath(path).startswith(stdlib):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found.append((path, st.st_mtime_ns, st.st_size))
+    return sorted(set(found))
 
 
 # `python -m` puts the directory it started in first on sys.path; a child replaces it.

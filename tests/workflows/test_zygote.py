@@ -284,3 +284,25 @@ def test_the_zygote_imports_what_a_cold_process_imports_not_the_runners_folder(
     warm = run_shard("w", ["demo::t::first::f32"], work, plugin="contract_plugin", warm=True)
     assert [o.status for o in warm.outcomes] == [Status.PASSED], warm.outcomes
     assert warm.warm_processes == 1  # the zygote started: it never saw the shadow copy
+
+
+def test_a_zygote_whose_loaded_code_changed_on_disk_is_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    copy = plugin_dir / "contract_plugin.py"
+    copy.write_text((Path(__file__).parent / "contract_plugin.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", f"{plugin_dir}:{CONTRACT_ENV['PYTHONPATH']}")
+    (tmp_path / "test_first.py").write_text("def test_first():\n    assert True\n")
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    first = run_shard("a", ["demo::t::first::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    assert first.warm_processes == 1
+    before = zygote_pids()
+    again = run_shard("b", ["demo::t::first::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    assert again.warm_processes == 1 and zygote_pids() == before  # unchanged: reused
+    copy.write_text(copy.read_text() + "\n# edited after the zygote loaded it\n")
+    after = run_shard("c", ["demo::t::first::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    assert [o.status for o in after.outcomes] == [Status.PASSED]
+    assert after.warm_processes == 1
+    assert zygote_pids() != before  # a new zygote loaded the new code
