@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -357,9 +359,13 @@ def _start(
             zygote.log_once(f"warm runner unavailable, test processes start cold: {exc}")
         else:
             return child, True
+    interpreter = command[0] if os.sep in command[0] else shutil.which(command[0])
+    if interpreter is None or not os.access(interpreter, os.X_OK):
+        # Said as Popen would, not as the keeper's shell (exit 127) would.
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command[0])
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         proc = subprocess.Popen(
-            command,
+            [*_KEEPER, *command],
             cwd=workdir,
             env=env,
             stdout=stdout,
@@ -368,6 +374,16 @@ def _start(
             preexec_fn=_child_setup(limits.memory_mb),
         )
     return proc, False
+
+
+# A cold test process runs under a shell that waits for it and ends as it ended: a test that
+# kills its parent kills that shell (its test is recorded crashed), never the runner.
+_KEEPER = (
+    "/bin/sh",
+    "-c",
+    '"$@"; s=$?; if [ "$s" -gt 128 ]; then kill -$((s - 128)) $$; fi; exit "$s"',
+    "spyre-ci-test",
+)
 
 
 def _run_subprocess(
@@ -420,7 +436,12 @@ def _run_subprocess(
         # running after its process ended.
         _kill_group(proc)
         reader.close()
-    if current is not None:
+    if current is not None and getattr(proc, "zygote_died", False) and killed_for is None:
+        # The zygote it was forked from died (the OOM killer, an operator) and took it along:
+        # an infrastructure event, not its test's result. No outcome: a fresh process (cold,
+        # that zygote is gone) runs the test again.
+        zygote.log_once(f"the warm zygote died under test {current[0]}: it runs again, cold")
+    elif current is not None:
         vid, began = current
         elapsed = time.monotonic() - began
         if killed_for is Status.TIMEOUT:

@@ -79,6 +79,7 @@ TRACER = "workflows.impact_tracer"
 PROCESS = "workflows.zygote_process"  # the zygote's own side
 # Room in the zygote's argv for a child's command line (`zygote_process._show_as`).
 _PAD = "--pad=" + "." * 8192
+MEMORY_HEADROOM_MB = 256  # what a test needs beyond the zygote's own mapping, at least
 MAX_ZYGOTES = 2  # alive at once per process (distinct specs, say); the least recent goes
 READY_TIMEOUT_S = 300.0
 
@@ -211,6 +212,7 @@ class WarmChild:
         self._zygote = zygote
         self.pid = pid
         self.returncode: int | None = None
+        self.zygote_died = False
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -247,7 +249,9 @@ class WarmChild:
             self._conn.close()
 
     def _gone(self, why: str) -> None:
-        # Its children die with it (their death signal): this one was killed.
+        # Its children die with it (their death signal): this one was killed, by no fault of
+        # its test (`zygote_died`: the shard runner runs that test again).
+        self.zygote_died = True
         self.returncode = -int(signal.SIGKILL)
         self._conn.close()
         self._zygote.broken = why
@@ -291,6 +295,14 @@ class Zygote:
         memory_mb: int | None,
     ) -> WarmChild:
         self._wait_ready()
+        mapped = _mapped_mb(self.proc.pid)
+        if memory_mb is not None and mapped is not None and mapped + MEMORY_HEADROOM_MB > memory_mb:
+            # The limit holds for the whole test process, and a fork starts with everything
+            # the zygote maps: below that, tests would fail wherever an allocation lands.
+            raise ZygoteUnavailable(
+                f"the memory limit ({memory_mb} MB) is below what a warm test process starts "
+                f"with ({mapped} MB mapped by the zygote, {MEMORY_HEADROOM_MB} MB to spare)"
+            )
         request = {
             "argv": list(argv),
             "cwd": str(cwd),
@@ -455,6 +467,17 @@ def _code_stamp(plugin: str) -> str:
             st = path.stat()
             parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
     return str(hash("\n".join(parts)))
+
+
+def _mapped_mb(pid: int) -> int | None:
+    """The address space process `pid` maps, in MB (VmSize), or None when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _read_line(conn: socket.socket) -> bytes:

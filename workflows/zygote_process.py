@@ -204,6 +204,14 @@ def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socke
             sock.close()
         _redirect(request)
         _show_as([sys.executable, "-m", "pytest", *request["argv"]])
+        # A keeper between the zygote and the test process: a test that kills its parent
+        # kills the keeper (the runner records that test crashed), never the zygote and the
+        # tests of every other shard with it.
+        test_pid = os.fork()
+        if test_pid:
+            _keep(test_pid)
+        if sys.platform == "linux":
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -228,6 +236,20 @@ def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socke
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _keep(pid: int) -> None:
+    """Wait for the test process and end as it ended (by its signal, or its exit code)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # noqa: BLE001 - whatever happened, the keeper must not go on
+        os._exit(70)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(BaseException):
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
 
 
 def _show_as(command: Sequence[str]) -> None:

@@ -268,3 +268,48 @@ def test_parallel_shards_split_the_cpus_between_their_threads(
     assert f"OMP_NUM_THREADS={max(1, cpus // 2)}" in seen(2)
     assert thread_env(2 * cpus) == {"OMP_NUM_THREADS": "1"}
     assert thread_env(2, {"OMP_NUM_THREADS": "3"}) == {}  # the user's setting wins
+
+
+KILLS_PARENT = textwrap.dedent(
+    """
+    import os, signal
+
+    def test_first():
+        assert True
+
+    def test_kills_parent():
+        os.kill(os.getppid(), signal.SIGKILL)
+
+    def test_last():
+        assert True
+    """
+)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_test_that_kills_its_parent_is_contained(
+    tmp_path: Path, warm: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workflows import zygote
+
+    monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])  # the zygote's too
+    (tmp_path / "test_crashy.py").write_text(KILLS_PARENT)
+    ids = [f"demo::t::{n}::f32" for n in ("first", "kills_parent", "last")]
+    try:
+        result = run_shard(
+            "s0", ids, tmp_path, limits=Limits(memory_mb=None), plugin="contract_plugin", warm=warm
+        )
+        pids = [z.proc.pid for z in zygote._POOL._zygotes.values()]
+        alive = [z for z in zygote._POOL._zygotes.values() if z.proc.poll() is None]
+    finally:
+        zygote.stop_all()
+    statuses = {o.id.split("::")[2]: o.status for o in result.outcomes}
+    # The runner (this process) is alive, every test has its outcome (the killer's: passed
+    # when it ended before its keeper's death reached it, else crashed), the rest ran.
+    assert set(statuses) == {"first", "kills_parent", "last"}, result.outcomes
+    assert statuses["first"] is statuses["last"] is Status.PASSED
+    assert statuses["kills_parent"] in (Status.PASSED, Status.CRASHED)
+    assert result.fault is None
+    if warm:
+        assert result.warm_processes == result.subprocesses  # every process forked warm
+        assert len(pids) == 1 and len(alive) == 1  # the zygote survived

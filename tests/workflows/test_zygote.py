@@ -306,3 +306,49 @@ def test_a_zygote_whose_loaded_code_changed_on_disk_is_restarted(
     assert [o.status for o in after.outcomes] == [Status.PASSED]
     assert after.warm_processes == 1
     assert zygote_pids() != before  # a new zygote loaded the new code
+
+
+def test_a_zygote_that_dies_costs_no_test_its_result(tmp_path: Path, contract_path: None) -> None:
+    import signal
+    import threading
+    import time
+
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(3)\n")
+    (tmp_path / "test_quick.py").write_text("def test_quick():\n    assert True\n")
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    warmup = run_shard("a", ["demo::t::quick::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    assert warmup.warm_processes == 1
+    (victim,) = zygote_pids()
+
+    def kill_the_zygote_mid_test() -> None:
+        time.sleep(1.5)
+        os.kill(victim, signal.SIGKILL)  # the OOM killer, an operator
+
+    killer = threading.Thread(target=kill_the_zygote_mid_test)
+    killer.start()
+    result = run_shard("b", ["demo::t::slow::f32"], tmp_path, plugin="contract_plugin", warm=True)
+    killer.join()
+    # Recorded as run again (cold), never as crashed, hence never flaky.
+    assert [o.status for o in result.outcomes] == [Status.PASSED], result.outcomes
+    assert result.subprocesses == 2 and result.warm_processes == 1
+
+
+def test_a_memory_limit_below_the_zygotes_size_starts_cold(
+    tmp_path: Path, contract_path: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "test_quick.py").write_text("def test_quick():\n    assert True\n")
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    ids = ["demo::t::quick::f32"]
+    roomy = run_shard("a", ids, tmp_path, plugin="contract_plugin", warm=True)
+    assert roomy.warm_processes == 1  # the default limit (8 GB) holds for a fork
+    (pid,) = zygote_pids()
+    mapped = zygote._mapped_mb(pid)
+    assert mapped is not None and mapped > 300
+    with caplog.at_level(logging.WARNING, logger="workflows.zygote"):
+        tight = run_shard(
+            "b", ids, tmp_path, plugin="contract_plugin", warm=True, limits=Limits(memory_mb=300)
+        )
+    # A fork would start above the limit: the process starts cold, where the limit holds
+    # from its first byte, and the runner says why.
+    assert tight.warm_processes == 0
+    assert "below what a warm test process starts with" in caplog.text
