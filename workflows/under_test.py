@@ -93,7 +93,7 @@ def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> App
     overlay folder is keyed by the change and the torch). ChangeNotApplicable when a diff
     the user gave does not apply."""
     if not request.apply_change:
-        return NO_CHANGE
+        return not_applied(request)
     root, _version = installed_torch()
     if root is None:
         raise PipelineError("torch is not installed here: no torch to apply the change to")
@@ -117,6 +117,30 @@ def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> App
     except ChangeError as exc:
         raise ChangeNotApplicable(str(exc)) from None
     return with_unpatched_files(change, request)
+
+
+def not_applied(request: RunRequest) -> AppliedChange:
+    """The change as a run that was asked not to apply it (`--no-apply`) has it: every file
+    that changes torch named as not applied, so the verdict says the change was not tested."""
+    from selector import SelectorError
+    from selector.diff import parse_unified_diff
+
+    why = "not applied: the run was asked to test the torch as installed (--no-apply)"
+    files: list[FileEffect] = []
+    if request.diff_text:
+        try:
+            parsed = parse_unified_diff(request.diff_text, request.diff_source or "<diff>")
+        except SelectorError:
+            parsed = None
+        for patch in parsed.files if parsed else ():
+            files.append(
+                FileEffect(patch.path, patch.status, why, previous_path=patch.previous_path)
+            )
+    applies = [f for f in files if file_kind(f.path) != "outside"]
+    outside = [replace(f, why=_WHY_OUTSIDE) for f in files if file_kind(f.path) == "outside"]
+    return with_unpatched_files(
+        replace(NO_CHANGE, not_applied=tuple(applies), no_effect=tuple(outside)), request
+    )
 
 
 def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedChange:
@@ -172,7 +196,13 @@ def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
     else:
         state = change.state
         affects = [f.path for f in (*change.applied, *change.not_applied)]
-        if state == "not_applied":
+        if state == "not_applied" and not request.apply_change:
+            tested = NOT_TESTED
+            notes.append(
+                f"the run was asked not to apply the change (--no-apply): its "
+                f"{len(change.not_applied)} file(s) that change torch were not tested"
+            )
+        elif state == "not_applied":
             tested = NOT_TESTED
             notes.append(
                 f"none of the {len(change.not_applied)} file(s) that change torch could be "

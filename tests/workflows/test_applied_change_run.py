@@ -161,3 +161,20 @@ def test_a_syntax_error_in_the_change_is_its_failure_not_an_infrastructure_fault
     assert result["status"] == "error" and result["classification"] == "new"
     assert "the change's failure, not the tool's" in result["message"]
     assert result["base_status"] == "passed"
+
+
+def test_no_apply_runs_the_installed_torch_and_says_the_change_was_not_tested(
+    glu_inventory: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    done = spyre_ci(
+        "run", "--diff", str(GLU_PATCH), "--no-apply", "--inventory", str(glu_inventory),
+        "--specs", str(GLU_SPEC), "--holdout", "0", "--jobs", "1", "--no-progress",
+        "--out", str(tmp_path / "out"), env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr  # glu passes on the installed torch
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["environment"]["tested"] == "not_tested"
+    assert "--no-apply" in record["environment"]["notes"][0]
+    callback = json.loads((tmp_path / "out" / "callback.json").read_text())
+    assert callback["workflow"]["conclusion"] == "neutral"
