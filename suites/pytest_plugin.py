@@ -19,6 +19,7 @@ runs. An id whose suite is not loaded, refused or unavailable here is a usage er
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import time
@@ -31,7 +32,7 @@ import pytest
 from suites.backend import backend_package, device_name
 from suites.claims import Claims
 from suites.model import Expectation, Outcome, Status
-from suites.results_file import MESSAGE_LIMIT, clip_message, end_line, start_line
+from suites.results_file import MESSAGE_LIMIT, clip_message, end_line, fault_line, start_line
 
 # The device under test (`suites.backend`: the bundled `spyre` unless configured), read once
 # by each test process.
@@ -56,6 +57,11 @@ class _State:
         self.started: dict[str, float] = {}
         self.unavailable: dict[str, str] = {}
         self.removed: list[str] = []  # ids of the ids file the loaded specs no longer have
+        # The device-fault guard: failing outcomes are held back until the device's health
+        # probe passes (after `BURST` of them, or at the end), or a test passes. None: the
+        # probe has not run yet; False: it failed before the first test (the guard is off).
+        self.sentinel: bool | None = None
+        self.held: list[tuple[str, str]] = []  # (variant id, its end line)
         folder = config.getoption("spyre_claims")
         self.claims = (
             Claims(Path(folder), config.getoption("spyre_claim_as") or "") if folder else None
@@ -71,6 +77,54 @@ class _State:
             return
         self.results.write(line)
         self.results.flush()
+
+    def ended(self, vid: str, status: Status, line: str) -> None:
+        """Report an outcome through the device-fault guard."""
+        if self.sentinel is None:
+            self.sentinel = device_probe() is None
+        if status.is_failure and self.sentinel:
+            self.held.append((vid, line))
+            if len(self.held) >= BURST:
+                self.check_device()
+            return
+        self.release()  # a test passed: the device works
+        self.emit(line)
+
+    def release(self) -> None:
+        for _vid, line in self.held:
+            self.emit(line)
+        self.held.clear()
+
+    def check_device(self) -> None:
+        """Probe the device: healthy, the held failures are results; not, they are an
+        infrastructure fault (said in the results file), and this process ends."""
+        reason = device_probe()
+        if reason is None:
+            self.release()
+            return
+        self.emit(fault_line(reason, [vid for vid, _line in self.held]))
+        sys.stderr.write(f"spyre suites: the device failed its health probe: {reason}\n")
+        sys.stderr.flush()
+        os._exit(DEVICE_FAULT_EXIT)
+
+
+BURST = 5  # failures in a row after which the device's health is probed
+DEVICE_FAULT_EXIT = 75
+
+
+def device_probe() -> str | None:
+    """None when the device computes a known answer; else what went wrong. The answer is
+    computed in plain Python: no CPU kernel (which a test or a benchmark may have changed)
+    takes part on the host side."""
+    import torch
+
+    try:
+        host = torch.arange(16, dtype=torch.float32).reshape(4, 4)
+        got = (host.to(DEVICE) * 2 + 1).sum(0).cpu().tolist()
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return f"{type(exc).__name__}: {exc}"[:500]
+    want = [float(sum(2 * (row * 4 + col) + 1 for row in range(4))) for col in range(4)]
+    return None if got == want else f"the device computed {got} where {want} is right"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -488,7 +542,8 @@ def pytest_runtest_protocol(
         return (yield)
     finally:
         status, message = _status(state.reports.pop(vid, []))
-        state.emit(end_line(Outcome(vid, status, round(time.monotonic() - started, 6), message)))
+        outcome = Outcome(vid, status, round(time.monotonic() - started, 6), message)
+        state.ended(vid, status, end_line(outcome))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -531,6 +586,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _CONFIG: dict[str, pytest.Config] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Failures still held at the end are reported once the device passes its probe."""
+    state = session.config.stash.get(_STATE, None)
+    if state is not None and state.held:
+        state.check_device()
 
 
 @pytest.hookimpl(trylast=True)

@@ -26,6 +26,7 @@ from suites.model import Outcome, Status
 
 START = "start"
 END = "end"
+FAULT = "device_fault"
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,16 @@ class Started:
     id: str
 
 
-Event = Started | Outcome
+@dataclass(frozen=True)
+class DeviceFault:
+    """The device's health probe failed after a burst of failures: the outcomes of `ids`
+    (ended since the last good probe, not reported) say nothing about their tests."""
+
+    reason: str
+    ids: tuple[str, ...]
+
+
+Event = Started | Outcome | DeviceFault
 
 
 def start_line(variant_id: str) -> str:
@@ -44,6 +54,10 @@ def start_line(variant_id: str) -> str:
 
 def end_line(outcome: Outcome) -> str:
     return json.dumps({"event": END, **outcome.to_json()}) + "\n"
+
+
+def fault_line(reason: str, ids: list[str]) -> str:
+    return json.dumps({"event": FAULT, "reason": reason, "ids": ids}) + "\n"
 
 
 def parse_line(line: str) -> Event | None:
@@ -55,6 +69,8 @@ def parse_line(line: str) -> Event | None:
         kind = record.get("event")
         if kind == START:
             return Started(str(record["id"]))
+        if kind == FAULT:
+            return DeviceFault(str(record["reason"]), tuple(str(i) for i in record["ids"]))
         if kind == END:
             return Outcome(
                 str(record["id"]),

@@ -38,7 +38,7 @@ from typing import Protocol
 
 from suites.claims import Claims
 from suites.model import Outcome, Status
-from suites.results_file import ResultsReader, Started
+from suites.results_file import DeviceFault, ResultsReader, Started
 from workflows import zygote
 from workflows.settings import zygote_enabled
 
@@ -254,15 +254,30 @@ def run_shard(
             python=interpreter,
         ) + (claims.as_options() if claims is not None else [])
         ended_before = len(done)
+        device_faults: list[DeviceFault] = []
         try:
             returncode, forked = _run_subprocess(
-                command, results_file, workdir, limits, left_s, env, record, stop, key
-            )
+                command, results_file, workdir, limits, left_s, env, record, stop, key,
+                device_faults,
+            )  # fmt: skip
             result.warm_processes += forked
         except OSError as exc:  # the interpreter is gone, fork failed, the disk is full
             returncode, cause = None, f"cannot start the test process: {exc}"
         else:
             cause = _cause(returncode, results_file.with_suffix(""))
+        if device_faults:
+            # The device-fault guard: the failures since the device's last good probe are
+            # the device's, not their tests'. The shard stops as an infrastructure fault.
+            held = device_faults[0].ids
+            result.fault = InfraFault(
+                shard_id,
+                f"the device failed its health probe after {len(held)} failure(s) in a row "
+                f"({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}): "
+                f"{device_faults[0].reason}",
+                tuple(vid for vid in variant_ids if vid not in done),
+                1,
+            )
+            break
         if len(done) > ended_before:
             if junit_file.exists():
                 result.junit_paths.append(junit_file)
@@ -396,9 +411,12 @@ def _run_subprocess(
     record: ProgressCallback,
     stop: threading.Event | None = None,
     key: zygote.ZygoteKey | None = None,
+    device_faults: list[DeviceFault] | None = None,
 ) -> tuple[int | None, bool]:
     """Run one test process to its end; returns its exit code (None when it was killed) and
-    whether it was forked warm."""
+    whether it was forked warm. A device fault its plugin reported goes into
+    `device_faults`."""
+    device_faults = [] if device_faults is None else device_faults
     stem = results_file.with_suffix("")
     results_file.touch()
     proc, forked = _start(command, workdir, {**os.environ, **(env or {})}, limits, stem, key)
@@ -412,6 +430,9 @@ def _run_subprocess(
             for event in reader.read():
                 if isinstance(event, Started):
                     current = (event.id, time.monotonic())
+                elif isinstance(event, DeviceFault):
+                    device_faults.append(event)
+                    current = None  # its process ends now; no test of it is a result
                 else:
                     record(replace(event, message=short_message(event.message)))
                     current = None

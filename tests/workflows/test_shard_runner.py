@@ -313,3 +313,30 @@ def test_a_test_that_kills_its_parent_is_contained(
     if warm:
         assert result.warm_processes == result.subprocesses  # every process forked warm
         assert len(pids) == 1 and len(alive) == 1  # the zygote survived
+
+
+def test_a_device_that_breaks_mid_shard_is_an_infrastructure_fault_not_test_failures(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import TINY_SPEC
+
+    plugins = Path(__file__).parent / "data" / "plugins"
+    ids = [
+        f"tiny::compare_cpu::{op}::{dtype}"
+        for op in ("add", "mul", "sin", "pow", "softmax", "log_softmax")
+        for dtype in ("float32", "float16")
+    ]
+    env = {
+        "PYTEST_PLUGINS": "device_breaker",
+        "BREAK_AFTER": "2",
+        "PYTHONPATH": os.pathsep.join([str(plugins), *sys.path]),
+    }
+    result = run_shard(
+        "s0", ids, tmp_path, specs=[str(TINY_SPEC)], env=env, limits=Limits(memory_mb=None)
+    )
+    # The two tests before the break are results; the failures after it are held until the
+    # device's health probe, which fails: they are the device's, not the tests'.
+    assert [o.status for o in result.outcomes] == [Status.PASSED, Status.PASSED]
+    assert result.fault is not None
+    assert "health probe" in result.fault.cause and "device stuck" in result.fault.cause
+    assert set(result.fault.unrun) == set(ids[2:])
