@@ -95,6 +95,16 @@ def build_request(args: argparse.Namespace) -> Any:
             source="cli",
         )
     run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
+    applying = dict(
+        diff_text=diff_text,
+        diff_source=diff_source,
+        # A diff the user gave must apply whole (exit 2 naming the hunk); an event's diff is
+        # upstream's, made against its base: what does not apply is named in the verdict.
+        change_strict=args.diff is not None,
+        apply_change=not args.no_apply,
+    )
+    # Refused before the Inventory is built or anything is recorded.
+    check_change(pipeline.RunRequest(run_id, event.to_json(), str(args.out), "", **applying))
     inventory = args.inventory
     if inventory is None:
         from suites.loader import SpecError
@@ -110,12 +120,7 @@ def build_request(args: argparse.Namespace) -> Any:
         event=event.to_json(),
         out_dir=str(args.out),
         inventory=str(inventory),
-        diff_text=diff_text,
-        diff_source=diff_source,
-        # A diff the user gave must apply whole (exit 2 naming the hunk); an event's diff is
-        # upstream's, made against its base: what does not apply is named in the verdict.
-        change_strict=args.diff is not None,
-        apply_change=not args.no_apply,
+        **applying,
         full=args.full,
         budget_count=args.budget,
         budget_time_s=args.budget_time,
@@ -194,7 +199,6 @@ def run(args: argparse.Namespace) -> int:
     from workflows.shard_runner import InfrastructureError
 
     request = build_request(args)
-    check_change(request)
     settings = Settings.from_env()
     try:
         history = open_history(settings.state_dir, settings.redis_url)
