@@ -67,28 +67,24 @@ def redis_server(tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Inventory of the tiny suite (16 variants) for the installed torch."""
-    path = tmp_path_factory.mktemp("inventory") / "tiny.json.gz"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "workflows",
-            "inventory",
-            "--specs",
-            str(TINY_SPEC),
-            "--out",
-            str(path),
-        ],
+def build_inventory(spec: Path, path: Path, env: dict[str, str] | None = None) -> Path:
+    """`spyre-ci inventory --specs SPEC --out PATH`, as a user runs it; returns PATH."""
+    built = subprocess.run(
+        [sys.executable, "-m", "workflows", "inventory", "--specs", str(spec), "--out", str(path)],
         cwd=REPO_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert result.returncode == 0, result.stderr
+    assert built.returncode == 0, built.stderr
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Inventory of the tiny suite (16 variants) for the installed torch."""
+    return build_inventory(TINY_SPEC, tmp_path_factory.mktemp("inventory") / "tiny.json.gz")
 
 
 SLOW_STEPS = REPO_ROOT / "tests" / "e2e" / "data" / "slow_steps"

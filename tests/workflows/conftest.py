@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, build_inventory
 
 SOFTMAX_PATCH = REPO_ROOT / "examples" / "events" / "push_softmax_kernel.patch"
 GLU_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "glu.yaml"
@@ -30,14 +30,4 @@ def spyre_ci(
 @pytest.fixture(scope="session")
 def glu_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Inventory of tests/workflows/data/glu.yaml (2 variants) for the installed torch."""
-    path = tmp_path_factory.mktemp("inventory") / "glu.json.gz"
-    done = subprocess.run(
-        [sys.executable, "-m", "workflows", "inventory", "--specs", str(GLU_SPEC)]
-        + ["--out", str(path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    return path
+    return build_inventory(GLU_SPEC, tmp_path_factory.mktemp("inventory") / "glu.json.gz")

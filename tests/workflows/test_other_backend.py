@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, build_inventory
 from tests.workflows.conftest import GLU_PATCH, GLU_SPEC, spyre_ci
 
 GLU = "glu::compare_cpu::nn.functional.glu::float32"
@@ -27,13 +25,7 @@ def test_a_run_against_another_backend_uses_its_device(tmp_path: Path) -> None:
             [str(REPO_ROOT / "tests" / "backends"), os.environ.get("PYTHONPATH", "")]
         ).rstrip(os.pathsep),
     }
-    inventory = tmp_path / "glu.json.gz"
-    built = subprocess.run(
-        [sys.executable, "-m", "workflows", "inventory", "--specs", str(GLU_SPEC)]
-        + ["--out", str(inventory)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr
+    inventory = build_inventory(GLU_SPEC, tmp_path / "glu.json.gz", env)
     done = spyre_ci(
         "run", "--diff", str(GLU_PATCH), "--inventory", str(inventory), "--specs", str(GLU_SPEC),
         "--holdout", "0", "--jobs", "1", "--no-progress", "--out", str(tmp_path / "out"), env=env,
