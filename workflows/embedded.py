@@ -95,10 +95,29 @@ def _execute(
             progress.add_total(len(ids))
         return pipeline.execute_shard(request, name, ids, progress, parallel=1, stop=stop)
 
+    base_warming = threading.Event()
+
+    def warm_base_on_failure(report: ProgressCallback) -> ProgressCallback:
+        """With a change applied, a failure will run on the base torch too (A/B): its zygote
+        starts warming at the first failure, while the shards go on."""
+
+        def reported(outcome: Outcome) -> None:
+            if outcome.status.is_failure and not base_warming.is_set() and change_applied:
+                base_warming.set()
+                if zygote_enabled():
+                    zygote.prestart(PLUGIN, request.specs)
+            report(outcome)
+
+        return reported
+
+    change_applied = bool(pipeline.change_env(request))
+
     def run_part(
         name: str, ids: Sequence[str], claims: Claims, report: ProgressCallback
     ) -> ShardRun:
-        return pipeline.execute_shard(request, name, ids, report, stop=stop, claims=claims)
+        return pipeline.execute_shard(
+            request, name, ids, warm_base_on_failure(report), stop=stop, claims=claims
+        )
 
     try:
         work = Path(request.out_dir) / "work" / request.run_id
