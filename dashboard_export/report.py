@@ -47,7 +47,7 @@ class Summary:
     """Everything the report shows, computed from the record (pure)."""
 
     record: RunRecord
-    counts: dict[str, int]
+    counts: dict[str, int]  # as the CRCR callback counts (an xfail is "skipped" there)
     suites: tuple[SuiteLine, ...]
     new: tuple[VariantResult, ...]
     pre_existing: tuple[VariantResult, ...]
@@ -55,6 +55,26 @@ class Summary:
     slowest: tuple[VariantResult, ...]
     test_seconds: float
     metrics: dict[str, float | None]
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        """Variants per status over all suites: the "Results by suite" table's totals."""
+        return {str(st): sum(line.counts[str(st)] for line in self.suites) for st in STATUS_COLUMNS}
+
+    def headline(self) -> str:
+        """The counts of the report's first line, status by status as the table has them."""
+        statuses = self.statuses
+        shown = [
+            f"{n} {status}"
+            for status, n in statuses.items()
+            if n or status in (Status.PASSED, Status.FAILED)
+        ]
+        failing = sum(n for status, n in statuses.items() if Status(status).is_failure)
+        return (
+            f"{sum(statuses.values())} variants: {', '.join(shown)}; "
+            f"{failing} failing ({len(self.new)} new, {len(self.pre_existing)} pre-existing); "
+            f"{len(self.flaky)} flaky"
+        )
 
 
 def summarize(record: RunRecord) -> Summary:
@@ -195,7 +215,6 @@ def render_markdown(
     tested = tested_lines(record)
     if tested:
         out += [_md(line) for line in tested] + [""]
-    c = s.counts
     if record.infrastructure:
         out += [
             "## Infrastructure error: the tests could not run",
@@ -213,11 +232,8 @@ def render_markdown(
             f"{record.run_id}`).",
             "",
         ]
-    out.append(
-        f"**{c['total']} variants**: {c['passed']} passed, {c['failed']} failed "
-        f"({len(s.new)} new, {len(s.pre_existing)} pre-existing), {c['skipped']} skipped; "
-        f"{len(s.flaky)} flaky."
-    )
+    total, _, counts = s.headline().partition(": ")
+    out.append(f"**{total}**: {counts}.")
     out += ["", "## What changed", "", f"- {_change_line(record)}", f"- {_files_line(record)}"]
     for changed in record.event.files[:FILES_SHOWN]:
         out.append(f"  - `{changed.path}` ({changed.status})")
@@ -432,7 +448,16 @@ ul{margin:4px 0;padding-left:22px}
 .bar span{display:block}
 """
 
-_BAR_COLOURS = {"passed": "#2da44e", "failed": "#cf222e", "skipped": "#afb8c1"}
+_BAR_COLOURS = {
+    Status.PASSED: "#2da44e",
+    Status.XPASSED: "#8fd19e",
+    Status.FAILED: "#cf222e",
+    Status.ERROR: "#a40e26",
+    Status.TIMEOUT: "#bc4c00",
+    Status.CRASHED: "#82071e",
+    Status.XFAILED: "#d4a72c",
+    Status.SKIPPED: "#afb8c1",
+}
 
 
 def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None) -> str:
@@ -441,7 +466,7 @@ def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | 
     s = summarize(record)
     e = escape
     verdict = record.effective_conclusion
-    c = s.counts
+    c = s.statuses
     parts: list[str] = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -455,11 +480,12 @@ def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | 
         + f" · {e(_env_line(record))}</div>",
         *_tested_html(record),
         '<div class="cards">',
-        _card("variants", c["total"], ""),
+        _card("variants", sum(c.values()), ""),
         _card("passed", c["passed"], "good"),
         _card("new failures", len(s.new), "bad" if s.new else "good"),
         _card("pre-existing", len(s.pre_existing), "warn" if s.pre_existing else ""),
         _card("flaky", len(s.flaky), "warn" if s.flaky else ""),
+        *(_card(str(st), c[st], "") for st in (Status.XFAILED, Status.XPASSED) if c[st]),
         _card("skipped", c["skipped"], ""),
         "</div>",
         _bar(c),
@@ -497,7 +523,7 @@ def _card(label: str, value: int, kind: str) -> str:
 
 
 def _bar(counts: dict[str, int]) -> str:
-    total = counts["total"] or 1
+    total = sum(counts.values()) or 1
     spans = "".join(
         f'<span style="width:{100 * counts[k] / total:.2f}%;background:{colour}" '
         f'title="{k}: {counts[k]}"></span>'

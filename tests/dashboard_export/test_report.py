@@ -108,3 +108,23 @@ def test_the_holdout_line_bounds_recall_only_when_the_selection_found_new_failur
     assert "test recall at least 13.2 %" in _holdout_text(
         PlanSummary(100, holdout=30, metrics=found)
     )
+
+
+def test_the_headline_counts_as_the_results_table_does(record: RunRecord) -> None:
+    from suites.model import Status
+
+    exp = record.results[6]
+    xpass = dataclasses.replace(
+        exp, outcome=dataclasses.replace(exp.outcome, status=Status.XPASSED)
+    )
+    record = dataclasses.replace(record, results=(*record.results[:6], xpass, *record.results[7:]))
+    text = render_markdown(record)
+    headline = next(line for line in text.splitlines() if line.startswith("**"))
+    assert headline == (
+        "**9 variants**: 2 passed, 2 failed, 1 error, 1 skipped, 1 xfailed, 1 xpassed, "
+        "1 crashed; 4 failing (3 new, 1 pre-existing); 1 flaky."
+    )
+    # the table's row: passed failed error skipped xfailed xpassed timeout crashed, total
+    assert "| sample | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 1 | 8 |" in text
+    cards = " ".join(" ".join(_parse(render_html(record)).text).split())
+    assert "9 variants 2 passed" in cards and "1 xfailed 1 xpassed 1 skipped" in cards
