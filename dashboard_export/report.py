@@ -591,11 +591,21 @@ def _holdout_text(plan: PlanSummary) -> str:
     m = plan.metrics
     if "missed_upper" not in m:
         return f"holdout sample {plan.holdout}"
-    # A bound, not a point: upper bounds round up, lower bounds down.
+    # A bound, not a point: upper bounds round up, lower bounds down. Said as what it is,
+    # a limit a sample of this size can set, so that a green run's bound alarms nobody.
     unselected = int(m.get("eligible", 0) - m.get("selected", 0))
+    upper = math.ceil(m["missed_upper"] - 1e-9)
+    share = f"{100 * upper / unselected:.1f} %" if unselected else "0 %"
+    misses = len(plan.holdout_misses)
+    found = (
+        f"it found {misses} new failure{'s' if misses != 1 else ''} the selection missed"
+        if misses
+        else "none of it failed new"
+    )
     text = (
-        f"holdout sample {plan.holdout}: at most {math.ceil(m['missed_upper'] - 1e-9)} new "
-        f"failures missed among the {unselected} unselected variants (95 % upper bound)"
+        f"holdout sample {plan.holdout} (a random draw of the unselected): {found}; with 95 % "
+        f"confidence no more than {upper} of the {unselected} unselected variants ({share}) "
+        f"fail new, a limit set by the sample's size" + ("" if misses else ", not failures seen")
     )
     if "recall_lower" in m and m.get("selected_new_failures"):
         # Without a new failure in the selection there is no recall to bound.

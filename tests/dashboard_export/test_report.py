@@ -102,7 +102,13 @@ def test_the_holdout_line_bounds_recall_only_when_the_selection_found_new_failur
 
     metrics = {"eligible": 1000, "selected": 100, "missed_upper": 26.2, "recall_lower": 0.0}
     none_found = _holdout_text(PlanSummary(100, holdout=30, metrics=metrics))
-    assert "at most 27 new failures missed among the 900 unselected" in none_found
+    assert none_found == (
+        "holdout sample 30 (a random draw of the unselected): none of it failed new; with 95 % "
+        "confidence no more than 27 of the 900 unselected variants (3.0 %) fail new, a limit "
+        "set by the sample's size, not failures seen"
+    )
+    one = _holdout_text(PlanSummary(100, holdout=30, metrics=metrics, holdout_misses=("a",)))
+    assert "it found 1 new failure the selection missed; with 95 % confidence" in one
     assert "recall" not in none_found
     found = {**metrics, "selected_new_failures": 4, "recall_lower": 0.1324}
     assert "test recall at least 13.2 %" in _holdout_text(
