@@ -249,6 +249,7 @@ def render_markdown(
     else:
         out.append(
             f"Selected {plan.selected} of {plan.inventory or '?'} variants"
+            + _relatives_text(plan)
             + (
                 f"; **fell back to a full run**: {_md(plan.fallback_reason)}"
                 if plan.fallback_reason
@@ -257,7 +258,7 @@ def render_markdown(
             + f"; {_holdout_text(plan)}."
         )
         out += _md_table(
-            ["top reason", "variants"], [[_md(r), str(n)] for r, n in plan.top_reasons]
+            ["top reason", "variants"], [[_md(r), str(n)] for r, n in reason_rows(plan)]
         )
         out += _md_table(
             ["not run because", "variants"], [[_md(r), str(n)] for r, n in plan.skipped.items()]
@@ -582,6 +583,30 @@ def _html_change(record: RunRecord) -> list[str]:
     return out
 
 
+# A first reason of this kind is no evidence about the variant itself: it only shares an op
+# family with a touched op (`linalg.matrix_norm` for a change to `normalize`).
+FAMILY_ONLY = "op_match: same op family "
+RELATIVES = "relatives only, no direct evidence: "
+
+
+def reason_rows(plan: PlanSummary) -> list[tuple[str, int]]:
+    """The reasons table: direct evidence first, then the picks that are only relatives of a
+    touched op by family, said to be so (a budget cuts them first: they score lower)."""
+    direct = [(r, n) for r, n in plan.top_reasons if not r.startswith(FAMILY_ONLY)]
+    family = [(RELATIVES + r, n) for r, n in plan.top_reasons if r.startswith(FAMILY_ONLY)]
+    return direct + family
+
+
+def _relatives_text(plan: PlanSummary) -> str:
+    relatives = sum(n for r, n in plan.top_reasons if r.startswith(FAMILY_ONLY))
+    if not relatives or plan.fallback_reason:
+        return ""
+    return (
+        f" ({plan.selected - relatives} on direct evidence; {relatives} only as relatives in a "
+        f"touched op's family, ranked after them)"
+    )
+
+
 def _holdout_text(plan: PlanSummary) -> str:
     if plan.canaries:
         return (
@@ -637,12 +662,13 @@ def _html_plan(record: RunRecord) -> list[str]:
         else ""
     )
     out.append(
-        f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants;"
+        f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants"
+        f"{escape(_relatives_text(plan))};"
         f" {escape(_holdout_text(plan))}.{fallback}</p>"
     )
     out.append(
         _html_table(
-            ["top reason", "variants"], [[escape(r), n] for r, n in plan.top_reasons], numeric=1
+            ["top reason", "variants"], [[escape(r), n] for r, n in reason_rows(plan)], numeric=1
         )
     )
     if plan.skipped:

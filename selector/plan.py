@@ -255,6 +255,12 @@ def _retrieve(
     return reasons
 
 
+def _strongest_first(reasons: list[Reason]) -> list[Reason]:
+    """A variant's reasons, the strongest counted evidence first (the report's "top reason"
+    is the first): a trace hit before a mere op-family relation. Ties keep registry order."""
+    return sorted(reasons, key=lambda r: (r.trial, -r.score))
+
+
 def _counted(reasons: list[Reason]) -> float:
     return sum(r.score for r in reasons if not r.trial)
 
@@ -341,7 +347,7 @@ def _decide(
         Selected(
             vid,
             scores.get(vid, 0.0),
-            (*reasons.get(vid, no_reasons), *tail),
+            (*_strongest_first(reasons.get(vid, no_reasons)), *tail),
             durations[vid],
             vid in mandatory,
         )

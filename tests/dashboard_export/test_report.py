@@ -134,3 +134,26 @@ def test_the_headline_counts_as_the_results_table_does(record: RunRecord) -> Non
     assert "| sample | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 1 | 8 |" in text
     cards = " ".join(" ".join(_parse(render_html(record)).text).split())
     assert "9 variants 2 passed" in cards and "1 xfailed 1 xpassed 1 skipped" in cards
+
+
+def test_family_only_picks_come_after_the_direct_evidence_and_are_named(
+    record: RunRecord,
+) -> None:
+    from dashboard_export.model import PlanSummary
+    from dashboard_export.report import reason_rows
+
+    family = "op_match: same op family 'norm' as touched op nn.functional.normalize (f.py: def)"
+    direct = "op_match: op nn.functional.normalize touched (f.py: def)"
+    plan = PlanSummary(163, 8498, top_reasons=((family, 148), (direct, 13), ("impact_map: x", 2)))
+    assert reason_rows(plan) == [
+        (direct, 13),
+        ("impact_map: x", 2),
+        ("relatives only, no direct evidence: " + family, 148),
+    ]
+    text = " ".join(
+        " ".join(_parse(render_html(dataclasses.replace(record, plan=plan))).text).split()
+    )
+    assert (
+        "Selected 163 of 8498 variants (15 on direct evidence; 148 only as relatives in a "
+        "touched op's family, ranked after them);" in text
+    )

@@ -383,3 +383,27 @@ def test_plan_json_round_trips_the_strata_and_loads_the_old_format(index: Invent
         p.holdout,
     )
     assert "holdout_strata" in old.to_json()
+
+
+def test_a_variants_strongest_evidence_is_its_first_reason(inventory: Inventory) -> None:
+    class Family:
+        name = "family"
+
+        def score(self, ctx: RetrieveContext) -> dict[str, Score]:
+            return {v: Score(0.6, "same op family") for v in ctx.index.ids}
+
+    class Trace:
+        name = "trace"
+
+        def score(self, ctx: RetrieveContext) -> dict[str, Score]:
+            return {v: Score(0.9, "runs the changed function") for v in ctx.index.ids[:3]}
+
+    p = plan(
+        example_change("push_softmax_kernel"),
+        inventory,
+        heuristics=[Family(), Trace()],
+        config=PlanConfig(holdout_rate=0),
+    )
+    first = {s.id: s.reasons[0].heuristic for s in p.selected}
+    assert sorted(first.values()).count("trace") == 3
+    assert all(len(s.reasons) == 1 for s in p.selected if first[s.id] == "family")
