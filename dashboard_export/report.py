@@ -47,7 +47,7 @@ class Summary:
     """Everything the report shows, computed from the record (pure)."""
 
     record: RunRecord
-    counts: dict[str, int]
+    counts: dict[str, int]  # as the CRCR callback counts (an xfail is "skipped" there)
     suites: tuple[SuiteLine, ...]
     new: tuple[VariantResult, ...]
     pre_existing: tuple[VariantResult, ...]
@@ -55,6 +55,26 @@ class Summary:
     slowest: tuple[VariantResult, ...]
     test_seconds: float
     metrics: dict[str, float | None]
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        """Variants per status over all suites: the "Results by suite" table's totals."""
+        return {str(st): sum(line.counts[str(st)] for line in self.suites) for st in STATUS_COLUMNS}
+
+    def headline(self) -> str:
+        """The counts of the report's first line, status by status as the table has them."""
+        statuses = self.statuses
+        shown = [
+            f"{n} {status}"
+            for status, n in statuses.items()
+            if n or status in (Status.PASSED, Status.FAILED)
+        ]
+        failing = sum(n for status, n in statuses.items() if Status(status).is_failure)
+        return (
+            f"{sum(statuses.values())} variants: {', '.join(shown)}; "
+            f"{failing} failing ({len(self.new)} new, {len(self.pre_existing)} pre-existing); "
+            f"{len(self.flaky)} flaky"
+        )
 
 
 def summarize(record: RunRecord) -> Summary:
@@ -195,7 +215,6 @@ def render_markdown(
     tested = tested_lines(record)
     if tested:
         out += [_md(line) for line in tested] + [""]
-    c = s.counts
     if record.infrastructure:
         out += [
             "## Infrastructure error: the tests could not run",
@@ -213,11 +232,8 @@ def render_markdown(
             f"{record.run_id}`).",
             "",
         ]
-    out.append(
-        f"**{c['total']} variants**: {c['passed']} passed, {c['failed']} failed "
-        f"({len(s.new)} new, {len(s.pre_existing)} pre-existing), {c['skipped']} skipped; "
-        f"{len(s.flaky)} flaky."
-    )
+    total, _, counts = s.headline().partition(": ")
+    out.append(f"**{total}**: {counts}.")
     out += ["", "## What changed", "", f"- {_change_line(record)}", f"- {_files_line(record)}"]
     for changed in record.event.files[:FILES_SHOWN]:
         out.append(f"  - `{changed.path}` ({changed.status})")
@@ -233,6 +249,7 @@ def render_markdown(
     else:
         out.append(
             f"Selected {plan.selected} of {plan.inventory or '?'} variants"
+            + _relatives_text(plan)
             + (
                 f"; **fell back to a full run**: {_md(plan.fallback_reason)}"
                 if plan.fallback_reason
@@ -241,7 +258,7 @@ def render_markdown(
             + f"; {_holdout_text(plan)}."
         )
         out += _md_table(
-            ["top reason", "variants"], [[_md(r), str(n)] for r, n in plan.top_reasons]
+            ["top reason", "variants"], [[_md(r), str(n)] for r, n in reason_rows(plan)]
         )
         out += _md_table(
             ["not run because", "variants"], [[_md(r), str(n)] for r, n in plan.skipped.items()]
@@ -432,7 +449,16 @@ ul{margin:4px 0;padding-left:22px}
 .bar span{display:block}
 """
 
-_BAR_COLOURS = {"passed": "#2da44e", "failed": "#cf222e", "skipped": "#afb8c1"}
+_BAR_COLOURS = {
+    Status.PASSED: "#2da44e",
+    Status.XPASSED: "#8fd19e",
+    Status.FAILED: "#cf222e",
+    Status.ERROR: "#a40e26",
+    Status.TIMEOUT: "#bc4c00",
+    Status.CRASHED: "#82071e",
+    Status.XFAILED: "#d4a72c",
+    Status.SKIPPED: "#afb8c1",
+}
 
 
 def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None) -> str:
@@ -441,7 +467,7 @@ def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | 
     s = summarize(record)
     e = escape
     verdict = record.effective_conclusion
-    c = s.counts
+    c = s.statuses
     parts: list[str] = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -455,11 +481,12 @@ def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | 
         + f" · {e(_env_line(record))}</div>",
         *_tested_html(record),
         '<div class="cards">',
-        _card("variants", c["total"], ""),
+        _card("variants", sum(c.values()), ""),
         _card("passed", c["passed"], "good"),
         _card("new failures", len(s.new), "bad" if s.new else "good"),
         _card("pre-existing", len(s.pre_existing), "warn" if s.pre_existing else ""),
         _card("flaky", len(s.flaky), "warn" if s.flaky else ""),
+        *(_card(str(st), c[st], "") for st in (Status.XFAILED, Status.XPASSED) if c[st]),
         _card("skipped", c["skipped"], ""),
         "</div>",
         _bar(c),
@@ -497,7 +524,7 @@ def _card(label: str, value: int, kind: str) -> str:
 
 
 def _bar(counts: dict[str, int]) -> str:
-    total = counts["total"] or 1
+    total = sum(counts.values()) or 1
     spans = "".join(
         f'<span style="width:{100 * counts[k] / total:.2f}%;background:{colour}" '
         f'title="{k}: {counts[k]}"></span>'
@@ -556,6 +583,30 @@ def _html_change(record: RunRecord) -> list[str]:
     return out
 
 
+# A first reason of this kind is no evidence about the variant itself: it only shares an op
+# family with a touched op (`linalg.matrix_norm` for a change to `normalize`).
+FAMILY_ONLY = "op_match: same op family "
+RELATIVES = "relatives only, no direct evidence: "
+
+
+def reason_rows(plan: PlanSummary) -> list[tuple[str, int]]:
+    """The reasons table: direct evidence first, then the picks that are only relatives of a
+    touched op by family, said to be so (a budget cuts them first: they score lower)."""
+    direct = [(r, n) for r, n in plan.top_reasons if not r.startswith(FAMILY_ONLY)]
+    family = [(RELATIVES + r, n) for r, n in plan.top_reasons if r.startswith(FAMILY_ONLY)]
+    return direct + family
+
+
+def _relatives_text(plan: PlanSummary) -> str:
+    relatives = sum(n for r, n in plan.top_reasons if r.startswith(FAMILY_ONLY))
+    if not relatives or plan.fallback_reason:
+        return ""
+    return (
+        f" ({plan.selected - relatives} on direct evidence; {relatives} only as relatives in a "
+        f"touched op's family, ranked after them)"
+    )
+
+
 def _holdout_text(plan: PlanSummary) -> str:
     if plan.canaries:
         return (
@@ -565,11 +616,21 @@ def _holdout_text(plan: PlanSummary) -> str:
     m = plan.metrics
     if "missed_upper" not in m:
         return f"holdout sample {plan.holdout}"
-    # A bound, not a point: upper bounds round up, lower bounds down.
+    # A bound, not a point: upper bounds round up, lower bounds down. Said as what it is,
+    # a limit a sample of this size can set, so that a green run's bound alarms nobody.
     unselected = int(m.get("eligible", 0) - m.get("selected", 0))
+    upper = math.ceil(m["missed_upper"] - 1e-9)
+    share = f"{100 * upper / unselected:.1f} %" if unselected else "0 %"
+    misses = len(plan.holdout_misses)
+    found = (
+        f"it found {misses} new failure{'s' if misses != 1 else ''} the selection missed"
+        if misses
+        else "none of it failed new"
+    )
     text = (
-        f"holdout sample {plan.holdout}: at most {math.ceil(m['missed_upper'] - 1e-9)} new "
-        f"failures missed among the {unselected} unselected variants (95 % upper bound)"
+        f"holdout sample {plan.holdout} (a random draw of the unselected): {found}; with 95 % "
+        f"confidence no more than {upper} of the {unselected} unselected variants ({share}) "
+        f"fail new, a limit set by the sample's size" + ("" if misses else ", not failures seen")
     )
     if "recall_lower" in m and m.get("selected_new_failures"):
         # Without a new failure in the selection there is no recall to bound.
@@ -601,12 +662,13 @@ def _html_plan(record: RunRecord) -> list[str]:
         else ""
     )
     out.append(
-        f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants;"
+        f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants"
+        f"{escape(_relatives_text(plan))};"
         f" {escape(_holdout_text(plan))}.{fallback}</p>"
     )
     out.append(
         _html_table(
-            ["top reason", "variants"], [[escape(r), n] for r, n in plan.top_reasons], numeric=1
+            ["top reason", "variants"], [[escape(r), n] for r, n in reason_rows(plan)], numeric=1
         )
     )
     if plan.skipped:

@@ -115,18 +115,25 @@ def draw_holdout(
     rng: random.Random,
     durations: Mapping[str, float],
     unselected_s: float,
+    limit: int | None = None,
 ) -> tuple[HoldoutStratum, ...]:
-    """The holdout's strata: `holdout_rate` of `unchosen` (at least `holdout_min`), a `near`
-    one NEAR_BOOST times as likely to be drawn as a far one. `unselected_s`: the seconds of
-    all of `unchosen` (the far stratum's are what the near one's leave)."""
-    if not unchosen:
+    """The holdout's strata: `holdout_rate` of `unchosen` (at least `holdout_min`, at most
+    `limit`: what a count budget leaves), a `near` one NEAR_BOOST times as likely to be drawn
+    as a far one. `unselected_s`: the seconds of all of `unchosen` (the far stratum's are
+    what the near one's leave)."""
+    if not unchosen or (limit is not None and limit <= 0):
         return ()
     pools = {
         "near": [v for v in unchosen if v in near],
         "far": [v for v in unchosen if v not in near],
     }
     k = min(len(unchosen), max(1, config.holdout_min, round(config.holdout_rate * len(unchosen))))
+    if limit is not None:
+        k = min(k, limit)
     sizes = _allocate(k, len(pools["near"]), len(pools["far"]))
+    if limit is not None and sum(sizes) > limit:  # the strata minimums do not fit: near first
+        near_n = min(sizes[0], limit - min(sizes[1], limit // 2))
+        sizes = (near_n, min(sizes[1], limit - near_n))
     near_s = sum(durations[v] for v in pools["near"])
     seconds = {"near": near_s, "far": max(0.0, unselected_s - near_s)}
     strata = []

@@ -43,7 +43,7 @@ class PlanConfig:
 
     budget_count: int | None = None
     budget_seconds: float | None = None
-    holdout_rate: float = 0.02
+    holdout_rate: float = 0.02  # a count budget holds the holdout too (`holdout_room`)
     shards: int = 1
     threshold: float = 0.0  # selected when the summed score is above it
     default_duration_s: float = 1.0  # for variants the History never timed
@@ -255,6 +255,12 @@ def _retrieve(
     return reasons
 
 
+def _strongest_first(reasons: list[Reason]) -> list[Reason]:
+    """A variant's reasons, the strongest counted evidence first (the report's "top reason"
+    is the first): a trace hit before a mere op-family relation. Ties keep registry order."""
+    return sorted(reasons, key=lambda r: (r.trial, -r.score))
+
+
 def _counted(reasons: list[Reason]) -> float:
     return sum(r.score for r in reasons if not r.trial)
 
@@ -293,7 +299,7 @@ def _decide(
         tail: tuple[Reason, ...] = (Reason("fallback", 0.0, f"full run: {fallback}"),)
         budget["used"] = len(chosen)
         if config.budget_count is not None or config.budget_seconds is not None:
-            budget["not_applied"] = "a full run ignores the budget"
+            budget["not_applied"] = "a full run (everything runs) has no budget"
     elif facts.decision == "none":
         decision, chosen, tail = "none", [], ()
         skipped[SKIP_NOTHING] += len(eligible)
@@ -325,8 +331,12 @@ def _decide(
             random.Random(config.seed or changes.head_sha or "spyre-ci"),
             durations,
             total_s - selected_s,
+            limit=None if config.budget_count is None else config.budget_count - len(chosen),
         )
     holdout = tuple(sorted(v for s in strata for v in s.ids))
+    if budget["kind"] == "count":  # N bounds what runs: the selection and the holdout
+        budget["holdout"] = len(holdout)
+        budget["used"] = len(chosen) + len(holdout)
     for vid in holdout:
         reason = unselected.pop(vid, None)
         skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
@@ -337,7 +347,7 @@ def _decide(
         Selected(
             vid,
             scores.get(vid, 0.0),
-            (*reasons.get(vid, no_reasons), *tail),
+            (*_strongest_first(reasons.get(vid, no_reasons)), *tail),
             durations[vid],
             vid in mandatory,
         )
@@ -417,7 +427,8 @@ def _fit(
     reasons: Mapping[str, list[Reason]],
     unselected: dict[str, tuple[tuple[Reason, ...], str]],
 ) -> tuple[list[str], dict[str, Any]]:
-    """Mandatory variants first, then by score (cheaper first on ties) within the budget."""
+    """Mandatory variants first, then by score (cheaper first on ties) within the budget; a
+    count budget keeps `holdout_room` of it for the holdout."""
     must = sorted((v for v in mandatory if v in pool), key=lambda v: (-scores[v], v))
     candidates: list[str] = []
     scored = 0
@@ -435,7 +446,8 @@ def _fit(
     candidates.sort(key=lambda v: (-scores[v], durations[v], v))
     chosen = list(must)
     if config.budget_count is not None:
-        room = max(0, config.budget_count - len(chosen))
+        reserved = holdout_room(config)
+        room = max(0, config.budget_count - reserved - len(chosen))
         over = candidates[room:]
         chosen += candidates[:room]
         budget = {
@@ -444,6 +456,7 @@ def _fit(
             "used": len(chosen),
             "applied": True,
             "mandatory": len(must),
+            "holdout_reserved": reserved,
         }
         for vid in over:
             unselected[vid] = (tuple(reasons[vid]), SKIP_COUNT_BUDGET)
@@ -468,6 +481,14 @@ def _fit(
         chosen += candidates
         budget = {"kind": "none", "limit": None, "used": len(chosen), "applied": False}
     return chosen, budget
+
+
+def holdout_room(config: PlanConfig) -> int:
+    """Of a count budget N, what the selection leaves to the holdout: `holdout_rate` of N
+    (none of a tiny budget). The holdout takes more when the selection leaves more room."""
+    if config.budget_count is None or config.force_full:
+        return 0
+    return min(config.budget_count, round(config.holdout_rate * config.budget_count))
 
 
 def _trial_summary(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import pkgutil
@@ -10,6 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import MutableMapping, Sequence
+from typing import Any
 
 from workflows import commands
 
@@ -18,8 +20,29 @@ class CommandError(Exception):
     """A command cannot go on; the message says what and where, and what to do."""
 
 
+class Parser(argparse.ArgumentParser):
+    """Every parser of the command line, its subcommands' too (argparse makes them of the
+    parent's class): no abbreviated options (`--job 2` is not `--jobs 2`), and a mistyped
+    choice or subcommand gets the nearest one offered."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            return super()._check_value(action, value)
+        names = [str(c) for c in choices]
+        close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r} ({hint}choose from {', '.join(names)})"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="spyre-ci",
         description="Keep an out-of-tree PyTorch backend green while upstream PyTorch moves.",
     )
@@ -54,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("spyre-ci: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop writing, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the flush at exit must not raise again
+        return 141  # what a shell reports for a writer stopped by SIGPIPE
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

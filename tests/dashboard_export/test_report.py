@@ -102,9 +102,58 @@ def test_the_holdout_line_bounds_recall_only_when_the_selection_found_new_failur
 
     metrics = {"eligible": 1000, "selected": 100, "missed_upper": 26.2, "recall_lower": 0.0}
     none_found = _holdout_text(PlanSummary(100, holdout=30, metrics=metrics))
-    assert "at most 27 new failures missed among the 900 unselected" in none_found
+    assert none_found == (
+        "holdout sample 30 (a random draw of the unselected): none of it failed new; with 95 % "
+        "confidence no more than 27 of the 900 unselected variants (3.0 %) fail new, a limit "
+        "set by the sample's size, not failures seen"
+    )
+    one = _holdout_text(PlanSummary(100, holdout=30, metrics=metrics, holdout_misses=("a",)))
+    assert "it found 1 new failure the selection missed; with 95 % confidence" in one
     assert "recall" not in none_found
     found = {**metrics, "selected_new_failures": 4, "recall_lower": 0.1324}
     assert "test recall at least 13.2 %" in _holdout_text(
         PlanSummary(100, holdout=30, metrics=found)
+    )
+
+
+def test_the_headline_counts_as_the_results_table_does(record: RunRecord) -> None:
+    from suites.model import Status
+
+    exp = record.results[6]
+    xpass = dataclasses.replace(
+        exp, outcome=dataclasses.replace(exp.outcome, status=Status.XPASSED)
+    )
+    record = dataclasses.replace(record, results=(*record.results[:6], xpass, *record.results[7:]))
+    text = render_markdown(record)
+    headline = next(line for line in text.splitlines() if line.startswith("**"))
+    assert headline == (
+        "**9 variants**: 2 passed, 2 failed, 1 error, 1 skipped, 1 xfailed, 1 xpassed, "
+        "1 crashed; 4 failing (3 new, 1 pre-existing); 1 flaky."
+    )
+    # the table's row: passed failed error skipped xfailed xpassed timeout crashed, total
+    assert "| sample | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 1 | 8 |" in text
+    cards = " ".join(" ".join(_parse(render_html(record)).text).split())
+    assert "9 variants 2 passed" in cards and "1 xfailed 1 xpassed 1 skipped" in cards
+
+
+def test_family_only_picks_come_after_the_direct_evidence_and_are_named(
+    record: RunRecord,
+) -> None:
+    from dashboard_export.model import PlanSummary
+    from dashboard_export.report import reason_rows
+
+    family = "op_match: same op family 'norm' as touched op nn.functional.normalize (f.py: def)"
+    direct = "op_match: op nn.functional.normalize touched (f.py: def)"
+    plan = PlanSummary(163, 8498, top_reasons=((family, 148), (direct, 13), ("impact_map: x", 2)))
+    assert reason_rows(plan) == [
+        (direct, 13),
+        ("impact_map: x", 2),
+        ("relatives only, no direct evidence: " + family, 148),
+    ]
+    text = " ".join(
+        " ".join(_parse(render_html(dataclasses.replace(record, plan=plan))).text).split()
+    )
+    assert (
+        "Selected 163 of 8498 variants (15 on direct evidence; 148 only as relatives in a "
+        "touched op's family, ranked after them);" in text
     )

@@ -298,10 +298,55 @@ def test_a_module_change_reaches_module_tests_not_the_op_family(inventory: Inven
     assert "nn.Linear" in subjects(plan(diff_change(body=kernel), inventory).selected_ids)
 
 
+# 10 selected and a holdout of 40: N = 50, of which the holdout takes 0.8.
+CUT_BY_BUDGET = PlanConfig(budget_count=50, holdout_rate=0.8)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 10, 50, 200])
+def test_count_budget_bounds_the_selection_and_the_holdout_together(
+    index: InventoryIndex, n: int
+) -> None:
+    p = plan(example_change("push_softmax_kernel"), index, config=PlanConfig(budget_count=n))
+    assert len(p.selected) + len(p.holdout) <= n
+    assert p.budget["used"] == len(p.selected) + len(p.holdout)
+    assert p.budget["holdout"] == len(p.holdout)
+    assert p.budget["holdout_reserved"] == round(0.02 * n)
+
+
+def test_count_budget_gives_the_holdout_what_the_selection_leaves(
+    index: InventoryIndex,
+) -> None:
+    change = example_change("push_softmax_kernel")
+    free = plan(change, index)
+    n = len(free.selected) + 100
+    p = plan(change, index, config=PlanConfig(budget_count=n))
+    assert p.selected_ids == free.selected_ids
+    assert p.holdout == free.holdout  # the sample it draws unbudgeted fits in the room left
+    n = len(free.selected) + 3  # the holdout keeps its share of N: the selection gives way
+    tight = plan(change, index, config=PlanConfig(budget_count=n))
+    assert len(tight.holdout) == round(0.02 * n) and len(tight.selected) + len(tight.holdout) == n
+    assert len(tight.selected) == len(free.selected) - 3
+
+
+def test_failing_and_new_variants_run_past_the_count_budget_without_a_holdout(
+    inventory: Inventory,
+) -> None:
+    new = make_variant("nn.functional.rms_norm", "compare_cpu", "float16")
+    inv = Inventory("2.13.0", "x", (*inventory.variants, new))
+    failing_id = "ops::compare_cpu::abs::float32"
+    history = History(
+        variants={failing_id: VariantHistory(recent=(Status.PASSED, Status.FAILED))},
+        known_variants=frozenset(v.id for v in inventory.variants),
+    )
+    p = plan(example_change("push_softmax_kernel"), inv, history, PlanConfig(budget_count=1))
+    assert set(p.selected_ids) == {failing_id, new.id} and p.holdout == ()
+    assert p.budget["used"] == 2  # past N = 1: said, not hidden
+
+
 def test_holdout_draws_near_variants_more_often(index: InventoryIndex) -> None:
     # A count budget leaves most of the softmax family unselected: those are near.
     change = example_change("push_softmax_kernel")
-    p = plan(change, index, config=PlanConfig(budget_count=10))
+    p = plan(change, index, config=CUT_BY_BUDGET)
     strata = {s.name: s for s in p.holdout_strata}
     assert set(strata) == {"near", "far"}
     near, far = strata["near"], strata["far"]
@@ -311,8 +356,8 @@ def test_holdout_draws_near_variants_more_often(index: InventoryIndex) -> None:
     unselected = p.totals["eligible"] - p.totals["selected"]
     assert near.population + far.population == unselected
     assert p.holdout == tuple(sorted((*near.ids, *far.ids)))
-    assert len(p.holdout) == max(PlanConfig().holdout_min, round(0.02 * unselected))
-    assert plan(change, index, config=PlanConfig(budget_count=10)).holdout_strata == (
+    assert len(p.selected) == 10 and len(p.holdout) == 40  # what N = 50 leaves
+    assert plan(change, index, config=CUT_BY_BUDGET).holdout_strata == (
         p.holdout_strata
     )  # seeded: the same draw again
     total = p.totals["eligible_s"] - p.totals["selected_s"]
@@ -321,7 +366,7 @@ def test_holdout_draws_near_variants_more_often(index: InventoryIndex) -> None:
 
 
 def test_plan_json_round_trips_the_strata_and_loads_the_old_format(index: InventoryIndex) -> None:
-    p = plan(example_change("push_softmax_kernel"), index, config=PlanConfig(budget_count=10))
+    p = plan(example_change("push_softmax_kernel"), index, config=CUT_BY_BUDGET)
     data = json.loads(json.dumps(p.to_json()))
     assert [s["name"] for s in data["holdout_strata"]] == ["near", "far"]
     assert {"population", "drawn", "rate", "weight", "ids"} <= set(data["holdout_strata"][0])
@@ -338,3 +383,27 @@ def test_plan_json_round_trips_the_strata_and_loads_the_old_format(index: Invent
         p.holdout,
     )
     assert "holdout_strata" in old.to_json()
+
+
+def test_a_variants_strongest_evidence_is_its_first_reason(inventory: Inventory) -> None:
+    class Family:
+        name = "family"
+
+        def score(self, ctx: RetrieveContext) -> dict[str, Score]:
+            return {v: Score(0.6, "same op family") for v in ctx.index.ids}
+
+    class Trace:
+        name = "trace"
+
+        def score(self, ctx: RetrieveContext) -> dict[str, Score]:
+            return {v: Score(0.9, "runs the changed function") for v in ctx.index.ids[:3]}
+
+    p = plan(
+        example_change("push_softmax_kernel"),
+        inventory,
+        heuristics=[Family(), Trace()],
+        config=PlanConfig(holdout_rate=0),
+    )
+    first = {s.id: s.reasons[0].heuristic for s in p.selected}
+    assert sorted(first.values()).count("trace") == 3
+    assert all(len(s.reasons) == 1 for s in p.selected if first[s.id] == "family")

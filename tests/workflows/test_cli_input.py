@@ -244,6 +244,18 @@ CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
         {},
     ),
     (
+        "run-full-with-budget",
+        ["run", "--event", "{event}", "--full", "--budget", "3"],
+        ["--full runs every variant, so --budget cannot bound it"],
+        {},
+    ),
+    (
+        "select-full-with-budget-time",
+        ["select", "--event", "{event}", "--inventory", "{inv}", "--full", "--budget-time", "9"],
+        ["--full runs every variant, so --budget-time cannot bound it"],
+        {},
+    ),
+    (
         "run-holdout-above-one",
         ["run", "--event", "{event}", "--holdout", "7"],
         ["--holdout 7", "must be within [0, 1]"],

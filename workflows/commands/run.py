@@ -20,6 +20,7 @@ from workflows.change_input import (
     read_source,
 )
 from workflows.cli import CommandError
+from workflows.commands.select import COUNT_BUDGET_HELP, check_budget
 from workflows.options import add_options
 
 
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
         },
     )
     parser.add_argument("--full", action="store_true", help="run every variant, no selection")
-    add_budget_arguments(parser, "run at most N variants")
+    add_budget_arguments(parser, COUNT_BUDGET_HELP)
     parser.add_argument(
         "--out",
         type=absolute_path,
@@ -77,6 +78,7 @@ def build_request(args: argparse.Namespace) -> Any:
     from workflows.settings import Settings
 
     settings = Settings.from_env()
+    check_budget(args)
     check_out_dir(args.out)
     check_specs(args.specs)
     if args.inventory is not None:
@@ -249,7 +251,9 @@ def print_summary(finished: Any) -> None:
     for line in under_test_lines(finished.planned.environment):
         print(f"  {line}")
     if s.get("fallback"):
-        print(f"  full run: {s['fallback']}")
+        budget = finished.planned.plan.get("budget", {})
+        unbounded = f" ({budget['not_applied']})" if budget.get("not_applied") else ""
+        print(f"  full run: {s['fallback']}{unbounded}")
     elif s.get("decision") == "none":
         print(f"  nothing to run: {s.get('why') or 'no variant is affected'}")
     print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")

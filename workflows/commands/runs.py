@@ -7,6 +7,7 @@ import argparse
 import datetime as dt
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,7 +124,8 @@ def show_run(args: argparse.Namespace) -> int:
     print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
     for key, value in sorted(run.summary.items()):
         if key != "forensics":
-            print(f"  {key}: {value}")
+            for line in field_lines(key, value):
+                print(f"  {line}")
     for line in forensics_lines(run.summary.get("forensics")):
         print(f"  {line}")
     from workflows.history import RunState
@@ -138,6 +140,37 @@ def show_run(args: argparse.Namespace) -> int:
     elif run.state != RunState.COMPLETED:
         print(f"  state: {meaning}")
     return 0
+
+
+def field_lines(key: str, value: Any) -> list[str]:
+    """One summary field as a person reads it: times as UTC dates, mappings as `name value`
+    pairs (a long or nested one a line per name), lists a line per long item, no reprs."""
+    if isinstance(value, Mapping) and (
+        len(value) > 6 or any(isinstance(v, Mapping | list | tuple) for v in value.values())
+    ):
+        lines = [f"{key}:"] if value else [f"{key}: none"]
+        for name, item in value.items():
+            lines += [f"  {line}" for line in field_lines(str(name), item)]
+        return lines
+    if isinstance(value, list | tuple) and any(len(_plain(key, v)) > 40 for v in value):
+        return [f"{key}:", *(f"  - {_plain(key, v)}" for v in value)]
+    return [f"{key}: {_plain(key, value)}"]
+
+
+def _plain(key: str, value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float) and key.endswith("_at"):
+        return f"{_when(float(value))} UTC"  # stored as epoch seconds
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_plain(str(k), v)}" for k, v in value.items()) or "none"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(key, v) for v in value) or "none"
+    return str(value)
 
 
 def forensics_lines(found: Any) -> list[str]:

@@ -25,6 +25,22 @@ from workflows.cli import CommandError
 from workflows.options import add_options
 from workflows.shard_runner import InfrastructureError
 
+# `--budget N` bounds what runs, the holdout included (selector.plan.holdout_room).
+COUNT_BUDGET_HELP = (
+    "run at most N variants: the best selected ones and the holdout sample together (the "
+    "holdout takes SHARE of N, more when the selection leaves room); failing and new "
+    "variants always run, even past N"
+)
+
+
+def check_budget(args: argparse.Namespace) -> None:
+    """A full run runs everything: a budget with it is refused, never silently dropped."""
+    if args.full and (args.budget is not None or args.budget_time is not None):
+        given = "--budget" if args.budget is not None else "--budget-time"
+        raise CommandError(
+            f"--full runs every variant, so {given} cannot bound it: give one or the other"
+        )
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -58,7 +74,7 @@ def register(subparsers: Any) -> None:
         help="the inventory of the last run: finds changed definitions and new variants",
     )
     add_options(parser, "impact_map", "no_trace")
-    add_budget_arguments(parser, "select at most N variants (failing and new variants always run)")
+    add_budget_arguments(parser, COUNT_BUDGET_HELP)
     parser.add_argument("--seed", help="holdout seed (default: the head sha)")
     parser.add_argument(
         "--shards",
@@ -103,6 +119,7 @@ def select(args: argparse.Namespace) -> int:
     from workflows.trace_store import joined_trace
     from workflows.traces import describe
 
+    check_budget(args)
     if args.plan_out is not None and args.plan_out.is_dir():
         raise CommandError(
             f"{args.plan_out}: is a directory (--plan-out names the file the Plan is written to)"

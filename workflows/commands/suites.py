@@ -86,6 +86,12 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if errors:
         print(f"{errors} error(s) in {len(paths)} file(s)", file=sys.stderr)
         return 2  # bad input, as everywhere (1 means new test failures)
+    warnings = len(problems)  # no errors here: every problem left is a warning
+    shown = "" if args.warnings else ", --warnings shows them"
+    print(
+        f"{len(paths)} file(s) checked: no errors"
+        + (f", {warnings} warning(s){shown}" if warnings else "")
+    )
     return 0
 
 
