@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,9 @@ def build_request(args: argparse.Namespace) -> Any:
     check_specs(args.specs)
     if args.inventory is not None:
         read_inventory(args.inventory)  # refused here, before History is opened
-    change = read_source(args)
-    event, diff_text = change.event, change.diff_text
-    diff_source = change.diff_source if diff_text else ""
+    given = read_source(args)
+    event, diff_text = given.event, given.diff_text
+    diff_source = given.diff_source if diff_text else ""
     if event is not None and diff_text is None:
         event, diff_text, diff_source = compare_diff(event)
     if event is None:  # a bare diff is run as a change that landed on the upstream branch
@@ -97,7 +98,11 @@ def build_request(args: argparse.Namespace) -> Any:
             source="cli",
         )
     run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
-    applying = dict(
+    change = pipeline.RunRequest(
+        run_id=run_id,
+        event=event.to_json(),
+        out_dir=str(args.out),
+        inventory="",
         diff_text=diff_text,
         diff_source=diff_source,
         # A diff the user gave must apply whole (exit 2 naming the hunk); an event's diff is
@@ -105,8 +110,7 @@ def build_request(args: argparse.Namespace) -> Any:
         change_strict=args.diff is not None,
         apply_change=not args.no_apply,
     )
-    # Refused before the Inventory is built or anything is recorded.
-    check_change(pipeline.RunRequest(run_id, event.to_json(), str(args.out), "", **applying))
+    check_change(change)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory
     if inventory is None:
         from suites.loader import SpecError
@@ -117,12 +121,9 @@ def build_request(args: argparse.Namespace) -> Any:
         except SpecError as exc:
             which = "the specs given (--specs)" if args.specs else "the bundled suites"
             raise CommandError(f"{which} do not load: {exc}") from exc
-    return pipeline.RunRequest(
-        run_id=run_id,
-        event=event.to_json(),
-        out_dir=str(args.out),
+    return replace(
+        change,
         inventory=str(inventory),
-        **applying,
         full=args.full,
         budget_count=args.budget,
         budget_time_s=args.budget_time,
