@@ -14,6 +14,8 @@ import functools
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,12 +262,33 @@ def read_inventory(path: Path, option: str = "--inventory") -> Any:
 
 
 def check_out_dir(path: Path, option: str = "--out") -> None:
-    """An output directory: absent (it is created) or a directory, never a file."""
+    """An output directory: absent (it is created) or a directory, never a file; and one
+    this process can write (tried: permissions alone do not say it, for root or a read-only
+    file system)."""
     if path.exists() and not path.is_dir():
         raise CommandError(
             f"{path}: exists and is not a directory ({option} names the "
             "directory the outputs go to)"
         )
+    check_writable(path, option)
+
+
+def check_writable(path: Path, what: str) -> None:
+    """`path` is a folder this process can create and write into (CommandError naming it)."""
+    outermost = next((p for p in [path, *path.parents] if p.parent.exists()), path)
+    created = None if outermost.exists() else outermost  # the outermost folder made here
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".spyre-ci-probe-"):
+            pass
+    except OSError as exc:
+        raise CommandError(
+            f"{path}: cannot be written ({what}): {exc.strerror or exc}; give a folder "
+            "this user can write"
+        ) from None
+    finally:
+        if created is not None:  # a probe leaves nothing: the run makes it when it writes
+            shutil.rmtree(created, ignore_errors=True)
 
 
 def check_specs(paths: Any, option: str = "--specs") -> None:

@@ -81,6 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the flush at exit must not raise again
         return 141  # what a shell reports for a writer stopped by SIGPIPE
+    except OSError as exc:
+        # The machine's fault, not the tests': a full disk, a folder that cannot be written
+        # (checked paths are refused before with exit 2; this is what changed under a run).
+        # History learns last, so nothing of the run was learned; it can be resumed.
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(
+            f"spyre-ci: infrastructure error (not a test result): {exc.strerror or exc}{where}",
+            file=sys.stderr,
+        )
+        return 3
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -480,6 +480,18 @@ CASES: list[tuple[str, list[str], list[str], dict[str, str]]] = [
         {},
     ),
     (
+        "run-out-cannot-be-written",
+        ["run", "--diff", "{patch}", "--inventory", "{inv}", "--out", "/proc/spyre-ci-out"],
+        ["/proc/spyre-ci-out: cannot be written (--out)"],
+        {},
+    ),
+    (
+        "run-state-dir-cannot-be-written",
+        ["run", "--diff", "{patch}", "--inventory", "{inv}", "--out", "out"],
+        ["/proc/spyre-ci-state: cannot be written (the state directory"],
+        {"SPYRE_CI_STATE_DIR": "/proc/spyre-ci-state"},
+    ),
+    (
         "trigger-config-directory",
         ["trigger", "nightly", "--sha", "a" * 40, "--config", "in/dir"],
         ["in/dir", "is a directory, not a relay config"],

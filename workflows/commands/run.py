@@ -15,6 +15,7 @@ from workflows.change_input import (
     add_source_arguments,
     check_out_dir,
     check_specs,
+    check_writable,
     checked,
     read_impact_map,
     read_inventory,
@@ -81,6 +82,7 @@ def build_request(args: argparse.Namespace) -> Any:
     settings = Settings.from_env()
     check_budget(args)
     check_out_dir(args.out)
+    check_writable(settings.state_dir, "the state directory, $SPYRE_CI_STATE_DIR")
     check_specs(args.specs)
     if args.inventory is not None:
         read_inventory(args.inventory)  # refused here, before History is opened
