@@ -10,7 +10,6 @@ build, so the test does not pay for building the bundled Inventory more than onc
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -18,9 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO_ROOT
+from tests.e2e.conftest import state_env
 
 # Not linked into the clone-like directory: outputs and caches a fresh clone does not have.
 NOT_IN_A_FRESH_CLONE = {
@@ -56,35 +54,6 @@ def spyre_ci_executable() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "workflows"]
 
 
-def _env(state_dir: Path) -> dict[str, str]:
-    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state_dir)}
-    for name in ("SPYRE_CI_REDIS_URL", "SPYRE_CI_IMPACT_MAP", "SPYRE_CI_INVENTORY"):
-        env.pop(name, None)
-    return env
-
-
-@pytest.fixture(scope="session")
-def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A state directory holding only the cached Inventory of the bundled specs, built the
-    way `spyre-ci run` builds it (workflows.inventory_cache), once per session."""
-    state = tmp_path_factory.mktemp("seeded-state")
-    probe = (
-        "from workflows.inventory_cache import default_inventory\n"
-        "from workflows.settings import Settings\n"
-        "print(default_inventory(Settings.from_env().state_dir))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO_ROOT,
-        env=_env(state),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr
-    return state
-
-
 def test_readme_command_parses_to_relative_paths() -> None:
     args = readme_run_command()
     assert args[0] == "run"
@@ -105,7 +74,7 @@ def test_readme_first_command_runs_as_written(seeded_state: Path, tmp_path: Path
     result = subprocess.run(
         [*spyre_ci_executable(), *args, "--no-progress"],
         cwd=checkout,
-        env=_env(state),
+        env=state_env(state),
         capture_output=True,
         text=True,
         timeout=900,

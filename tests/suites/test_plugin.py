@@ -88,10 +88,15 @@ def test_selected_variants_run_with_results_and_junit(tmp_path: Path) -> None:
     result = _pytest(tmp_path, IDS)
     assert result.returncode == 1, result.stdout + result.stderr  # strict xpass + timeout
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    # start before end, for every id, in the order of the ids file.
-    assert [(r["event"], r["id"]) for r in lines] == [
-        (event, vid) for vid in IDS for event in ("start", "end")
-    ]
+    # Starts in the order of the ids file; each id's end after its start. A failure's end
+    # may come later (the device-fault guard holds it until a test passes or the device's
+    # probe does), never lost.
+    starts = [r["id"] for r in lines if r["event"] == "start"]
+    assert starts == IDS
+    ends = [r["id"] for r in lines if r["event"] == "end"]
+    assert sorted(ends) == sorted(IDS)
+    order = [(r["event"], r["id"]) for r in lines]
+    assert all(order.index(("start", v)) < order.index(("end", v)) for v in IDS)
     status = {r["id"]: r["status"] for r in lines if r["event"] == "end"}
     assert status == {
         "plug::compare_cpu::add::float32": "passed",

@@ -90,6 +90,9 @@ def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_
     assert run is not None and run.state == RunState.INFRA_ERROR
     listing = spyre_ci("runs", "list", env=env)
     assert record["run_id"] in listing.stdout and "infra-error" in listing.stdout
+    check = spyre_ci("history", "check", env=env)  # it taught nothing, and says why
+    assert check.returncode == 0 and "taught History nothing" in check.stdout
+    assert f"{record['run_id']}  [infra-error]  infrastructure error: shard-0" in check.stdout
 
     # The next run is judged as if the broken one never happened: its real failures are
     # new, not "pre-existing" against a baseline of the tool's errors.

@@ -118,6 +118,21 @@ def check_runs(args: argparse.Namespace) -> int:
             why = suspicion(run.summary, args.max_share)
             if why:
                 suspects.append((run.run_id, run.state, why))
+    unlearned = [r for r in runs if r.state in (RunState.STOPPED, RunState.INFRA_ERROR)]
+    if unlearned:
+        # History learns last: these taught it nothing, but a maintainer wants to see them
+        # (a device that keeps faulting, runs that keep stopping).
+        print(f"{len(unlearned)} run(s) that taught History nothing:")
+        for run in unlearned:
+            if run.state == RunState.STOPPED:
+                why = f"stopped: {run.summary.get('stopped_because') or 'unknown'}"
+                hint = f"`spyre-ci runs resume {run.run_id}`"
+            else:
+                causes = run.summary.get("infrastructure") or ["unknown"]
+                why = f"infrastructure error: {str(causes[0])[:200]}"
+                hint = "fix the cause and run it again"
+            print(f"  {run.run_id}  [{run.state}]  {why}")
+            print(f"      -> {hint}")
     if not suspects:
         print(f"no suspect runs among the last {len(runs)}")
         return 0

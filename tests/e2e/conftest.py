@@ -1,0 +1,41 @@
+"""Fixtures of the whole-system tests: a state directory seeded with the bundled Inventory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def state_env(state_dir: Path) -> dict[str, str]:
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state_dir)}
+    for name in ("SPYRE_CI_REDIS_URL", "SPYRE_CI_IMPACT_MAP", "SPYRE_CI_INVENTORY"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state directory holding only the cached Inventory of the bundled specs, built the
+    way `spyre-ci run` builds it (workflows.inventory_cache), once per session."""
+    state = tmp_path_factory.mktemp("seeded-state")
+    probe = (
+        "from workflows.inventory_cache import default_inventory\n"
+        "from workflows.settings import Settings\n"
+        "print(default_inventory(Settings.from_env().state_dir))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO_ROOT,
+        env=state_env(state),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    return state
