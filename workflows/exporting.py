@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
-from importlib.util import find_spec
-from pathlib import Path
 from typing import Any
 
 from dashboard_export import layout, triage
@@ -80,19 +78,10 @@ def _version(name: str) -> str:
         return "unknown"
 
 
-@cache
 def _torch_git_version() -> str:
-    spec = find_spec("torch")
-    if spec is None or spec.origin is None:
-        return "unknown"
-    version_file = Path(spec.origin).parent / "version.py"
-    try:
-        for line in version_file.read_text(encoding="utf-8").splitlines():
-            if line.startswith("git_version"):
-                return line.split("=", 1)[1].strip().strip("'\"")
-    except OSError:
-        pass
-    return "unknown"
+    from workflows.under_test import torch_git_sha
+
+    return torch_git_sha() or "unknown"
 
 
 def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[str, int], ...]:

@@ -66,17 +66,24 @@ def _candidates(environ: Mapping[str, str] | None) -> Iterator[Path]:
 def read_build(folder: Path) -> TorchBuild | None:
     """The torch of the environment at `folder` (version and git sha), or None."""
     for version_file in sorted(folder.glob("lib/python3*/site-packages/torch/version.py")):
-        try:
-            text = version_file.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        values = {}
-        for line in text.splitlines():
-            name, _, value = line.partition("=")
-            key = name.split(":", 1)[0].strip()  # `cuda: Optional[str] = None` too
-            if key in ("__version__", "git_version"):
-                values[key] = value.split("#", 1)[0].strip().strip("'\"")
-        sha = values.get("git_version", "").lower()
-        if len(sha) >= 7 and sha != "unknown":
-            return TorchBuild(folder, values.get("__version__", "unknown"), sha)
+        version, sha = read_version(version_file)
+        if sha:
+            return TorchBuild(folder, version or "unknown", sha)
     return None
+
+
+def read_version(version_file: Path) -> tuple[str, str]:
+    """(`__version__`, `git_version`) of a torch's `version.py`, read without importing it;
+    "" for what it does not say (or says is unknown)."""
+    try:
+        text = version_file.read_text(encoding="utf-8")
+    except OSError:
+        return "", ""
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        key = name.split(":", 1)[0].strip()  # `cuda: Optional[str] = None` too
+        if key in ("__version__", "git_version"):
+            values[key] = value.split("#", 1)[0].strip().strip("'\"")
+    sha = values.get("git_version", "").lower()
+    return values.get("__version__", ""), "" if len(sha) < 7 or sha == "unknown" else sha

@@ -34,6 +34,7 @@ from workflows.change_overlay import (
     file_kind,
     prepare,
 )
+from workflows.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
 from workflows.run_model import PipelineError, RunRequest
 from workflows.sources import installed_torch
 
@@ -56,17 +57,7 @@ def torch_git_sha(root: Path | None = None) -> str:
     """The installed torch's git sha (`torch/version.py`), read without importing torch; ""
     when unknown."""
     root = root or installed_torch()[0]
-    if root is None:
-        return ""
-    try:
-        text = (root / "torch" / "version.py").read_text(encoding="utf-8")
-    except OSError:
-        return ""
-    for line in text.splitlines():
-        if line.startswith("git_version"):
-            value = line.split("=", 1)[1].strip().strip("'\"")
-            return "" if value in ("Unknown", "unknown") else value
-    return ""
+    return torch_builds.read_version(root / "torch" / "version.py")[1] if root else ""
 
 
 def same_sha(a: str, b: str) -> bool:
@@ -90,8 +81,29 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> AppliedChange:
     """The request's change over this machine's torch (prepared once per machine: the
-    overlay folder is keyed by the change and the torch). ChangeNotApplicable when a diff
-    the user gave does not apply."""
+    overlay folder is keyed by the change and the torch; once per process: every shard,
+    rerun and base run of a run asks for it). ChangeNotApplicable when a diff the user gave
+    does not apply."""
+    trigger = request.trigger
+    key = (
+        request.diff_text,
+        request.diff_source,
+        request.change_strict,
+        request.apply_change,
+        trigger.head_sha,
+        trigger.files,
+        cache_dir,
+    )
+    found = _PREPARED.get(key)
+    if found is None:
+        found = _PREPARED[key] = _applied_change(request, cache_dir)
+    return found
+
+
+_PREPARED: dict[tuple[object, ...], AppliedChange] = {}
+
+
+def _applied_change(request: RunRequest, cache_dir: Path | None) -> AppliedChange:
     if not request.apply_change:
         return not_applied(request)
     root, _version = installed_torch()
@@ -164,9 +176,6 @@ def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedC
             )
             not_applied.append(FileEffect(changed.path, changed.status, why))
     return replace(change, not_applied=tuple(not_applied), no_effect=tuple(no_effect))
-
-
-_WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
 
 
 def build_for(request: RunRequest) -> torch_builds.TorchBuild | None:

@@ -180,7 +180,7 @@ def module_name(path: str) -> str:
 
 _WHY_BUILD = "needs a build of torch (C++/CUDA, codegen input or build file)"
 _WHY_OTHER = "not a Python module of the installed torch: only a build or install brings it"
-_WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
+WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -279,7 +279,7 @@ def prepare(
             elif "other" in kinds:
                 not_applied.append(_effect(patch, _WHY_OTHER))
             else:
-                no_effect.append(_effect(patch, _WHY_OUTSIDE))
+                no_effect.append(_effect(patch, WHY_OUTSIDE))
             continue
         try:
             effect, text = _apply_one(patch, torch_root, source)
