@@ -27,15 +27,7 @@ from typing import Any
 from gunicorn.workers.base import Worker
 
 from relay.config import MAX_BODY_BYTES
-from relay.http1 import (
-    MAX_CHUNK_LINE,
-    RequestHead,
-    RequestRefused,
-    chunk_size,
-    parse_head,
-    response_head,
-    wsgi_environ,
-)
+from relay.http1 import Exchange, RequestHead, RequestRefused, refusal, wsgi_environ
 
 READ_SIZE = 64 * 1024
 LINGER_SECONDS = 2.0  # after an error answer, drain what the client still sends, then close
@@ -62,79 +54,57 @@ class _Deadline(Exception):
     """A read deadline passed."""
 
 
-class _Buffered:
-    """A connection's incoming bytes, read under absolute loop-time deadlines."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
-        self.data = bytearray()
-
-    async def fill(self, deadline: float) -> None:
-        """Append what arrives next; `_Deadline` at `deadline`, `_Cut` at end of stream."""
-        try:
-            async with asyncio.timeout_at(deadline):
-                chunk = await self.reader.read(READ_SIZE)
-        except TimeoutError:
-            raise _Deadline from None
-        if not chunk:
-            raise _Cut
-        self.data += chunk
-
-    async def head(self, deadline: float, limit: int) -> bytes:
-        start = 0
-        while (end := self.data.find(b"\r\n\r\n", start)) < 0:
-            if len(self.data) > limit:
-                raise RequestRefused(431, f"request head is over {limit} bytes")
-            start = max(0, len(self.data) - 3)
-            await self.fill(deadline)
-        if end + 4 > limit:
-            raise RequestRefused(431, f"request head is over {limit} bytes")
-        return self.take(end + 4)
-
-    async def line(self, deadline: float) -> bytes:
-        while (end := self.data.find(b"\r\n")) < 0:
-            if len(self.data) > MAX_CHUNK_LINE:
-                raise RequestRefused(400, "chunk line too long")
-            await self.fill(deadline)
-        return self.take(end + 2)[:-2]
-
-    async def exactly(self, size: int, deadline: float) -> bytes:
-        while len(self.data) < size:
-            await self.fill(deadline)
-        return self.take(size)
-
-    def take(self, size: int) -> bytes:
-        out = bytes(self.data[:size])
-        del self.data[:size]
-        return out
-
-
 class _TooLarge(Exception):
     def __init__(self, declared: int) -> None:
         self.declared = declared
 
 
-async def read_body(incoming: _Buffered, head: RequestHead, deadline: float, limit: int) -> bytes:
+async def receive(reader: asyncio.StreamReader, exchange: Exchange, deadline: float) -> None:
+    """Hand what arrives next to `exchange` (b"" at the end of the stream); `_Deadline` at
+    `deadline`."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            data = await reader.read(READ_SIZE)
+    except TimeoutError:
+        raise _Deadline from None
+    exchange.receive(data)
+
+
+async def read_head(
+    reader: asyncio.StreamReader, exchange: Exchange, deadline: float
+) -> RequestHead:
+    """The next request's head, whole; `_Cut` when the client closed before sending one."""
+    while True:
+        try:
+            head = exchange.request()
+        except EOFError:
+            raise _Cut from None
+        if head is not None:
+            return head
+        await receive(reader, exchange, deadline)
+
+
+async def read_body(
+    reader: asyncio.StreamReader,
+    exchange: Exchange,
+    head: RequestHead,
+    deadline: float,
+    limit: int,
+) -> bytes:
     """The whole body, de-chunked; `_TooLarge` as soon as it is known to exceed `limit`."""
-    if head.content_length is not None:
-        if head.content_length > limit:
-            raise _TooLarge(head.content_length)
-        return await incoming.exactly(head.content_length, deadline)
-    if not head.chunked:
-        return b""
+    if head.content_length is not None and head.content_length > limit:
+        raise _TooLarge(head.content_length)
     parts: list[bytes] = []
     total = 0
-    while size := chunk_size(await incoming.line(deadline)):
-        total += size
+    while (part := exchange.body_part()) != b"":
+        if part is None:
+            await receive(reader, exchange, deadline)
+            continue
+        total += len(part)
         if total > limit:
             raise _TooLarge(total)
-        parts.append(await incoming.exactly(size, deadline))
-        if await incoming.exactly(2, deadline) != b"\r\n":
-            raise RequestRefused(400, "chunk data not followed by CRLF")
-    for _ in range(100):  # trailer fields, up to the empty line: read and dropped
-        if not await incoming.line(deadline):
-            return b"".join(parts)
-    raise RequestRefused(400, "more than 100 trailer fields")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _error_body(status: int, message: str) -> bytes:
@@ -221,7 +191,7 @@ class FrontWorker(Worker):  # type: ignore[misc]
             # Refused without reading: a flood past the cap costs no buffer and no thread.
             body = _error_body(503, "connection limit reached; retry shortly")
             headers = [("Content-Type", "application/json"), ("Retry-After", "1")]
-            writer.write(response_head(503, headers, len(body), close=True) + body)
+            writer.write(refusal(503, headers, body))
             writer.close()
             return
         self.open_connections += 1
@@ -241,30 +211,32 @@ class FrontWorker(Worker):  # type: ignore[misc]
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve requests on one connection until it closes, fails or idles out."""
-        incoming = _Buffered(reader)
+        exchange = Exchange(self.settings.max_header_bytes)
         settings = self.settings
         first = True
         while self.alive:
             began = self.loop.time()
             head_deadline = began + settings.header_timeout
-            if not first and not incoming.data:
+            if not first and exchange.idle:
                 try:  # keep-alive: an idle connection is closed quietly
-                    await incoming.fill(min(head_deadline, began + settings.keepalive))
+                    await receive(reader, exchange, min(head_deadline, began + settings.keepalive))
                 except _Deadline:
                     return
             first = False
             try:
-                head = parse_head(await incoming.head(head_deadline, settings.max_header_bytes))
+                head = await read_head(reader, exchange, head_deadline)
             except _Deadline:
                 return await self._refuse(writer, reader, 408, "request head not received in time")
             except RequestRefused as exc:
                 return await self._refuse(writer, reader, exc.status, str(exc))
-            if head.expect_continue and (head.content_length or 0) <= settings.max_body_bytes:
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if (head.content_length or 0) <= settings.max_body_bytes:
+                writer.write(exchange.interim_continue())
             body_deadline = self.loop.time() + settings.body_timeout
             declared = None
             try:
-                body = await read_body(incoming, head, body_deadline, settings.max_body_bytes)
+                body = await read_body(
+                    reader, exchange, head, body_deadline, settings.max_body_bytes
+                )
             except _Deadline:
                 return await self._refuse(writer, reader, 408, "request body not received in time")
             except RequestRefused as exc:
@@ -280,16 +252,16 @@ class FrontWorker(Worker):  # type: ignore[misc]
                 message = f"body is over the {settings.max_body_bytes}-byte limit"
                 status, headers = "413 Content Too Large", [("Content-Type", "application/json")]
                 payload = _error_body(413, message)
-            close = not head.keep_alive or declared is not None or not self.alive
-            length = len(payload)
+            length = None
             if head.method == "HEAD":
                 given = next((v for k, v in headers if k.lower() == "content-length"), "0")
-                length, payload = int(given) if given.isdigit() else 0, b""
-            writer.write(response_head(status, headers, length, close) + payload)
+                length = int(given) if given.isdigit() else 0
+            close = declared is not None or not self.alive
+            writer.write(exchange.response(status, headers, payload, close, length))
             await self._drain(writer)
             if declared is not None:
                 return await self._linger(writer, reader)
-            if close:
+            if not exchange.next_cycle():
                 return
 
     async def _call_app(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
@@ -339,7 +311,7 @@ class FrontWorker(Worker):  # type: ignore[misc]
         """Answer `status` from the front itself and close the connection."""
         body = _error_body(status, message)
         headers = [("Content-Type", "application/json")]
-        writer.write(response_head(status, headers, len(body), close=True) + body)
+        writer.write(refusal(status, headers, body))
         await self._drain(writer)
         await self._linger(writer, reader)
 

@@ -1,9 +1,21 @@
-"""HTTP/1.1 request framing for the relay's front (`relay/front.py`): pure functions over bytes.
+"""HTTP/1.1 for the relay's front (`relay/front.py`), on h11.
 
-Strict on purpose: the front stands before a signature check and a durable queue, so what a
-proxy and we could frame differently (Content-Length with Transfer-Encoding, two different
-lengths, obsolete line folding, a transfer coding other than chunked) is refused, not guessed
-at (RFC 9112 sections 6.1-6.3, 7.1).
+h11 parses request heads, frames and de-chunks bodies, tracks keep-alive and frames the
+responses it is given. This module adds the front's own policy on top, because the front
+stands before a signature check and a durable queue: what a proxy and we could frame
+differently is refused, not guessed at (RFC 9112 sections 6.1-6.3, 7.1).
+
+- Content-Length together with Transfer-Encoding is 400 (h11 lets Transfer-Encoding win).
+- A transfer coding other than chunked, or Transfer-Encoding twice, is 501 (h11).
+- Two different Content-Length values, a malformed length, a bad field name or value, or a
+  malformed request line is 400 (h11).
+- A version other than HTTP/1.0 and HTTP/1.1 is 505; more than MAX_FIELDS header fields,
+  or a head over the byte limit, is 431; an Expect other than 100-continue, or a control
+  character in a field value, is 400.
+
+Obsolete line folding is unfolded into one space (h11), as RFC 9112 section 5.2 allows; a
+folded Content-Length or Transfer-Encoding is then malformed and refused. An HTTP/1.0 client
+is answered and the connection closed, with or without `Connection: keep-alive` (h11).
 """
 
 from __future__ import annotations
@@ -16,13 +28,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import h11
+
 from relay.events import RelayError
 
 MAX_FIELDS = 100
-MAX_CHUNK_LINE = 1024  # a chunk-size line, extensions included
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 REASONS = {
     100: "Continue",
     400: "Bad Request",
@@ -34,6 +44,8 @@ REASONS = {
     503: "Service Unavailable",
     505: "HTTP Version Not Supported",
 }
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_DROPPED = frozenset({"content-length", "connection", "transfer-encoding"})
 
 
 class RequestRefused(RelayError):
@@ -54,7 +66,6 @@ class RequestHead:
     fields: tuple[tuple[str, str], ...]  # (lower-case name, value), in order
     content_length: int | None
     chunked: bool
-    keep_alive: bool
     expect_continue: bool
 
     def field(self, name: str) -> str | None:
@@ -63,87 +74,137 @@ class RequestHead:
         return ", ".join(values) if values else None
 
 
-def parse_head(data: bytes) -> RequestHead:
-    """The head of one request: `data` runs up to and including the empty line (CRLF CRLF)."""
-    if not data.endswith(b"\r\n\r\n"):
-        raise RequestRefused(400, "request head does not end with an empty line")
-    lines = data[:-4].split(b"\r\n")
-    try:
-        method, target, version = lines[0].decode("ascii").split(" ")
-    except (UnicodeDecodeError, ValueError):
-        raise RequestRefused(400, "malformed request line") from None
-    if not _TOKEN.fullmatch(method.encode()) or not target or not target.isprintable():
-        raise RequestRefused(400, "malformed request line")
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        if re.fullmatch(r"HTTP/\d\.\d", version):
-            raise RequestRefused(505, f"{version} is not served; send HTTP/1.1")
-        raise RequestRefused(400, "malformed request line")
-    if len(lines) - 1 > MAX_FIELDS:
+class Exchange:
+    """One connection's requests and responses, in order.
+
+    Bytes read from the socket go in with `receive` (b"" at the end of the stream); `request`
+    gives the next request's head once it has arrived whole, `body_part` its body in pieces;
+    `response`, `interim_continue` and `refusal` give the bytes to write.
+    """
+
+    def __init__(self, max_header_bytes: int) -> None:
+        self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=max_header_bytes)
+        self.max_header_bytes = max_header_bytes
+        self.method = ""
+
+    def receive(self, data: bytes) -> None:
+        self._conn.receive_data(data)
+
+    def _next(self) -> Any:
+        try:
+            return self._conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            status = exc.error_status_hint
+            text = str(exc)
+            if status == 431:
+                text = f"request head is over {self.max_header_bytes} bytes"
+            raise RequestRefused(status, text) from None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing of a next request has arrived yet."""
+        data, closed = self._conn.trailing_data
+        return not data and not closed
+
+    def request(self) -> RequestHead | None:
+        """The next request's head; None until more bytes arrive; `EOFError` when the client
+        closed the connection between requests."""
+        event = self._next()
+        if event is h11.NEED_DATA:
+            return None
+        if isinstance(event, h11.ConnectionClosed):
+            raise EOFError
+        if not isinstance(event, h11.Request):  # pragma: no cover - h11's state machine
+            raise RequestRefused(400, f"unexpected {type(event).__name__}")
+        head = _head_of(event)
+        self.method = head.method
+        return head
+
+    def body_part(self) -> bytes | None:
+        """The next piece of the body; None until more bytes arrive; b"" at its end (chunk
+        extensions and trailer fields are read and dropped)."""
+        while True:
+            event = self._next()
+            if event is h11.NEED_DATA:
+                return None
+            if isinstance(event, h11.Data):
+                if event.data:
+                    return bytes(event.data)
+                continue
+            if isinstance(event, h11.EndOfMessage):
+                return b""
+            if isinstance(event, h11.ConnectionClosed):
+                raise RequestRefused(400, "connection closed in the middle of the body")
+            raise RequestRefused(400, f"unexpected {type(event).__name__}")  # pragma: no cover
+
+    def interim_continue(self) -> bytes:
+        """`100 Continue`, when the client waits for it before sending its body; else b""."""
+        if not self._conn.they_are_waiting_for_100_continue:
+            return b""
+        return (
+            self._conn.send(
+                h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+            )
+            or b""
+        )
+
+    def response(
+        self,
+        status: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        close: bool,
+        length: int | None = None,
+    ) -> bytes:
+        """Status line, fields and body of the answer to the current request. The front frames
+        the body itself: the application's Content-Length, Connection and Transfer-Encoding
+        are replaced. `length` stands for the body's length of an answer to HEAD."""
+        code, _, reason = status.partition(" ")
+        fields = [(name, value) for name, value in headers if name.lower() not in _DROPPED]
+        fields.append(("Content-Length", str(len(body) if length is None else length)))
+        if close:
+            fields.append(("Connection", "close"))
+        out = self._conn.send(
+            h11.Response(status_code=int(code), headers=fields, reason=reason.encode("latin-1"))
+        )
+        if body and self.method != "HEAD":
+            out = (out or b"") + (self._conn.send(h11.Data(data=body)) or b"")
+        return (out or b"") + (self._conn.send(h11.EndOfMessage()) or b"")
+
+    def next_cycle(self) -> bool:
+        """Ready the connection for its next request; False when it must close instead."""
+        if self._conn.our_state is h11.DONE and self._conn.their_state is h11.DONE:
+            self._conn.start_next_cycle()
+            return True
+        return False
+
+
+def _head_of(event: h11.Request) -> RequestHead:
+    version = event.http_version.decode("ascii")
+    if version not in ("1.0", "1.1"):
+        raise RequestRefused(505, f"HTTP/{version} is not served; send HTTP/1.1")
+    fields = tuple((name.decode("ascii"), value.decode("latin-1")) for name, value in event.headers)
+    if len(fields) > MAX_FIELDS:
         raise RequestRefused(431, f"more than {MAX_FIELDS} header fields")
-    fields: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
-            # Also a line starting with whitespace: obsolete folding (RFC 9112 5.2).
-            raise RequestRefused(400, f"malformed header field {line[:40]!r}")
-        value = value.strip(b" \t")
-        if _VALUE_BAD.search(value):
-            raise RequestRefused(400, f"header {name.decode()} carries a control character")
-        fields.append((name.decode("ascii").lower(), value.decode("latin-1")))
-    return _framed(method, target, version, tuple(fields))
-
-
-def _framed(
-    method: str, target: str, version: str, fields: tuple[tuple[str, str], ...]
-) -> RequestHead:
-    lengths = {value for name, value in fields if name == "content-length"}
-    codings = [value for name, value in fields if name == "transfer-encoding"]
-    content_length = None
-    if len(lengths) > 1:
-        raise RequestRefused(400, "Content-Length given twice with different values")
-    if lengths:
-        (text,) = lengths
-        if not text.isdigit() or not text.isascii() or len(text) > 18:
-            raise RequestRefused(400, f"Content-Length {text[:20]!r} is not a length")
-        content_length = int(text)
-    chunked = False
-    if codings:
-        if content_length is not None:
-            raise RequestRefused(400, "both Content-Length and Transfer-Encoding: send one")
-        if version == "HTTP/1.0" or ", ".join(codings).strip().lower() != "chunked":
-            raise RequestRefused(501, "the only transfer coding served is chunked")
-        chunked = True
-    connection = {
-        token.strip().lower()
-        for name, value in fields
-        if name == "connection"
-        for token in value.split(",")
-    }
-    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless asked not to.
-    keep_alive = (
-        ("close" not in connection) if version == "HTTP/1.1" else ("keep-alive" in connection)
-    )
+    for name, value in fields:
+        if _CONTROL.search(value):  # h11 lets control characters through in values
+            raise RequestRefused(400, f"header {name} carries a control character")
+    names = {name for name, _ in fields}
+    if "content-length" in names and "transfer-encoding" in names:
+        raise RequestRefused(400, "both Content-Length and Transfer-Encoding: send one")
     expect = next((value.lower() for name, value in fields if name == "expect"), None)
     if expect is not None and expect != "100-continue":
         raise RequestRefused(400, f"Expect: {expect} is not understood")
+    length = next((int(value) for name, value in fields if name == "content-length"), None)
     return RequestHead(
-        method=method,
-        target=target,
-        version=version,
+        method=event.method.decode("ascii"),
+        target=event.target.decode("ascii"),
+        version=f"HTTP/{version}",
         fields=fields,
-        content_length=content_length,
-        chunked=chunked,
-        keep_alive=keep_alive,
-        expect_continue=expect == "100-continue" and version == "HTTP/1.1",
+        content_length=length,
+        chunked="transfer-encoding" in names,
+        expect_continue=expect == "100-continue" and version == "1.1",
     )
-
-
-def chunk_size(line: bytes) -> int:
-    """The size a chunk-size line announces (`line` without its CRLF; extensions ignored)."""
-    size = line.split(b";", 1)[0].strip(b" \t")
-    if not _HEX.fullmatch(size):
-        raise RequestRefused(400, f"malformed chunk size {line[:20]!r}")
-    return int(size, 16)
 
 
 def wsgi_environ(
@@ -197,16 +258,10 @@ def wsgi_environ(
     return environ
 
 
-def response_head(
-    status: int | str, headers: Iterable[tuple[str, str]], body_length: int, close: bool
-) -> bytes:
-    """Status line and header fields of a response whose body is `body_length` bytes."""
-    line = status if isinstance(status, str) else f"{status} {REASONS.get(status, '')}".strip()
-    out = [f"HTTP/1.1 {line}"]
-    for name, value in headers:
-        if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-            out.append(f"{name}: {value}")
-    out.append(f"Content-Length: {body_length}")
-    if close:
-        out.append("Connection: close")
-    return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
+def refusal(status: int, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
+    """A whole answer the front gives on its own (no request to answer, or one refused), with
+    `Connection: close`: the connection ends after it."""
+    out = [f"HTTP/1.1 {status} {REASONS.get(status, '')}".rstrip()]
+    out += [f"{name}: {value}" for name, value in headers if name.lower() not in _DROPPED]
+    out += [f"Content-Length: {len(body)}", "Connection: close"]
+    return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + body
