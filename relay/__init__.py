@@ -5,7 +5,7 @@
 - `intake`        the durable intake queue (Queue protocol, RedisIntake, Claimed)
 - `config`        YAML + SPYRE_CI_* configuration
 - `app`, `server` the Flask app and its gunicorn runner (`spyre-ci serve`)
-- `front`, `http1` the gunicorn worker that reads requests under deadlines and limits
+- `front`, `http1` the gunicorn worker: requests read under deadlines, HTTP/1.1 by h11
 - `metrics`       Prometheus counters kept in Redis
 - `github`        GitHubAdapter over github3.py; `changes` fills changed files via compare
 - `allowlist`, `fanout`, `callback`, `callback_auth`, `crcr_state`, `demotion`   CRCR relay mode
