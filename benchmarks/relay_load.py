@@ -433,7 +433,7 @@ def main() -> int:
         "payload_bytes": len(body),
         "load_average_before": round(load_before, 2),
         "server": f"spyre-ci serve: gunicorn {args.workers} workers x {args.threads} threads "
-        "(gthread); redis-server 7 appendonly everysec",
+        "(relay.front.FrontWorker); redis-server 7 appendonly everysec",
         "intake_depth_after": depth,
         "accepted_per_metrics": accepted_total,
         "notes": (

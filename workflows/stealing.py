@@ -7,62 +7,29 @@ on from the front. Each test process claims a variant before it runs it (`suites
 so the two meet in the middle, each variant runs once, and the runners finish together
 instead of one idling while the other works through its tail.
 
-A thief writes into the shard's own folder under its own token (`shard-3.steal1.*`), so a
-resumed run reads its outcomes with the owner's. A steal is worth it only when the time left
-in the victim clearly exceeds a test process's start (a warm fork, or a cold start).
+The policy is `scheduling.LongestFirst` (pure); this module gives it the claims folder and
+runs it on `scheduling.Pool`. A thief writes into the shard's own folder under its own token
+(`shard-3.steal1.*`), so a resumed run reads its outcomes with the owner's.
 """
 
 from __future__ import annotations
 
 import shutil
-import statistics
 import tempfile
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from suites.claims import Claims
 from suites.model import Outcome
 from workflows.run_model import ShardRun
+from workflows.scheduling import COLD_START_S, WARM_START_S, LongestFirst, Pool, Steal, Work
 from workflows.shard_runner import ProgressCallback
 
-# Seconds a thief's test process takes to its first test: a fork of the warm zygote, or a
-# cold start (import torch, the test databases); `benchmarks/results/speed.json`.
-WARM_START_S = 0.5
-COLD_START_S = 8.0
-_WORTH = 3.0  # steal only when the victim has this many start costs of work left
+__all__ = ["Pooled", "Steal", "run_pool"]
 
 RunShard = Callable[[str, Sequence[str], Claims, ProgressCallback], ShardRun]
-
-
-@dataclass
-class _Shard:
-    name: str
-    ids: list[str]
-    estimate_s: float  # the plan's, for all of `ids`
-    running: bool = False  # its owner is running it: a thief only helps a running owner
-    stealable: bool = True  # until a thief of it could not start its process
-    durations: list[float] = field(default_factory=list)
-    reported: set[str] = field(default_factory=set)
-    thieves: int = 0
-
-    def per_test_s(self) -> float:
-        if self.durations:
-            return statistics.fmean(self.durations)
-        return self.estimate_s / max(1, len(self.ids))
-
-
-@dataclass(frozen=True)
-class Steal:
-    """One steal: who took what from whom (for the run's record and the tests)."""
-
-    victim: str
-    thief: str
-    ids: int
-    left_s: float
 
 
 @dataclass
@@ -94,90 +61,39 @@ def run_pool(
     `work`: where the claims folder lives while the pool runs (removed after). `done`: ids
     per shard already reported (a resumed run), neither run nor stolen.
     """
-    start_s = WARM_START_S if warm else COLD_START_S
     folder = Path(tempfile.mkdtemp(prefix="claims-", dir=work))
-    lock = threading.Lock()
-    board = {name: _Shard(name, list(ids), estimate) for name, ids, estimate in shards}
-    for name, ids in (done or {}).items():
-        if name in board:
-            board[name].reported.update(ids)
-    queue = deque(sorted(board.values(), key=lambda s: -s.estimate_s))
-    runs: list[tuple[int, str, ShardRun]] = []  # (shard's place, runner token, its run)
-    steals: list[Steal] = []
-    place = {name: i for i, (name, _ids, _estimate) in enumerate(shards)}
+    probe = Claims(folder, "")
+    policy = LongestFirst(
+        shards,
+        start_s=WARM_START_S if warm else COLD_START_S,
+        held=lambda variant: probe.holder(variant) is not None,
+        done=done,
+    )
+    pool: Pool[ShardRun] = Pool(policy, jobs)
 
-    def tracked(shard: _Shard) -> ProgressCallback:
+    def execute(piece: Work) -> ShardRun:
         def report(outcome: Outcome) -> None:
-            with lock:
-                shard.reported.add(outcome.id)
-                shard.durations.append(outcome.duration_s)
+            with pool.lock:
+                policy.reported(piece.shard, outcome.id, outcome.duration_s)
             if progress is not None:
                 progress(outcome)
 
-        return report
-
-    def unclaimed(shard: _Shard) -> list[str]:
-        probe = Claims(folder, "")
-        return [v for v in shard.ids if v not in shard.reported and probe.holder(v) is None]
-
-    def next_task() -> tuple[_Shard, list[str], Claims] | None:
-        with lock:
-            while queue:
-                shard = queue.popleft()
-                todo = [v for v in shard.ids if v not in shard.reported]
-                if todo:
-                    shard.running = True
-                    return shard, todo, Claims(folder, shard.name)
-            best: tuple[float, _Shard, list[str]] | None = None
-            for shard in board.values():
-                if not (shard.running and shard.stealable):
-                    continue
-                left = unclaimed(shard)
-                left_s = len(left) * shard.per_test_s()
-                worth = len(left) >= 2 and left_s >= _WORTH * start_s
-                if worth and (best is None or left_s > best[0]):
-                    best = (left_s, shard, left)
-            if best is None:
-                return None
-            left_s, shard, left = best
-            shard.thieves += 1
-            token = f"{shard.name}.steal{shard.thieves}"
-            steals.append(Steal(shard.name, token, len(left), round(left_s, 3)))
-            return shard, left[::-1], Claims(folder, token)
-
-    def runner() -> None:
-        while not stop.is_set():
-            task = next_task()
-            if task is None:
-                return
-            shard, ids, claims = task
-            result = run(shard.name, ids, claims, tracked(shard))
-            owner = claims.token == shard.name
-            with lock:
-                if owner:
-                    shard.running = False
-                elif result.fault is not None:
-                    shard.stealable = False
-                    result = _thief_fault(result, claims)
-                runs.append((place[shard.name], claims.token, result))
+        claims = Claims(folder, piece.token)
+        result = run(piece.shard, piece.ids, claims, report)
+        if piece.stolen and result.fault is not None:
+            with pool.lock:
+                policy.thief_failed(piece)
+            result = _thief_fault(result, claims)
+        return result
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(runner) for _ in range(max(1, jobs))]
-            for future in futures:
-                while True:
-                    try:
-                        future.result(timeout=0.5)  # a Ctrl-C reaches this thread meanwhile
-                        break
-                    except TimeoutError:
-                        continue
-                    except BaseException:
-                        stop.set()
-                        raise
+        finished = pool.run(execute, stop)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     # In the plan's shard order, each owner before its thieves: faults read as before.
-    return Pooled([run for _place, _token, run in sorted(runs, key=lambda r: r[:2])], steals)
+    place = {name: i for i, (name, _ids, _estimate) in enumerate(shards)}
+    ordered = sorted(finished, key=lambda pair: (place[pair[0].shard], pair[0].token))
+    return Pooled([result for _work, result in ordered], policy.steals)
 
 
 def _thief_fault(result: ShardRun, claims: Claims) -> ShardRun:

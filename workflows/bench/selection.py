@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from workflows.bench.results import (
     summary_lines,
 )
 from workflows.impact_recorder import record_impact_map
+from workflows.scheduling import InOrder, Pool, Work, slices
 from workflows.shard_runner import Limits, run_shard, short_message
 
 __all__ = ["BenchConfig", "BenchError", "command_line", "rescore", "run_benchmark", "summary_lines"]
@@ -76,7 +76,10 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     lock = threading.Lock()
     results: dict[str, MutationResult] = {}
 
-    def one(mutation: Mutation) -> None:
+    by_id = {m.id: m for m in mutations}
+
+    def one(work: Work) -> None:
+        mutation = by_id[work.shard]
         changed, ran, restricted, wall, removed = _ground_truth(
             mutation, baseline, ids, trace, out, specs, limits
         )
@@ -110,9 +113,7 @@ def run_benchmark(config: BenchConfig, log: Log = print) -> dict[str, Any]:
                 f"(ran {result.ran}, {result.wall_s:.0f} s)"
             )
 
-    with ThreadPoolExecutor(max_workers=max(1, config.jobs)) as pool:
-        for future in [pool.submit(one, m) for m in mutations]:
-            future.result()
+    Pool(InOrder(Work(m.id, (), m.id) for m in mutations), config.jobs).run(one)
     ordered = [results[m.id] for m in mutations]
     record = build_record(
         config,
@@ -168,15 +169,16 @@ def _run_split(
     """`_run` over `jobs` interleaved slices at once (the baseline: every variant, once)."""
     if jobs <= 1 or len(ids) < 2 * jobs:
         return _run(name, ids, work, specs, limits, None)
-    slices = [list(ids[i::jobs]) for i in range(jobs)]
+    parts = slices(name, ids, jobs)
+    folder = {part.token: work / str(i) for i, part in enumerate(parts)}
+
+    def one(part: Work) -> dict[str, Outcome]:
+        return _run(part.shard, part.ids, folder[part.token], specs, limits, None)
+
     outcomes: dict[str, Outcome] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [
-            pool.submit(_run, f"{name}-{i}", part, work / str(i), specs, limits, None)
-            for i, part in enumerate(slices)
-        ]
-        for future in futures:
-            outcomes.update(future.result())
+    pool: Pool[dict[str, Outcome]] = Pool(InOrder(parts), jobs)
+    for _part, found in pool.run(one):
+        outcomes.update(found)
     return outcomes
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from suites.model import Inventory, Outcome
 from workflows.pipeline import execute_ids
+from workflows.run_model import ShardRun
+from workflows.scheduling import InOrder, Pool, Work, slices
 from workflows.shard_runner import InfrastructureError, Limits, ProgressCallback
 from workflows.upgrade.environments import Log, TorchEnv, stderr_log
 
@@ -33,25 +34,25 @@ def run_ids(
     started = time.monotonic()
     if not ids:
         return {}, [], 0.0
-    n = max(1, min(jobs, len(ids)))
-    shards = [list(ids[i::n]) for i in range(n)]
+    works = slices(f"torch-{env.version}", ids, jobs)
     spec_paths = [str(Path(s).resolve()) for s in specs]
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [
-            pool.submit(
-                execute_ids,
-                f"torch-{env.version}-{i}",
-                shard,
-                work_dir / f"shard-{i}",
-                limits=limits or Limits(),
-                specs=spec_paths,
-                progress=progress,
-                python=env.python,
-                parallel=n,
-            )
-            for i, shard in enumerate(shards)
-        ]
-        results = [f.result() for f in futures]
+    folder = {work.token: work_dir / f"shard-{i}" for i, work in enumerate(works)}
+
+    def execute(work: Work) -> ShardRun:
+        return execute_ids(
+            work.shard,
+            work.ids,
+            folder[work.token],
+            limits=limits or Limits(),
+            specs=spec_paths,
+            progress=progress,
+            python=env.python,
+            parallel=len(works),
+        )
+
+    pool: Pool[ShardRun] = Pool(InOrder(works), len(works))
+    finished = pool.run(execute)
+    results = [result for _work, result in sorted(finished, key=lambda pair: pair[0].token)]
     faults = [r.fault for r in results if r.fault is not None]
     if faults:
         raise InfrastructureError(
