@@ -1,24 +1,26 @@
 """How well triage (`dashboard_export.triage`) names the cause of failures whose cause is known.
 
-    .venv/bin/python benchmarks/triage_score.py [--bench /work/bench-full] \
-        [--trace workflows/data/trace-2.13.0.json.gz] [--record benchmarks/results/triage.json]
+    .venv/bin/python benchmarks/triage_score.py --capture RUN_DIR=SCENARIO ...   # build the set
+    .venv/bin/python benchmarks/triage_score.py [--record benchmarks/results/triage.json]
 
-Ground truth, from the selection benchmark (`spyre-ci bench selection`, its record
-`benchmarks/results/selection.json`):
-- `upstream`: every `mutations[].failing_ids` entry that went `passed -> failed` was caused
-  by that mutation's edit of torch, by construction. Its message is the end line the
-  mutation's ground-truth shard wrote (`<bench>/work/<mutation>/*.jsonl`).
-- `backend`: the baseline run's (`<bench>/work/baseline/*/*.jsonl`) `xfailed` variants fail
-  on the unmodified torch: the backend's own limits (the expectations files say so).
+The labelled set, `benchmarks/triage/cases.json`, is captured from real runs of the product
+(`spyre-ci run --specs benchmarks/triage/ops.yaml ...`, the commands are in the set): per
+failing variant its message and the evidence the run held (its classification, its outcome
+on the base torch without the change, whether the plan related it to the change, the
+environment's tested verdict), and per run whether it was an infrastructure fault. The truth
+comes from how each run was made, never from the classifier:
 
-`related` (the plan selected the variant for an `op_match` / `impact_map` reason) is not in
-the benchmark's files (it keeps no plans per mutation), so the script makes the benchmark's
-plans again (`selector.plan` only, no tests: same inventory, baseline, trace, diff form and
-seed; `--trace`); a mutation whose plan cannot be made here uses its `caught` list instead;
-baseline failures are never related (no change). The score is also given for messages
-alone (`related` false everywhere), the floor when no plan is at hand.
+- `upstream`: the variants of the op an upstream edit breaks (glu_batch_check.patch: `glu`),
+  in a targeted run (related to the change) and in a `--full --no-trace` run (the plan
+  relates nothing: an upstream failure unrelated to the change's files);
+- `backend`: variants that fail on the unmodified torch (Spyre's float64 refusal), in a run
+  whose change touches their op (a comment edit in `softmax`: a backend failure related to
+  the change) and in runs whose change does not;
+- `flake`: the variant a fault that fires once made fail (passed on rerun);
+- `infra`: a run whose test processes could not start (`--memory-mb 64`).
 
-Precision and recall per wire category; per finer class, how many failures it took.
+`unknown` is never a truth: it is the classifier's abstention, scored as a miss. Scored per
+failure and per failed run (the run's verdict): precision and recall per category.
 """
 
 from __future__ import annotations
@@ -28,138 +30,133 @@ import datetime as dt
 import json
 import platform
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dashboard_export import triage
+from suites.model import Status
 
 REPO = Path(__file__).resolve().parent.parent
-FAILED = {"failed", "error", "timeout", "crashed"}
+CASES = REPO / "benchmarks/triage/cases.json"
+# Scenario -> (command, truth of a failing variant by its subject prefix, default truth).
+SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
+    "upstream-related": (
+        "spyre-ci run --specs benchmarks/triage/ops.yaml "
+        "--diff examples/changes/glu_batch_check.patch",
+        {"nn.functional.glu": "upstream", "softmax.with_dtype": "backend"},
+    ),
+    "upstream-unrelated": (
+        "spyre-ci run --specs benchmarks/triage/ops.yaml "
+        "--diff examples/changes/glu_batch_check.patch --full --no-trace",
+        {"nn.functional.glu": "upstream", "softmax.with_dtype": "backend"},
+    ),
+    "backend-related": (
+        "spyre-ci run --specs benchmarks/triage/ops.yaml --diff <a comment edit in softmax>",
+        {"softmax.with_dtype": "backend"},
+    ),
+    "flake": (
+        "PYTHONPATH=<backend_under_test with a fault failing softmax's first call once> "
+        "spyre-ci run --specs benchmarks/triage/ops.yaml --diff <a comment edit in glu> --full",
+        {"softmax.with_dtype": "backend", "softmax": "flake"},
+    ),
+    "infra": (
+        "spyre-ci run --specs benchmarks/triage/ops.yaml "
+        "--diff examples/changes/glu_batch_check.patch --memory-mb 64",
+        {},
+    ),
+}
 
 
-def end_lines(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
-    """The last end line of each variant in these shard result files."""
-    found: dict[str, dict[str, Any]] = {}
-    for path in paths:
+def capture(run_dir: Path, scenario: str) -> dict[str, Any]:
+    """One run's labelled cases, from its out directory (run.json, plan.json, work/)."""
+    command, truths = SCENARIOS[scenario]
+    record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    plan = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
+    related = triage.related_ids(plan.get("selected", ()))
+    first = _first_messages(run_dir / "work")
+    failures = []
+    for result in record["results"]:
+        failing = Status(result["status"]).is_failure or result.get("classification") == "flaky"
+        if not failing:
+            continue
+        subject = result["subject"]
+        truth = truths.get(subject)
+        if truth is None:
+            raise SystemExit(f"{run_dir}: {result['id']} failed; {scenario} names no truth for it")
+        failures.append(
+            {
+                "id": result["id"],
+                "truth": truth,
+                # a flaky variant's record shows its passing rerun: the first failure's message
+                "message": result.get("message") or first.get(result["id"], ""),
+                "classification": result.get("classification"),
+                "base_status": result.get("base_status"),
+                "related": result["id"] in related,
+            }
+        )
+    return {
+        "scenario": scenario,
+        "command": command,
+        "run_id": record["run_id"],
+        "tested": record["environment"].get("tested") or None,
+        "infrastructure": [line.splitlines()[0] for line in record["infrastructure"]],
+        "truth": "infra" if record["infrastructure"] else None,
+        "failures": failures,
+    }
+
+
+def _first_messages(work: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in sorted(work.glob("*/*/*.jsonl")):
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if entry.get("event") == "end":
-                found[entry["id"]] = entry
+            if entry.get("event") == "end" and entry.get("message"):
+                found.setdefault(entry["id"], entry["message"])
     return found
 
 
-def planned_related(
-    bench: Path, selection: dict[str, Any], trace: Path
-) -> tuple[dict[str, frozenset[str]], str]:
-    """Per mutation, the ids its plan selected for an op_match / impact_map reason: the
-    benchmark's own plans, made again (selector, pure: no test runs) from its inventory,
-    baseline and trace. Empty with the reason when that cannot be done here."""
-    try:
-        import selector
-        from suites.model import Inventory, Outcome
-        from workflows.bench.mutations import load_mutations
-        from workflows.bench.results import BenchConfig
-
-        # The benchmark's own Judge (what its selector is given), so the plans are its plans.
-        from workflows.bench.selection import _judge
-
-        config = BenchConfig(
-            out=bench, impact_map=trace, diff_form=str(selection.get("diff_form", "plain"))
-        )
-        inventory = Inventory.load(bench / "inventory.json.gz")
-        baseline_json = json.loads((bench / "baseline.json").read_text(encoding="utf-8"))
-        baseline = {vid: Outcome.from_json(o) for vid, o in baseline_json.items()}
-        judge = _judge(config, inventory, baseline, selector)
-        mutations = {m.id: m for m in load_mutations(config.mutations)}
-    except Exception as exc:  # noqa: BLE001 - the score then falls back to the proxy
-        return {}, f"plans not made: {type(exc).__name__}: {exc}"
-    related = {}
-    for entry in selection["mutations"]:
-        mutation = mutations.get(entry["id"])
-        if mutation is None or not entry["failing_ids"]:
-            continue
-        plan = selector.plan(
-            judge.changes(mutation),
-            judge.index,
-            judge.history,
-            selector.PlanConfig(holdout_rate=judge.holdout, seed=mutation.id),
-            impact=judge.impact if selection.get("trace", True) else None,
-        )
-        related[entry["id"]] = triage.related_ids(plan.to_json()["selected"])
-    return related, "the benchmark's plans, made again: op_match / impact_map reasons"
-
-
-def cases(
-    bench: Path, selection: dict[str, Any], related: dict[str, frozenset[str]]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(truth, message, related) per failure, and what data was missing. `related`: per
-    mutation the plan's related ids; a mutation without them uses its `caught` list."""
-    rows: list[dict[str, Any]] = []
-    missing: dict[str, Any] = {"mutations_without_results": [], "failures_without_message": 0}
-    for mutation in selection["mutations"]:
-        work = bench / "work" / mutation["id"]
-        files = sorted(work.glob("*.jsonl"))
-        if not files:
-            missing["mutations_without_results"].append(mutation["id"])
-            continue
-        ended = end_lines(files)
-        if not mutation["failing_ids"]:
-            continue
-        if mutation["id"] in related:
-            caught = set(related[mutation["id"]])
-        else:
-            caught = set(mutation.get("caught") or ())
-            missing.setdefault("related_from_caught", []).append(mutation["id"])
-        for vid, change in sorted(mutation["failing_ids"].items()):
-            if not change.endswith("-> failed"):
-                continue  # an xfail that changed is not a failure with a message
-            entry = ended.get(vid)
-            if entry is None or entry.get("status") not in FAILED:
-                missing["failures_without_message"] += 1
-                continue
-            rows.append(
-                {
-                    "mutation": mutation["id"],
-                    "id": vid,
-                    "truth": "upstream",
-                    "message": entry.get("message") or "",
-                    "related": vid in caught and not mutation.get("fallback"),
-                }
-            )
-    baseline = end_lines(sorted((bench / "work" / "baseline").glob("*/*.jsonl")))
-    if not baseline:
-        missing["baseline"] = "no baseline results"
-    for vid, entry in sorted(baseline.items()):
-        if entry.get("status") == "xfailed":
-            rows.append(
-                {
-                    "mutation": "baseline",
-                    "id": vid,
-                    "truth": "backend",
-                    "message": entry.get("message") or "",
-                    "related": False,
-                }
-            )
-    return rows, missing
-
-
-def score(rows: Sequence[dict[str, Any]], use_related: bool) -> dict[str, Any]:
-    """Precision / recall per category, the confusion counts and the classes taken."""
-    predicted = [triage.triage(r["id"], r["message"], r["related"] and use_related) for r in rows]
-    confusion: Counter[tuple[str, str]] = Counter(
-        (r["truth"], p.category) for r, p in zip(rows, predicted, strict=True)
+def predict(run: dict[str, Any], failure: dict[str, Any]) -> triage.FailureTriage:
+    return triage.triage(
+        failure["id"],
+        failure["message"],
+        failure["related"],
+        failure["classification"],
+        base_status=failure["base_status"],
+        tested=run["tested"],
     )
+
+
+def run_prediction(run: dict[str, Any]) -> tuple[str, str] | None:
+    """(truth, predicted) of a failed run's verdict; None for a run that did not fail."""
+    if run["infrastructure"]:
+        return run["truth"], "infra"  # crcr.infra_verdict: a run whose tests could not run
+    new = [f for f in run["failures"] if f["classification"] in (None, "new")]
+    if not new:
+        return None  # pre-existing and flaky failures leave the run green: no verdict
+    verdict = triage.run_verdict(
+        [predict(run, f) for f in new],
+        {f["id"]: f["message"] for f in new},
+        first_bad=None,
+        job="variant-tests",
+        version="bench",
+    )
+    truths = Counter(f["truth"] for f in new)
+    assert verdict is not None
+    return truths.most_common(1)[0][0], str(verdict["category"])
+
+
+def score(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Precision / recall per category and the confusion counts."""
+    confusion = Counter(pairs)
     per: dict[str, Any] = {}
     for category in triage.CATEGORIES:
         said = sum(n for (_, c), n in confusion.items() if c == category)
         true = sum(n for (t, _), n in confusion.items() if t == category)
         hit = confusion[(category, category)]
-        if not said and not true:
-            continue
         per[category] = {
             "predicted": said,
             "truth": true,
@@ -167,72 +164,70 @@ def score(rows: Sequence[dict[str, Any]], use_related: bool) -> dict[str, Any]:
             "precision": round(hit / said, 4) if said else None,
             "recall": round(hit / true, 4) if true else None,
         }
-    classes: Counter[tuple[str, str]] = Counter(
-        (r["truth"], p.failure_class) for r, p in zip(rows, predicted, strict=True)
-    )
     return {
         "per_category": per,
         "confusion": {f"{t} -> {c}": n for (t, c), n in sorted(confusion.items())},
-        "classes": {f"{t}: {c}": n for (t, c), n in sorted(classes.items())},
-        "accuracy": round(sum(confusion[(c, c)] for c in triage.CATEGORIES) / len(rows), 4)
-        if rows
+        "accuracy": round(sum(confusion[(c, c)] for c in triage.CATEGORIES) / len(pairs), 4)
+        if pairs
         else None,
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", type=Path, default=Path("/work/bench-full"))
-    parser.add_argument(
-        "--selection", type=Path, default=REPO / "benchmarks/results/selection.json"
-    )
-    parser.add_argument("--trace", type=Path, default=REPO / "workflows/data/trace-2.13.0.json.gz")
+    parser.add_argument("--capture", nargs="+", metavar="RUN_DIR=SCENARIO")
+    parser.add_argument("--cases", type=Path, default=CASES)
     parser.add_argument("--record", type=Path, default=REPO / "benchmarks/results/triage.json")
     args = parser.parse_args(argv)
-    selection = json.loads(args.selection.read_text(encoding="utf-8"))
-    related, related_source = planned_related(args.bench, selection, args.trace)
-    rows, missing = cases(args.bench, selection, related)
-    upstream = [r for r in rows if r["truth"] == "upstream"]
-    record: dict[str, Any] = {
+    if args.capture:
+        runs = []
+        for item in args.capture:
+            where, _, scenario = item.partition("=")
+            if scenario not in SCENARIOS:
+                parser.error(f"--capture {item}: scenario must be one of {sorted(SCENARIOS)}")
+            runs.append(capture(Path(where), scenario))
+        args.cases.parent.mkdir(parents=True, exist_ok=True)
+        args.cases.write_text(json.dumps({"runs": runs}, indent=1) + "\n", encoding="utf-8")
+        return 0
+    runs = json.loads(args.cases.read_text(encoding="utf-8"))["runs"]
+    per_failure = [(f["truth"], predict(r, f).category) for r in runs for f in r["failures"]]
+    per_run = [p for r in runs if (p := run_prediction(r)) is not None]
+    record = {
         "name": "triage_score",
-        "command": f".venv/bin/python benchmarks/triage_score.py --bench {args.bench} --trace "
-        f"{args.trace.relative_to(REPO) if args.trace.is_relative_to(REPO) else args.trace}",
+        "command": "PYTHONPATH=. .venv/bin/python benchmarks/triage_score.py",
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "data": {
-            "bench": str(args.bench),
-            "selection_record": str(args.selection.relative_to(REPO))
-            if args.selection.is_relative_to(REPO)
-            else str(args.selection),
-            "selection_date": selection.get("date"),
-            "upstream_failures": len(upstream),
-            "related_source": related_source,
-            "upstream_related": sum(1 for r in upstream if r["related"]),
-            "backend_failures": len(rows) - len(upstream),
-            "mutations_scored": len({r["mutation"] for r in upstream}),
-            "missing": missing,
+            "cases": str(args.cases.relative_to(REPO)),
+            "runs": len(runs),
+            "failures": len(per_failure),
+            "truth_per_failure": dict(Counter(t for t, _ in per_failure)),
+            "failed_runs": len(per_run),
+            "upstream_unrelated": sum(
+                1
+                for r in runs
+                for f in r["failures"]
+                if f["truth"] == "upstream" and not f["related"]
+            ),
+            "scenarios": {r["scenario"]: r["command"] for r in runs},
         },
-        "with_related": score(rows, use_related=True),
-        "messages_only": score(rows, use_related=False),
+        "per_failure": score(per_failure),
+        "per_failed_run": score(per_run) | {"runs": [list(p) for p in per_run]},
         "notes": [
-            "truth upstream: mutations[].failing_ids that went passed -> failed; truth backend: "
-            "the baseline run's xfailed variants (unmodified torch)",
-            "related: the plan selected the variant for an op_match or impact_map reason; "
-            "the benchmark keeps no plans, so its plans are made again (selector only, same "
-            "inventory, baseline History, trace, diff form and seed); a mutation whose plan "
-            "cannot be made here falls back to its caught list (listed under missing)",
-            "the truth has no infra or flake cases; those categories are not scored",
-            "every upstream failure was selected for an op_match / impact_map reason, so with "
-            "relatedness upstream is 1.0 / 1.0; messages_only shows that messages alone never "
-            "say upstream (the change's tolerance misses read like the backend's)",
-            "backend truth is xfailed baseline variants: a real run reports them as "
-            "pre-existing, not new, so they are scored as if they had newly failed",
+            "the set is captured from real runs of the product (benchmarks/triage/cases.json); "
+            "truth comes from how each run was made (the module's docstring), never from the "
+            "classifier",
+            "related backend: Spyre's float64 refusal in softmax variants, in a run whose "
+            "change edits softmax (12, all related, all backend); unrelated upstream: NOT in "
+            "this capture: the --full --no-trace run still related its glu failures by name "
+            "(op_match), so every upstream failure here is related (data.upstream_unrelated)",
+            "unknown is the classifier's abstention, never a truth; infra is judged per run "
+            "(a run whose tests could not run has no per-test failures)",
         ],
     }
-    args.record.parent.mkdir(parents=True, exist_ok=True)
     args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    for mode in ("with_related", "messages_only"):
-        print(mode, json.dumps(record[mode]["per_category"]), "accuracy", record[mode]["accuracy"])
+    for key in ("per_failure", "per_failed_run"):
+        print(key, json.dumps(record[key]["per_category"]), "accuracy", record[key]["accuracy"])
     return 0
 
 

@@ -206,12 +206,24 @@ def failure_verdict(record: RunRecord) -> dict[str, Any] | None:
             if entry.get("class") and entry.get("category"):
                 failures.append(
                     triage.FailureTriage(
-                        result.id, entry["class"], entry["category"], bool(entry.get("related"))
+                        result.id,
+                        entry["class"],
+                        entry["category"],
+                        bool(entry.get("related")),
+                        str(entry.get("why") or ""),
                     )
                 )
             else:
-                related = bool(entry.get("related"))
-                failures.append(triage.triage(result.id, result.outcome.message, related))
+                failures.append(
+                    triage.triage(
+                        result.id,
+                        result.outcome.message,
+                        bool(entry.get("related")),
+                        str(result.classification) if result.classification else None,
+                        base_status=result.base_status,
+                        tested=record.environment.tested or None,
+                    )
+                )
         first_bad = next(
             (
                 str(record.forensics[r.id]["first_bad_sha"])

@@ -1,6 +1,24 @@
-"""Promotion readiness: the five criteria a downstream meets, over a fixed window, to be
-promoted from L2 to L3 in PyTorch's cross-repo CI relay (pytorch/rfcs PR #102, HUD's
-readiness pages), computed from our run records as plain data (pure).
+"""Promotion readiness: the criteria a downstream meets to be promoted from L2 to L3 in
+PyTorch's cross-repo CI relay (pytorch/rfcs PR #102; HUD's L3 readiness panel in
+pytorch/test-infra, `torchci/lib/crcr/l3Thresholds.ts`), computed from our run records as
+plain data (pure): 30 days at L2, and over the fixed 14-day promotion window a CI job pass
+rate of at least 90 %, an average queue time under 30 min, under 1 % of jobs running over
+3 h, a median end-to-end time under 3 h and a timeout rate under 1 %.
+
+Each criterion knows the evidence it needs, and below it says "not enough data" with what
+is missing instead of a verdict (a share or a mean over one 19-second run says nothing):
+
+- the window covered: History's runs reach back the whole 14 days (its first run is at
+  least that old); a shorter `days` window never covers it;
+- enough finished jobs: a share bounded at b needs ceil(1/b) jobs (10 for the pass rate's
+  10 % of failures, 100 for the 1 % bounds): with fewer, one job against it is already over
+  the bound, so the share cannot tell rare from never; a mean or median needs
+  `MIN_TIMED_JOBS`;
+- time at L2: since the date the allowlist moved the repository to L2 (`l2_since`), else
+  since History's first run, the earliest evidence of it reporting.
+
+The answer is READY when every criterion passes, NOT READY when one fails, NOT ENOUGH DATA
+when none fails but one lacks its evidence.
 
 One run of ours is one CI job. Its verdict comes from its record (`RunRecord.to_json()`
 form: run_id, state, created_at, updated_at, summary):
@@ -29,12 +47,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 DAY_S = 86400.0
-WINDOW_DAYS = 14.0
-PASS_RATE_MIN = 0.90  # share of counted jobs that passed, above
+WINDOW_DAYS = 14.0  # the relay's promotion window: the criteria must hold over all of it
+L2_DAYS_MIN = 30.0  # time at L2 before a promotion to L3, at least
+PASS_RATE_MIN = 0.90  # share of counted jobs that passed, at least
+MIN_TIMED_JOBS = 10  # jobs a mean or median time is taken over, at least
 QUEUE_MEAN_MAX_S = 30 * 60.0  # average queue time, under
 LONG_JOB_S = 3 * 3600.0  # a job running longer than this is a long job
 LONG_SHARE_MAX = 0.01  # share of long jobs, under
@@ -43,6 +63,7 @@ TIMEOUT_RATE_MAX = 0.01  # share of counted jobs that timed out, under
 WORST_SHOWN = 5  # runs named as the worst of a criterion
 IDS_SHOWN = 20  # runs named as counted against a criterion; the count covers them all
 
+READY, NOT_READY, NOT_ENOUGH_DATA = "READY", "NOT READY", "NOT ENOUGH DATA"
 COUNTED = ("pass", "fail", "infra", "error")  # verdicts that are a finished CI job
 _FINISHED_STATES = frozenset({"completed", "held", "forgotten"})
 
@@ -153,20 +174,35 @@ class Criterion:
     key: str
     title: str
     value: float | None  # a share (0..1) or seconds; None when no run measures it
-    unit: str  # "share" | "s"
-    comparison: str  # ">" (value must be above the bound) | "<" (under it)
+    unit: str  # "share" | "s" | "days"
+    comparison: str  # ">=" (at least the bound) | ">" (above it) | "<" (under it)
     bound: float
     measured: int  # runs the value is over
     against: int  # runs that count against it (failed, long, timed out, ...)
     against_ids: tuple[str, ...]  # the newest IDS_SHOWN of those
     worst: tuple[Worst, ...]
     detail: str
+    missing: str = ""  # the evidence it lacks ("3.0 days of 14 covered; ..."), "" with enough
+
+    @property
+    def met(self) -> bool:
+        """The value is within the bound (whatever the evidence behind it)."""
+        if self.value is None:
+            return False
+        if self.comparison == ">=":
+            return self.value >= self.bound
+        return self.value > self.bound if self.comparison == ">" else self.value < self.bound
+
+    @property
+    def status(self) -> str:
+        """pass | fail | no data (below the evidence it needs)."""
+        if self.missing:
+            return "no data"
+        return "pass" if self.met else "fail"
 
     @property
     def passed(self) -> bool:
-        if self.value is None:
-            return False  # no evidence is not readiness
-        return self.value > self.bound if self.comparison == ">" else self.value < self.bound
+        return self.status == "pass"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +213,8 @@ class Criterion:
             "comparison": self.comparison,
             "bound": self.bound,
             "passed": self.passed,
+            "status": self.status,
+            "missing": self.missing,
             "measured": self.measured,
             "against": self.against,
             "against_ids": list(self.against_ids),
@@ -197,15 +235,35 @@ class Readiness:
     runs: int  # runs in the window
     older: int  # runs before the window, left out
     not_counted: dict[str, tuple[str, ...]]  # cancelled / running run ids in the window
+    covered_days: float = 0.0  # how much of the window History's runs reach back over
+    first_run: float | None = None  # History's first run (epoch seconds), None without runs
 
     @property
     def ready(self) -> bool:
         return all(c.passed for c in self.criteria)
 
+    @property
+    def verdict(self) -> str:
+        """READY, NOT READY (a criterion fails) or NOT ENOUGH DATA (none fails, one lacks
+        the evidence it needs)."""
+        if self.ready:
+            return READY
+        if any(c.status == "fail" for c in self.criteria):
+            return NOT_READY
+        return NOT_ENOUGH_DATA
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ready": self.ready,
-            "window": {"start": self.start, "end": self.end, "days": self.days},
+            "verdict": self.verdict,
+            "window": {
+                "start": self.start,
+                "end": self.end,
+                "days": self.days,
+                "needed_days": WINDOW_DAYS,
+                "covered_days": round(self.covered_days, 3),
+            },
+            "first_run": self.first_run,
             "runs": self.runs,
             "older_runs_left_out": self.older,
             "verdicts": dict(self.verdicts),
@@ -215,16 +273,26 @@ class Readiness:
 
 
 def assess(
-    records: Iterable[Mapping[str, Any]], now: float, days: float = WINDOW_DAYS
+    records: Iterable[Mapping[str, Any]],
+    now: float,
+    days: float = WINDOW_DAYS,
+    l2_since: float | None = None,
 ) -> Readiness:
-    """The five criteria over the runs created in (now - days, now]."""
+    """Every criterion over the runs created in (now - days, now], each with the evidence it
+    lacks. `l2_since`: when the allowlist moved the repository to L2 (epoch seconds); without
+    it time at L2 counts from History's first run."""
     if not (math.isfinite(days) and days > 0):
         raise ReadinessError(f"window of {days!r} days: must be a positive number of days")
+    if l2_since is not None and not (math.isfinite(l2_since) and l2_since <= now):
+        raise ReadinessError(f"L2 since {l2_since!r}: must be a time before the window's end")
     start = now - days * DAY_S
     jobs: list[JobFacts] = []
     older = 0
+    first: float | None = None
     for record in records:
         job = job_facts(record)
+        if job.created_at <= now:
+            first = job.created_at if first is None else min(first, job.created_at)
         if job.created_at <= start:
             older += 1
         elif job.created_at <= now:
@@ -233,18 +301,82 @@ def assess(
     verdicts = {v: 0 for v in (*COUNTED, "cancelled", "running")}
     for job in jobs:
         verdicts[job.verdict] += 1
+    covered = 0.0 if first is None else min(days, (now - first) / DAY_S)
+    window_missing = (
+        f"{covered:.1f} days of {WINDOW_DAYS:g} covered"
+        + (f" (the window is {days:g} days)" if days < WINDOW_DAYS else "")
+        if covered < WINDOW_DAYS
+        else ""
+    )
     criteria = (
-        _pass_rate(jobs, verdicts),
-        _queue(jobs),
-        _long_jobs(jobs, now),
-        _end_to_end(jobs),
-        _timeouts(jobs),
+        _time_at_l2(now, l2_since, first),
+        *(
+            _with_evidence(c, window_missing)
+            for c in (
+                _pass_rate(jobs, verdicts),
+                _queue(jobs),
+                _long_jobs(jobs, now),
+                _end_to_end(jobs),
+                _timeouts(jobs),
+            )
+        ),
     )
     not_counted = {
         v: tuple(j.run_id for j in jobs if j.verdict == v)[:IDS_SHOWN]
         for v in ("cancelled", "running")
     }
-    return Readiness(start, now, days, criteria, verdicts, len(jobs), older, not_counted)
+    return Readiness(
+        start, now, days, criteria, verdicts, len(jobs), older, not_counted, covered, first
+    )
+
+
+def jobs_needed(criterion: Criterion) -> int:
+    """Finished jobs a criterion needs: ceil(1/b) for a share whose jobs against it may be
+    at most b of them (so one such job is not already over the bound), `MIN_TIMED_JOBS`
+    for a mean or median time."""
+    if criterion.unit != "share":
+        return MIN_TIMED_JOBS
+    allowed = 1.0 - criterion.bound if criterion.comparison in (">", ">=") else criterion.bound
+    return math.ceil(1.0 / allowed - 1e-9)
+
+
+def _with_evidence(criterion: Criterion, window_missing: str) -> Criterion:
+    """The criterion with the evidence it lacks: the window covered, enough jobs."""
+    needed = jobs_needed(criterion)
+    missing = [window_missing] if window_missing else []
+    if criterion.measured < needed:
+        missing.append(
+            f"{criterion.measured} job{'s' * (criterion.measured != 1)} of {needed} needed"
+        )
+    return replace(criterion, missing="; ".join(missing))
+
+
+def _time_at_l2(now: float, l2_since: float | None, first: float | None) -> Criterion:
+    since = l2_since if l2_since is not None else first
+    value = None if since is None else max(0.0, (now - since) / DAY_S)
+    source = (
+        "since the allowlist's L2 date" if l2_since is not None else "since History's first run"
+    )
+    detail = f"{value:.1f} days {source}" if value is not None else "no run recorded yet"
+    missing = (
+        ""
+        if value is not None and value >= L2_DAYS_MIN
+        else f"{value or 0.0:.1f} days of {L2_DAYS_MIN:g} at L2 ({source})"
+    )
+    return Criterion(
+        "time_at_l2",
+        "time at L2",
+        value,
+        "days",
+        ">=",
+        L2_DAYS_MIN,
+        0,
+        0,
+        (),
+        (),
+        detail,
+        missing,
+    )
 
 
 def _pass_rate(jobs: list[JobFacts], verdicts: Mapping[str, int]) -> Criterion:
@@ -263,7 +395,7 @@ def _pass_rate(jobs: list[JobFacts], verdicts: Mapping[str, int]) -> Criterion:
         "CI job pass rate",
         value,
         "share",
-        ">",
+        ">=",
         PASS_RATE_MIN,
         len(counted),
         len(failed),

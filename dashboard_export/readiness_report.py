@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from html import escape
 
-from dashboard_export.readiness import Criterion, Readiness
+from dashboard_export.readiness import WINDOW_DAYS, Criterion, Readiness
 from dashboard_export.report import _CSS, _html_table, _md, _md_table
 
 TITLE = "Promotion readiness (L2 -> L3)"
@@ -18,6 +18,8 @@ def shown(value: float | None, unit: str) -> str:
         return "n/a"
     if unit == "share":
         return f"{100 * value:.1f} %"
+    if unit == "days":
+        return f"{value:.1f} days"
     return duration(value)
 
 
@@ -40,14 +42,20 @@ def _bound(c: Criterion) -> str:
     return f"{c.comparison} {shown(c.bound, c.unit)}"
 
 
-def _verdict(ready: bool) -> str:
-    return "READY" if ready else "NOT READY"
+def _result(c: Criterion) -> str:
+    return {"pass": "pass", "fail": "FAIL"}.get(c.status, "NOT ENOUGH DATA")
+
+
+def _evidence(c: Criterion) -> str:
+    """What the value rests on, and, below the evidence it needs, what is missing."""
+    return f"not enough data: {c.missing} ({c.detail})" if c.missing else c.detail
 
 
 def _window(r: Readiness) -> str:
     return (
         f"{r.days:g} days, {when(r.start)} to {when(r.end)}: {r.runs} runs "
-        f"({r.older} older runs left out)"
+        f"({r.older} older runs left out); History covers {r.covered_days:.1f} of the "
+        f"{WINDOW_DAYS:g} days the relay judges"
     )
 
 
@@ -74,19 +82,15 @@ def _worst(c: Criterion) -> str:
 
 def render_text(r: Readiness) -> str:
     """The table `spyre-ci readiness` prints."""
-    row = "{:<32} {:>12} {:>12} {:>6}  {}"
+    row = "{:<32} {:>12} {:>12} {:>15}  {}"
     out = [
-        f"{TITLE}: {_verdict(r.ready)}",
+        f"{TITLE}: {r.verdict}",
         f"window: {_window(r)}",
         "",
         row.format("criterion", "value", "needed", "result", "evidence"),
     ]
     for c in r.criteria:
-        out.append(
-            row.format(
-                c.title, shown(c.value, c.unit), _bound(c), "pass" if c.passed else "FAIL", c.detail
-            )
-        )
+        out.append(row.format(c.title, shown(c.value, c.unit), _bound(c), _result(c), _evidence(c)))
     out.append("")
     for c in r.criteria:
         if c.worst:
@@ -97,7 +101,7 @@ def render_text(r: Readiness) -> str:
 
 def render_markdown(r: Readiness) -> str:
     out = [
-        f"# {TITLE}: {_verdict(r.ready)}",
+        f"# {TITLE}: {r.verdict}",
         "",
         f"Window: {_md(_window(r))}.",
         *_md_table(
@@ -107,9 +111,9 @@ def render_markdown(r: Readiness) -> str:
                     c.title,
                     shown(c.value, c.unit),
                     _bound(c),
-                    "pass" if c.passed else "**FAIL**",
+                    "pass" if c.passed else f"**{_result(c)}**",
                     str(c.measured),
-                    _md(c.detail),
+                    _md(_evidence(c)),
                 ]
                 for c in r.criteria
             ],
@@ -135,8 +139,8 @@ def render_html(r: Readiness) -> str:
     rows = [
         [
             e(c.title),
-            f'<span class="{"" if c.passed else "hot"}">{e("pass" if c.passed else "FAIL")}</span>',
-            e(c.detail),
+            f'<span class="{"" if c.passed else "hot"}">{e(_result(c))}</span>',
+            e(_evidence(c)),
             e(shown(c.value, c.unit)),
             e(_bound(c)),
             str(c.measured),
@@ -147,10 +151,10 @@ def render_html(r: Readiness) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{e(TITLE)}: {e(_verdict(r.ready))}</title>",
+        f"<title>{e(TITLE)}: {e(r.verdict)}</title>",
         f"<style>{_CSS}</style></head><body><main>",
         "<header>",
-        f'<h1>{e(TITLE)} <span class="badge {kind}">{e(_verdict(r.ready))}</span></h1>',
+        f'<h1>{e(TITLE)} <span class="badge {kind}">{e(r.verdict)}</span></h1>',
         f'<div class="muted">{e(_window(r))}</div>',
         '<div class="cards">',
         *(

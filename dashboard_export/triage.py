@@ -1,25 +1,37 @@
 """Triage of a failed run: a finer class per failure, and the CRCR `triage_verdict` (pure).
 
-Per new failure, from its message and the plan's reasons:
+Each failure's class comes from its message and the plan's reasons:
 
-- `device-rule`: a Spyre rule refused the op or dtype (`backend_under_test.rules`)
-  -> `backend`;
+- `device-rule`: a Spyre rule refused the op or dtype (`backend_under_test.rules`);
 - `precision`: a tolerance was exceeded (`assert_close`: "not close", "Mismatched
-  elements") -> `upstream` when related, else `backend`;
+  elements");
 - `related`: neither, but the plan selected the variant because the change touched what it
-  runs (`op_match`, `impact_map` reasons) -> `upstream`;
-- `unknown`: none of these -> `unknown`.
+  runs (`op_match`, `impact_map` reasons);
+- `unknown`: none of these.
 
-A flaky failure (failed, passed on rerun) is `flake`; a run whose tests could not run is
-`infra` (`crcr.infra_verdict`). A rule refusal is the backend's by definition (the backend
-chose not to lower it), even when the change touched the op: the fix is on our side. A
-tolerance miss on an op the change touched is the change's numerics, one the change did not
-touch is ours (our kernels drifted, or the tolerance is ours to set).
+Its wire category comes from the evidence the run holds, strongest first (`category_of`):
 
-The run's verdict takes the category most new failures share (ties: upstream, backend,
-unknown), confidence `high` when all agree, `medium` for a majority, `low` otherwise;
-`suspected_upstream.commit` is the first-bad sha when the category is `upstream`. Shape and
-caps are pytorch/test-infra's relay's (`utils/triage_verdict.py`).
+1. flaky (failed, passed on rerun) -> `flake`;
+2. a Spyre rule refused it -> `backend`: the backend chose not to lower the op, even when
+   the change led the test there; the fix is on our side;
+3. it fails on the base torch too, without the change (the A/B run's `base_status`), or
+   History's baseline had it failing already (`pre-existing`) -> `backend`: the change is not
+   what breaks it;
+4. the change was not tested (nothing of it could be applied) -> `unknown`: the run cannot
+   pin the failure on it;
+5. it passes on the base torch without the change (A/B), with the same backend and device
+   -> `upstream`, whether or not the plan related the variant to the change: the change is
+   the only difference;
+6. no A/B outcome, but the plan selected it for what the change touched -> `upstream`;
+7. otherwise `unknown`. A tolerance miss alone says nothing about who moved: the change's
+   numerics and our kernels read alike.
+
+A run whose tests could not run (an infrastructure fault, a device that failed its health
+probe) is `infra` (`crcr.infra_verdict`). The run's verdict takes the category most of its
+new failures share (ties: upstream, backend, unknown), confidence `high` when all agree,
+`medium` for a majority, `low` otherwise. `suspected_upstream` on an `upstream` verdict
+names the commit: the culprit a bisect found (`with_culprit`), else the first run where it
+failed. Shape and caps are pytorch/test-infra's relay's (`utils/triage_verdict.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +42,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from suites.model import Status
 
 DEVICE_RULE = "device-rule"
 PRECISION = "precision"
@@ -56,25 +70,30 @@ SUMMARY_MAX = 1000
 EXCERPT_MAX = 1000
 EVIDENCE_MAX = 10
 SHORT_MAX = 200
+REASON_MAX = 300
 RAW_MAX = 16 * 1024  # bytes of the whole verdict
 
 
 @dataclass(frozen=True)
 class FailureTriage:
-    """One failure's class and the category it maps to."""
+    """One failure's class, the category it maps to, and the evidence that decided it."""
 
     id: str
     failure_class: str
     category: str
     related: bool
+    why: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "id": self.id,
             "class": self.failure_class,
             "category": self.category,
             "related": self.related,
         }
+        if self.why:
+            data["why"] = self.why
+        return data
 
 
 def classify(message: str, related: bool) -> str:
@@ -86,17 +105,47 @@ def classify(message: str, related: bool) -> str:
     return RELATED if related else UNKNOWN
 
 
-def category_of(failure_class: str, related: bool, classification: str | None = None) -> str:
-    """The wire category of one failure; a flaky one is `flake` whatever its message."""
+NOT_TESTED = "not_tested"  # `workflows.under_test`: nothing of the change could be applied
+
+
+def category_of(
+    failure_class: str,
+    related: bool,
+    classification: str | None = None,
+    *,
+    base_status: str | None = None,
+    tested: str | None = None,
+) -> tuple[str, str]:
+    """The wire category of one failure and why, from the strongest evidence the run holds
+    (the module's list): `classification` new | pre-existing | flaky, `base_status` its
+    outcome on the base torch without the change (None when it was not run there),
+    `tested` the environment's verdict (tested | partial | not_tested)."""
     if classification == "flaky":
-        return "flake"
+        return "flake", "failed, then passed on rerun"
     if failure_class == DEVICE_RULE:
-        return "backend"
-    if failure_class == PRECISION:
-        return "upstream" if related else "backend"
-    if failure_class == RELATED:
-        return "upstream"
-    return "unknown"
+        return "backend", "a Spyre rule refused the op or dtype"
+    on_base = _status(base_status)
+    if on_base is True:
+        return "backend", f"fails without the change too ({base_status} on the base torch)"
+    if classification == "pre-existing":
+        return "backend", "failing on the baseline before this change"
+    if tested == NOT_TESTED:
+        return "unknown", "the change was not tested: the failure cannot be pinned on it"
+    if on_base is False:
+        return "upstream", f"passes without the change ({base_status} on the base torch)"
+    if related:
+        return "upstream", "selected for what the change touched (no run without the change)"
+    return "unknown", "no run without the change and not related to it"
+
+
+def _status(value: str | None) -> bool | None:
+    """Whether an outcome status is a failure; None when there is none or it is unknown."""
+    if not value:
+        return None
+    try:
+        return Status(value).is_failure
+    except ValueError:
+        return None
 
 
 def related_ids(plan_selected: Iterable[Mapping[str, Any]]) -> frozenset[str]:
@@ -112,13 +161,20 @@ def related_ids(plan_selected: Iterable[Mapping[str, Any]]) -> frozenset[str]:
 
 
 def triage(
-    failure_id: str, message: str, related: bool, classification: str | None = None
+    failure_id: str,
+    message: str,
+    related: bool,
+    classification: str | None = None,
+    *,
+    base_status: str | None = None,
+    tested: str | None = None,
 ) -> FailureTriage:
-    """Class and category of one failure."""
+    """Class, category and why of one failure (`category_of` for the evidence)."""
     failure_class = classify(message, related)
-    return FailureTriage(
-        failure_id, failure_class, category_of(failure_class, related, classification), related
+    category, why = category_of(
+        failure_class, related, classification, base_status=base_status, tested=tested
     )
+    return FailureTriage(failure_id, failure_class, category, related, why)
 
 
 _TIE_ORDER = {"upstream": 0, "backend": 1, "unknown": 2, "flake": 3, "infra": 4}
@@ -132,8 +188,12 @@ def run_verdict(
     job: str,
     version: str,
     analyzed_at: str | None = None,
+    culprit: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
-    """`workflow.triage_verdict` for a run with failures; None when it has none."""
+    """`workflow.triage_verdict` for a run with failures; None when it has none.
+
+    `culprit`: `{"commit", "reason"}` of the commit a bisect named (`with_culprit`); without
+    one an `upstream` verdict suspects `first_bad`, the first run where it failed."""
     if not failures:
         return None
     counts = Counter(f.category for f in failures)
@@ -141,10 +201,12 @@ def run_verdict(
     share = counts[category] / len(failures)
     confidence = "high" if share == 1 else "medium" if share > 0.5 else "low"
     classes = Counter(f.failure_class for f in failures)
+    whys = Counter(f.why for f in failures if f.category == category and f.why)
     summary = (
         f"{len(failures)} failure(s): "
         + ", ".join(f"{n} {c}" for c, n in sorted(classes.items()))
         + f"; {counts[category]} point to {category}"
+        + (f" ({whys.most_common(1)[0][0]})" if whys else "")
     )
     chosen = [f for f in failures if f.category == category] or list(failures)
     evidence = [
@@ -164,12 +226,30 @@ def run_verdict(
             "commit": first_bad,
             "reason": f"first run where it failed; {counts[category]} failure(s) point there",
         }
+    if culprit is not None:
+        verdict = with_culprit(verdict, culprit["commit"], culprit.get("reason", ""))
     if analyzed_at:
         verdict["analyzed_at"] = analyzed_at
     # The relay drops a verdict over its byte cap whole: wide characters can pass it.
     while len(json.dumps(verdict).encode("utf-8")) > RAW_MAX and len(evidence) > 1:
         evidence.pop()
     return verdict
+
+
+def with_culprit(verdict: Mapping[str, Any], commit: str, reason: str = "") -> dict[str, Any]:
+    """The verdict naming `commit` as `suspected_upstream.commit` (a bisect's culprit: it
+    replaces the first-bad suspicion). Only an `upstream` verdict suspects a commit (the
+    relay drops a verdict that has one otherwise): any other comes back unchanged."""
+    if not _COMMIT.fullmatch(commit):
+        raise ValueError(f"culprit commit {commit!r}: not a hex git sha (7 to 40 digits)")
+    out = dict(verdict)
+    if out.get("category") != "upstream":
+        return out
+    suspected: dict[str, Any] = {"commit": commit}
+    if reason.strip():
+        suspected["reason"] = reason.strip()[:REASON_MAX]
+    out["suspected_upstream"] = suspected
+    return out
 
 
 def _excerpt(message: str | None) -> str:

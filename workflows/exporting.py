@@ -194,8 +194,17 @@ def failure_forensics(
     messages = {v: finished.outcomes[v].message for v in new}
     failures = {}
     triaged = []
+    base = finished.base_outcomes
+    tested = (finished.planned.environment or {}).get("tested") or None
     for vid in new:
-        one = triage.triage(vid, messages[vid], vid in related, finished.classification.get(vid))
+        one = triage.triage(
+            vid,
+            messages[vid],
+            vid in related,
+            finished.classification.get(vid),
+            base_status=str(base[vid].status) if vid in base else None,
+            tested=tested,
+        )
         triaged.append(one)
         failures[vid] = {**found[vid].to_json(), **one.to_json()}
     first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)

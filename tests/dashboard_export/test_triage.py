@@ -41,7 +41,7 @@ SCHEMA = (
         (LOWER, False, "device-rule", "backend"),
         (LOWER, True, "device-rule", "backend"),  # a refusal is ours to fix
         (DTYPE, False, "device-rule", "backend"),
-        (CLOSE, False, "precision", "backend"),
+        (CLOSE, False, "precision", "unknown"),  # a tolerance miss alone names nobody
         (CLOSE, True, "precision", "upstream"),
         (SCALAR, True, "precision", "upstream"),
         (SCHEMA, True, "related", "upstream"),
@@ -54,6 +54,58 @@ def test_classes_and_categories(
 ) -> None:
     one = triage.triage("s::t::op::float32", message, related)
     assert (one.failure_class, one.category) == (failure_class, category)
+
+
+@pytest.mark.parametrize(
+    ("message", "related", "classification", "base_status", "tested", "category"),
+    [
+        # passes on the base torch without the change: the change's, related or not
+        (CLOSE, False, "new", "passed", "tested", "upstream"),
+        (SCHEMA, False, "new", "passed", "partial", "upstream"),
+        # fails on the base torch too: not the change's, even when the plan related it
+        (CLOSE, True, "pre-existing", "failed", "tested", "backend"),
+        (SCHEMA, True, "new", "error", "tested", "backend"),
+        (SCHEMA, True, "pre-existing", None, None, "backend"),  # History's baseline
+        # a rule refusal stays ours even when the change led the test there
+        (LOWER, True, "new", "passed", "tested", "backend"),
+        # nothing of the change ran: it cannot be pinned on it
+        (CLOSE, True, "new", None, "not_tested", "unknown"),
+        (CLOSE, True, "flaky", "failed", "tested", "flake"),
+        ("", False, "new", "not-a-status", None, "unknown"),
+    ],
+)
+def test_the_evidence_decides_the_category(
+    message: str,
+    related: bool,
+    classification: str,
+    base_status: str | None,
+    tested: str | None,
+    category: str,
+) -> None:
+    one = triage.triage(
+        "v", message, related, classification, base_status=base_status, tested=tested
+    )
+    assert one.category == category
+    assert one.why and one.to_json()["why"] == one.why
+
+
+def test_a_bisect_culprit_replaces_the_first_bad_suspicion() -> None:
+    failures = [triage.triage("a", SCHEMA, False, "new", base_status="passed")]
+    made = triage.run_verdict(failures, {"a": SCHEMA}, first_bad="abc1234", job="j", version="1")
+    assert made is not None and made["suspected_upstream"]["commit"] == "abc1234"
+    culprit = {"commit": "d" * 40, "reason": "bisect: 2 agreeing runs per step"}
+    found = triage.run_verdict(
+        failures, {"a": SCHEMA}, first_bad="abc1234", job="j", version="1", culprit=culprit
+    )
+    assert found is not None and found["suspected_upstream"] == culprit
+    assert "passes without the change" in found["summary"]
+    backend = triage.run_verdict(
+        [triage.triage("b", LOWER, True)], {}, first_bad=None, job="j", version="1"
+    )
+    assert backend is not None
+    assert "suspected_upstream" not in triage.with_culprit(backend, "d" * 40)
+    with pytest.raises(ValueError, match="not a hex git sha"):
+        triage.with_culprit(found, "HEAD~1")
 
 
 def test_a_flaky_failure_is_a_flake_whatever_its_message() -> None:

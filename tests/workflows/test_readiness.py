@@ -1,7 +1,9 @@
-"""Promotion readiness: each of the five L2 -> L3 criteria passes on a healthy window and
-fails on a window made to break it, over a History holding a real run of the pipeline and
-recorded synthetic days; the window leaves older runs out; the CLI's exit codes, its files,
-and the relay's /readiness page."""
+"""Promotion readiness: each L2 -> L3 criterion passes on a healthy window and fails on a
+window made to break it, over a History holding a real run of the pipeline and recorded
+synthetic days; below the evidence a criterion needs (the 14-day window covered, enough
+jobs, 30 days at L2) it says NOT ENOUGH DATA and what is missing, and one real run is never
+ready; the window leaves older runs out; the CLI's exit codes, its files, and the relay's
+/readiness page."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from dashboard_export.readiness import assess, job_facts
-from dashboard_export.readiness_report import render_html, render_markdown
+from dashboard_export.readiness_report import render_html, render_markdown, render_text
 from tests.workflows.conftest import spyre_ci
 from tests.workflows.test_infra_faults import _request
 from workflows import embedded, pipeline
@@ -26,7 +28,8 @@ from workflows.history import HistoryStore, RedisHistory, RunRecord, RunState, S
 H = 3600.0
 DAY = 86400.0
 NOW = float(int(time.time()))  # the real run is created now: synthetic days end here too
-CRITERIA = ("pass_rate", "queue_time", "long_jobs", "end_to_end", "timeouts")
+CRITERIA = ("time_at_l2", "pass_rate", "queue_time", "long_jobs", "end_to_end", "timeouts")
+L2_SINCE = NOW - 40 * DAY  # the allowlist's L2 date the healthy windows are assessed with
 
 
 def _record(
@@ -47,8 +50,10 @@ def _record(
 
 
 def _healthy(n: int = 100, prefix: str = "ok") -> list[RunRecord]:
-    """`n` green runs spread over the last 13.9 days: every criterion passes."""
-    return [_record(f"{prefix}-{i}", 13.9 * (i + 0.5) / n) for i in range(n)]
+    """`n` green runs spread over the last 13.9 days, and History's first run 20 days ago
+    (so History covers the 14-day window): every criterion passes."""
+    window = [_record(f"{prefix}-{i}", 13.9 * (i + 0.5) / n) for i in range(n)]
+    return [*window, _record(f"{prefix}-first", 20)]
 
 
 def _older_bad() -> list[RunRecord]:
@@ -88,8 +93,8 @@ BROKEN: dict[str, Callable[[], list[RunRecord]]] = {
     "long_jobs": lambda: _healthy() + [_record(f"long-{i}", 3 + i, run_s=4 * H) for i in range(2)],
     # Every job 2 min queued + 2 h 59 min running: none over 3 h, median 3 h 01 min.
     "end_to_end": lambda: [
-        _record(f"slow-{i}", 13 * (i + 0.5) / 60, queue_s=120.0, run_s=2 * H + 59 * 60)
-        for i in range(60)
+        _record(f"slow-{i}", 14 * (i + 0.5) / 100 + 0.01, queue_s=120.0, run_s=2 * H + 59 * 60)
+        for i in range(100)
     ],
     # 2 of 102 jobs failed on a test out of time: 2 % (98 % still passed).
     "timeouts": lambda: (
@@ -137,14 +142,16 @@ def test_records_written_before_start_times_are_still_assessed() -> None:
     assert job_facts(failed.to_json()).timed_out
 
 
-def _assessed(records: list[RunRecord], days: float = 14.0) -> dict[str, Any]:
-    return assess([r.to_json() for r in records], NOW + 60, days).to_json()
+def _assessed(
+    records: list[RunRecord], days: float = 14.0, l2_since: float | None = L2_SINCE
+) -> dict[str, Any]:
+    return assess([r.to_json() for r in records], NOW + 60, days, l2_since).to_json()
 
 
 def test_a_healthy_window_passes_every_criterion_and_leaves_older_runs_out() -> None:
     result = _assessed(_healthy() + _older_bad())
     assert result["ready"] is True
-    assert result["runs"] == 100 and result["older_runs_left_out"] == 20
+    assert result["runs"] == 100 and result["older_runs_left_out"] == 21
     by_key = {c["key"]: c for c in result["criteria"]}
     assert [c["key"] for c in result["criteria"]] == list(CRITERIA)
     assert all(c["passed"] for c in by_key.values())
@@ -156,6 +163,7 @@ def test_a_healthy_window_passes_every_criterion_and_leaves_older_runs_out() -> 
     # A 30-day window takes the older runs in: they fail every criterion but the median.
     wide = {c["key"]: c["passed"] for c in _assessed(_healthy() + _older_bad(), 30)["criteria"]}
     assert wide == {
+        "time_at_l2": True,
         "pass_rate": False,
         "queue_time": False,
         "long_jobs": False,
@@ -164,12 +172,12 @@ def test_a_healthy_window_passes_every_criterion_and_leaves_older_runs_out() -> 
     }
 
 
-@pytest.mark.parametrize("broken", CRITERIA)
+@pytest.mark.parametrize("broken", list(BROKEN))
 def test_each_criterion_fails_on_a_window_that_breaks_it(broken: str) -> None:
     result = _assessed(BROKEN[broken]() + _older_bad())
-    assert result["ready"] is False
-    passed = {c["key"]: c["passed"] for c in result["criteria"]}
-    assert passed == {key: key != broken for key in CRITERIA}
+    assert result["ready"] is False and result["verdict"] == "NOT READY"
+    passed = {c["key"]: c["status"] for c in result["criteria"]}
+    assert passed == {key: "fail" if key == broken else "pass" for key in CRITERIA}
     criterion = next(c for c in result["criteria"] if c["key"] == broken)
     assert criterion["against"] > 0 and criterion["worst"]
     prefix = {"end_to_end": "slow"}.get(broken) or BROKEN[broken]()[-1].run_id.split("-")[0]
@@ -180,7 +188,7 @@ def test_each_criterion_fails_on_a_window_that_breaks_it(broken: str) -> None:
 def test_infrastructure_errors_fail_the_job_and_are_shown_apart() -> None:
     result = _assessed(BROKEN["pass_rate"]())
     assert result["verdicts"]["infra"] == 15 and result["verdicts"]["pass"] == 100
-    pass_rate = result["criteria"][0]
+    pass_rate = result["criteria"][1]
     assert pass_rate["value"] == pytest.approx(100 / 115)
     assert "15 infrastructure errors" in pass_rate["detail"]
     assert {w["note"] for w in pass_rate["worst"]} == {"infra"}
@@ -220,8 +228,75 @@ def test_stopped_and_unfinished_runs() -> None:
 
 
 def test_no_runs_is_not_ready() -> None:
-    result = _assessed([])
+    result = _assessed([], l2_since=None)
     assert result["ready"] is False and all(c["value"] is None for c in result["criteria"])
+    assert result["verdict"] == "NOT ENOUGH DATA"
+    assert all(c["status"] == "no data" for c in result["criteria"])
+
+
+def test_one_green_run_is_not_enough_data_and_says_what_is_missing() -> None:
+    one = [_record("only-1", 0, queue_s=2.0, run_s=19.0)]
+    result = _assessed(one, l2_since=None)
+    assert result["ready"] is False and result["verdict"] == "NOT ENOUGH DATA"
+    by_key = {c["key"]: c for c in result["criteria"]}
+    # Its values are within every bound, but none of them is evidence yet.
+    assert all(c["status"] == "no data" for c in by_key.values())
+    assert by_key["pass_rate"]["value"] == 1.0
+    assert by_key["pass_rate"]["missing"] == "0.0 days of 14 covered; 1 job of 10 needed"
+    assert by_key["timeouts"]["missing"].endswith("1 job of 100 needed")
+    assert by_key["end_to_end"]["missing"].endswith("1 job of 10 needed")
+    assert by_key["time_at_l2"]["missing"] == "0.0 days of 30 at L2 (since History's first run)"
+    text = render_text(assess([r.to_json() for r in one], NOW + 60))
+    assert text.startswith("Promotion readiness (L2 -> L3): NOT ENOUGH DATA")
+    assert "not enough data: 0.0 days of 14 covered; 1 job of 10 needed" in text
+
+
+def test_a_failing_criterion_outweighs_missing_evidence() -> None:
+    runs = [_record(f"red-{i}", i / 10, state=RunState.INFRA_ERROR) for i in range(12)]
+    runs.append(_record("first", 20))  # History covers the window
+    result = _assessed(runs)
+    assert result["verdict"] == "NOT READY"
+    statuses = {c["key"]: c["status"] for c in result["criteria"]}
+    assert statuses["pass_rate"] == "fail"  # 0 of 12 jobs passed: evidence enough
+    assert statuses["timeouts"] == "no data"  # 12 jobs of 100
+    assert result["ready"] is False
+
+
+def test_evidence_boundaries() -> None:
+    healthy = _healthy()
+    assert _assessed(healthy)["verdict"] == "READY"
+    # The window: History's first run 14 days old covers it, a minute younger does not.
+    window = healthy[:-1]
+    exactly = _assessed([*window, _record("first", 14 + 60 / DAY)])  # 14 days before the end
+    assert exactly["window"]["covered_days"] == pytest.approx(14.0)
+    assert exactly["verdict"] == "READY"
+    short = _assessed([*window, _record("first", 14 - 2 / 24)])
+    assert short["verdict"] == "NOT ENOUGH DATA"
+    assert {c["missing"] for c in short["criteria"][1:]} == {"13.9 days of 14 covered"}
+    # A shorter window never covers the relay's 14 days.
+    assert "(the window is 7 days)" in _assessed(healthy, 7)["criteria"][1]["missing"]
+    # Jobs: the 1 % bounds need 100 finished jobs, the pass rate and the times 10.
+    fewer = _assessed(healthy[1:])
+    by_key = {c["key"]: c for c in fewer["criteria"]}
+    assert by_key["timeouts"]["missing"] == "99 jobs of 100 needed"
+    assert by_key["long_jobs"]["status"] == "no data"
+    assert by_key["pass_rate"]["status"] == "pass" and by_key["end_to_end"]["status"] == "pass"
+    # The pass rate's bound is "at least 90 %": 90 of 100 passes, 89 of 99 does not.
+    ninety = [*healthy[10:], *(_record(f"f-{i}", 1 + i / 10, new_failures=1) for i in range(10))]
+    assert {c["key"]: c["status"] for c in _assessed(ninety)["criteria"]}["pass_rate"] == "pass"
+    under = [*healthy[11:], *(_record(f"f-{i}", 1 + i / 10, new_failures=1) for i in range(11))]
+    assert _assessed(under)["criteria"][1]["status"] == "fail"
+    # 30 days at L2: from the allowlist's date when given, else History's first run.
+    at = {c["key"]: c for c in _assessed(healthy, l2_since=NOW + 60 - 30 * DAY)["criteria"]}
+    assert at["time_at_l2"]["status"] == "pass"
+    early = _assessed(healthy, l2_since=NOW + 60 - 29.5 * DAY)
+    assert early["verdict"] == "NOT ENOUGH DATA"
+    assert (
+        early["criteria"][0]["missing"] == "29.5 days of 30 at L2 (since the allowlist's L2 date)"
+    )
+    from_history = _assessed([*healthy, _record("first", 31)], l2_since=None)
+    assert from_history["verdict"] == "READY"
+    assert "since History's first run" in from_history["criteria"][0]["detail"]
 
 
 def test_renderings_name_the_verdict_and_the_evidence() -> None:
@@ -250,7 +325,11 @@ def state_with(real_history: Path, tmp_path: Path) -> Iterator[Callable[[list[Ru
 def _cli(state: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(state))
     monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)
-    return main(["readiness", "--now", _now(), *args])
+    return main(["readiness", "--now", _now(), "--l2-since", _l2_since(), *args])
+
+
+def _l2_since() -> str:
+    return dt.datetime.fromtimestamp(L2_SINCE, dt.UTC).isoformat()
 
 
 def _now() -> str:
@@ -269,7 +348,7 @@ def test_cli_exit_codes_files_and_json(
     code = _cli(good, monkeypatch, "--html", str(html), "--markdown", str(markdown))
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "READY" in printed and "CI job pass rate" in printed and "20 older runs" in printed
+    assert "READY" in printed and "CI job pass rate" in printed and "21 older runs" in printed
     assert "<!DOCTYPE html>" in html.read_text() and "READY" in markdown.read_text()
 
     assert _cli(good, monkeypatch, "--json") == 0
@@ -291,6 +370,20 @@ def test_cli_exit_codes_files_and_json(
     assert exc.value.code == 2
 
 
+def test_cli_one_real_run_is_not_enough_data(
+    real_history: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(real_history))
+    monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)
+    assert main(["readiness", "--now", _now()]) == 1
+    printed = capsys.readouterr().out
+    assert printed.startswith("Promotion readiness (L2 -> L3): NOT ENOUGH DATA")
+    assert "0.0 days of 14 covered; 1 job of 10 needed" in printed
+    assert "0.0 days of 30 at L2 (since History's first run)" in printed
+    assert main(["readiness", "--now", _now(), "--l2-since", "2999-01-01"]) == 2
+    assert "--l2-since 2999-01-01: after the window's end" in capsys.readouterr().err
+
+
 def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None:
     from tests.relay.conftest import RedisProcess
 
@@ -300,7 +393,9 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
     try:
         _save(RedisHistory(server.url), BROKEN["queue_time"]())
         redis_env = {**env, "SPYRE_CI_REDIS_URL": server.url}
-        result = spyre_ci("readiness", "--now", _now(), "--json", env=redis_env)
+        result = spyre_ci(
+            "readiness", "--now", _now(), "--l2-since", _l2_since(), "--json", env=redis_env
+        )
         assert result.returncode == 1, result.stderr
         by_key = {c["key"]: c["passed"] for c in json.loads(result.stdout)["criteria"]}
         assert by_key == {key: key != "queue_time" for key in CRITERIA}
@@ -325,7 +420,7 @@ def test_the_relay_serves_the_readiness_page_from_runs_dir(tmp_path: Path) -> No
         missing = service.get("/readiness")
         assert missing.status_code == 404 and "spyre-ci readiness --html" in missing.text
         runs.mkdir()
-        page = render_html(assess([r.to_json() for r in _healthy()], NOW + 60))
+        page = render_html(assess([r.to_json() for r in _healthy()], NOW + 60, 14, L2_SINCE))
         (runs / "readiness.html").write_text(page, encoding="utf-8")
         served = service.get("/readiness")
         assert served.status_code == 200 and served.headers["Content-Type"].startswith("text/html")
