@@ -485,8 +485,8 @@ def _expand_file(
 
 
 def _file_record(vid: str, suite: str, template: str, text: str, test: Any, decision: Any) -> Any:
-    """The rename-matching record of one upstream test (`suites.renames.TestRecord`)."""
-    from suites.renames import TestRecord
+    """The rename-matching record of one upstream test (`suites.renames.RenameRecord`)."""
+    from suites.renames import RenameRecord
     from suites.sources import body_digest
 
     fn = test.source or test.function
@@ -494,7 +494,7 @@ def _file_record(vid: str, suite: str, template: str, text: str, test: Any, deci
     body = body_digest(text, qualname) or ""
     if body and test.op is not None:
         body = f"{body}+{unnamed_definition_digest(test.op)}"
-    return TestRecord(
+    return RenameRecord(
         id=vid,
         suite=suite,
         template=template,
@@ -539,10 +539,10 @@ def unnamed_definition_digest(info: Any) -> str:
 
 
 def rename_records(expansion: Expansion) -> list[Any]:
-    """Every variant as rename matching sees it (`suites.renames.TestRecord`): the file
+    """Every variant as rename matching sees it (`suites.renames.RenameRecord`): the file
     suites' upstream tests (excluded ones too) and the OpInfo suites' variants, whose body is
     the template and the OpInfo's definition without its names."""
-    from suites.renames import TestRecord
+    from suites.renames import RenameRecord
 
     out = list(expansion.records.values())
     for planned in expansion.planned:
@@ -550,7 +550,7 @@ def rename_records(expansion: Expansion) -> list[Any]:
         if planned.kind != "opinfo" or planned.info is None:
             continue
         out.append(
-            TestRecord(
+            RenameRecord(
                 id=v.id,
                 suite=v.suite,
                 template=v.template,

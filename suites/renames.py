@@ -1,6 +1,6 @@
 """Upstream renames between two versions: which tests, classes and OpInfos went by a new name.
 
-Pure (records in, findings out; no torch, no I/O). Each version's tests are `TestRecord`s, one
+Pure (records in, findings out; no torch, no I/O). Each version's tests are `RenameRecord`s, one
 per variant (built by `suites.expand.rename_records` in the version's environment, or read
 from the upgrade's details). A variant of the old version whose id the new one lacks is
 matched to a new variant only on evidence:
@@ -36,7 +36,7 @@ NAME_FIELDS = frozenset(
 
 
 @dataclass(frozen=True)
-class TestRecord:
+class RenameRecord:
     """One variant of one version, as rename matching sees it."""
 
     id: str  # suite::template::subject::dtype
@@ -58,7 +58,7 @@ class TestRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TestRecord:
+    def from_json(cls, data: Mapping[str, Any]) -> RenameRecord:
         try:
             return cls(
                 **{
@@ -181,14 +181,14 @@ class Renames:
 _Unit = tuple[str, str, str]  # suite, template, subject
 
 
-def _units(records: Iterable[TestRecord]) -> dict[_Unit, dict[str, TestRecord]]:
-    out: dict[_Unit, dict[str, TestRecord]] = defaultdict(dict)
+def _units(records: Iterable[RenameRecord]) -> dict[_Unit, dict[str, RenameRecord]]:
+    out: dict[_Unit, dict[str, RenameRecord]] = defaultdict(dict)
     for r in records:
         out[(r.suite, r.template, r.subject)][r.dtype] = r
     return out
 
 
-def _first(unit: Mapping[str, TestRecord]) -> TestRecord:
+def _first(unit: Mapping[str, RenameRecord]) -> RenameRecord:
     return unit[min(unit)]
 
 
@@ -198,8 +198,8 @@ def _split(test: str) -> tuple[str, str]:
 
 
 def find_renames(
-    old: Sequence[TestRecord],
-    new: Sequence[TestRecord],
+    old: Sequence[RenameRecord],
+    new: Sequence[RenameRecord],
     outcomes: Mapping[str, Outcome] | None = None,
 ) -> Renames:
     """Renames from `old` to `new` (see the module's text); `outcomes`: the new version's,
@@ -210,7 +210,7 @@ def find_renames(
     fresh = _units(r for r in new if r.id not in old_ids)
     result = Renames()
 
-    def body_key(unit: Mapping[str, TestRecord]) -> tuple[str, str, frozenset[str]] | None:
+    def body_key(unit: Mapping[str, RenameRecord]) -> tuple[str, str, frozenset[str]] | None:
         bodies = frozenset(r.body for r in unit.values())
         if "" in bodies:
             return None
@@ -318,7 +318,7 @@ def find_renames(
     return result
 
 
-def _body_evidence(body: str, record: TestRecord) -> str:
+def _body_evidence(body: str, record: RenameRecord) -> str:
     test, _, definition = body.partition("+")
     if definition and record.test == record.template:  # an OpInfo suite's variant
         return f"same template {test} over the same OpInfo definition {definition[:12]} apart from names"
@@ -330,7 +330,7 @@ def _body_evidence(body: str, record: TestRecord) -> str:
     return f"same body, digest {test[:12]}"
 
 
-def _what_differs(a: TestRecord, b: TestRecord) -> tuple[str, str, str]:
+def _what_differs(a: RenameRecord, b: RenameRecord) -> tuple[str, str, str]:
     if a.op and b.op and a.op != b.op and a.test == b.test:
         return "opinfo", a.op, b.op
     (ca, na), (cb, nb) = _split(a.test), _split(b.test)
@@ -339,7 +339,7 @@ def _what_differs(a: TestRecord, b: TestRecord) -> tuple[str, str, str]:
     return "test", a.test, b.test
 
 
-def _differs_text(kind: str, a: TestRecord, b: TestRecord) -> str:
+def _differs_text(kind: str, a: RenameRecord, b: RenameRecord) -> str:
     if kind == "opinfo":
         return f"OpInfo {a.op} -> {b.op}"
     (ca, na), (cb, nb) = _split(a.test), _split(b.test)
@@ -353,8 +353,8 @@ def _differs_text(kind: str, a: TestRecord, b: TestRecord) -> str:
 
 def _class_renames(
     renamed: Sequence[Rename],
-    gone: Mapping[_Unit, Mapping[str, TestRecord]],
-    fresh: Mapping[_Unit, Mapping[str, TestRecord]],
+    gone: Mapping[_Unit, Mapping[str, RenameRecord]],
+    fresh: Mapping[_Unit, Mapping[str, RenameRecord]],
 ) -> list[ClassRename]:
     """Class renames: each old class all of whose gone tests moved to one new class, same names."""
     moves: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # old class -> new classes
@@ -381,7 +381,7 @@ def _class_renames(
     return out
 
 
-def _proposal(r: TestRecord, outcome: Outcome | None) -> NewExposed:
+def _proposal(r: RenameRecord, outcome: Outcome | None) -> NewExposed:
     if outcome is None or outcome.status is Status.SKIPPED:
         return NewExposed(r.id, r.test, r.listed, r.expectation, "unknown", "not run: run it")
     if outcome.status in (Status.PASSED, Status.XPASSED):
