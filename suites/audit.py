@@ -864,7 +864,7 @@ def _renamed_name(name: str, old: str, new: str) -> str | None:
 def _op_edits(
     spec: SpecFile, where: tuple[Any, ...], items: Any, ops: Sequence[Any]
 ) -> list[NameEdit]:
-    from suites.rules import item_names
+    from suites.loader import item_names
 
     out = []
     for index, name in item_names(items):

@@ -61,14 +61,21 @@ class RenameRecord:
     def from_json(cls, data: Mapping[str, Any]) -> RenameRecord:
         try:
             return cls(
-                **{
-                    k: (tuple(v) if k == "aliases" else v)
-                    for k, v in data.items()
-                    if k in cls.__dataclass_fields__
-                }
+                id=str(data["id"]),
+                suite=str(data["suite"]),
+                template=str(data["template"]),
+                subject=str(data["subject"]),
+                dtype=str(data["dtype"]),
+                test=str(data["test"]),
+                body=str(data.get("body", "")),
+                op=str(data.get("op", "")),
+                aliases=tuple(str(a) for a in data.get("aliases", ())),
+                listed=bool(data.get("listed", True)),
+                expectation=str(data.get("expectation", "pass")),
+                rule=str(data.get("rule", "")),
             )
-        except TypeError as exc:
-            raise ValueError(f"not a test record: {exc}") from None
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a rename record: {exc!r}") from None
 
 
 @dataclass(frozen=True)
@@ -321,7 +328,10 @@ def find_renames(
 def _body_evidence(body: str, record: RenameRecord) -> str:
     test, _, definition = body.partition("+")
     if definition and record.test == record.template:  # an OpInfo suite's variant
-        return f"same template {test} over the same OpInfo definition {definition[:12]} apart from names"
+        return (
+            f"same template {test} over the same OpInfo definition {definition[:12]} "
+            "apart from names"
+        )
     if definition:
         return (
             f"same body, digest {test[:12]}, over the same OpInfo definition "

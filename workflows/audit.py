@@ -297,10 +297,8 @@ def _read_results(path: Path) -> list[Outcome]:
 
 
 def _write_patch(report: Report, args: argparse.Namespace, out: Path) -> None:
-    from suites.audit import audit_rules, removal_patch
+    from suites.audit import audit_rules, removal_patch, rename_patch
     from suites.expand import load_suites
-
-    from suites.audit import rename_patch
 
     by_source = {r.source: r for r in audit_rules(load_suites(args.specs))}
     remove: dict[Path, set[int]] = {}

@@ -13,8 +13,8 @@ from torch.testing._internal.common_device_type import (
     ops,
 )
 from torch.testing._internal.common_methods_invocations import op_db
-from torch.testing._internal.opinfo.core import AliasInfo
 from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.opinfo.core import AliasInfo
 
 
 def _renamed(name, new_name, op=None):
