@@ -108,6 +108,23 @@ class Rename:
     def line(self) -> str:
         return f"renamed: {self.old_test} -> {self.new_test} ({self.evidence})"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Rename:
+        try:
+            return cls(
+                str(data["kind"]),
+                str(data["suite"]),
+                str(data["template"]),
+                str(data["old"]),
+                str(data["new"]),
+                str(data["old_name"]),
+                str(data["new_name"]),
+                str(data["evidence"]),
+                tuple((str(v["old"]), str(v["new"])) for v in data["variants"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a rename: {exc!r}") from None
+
 
 @dataclass(frozen=True)
 class ClassRename:
@@ -388,6 +405,27 @@ def _class_renames(
         }
         if olds == moved:
             out.append(ClassRename(suite, template, cls, target, len(moved)))
+    return out
+
+
+def proposals_after(
+    items: Sequence[Mapping[str, Any]], outcomes: Mapping[str, Outcome]
+) -> list[dict[str, Any]]:
+    """New-exposed items (`NewExposed.to_json`) proposed again from the outcomes of a run."""
+    out = []
+    for item in items:
+        record = RenameRecord(
+            id=str(item["id"]),
+            suite="",
+            template="",
+            subject="",
+            dtype="",
+            test=str(item.get("test", "")),
+            body="",
+            listed=bool(item.get("listed", True)),
+            expectation=str(item.get("expectation", "")),
+        )
+        out.append(_proposal(record, outcomes.get(record.id)).to_json())
     return out
 
 
