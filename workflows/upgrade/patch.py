@@ -7,6 +7,8 @@ is the failure's summary line, a comment above names the upgrade run); each fixe
 whose expectation is an exact-id xfail entry loses that entry. Edits are textual
 (`suites.audit.expectations_patch`): comments and formatting stay. What it cannot edit
 (file suites, flow-style lists, globs and spec rules) is returned as notes: edit by hand.
+What upstream renamed (upgrade.json `renamed`) is renamed in the specs and expectations files
+(`suites.audit.rename_edits`), with a comment citing the evidence.
 """
 
 from __future__ import annotations
