@@ -42,6 +42,7 @@ from selector.index import InventoryIndex
 from selector.opnames import canonical
 from selector.scout import ChangeFacts, TouchedOp
 from suites.model import Expectation, Inventory, Outcome, Status, Variant
+from suites.renames import RenameRecord, Renames, find_renames
 
 DETAILS_FORMAT = 1
 UPGRADE_HEURISTICS = ("definition", "new", "op_match")
@@ -96,6 +97,13 @@ class InventoryDiff:
     ignored: Mapping[str, str] = field(default_factory=dict)
     details_used: bool = False
     notes: tuple[str, ...] = ()
+    # What upstream renamed (tests, classes, OpInfos), when both details carry `renames`:
+    # a renamed variant is neither added nor removed; `carried` pairs new id -> old id.
+    renames: Renames | None = None
+
+    @property
+    def carried(self) -> dict[str, str]:
+        return self.renames.pairs() if self.renames is not None else {}
 
     @property
     def affected(self) -> int:
@@ -130,6 +138,16 @@ class InventoryDiff:
             "added": list(self.added),
             "removed": list(self.removed),
             "fingerprint_only_changes_ignored": dict(self.ignored),
+            **(
+                {
+                    "renamed": [r.to_json() | {"line": r.line()} for r in self.renames.renamed],
+                    "renamed_classes": self.renames.to_json()["renamed_classes"],
+                    "ambiguous": [a.to_json() | {"line": a.line()} for a in self.renames.ambiguous],
+                    "new_exposed": [n.to_json() for n in self.renames.new_exposed],
+                }
+                if self.renames is not None
+                else {}
+            ),
             "api": {
                 "added": [c.to_json() for c in api[ADDED]],
                 "removed": [c.to_json() for c in api[REMOVED]],
@@ -173,8 +191,11 @@ def diff_inventories(
     d_new = _check_details(details_new, f"torch {new.torch_version}")
     use_details = d_old is not None and d_new is not None
     before, after = old.by_id(), new.by_id()
-    added = tuple(sorted(after.keys() - before.keys()))
-    removed = tuple(sorted(before.keys() - after.keys()))
+    renames = _renames(d_old, d_new) if use_details else None
+    carried = renames.pairs() if renames is not None else {}
+    carried_old = set(carried.values())
+    added = tuple(sorted(after.keys() - before.keys() - carried.keys()))
+    removed = tuple(sorted(before.keys() - after.keys() - carried_old))
     changed: list[VariantChange] = []
     ignored: dict[str, str] = {}
     notes: list[str] = []
@@ -212,6 +233,11 @@ def diff_inventories(
             "no details beside the inventories: changes are named from the "
             "fingerprints and the variant records only"
         )
+    elif renames is None:
+        notes.append(
+            "the details carry no rename records (built by an older spyre-ci): renamed "
+            "tests and OpInfos show as removed and added"
+        )
     for name, subjects in sorted(one_sided.items()):
         notes.append(
             f"field {name} exists in one version only (on {len(subjects)} subjects): not compared"
@@ -243,7 +269,25 @@ def diff_inventories(
         ignored=ignored,
         details_used=use_details,
         notes=tuple(notes),
+        renames=renames,
     )
+
+
+def _renames(d_old: Mapping[str, Any] | None, d_new: Mapping[str, Any] | None) -> Renames | None:
+    """`suites.renames.find_renames` over both details' rename records (None: either lacks
+    them). New-exposed: new variants no rename explains, proposed "unknown" (not run yet)."""
+    if d_old is None or d_new is None:
+        return None
+    records = []
+    for which, details in (("old", d_old), ("new", d_new)):
+        raw = details.get("renames")
+        if not isinstance(raw, list):
+            return None
+        try:
+            records.append([RenameRecord.from_json(r) for r in raw])
+        except ValueError as exc:
+            raise SelectorError(f"{which} details: renames: {exc}") from None
+    return find_renames(records[0], records[1])
 
 
 def _plain_changes(a: Variant, b: Variant) -> list[str]:
@@ -456,6 +500,11 @@ def select_upgrade(
                 if name == "definition" and vid in changed:
                     text = f"{text}: {'; '.join(changed[vid].what)}"
                 reasons[vid].append(f"{name}: {text}")
+    if diff.renames is not None:
+        for r in diff.renames.renamed:
+            for old_id, new_id in r.variants:
+                if new_id in index.runnable_set:
+                    reasons[new_id].insert(0, f"renamed: {old_id} -> {new_id} ({r.evidence})")
     ordered = {vid: tuple(reasons[vid]) for vid in index.runnable if vid in reasons}
     canary = (
         sorted(vid for vid in canary_of(index).values() if vid not in ordered) if canaries else []
@@ -467,9 +516,11 @@ def select_upgrade(
     if unchosen and holdout_rate > 0:
         k = min(len(unchosen), max(1, round(holdout_rate * len(unchosen))))
         sample = random.Random(seed).sample(unchosen, k)
+    # A renamed variant's old id runs on the old version, to compare with its new id.
+    renamed_old = tuple(old_id for new_id, old_id in diff.carried.items() if new_id in ordered)
     return UpgradeSelection(
         ordered,
-        diff.removed,
+        tuple(dict.fromkeys([*diff.removed, *renamed_old])),
         tuple(sorted([*canary, *sample])),
         len(index.runnable),
         seed,
@@ -488,6 +539,7 @@ class Moved:
     before: Status | None
     after: Status | None
     message: str = ""
+    renamed_from: str = ""  # the old version's id of a renamed variant
 
 
 def broken(status: Status) -> bool | None:
@@ -509,18 +561,24 @@ def classify(
     outcomes_new: Mapping[str, Outcome],
     removed: Iterable[str],
     added: Iterable[str],
+    renamed: Mapping[str, str] | None = None,
 ) -> list[Moved]:
     """Per variant that ran: regressed, fixed, new-failing, new-passing, removed, unchanged-failing.
 
     Failing is `broken`: failed, error, timeout, crashed, and xfailed (an expected failure is
     still one). A variant that runs on the new version but did not on the old one (skipped
     there by an upstream decorator, or a declared skip: not in `ids_old`) is new to testing:
-    new-failing or new-passing. Skipped on the new version compares nothing.
+    new-failing or new-passing. Skipped on the new version compares nothing. `renamed`
+    (new id -> old id, what upstream renamed) compares a renamed variant's new id with its
+    old one; the old id has no row of its own.
     """
-    removed_set, added_set, old_set = set(removed), set(added), set(ids_old)
+    carried = dict(renamed or {})
+    sources = set(carried.values())
+    removed_set, added_set = set(removed) - sources, set(added) - carried.keys()
+    old_set = set(ids_old) | {new for new, old in carried.items() if old in set(ids_old)}
     out: list[Moved] = []
-    for vid in sorted(set(ids_old) | set(ids_new)):
-        a, b = outcomes_old.get(vid), outcomes_new.get(vid)
+    for vid in sorted((set(ids_old) - sources) | set(ids_new)):
+        a, b = outcomes_old.get(carried.get(vid, vid)), outcomes_new.get(vid)
         before = a.status if a else None
         after = b.status if b else None
         was = broken(before) if before else None
@@ -544,7 +602,7 @@ def classify(
             category = "unchanged-failing"
         else:
             category = None
-        out.append(Moved(vid, category, before, after, message))
+        out.append(Moved(vid, category, before, after, message, carried.get(vid, "")))
     return out
 
 
@@ -614,11 +672,11 @@ def replay(
     """
     ids_old = selection.run_on_old(old)
     ids_new = selection.run_on_new()
-    moved = classify(ids_old, ids_new, full_old, full_new, diff.removed, diff.added)
+    moved = classify(ids_old, ids_new, full_old, full_new, diff.removed, diff.added, diff.carried)
     grown = expansion(moved, selection, new, already=ids_new)
     old_ids = {v.id for v in old.variants}
     ran = {*ids_old, *ids_new, *grown}
-    full = classify(full_old, full_new, full_old, full_new, diff.removed, diff.added)
+    full = classify(full_old, full_new, full_old, full_new, diff.removed, diff.added, diff.carried)
     result = validation(full, ran, selection.runnable_to)
     result["expansion"] = len(grown)
     result["expansion_on_old"] = sum(1 for vid in grown if vid in old_ids)

@@ -12,6 +12,10 @@ facts of the installed torch. Five kinds of finding:
 * `uncovered`: OpInfos / ModuleInfos no suite expands to, templates no suite runs, upstream
   tests only `unlisted_test_mode` decides, new variants only the default decides.
 * `orphan`: an xfail rule that matches no variant (names an op, dtype or test that is gone).
+* `renamed` / `new_exposed` (with an old upstream tree to compare with, `rename_findings`):
+  a test, class or OpInfo upstream renamed, whose entry follows it (the patch renames it),
+  with the evidence, or an ambiguous match (nothing carried); a new upstream test no rename
+  explains, with a proposed expectation.
 
 `patch` removes the expectations-file entries of `xpass` findings (exact ids) and the
 expectations-file entries that match nothing, textually: comments and formatting stay.
@@ -32,13 +36,15 @@ from suites.model import Expectation, Status, Variant, split_variant_id
 from suites.record import summarize
 from suites.rules import MODES, canonical_dtype
 
-KINDS = ("xpass", "other_failure", "stale_skip", "uncovered", "orphan")
+KINDS = ("xpass", "other_failure", "stale_skip", "uncovered", "orphan", "renamed", "new_exposed")
 TITLES = {
     "xpass": "xfails that pass (they can go)",
     "other_failure": "xfails failing for another reason (candidates: messages compared loosely)",
     "stale_skip": "skips whose reason no longer holds",
     "uncovered": "upstream tests no spec covers",
     "orphan": "expectations naming ops, dtypes or tests that no longer exist",
+    "renamed": "tests, classes and OpInfos renamed upstream (their entries follow them)",
+    "new_exposed": "upstream tests new since the old tree, with a proposed expectation",
 }
 
 
@@ -105,6 +111,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""  # where outcomes came from
+    renames: Any = None  # suites.renames.Renames, with an old upstream tree to compare with
+    rename_edits: list[NameEdit] = field(default_factory=list)  # what the patch renames
 
     @property
     def acts(self) -> bool:
@@ -120,6 +128,7 @@ class Report:
             "outcomes_from": self.source,
             "notes": list(self.notes),
             "findings": [f.to_json() for f in self.findings],
+            **({"renames": self.renames.to_json()} if self.renames is not None else {}),
         }
 
     def render(self, limit: int = 50) -> str:
@@ -138,7 +147,8 @@ class Report:
             lines.append("")
             lines.append(f"{TITLES[kind]}: {len(items)}")
             for f in items[:limit]:
-                mark = " [patch removes]" if f.patched else ("" if f.acts else " [info]")
+                verb = "renames" if f.kind == "renamed" else "removes"
+                mark = f" [patch {verb}]" if f.patched else ("" if f.acts else " [info]")
                 where = f"{f.where}: " if f.where else ""
                 lines.append(f"  {where}{f.subject}{mark}")
                 lines.append(f"      {f.detail}")
@@ -705,3 +715,200 @@ def _relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.resolve().as_posix().lstrip("/")
+
+
+# --- renames: entries that follow upstream to a new name ------------------------------------
+
+
+def rename_findings(
+    renames: Any, edits: Sequence[NameEdit], findings: Sequence[Finding]
+) -> list[Finding]:
+    """`findings` with the renames (`suites.renames.Renames`) in: a renamed test's orphan
+    name and its new name's `uncovered` finding give way to one `renamed` finding; ambiguous
+    matches and new-exposed tests are listed. `edits`: what the patch renames."""
+    edited = {e.old for e in edits}
+    carried_new = set(renames.pairs())
+    exposed = {n.id for n in renames.new_exposed}
+    old_names = {r.old_test for r in renames.renamed}
+    old_methods = {n.split("::")[-1] for n in old_names}
+    out = [
+        f
+        for f in findings
+        if not (
+            f.kind in ("orphan", "stale_skip")
+            and (f.subject in old_names or f.subject in old_methods)
+        )
+        and not (f.kind == "uncovered" and f.subject in carried_new | exposed)
+    ]
+    for r in renames.renamed:
+        listed = r.old_test in edited or r.old_test.split("::")[-1] in edited
+        how = (
+            "its entries follow it (the patch renames them)"
+            if listed
+            else "no entry names it by this name: nothing to rename"
+        )
+        out.append(
+            Finding(
+                "renamed",
+                f"{r.old_test} -> {r.new_test}",
+                f"{r.kind} renamed upstream ({r.evidence}); {len(r.variants)} variant(s); {how}",
+                patched=listed,
+                acts=listed,
+            )
+        )
+    for c in renames.classes:
+        out.append(
+            Finding(
+                "renamed",
+                f"class {c.old} -> {c.new}",
+                f"{c.template}: same {c.tests} test method(s), each with the same body",
+                acts=False,
+            )
+        )
+    for a in renames.ambiguous:
+        out.append(
+            Finding(
+                "renamed",
+                f"{', '.join(a.old)} -> ?",
+                f"ambiguous: one of {', '.join(a.new)} ({a.why}); nothing carried: "
+                "rename the entry by hand if one of them is the test",
+            )
+        )
+    for n in renames.new_exposed:
+        proposal = (
+            f"proposed: {n.proposed} ({n.why})"
+            if n.proposed != "unknown"
+            else "proposed: unknown, run it (--results with a run of it)"
+        )
+        decided = "listed" if n.listed else "not listed"
+        out.append(
+            Finding(
+                "new_exposed",
+                n.id,
+                f"new upstream test {n.test}, {decided} ({n.expectation}); {proposal}; "
+                "never a regression",
+                acts=not n.listed,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class NameEdit:
+    """One name in a spec or expectations file to replace, with a comment above its line."""
+
+    path: Path
+    line: int  # 1-based
+    old: str
+    new: str
+    comment: str
+
+
+def rename_edits(specs: Sequence[SpecFile], renames: Sequence[Any]) -> list[NameEdit]:
+    """Where the loaded specs and their expectations files name what `renames`
+    (`suites.renames.Rename`) renamed: file-suite test names (`Class::test` or `test`),
+    `supported_ops` and `edits.ops` names of a renamed OpInfo, exact expectation ids."""
+    out: list[NameEdit] = []
+    by_suite: dict[str, list[Any]] = {}
+    for r in renames:
+        by_suite.setdefault(r.suite, []).append(r)
+    seen_files: set[Path] = set()
+    for spec in specs:
+        mine = by_suite.get(spec.suite_name, [])
+        if not mine:
+            continue
+        root = spec.get(("test_suite_config",)) or {}
+        for fi, entry in enumerate(root.get("files") or ()):
+            where = ("test_suite_config", "files", fi)
+            stem = Path(str(entry.get("path", ""))).stem
+            tests = [r for r in mine if r.template == stem and r.kind != "opinfo"]
+            ops = [r for r in mine if r.template == stem and r.kind == "opinfo"]
+            for ti, test in enumerate(entry.get("tests") or ()):
+                names = test.get("names")
+                for ni, name in enumerate(as_names(names)):
+                    at = (*where, "tests", ti, "names") + (() if isinstance(names, str) else (ni,))
+                    for r in tests:
+                        new = _renamed_name(name, r.old_test, r.new_test)
+                        if new is not None:
+                            out.append(_edit(spec, at, name, new, r.line()))
+                for kind in ("include", "exclude"):
+                    items = ((test.get("edits") or {}).get("ops") or {}).get(kind)
+                    at = (*where, "tests", ti, "edits", "ops", kind)
+                    out += _op_edits(spec, at, items, ops)
+            at = ("test_suite_config", "global", "supported_ops")
+            out += _op_edits(spec, at, (root.get("global") or {}).get("supported_ops"), ops)
+        carried = {a: (b, r) for r in mine for a, b in r.variants}
+        for entry in root.get("opinfo") or ():
+            name = entry.get("expectations_file")
+            path = spec.path.parent / name if name else None
+            if path is None or path in seen_files or not path.exists():
+                continue
+            seen_files.add(path)
+            exp = load_spec(path)
+            for i, item in enumerate(exp.get(("expectations",)) or ()):
+                vid = str(item.get("id", "")) if isinstance(item, dict) else ""
+                if vid in carried:
+                    new_id, r = carried[vid]
+                    out.append(_edit(exp, ("expectations", i, "id"), vid, new_id, r.line()))
+    return sorted(set(out), key=lambda e: (str(e.path), e.line, e.old))
+
+
+def _renamed_name(name: str, old: str, new: str) -> str | None:
+    if name == old:
+        return new
+    if "::" not in name and name == old.split("::")[-1] != new.split("::")[-1]:
+        return new.split("::")[-1]
+    return None
+
+
+def _op_edits(
+    spec: SpecFile, where: tuple[Any, ...], items: Any, ops: Sequence[Any]
+) -> list[NameEdit]:
+    from suites.loader import item_names
+
+    out = []
+    for index, name in item_names(items):
+        for r in ops:
+            if name == r.old_test:
+                at = (*where, index, "name") if isinstance(items[index], dict) else (*where, index)
+                out.append(_edit(spec, at, name, r.new_test, r.line()))
+    return out
+
+
+def _edit(spec: SpecFile, where: tuple[Any, ...], old: str, new: str, why: str) -> NameEdit:
+    return NameEdit(spec.path, spec.mark(where)[0], old, new, f"upstream {why}")
+
+
+def rename_patch(edits: Sequence[NameEdit], root: Path) -> tuple[str, list[str]]:
+    """A unified diff (paths relative to `root`) making `edits`, a comment above each edited
+    line; and the edits it could not make (the name not on its line)."""
+    chunks: list[str] = []
+    refused: list[str] = []
+    by_path: dict[Path, list[NameEdit]] = {}
+    for e in edits:
+        by_path.setdefault(e.path, []).append(e)
+    for path in sorted(by_path):
+        old = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        new = list(old)
+        comments: dict[int, list[str]] = {}
+        for e in by_path[path]:
+            n = e.line - 1
+            pattern = re.compile(r"(?<![\w.:])" + re.escape(e.old) + r"(?![\w.])")
+            if n >= len(new) or not pattern.search(new[n]):
+                refused.append(f"{path}:{e.line}: {e.old!r} is not on this line; rename it by hand")
+                continue
+            new[n] = pattern.sub(e.new.replace("\\", "\\\\"), new[n], count=1)
+            text = new[n].lstrip(" ")
+            if text.startswith("- ") or re.match(r"^[\w-]+:", text):
+                indent = " " * (len(new[n]) - len(text))
+                comments.setdefault(n, []).append(f"{indent}# {e.comment}\n")
+        for n in sorted(comments, reverse=True):
+            new[n:n] = comments[n]
+        if new == old:
+            continue
+        rel = _relative(path, root)
+        for line in difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}"):
+            chunks.append(
+                line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            )
+    return "".join(chunks), refused

@@ -71,6 +71,9 @@ class Expansion:
     # File-suite variants torch-spyre never generates (disabled, or skipped: deleted from the
     # test class), by id, with the rule that excluded each; not run, not in the Inventory.
     excluded: dict[str, Variant] = field(default_factory=dict)
+    # File suites: every enumerated upstream test (excluded ones too) as rename matching
+    # sees it (`suites.renames`), by variant id.
+    records: dict[str, Any] = field(default_factory=dict)
 
     @property
     def variants(self) -> list[Variant]:
@@ -425,6 +428,7 @@ def _expand_file(
                 decision = by_written
         dname = test.dtype or DTYPE_NONE
         vid = variant_id(suite, template, test.subject, dname)
+        result.records[vid] = _file_record(vid, suite, template, text, test, decision)
         if decision.excluded:
             result.excluded[vid] = Variant(
                 id=vid,
@@ -478,6 +482,90 @@ def _expand_file(
                 tags=decision.tags,
             )
         )
+
+
+def _file_record(vid: str, suite: str, template: str, text: str, test: Any, decision: Any) -> Any:
+    """The rename-matching record of one upstream test (`suites.renames.RenameRecord`)."""
+    from suites.renames import RenameRecord
+    from suites.sources import body_digest
+
+    fn = test.source or test.function
+    qualname = getattr(fn, "__qualname__", "") or f"{test.generic_class}.{test.base_name}"
+    body = body_digest(text, qualname) or ""
+    if body and test.op is not None:
+        body = f"{body}+{unnamed_definition_digest(test.op)}"
+    return RenameRecord(
+        id=vid,
+        suite=suite,
+        template=template,
+        subject=test.subject,
+        dtype=test.dtype or DTYPE_NONE,
+        test=f"{test.generic_class}::{test.base_name}",
+        body=body,
+        op=test.op_formatted or test.op_name or "",
+        aliases=_alias_names(test.op),
+        listed=bool(decision.listed),
+        expectation=str(decision.expectation),
+        rule=decision.rule,
+    )
+
+
+def _alias_names(info: Any) -> tuple[str, ...]:
+    return tuple(str(getattr(a, "name", a)) for a in getattr(info, "aliases", None) or ())
+
+
+_UNNAMED: dict[int, tuple[Any, str]] = {}
+
+
+def unnamed_definition_digest(info: Any) -> str:
+    """An OpInfo's definition digest without the fields that only name it: a renamed OpInfo
+    with nothing else changed keeps it."""
+    import hashlib
+
+    from suites.fingerprint import definition_text
+    from suites.renames import NAME_FIELDS
+
+    cached = _UNNAMED.get(id(info))
+    if cached is None or cached[0] is not info:
+        lines = [
+            line
+            for line in definition_text(info).split("\n")
+            if line.partition("=")[0] not in NAME_FIELDS
+        ]
+        digest = hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
+        cached = (info, digest)
+        _UNNAMED[id(info)] = cached
+    return cached[1]
+
+
+def rename_records(expansion: Expansion) -> list[Any]:
+    """Every variant as rename matching sees it (`suites.renames.RenameRecord`): the file
+    suites' upstream tests (excluded ones too) and the OpInfo suites' variants, whose body is
+    the template and the OpInfo's definition without its names."""
+    from suites.renames import RenameRecord
+
+    out = list(expansion.records.values())
+    for planned in expansion.planned:
+        v = planned.variant
+        if planned.kind != "opinfo" or planned.info is None:
+            continue
+        out.append(
+            RenameRecord(
+                id=v.id,
+                suite=v.suite,
+                template=v.template,
+                subject=v.subject,
+                dtype=v.dtype,
+                test=v.template,
+                body=f"{v.template}+{unnamed_definition_digest(planned.info)}",
+                op=v.subject,
+                aliases=_alias_names(planned.info),
+                listed=True,
+                expectation=str(v.expectation),
+                rule=v.rule,
+            )
+        )
+    return sorted(out, key=lambda r: r.id)
 
 
 def upstream_repo_path(raw: Any, path: Path, env: dict[str, str] | None = None) -> str:

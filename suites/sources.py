@@ -149,3 +149,21 @@ def sources_of(text: str, qualname: str) -> Sources | None:
     parts += [f"{n}\n{ast.unparse(file.assignments[n])}" for n in sorted(module_names)]
     digest = hashlib.sha256("\n\n".join(parts).encode("utf-8")).hexdigest()[:16]
     return Sources(digest, (seen[0], *sorted(seen[1:])), tuple(sorted(module_names)))
+
+
+def body_digest(text: str, qualname: str) -> str | None:
+    """Digest of one test as written in `text`, its own name and its class left out: the same
+    body under a new name or in a renamed class has the same digest (a rename's evidence).
+    None when the file does not define it."""
+    try:
+        file = _parse(text)
+    except SyntaxError:
+        return None
+    node = file.functions.get(qualname)
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    # Unparse with the name replaced, on a copy (the parsed tree is cached).
+    text = ast.unparse(node)
+    header = "async def " if isinstance(node, ast.AsyncFunctionDef) else "def "
+    text = text.replace(f"{header}{node.name}(", f"{header}_(", 1)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a run's results instead of History: --spyre-results JSON lines or a run.json "
         "(repeatable, oldest first)",
     )
+    parser.add_argument(
+        "--since-root",
+        metavar="DIR",
+        help="the upstream tree the file suites were written against (an older TORCH_ROOT): "
+        "tests, classes and OpInfos renamed since then are found on evidence, their entries "
+        "follow them (the patch renames them), new tests get a proposed expectation",
+    )
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
     parser.add_argument(
         "--patch",
@@ -51,7 +58,8 @@ def run_audit(args: argparse.Namespace) -> int:
     """Audit the suites; exit 0 when nothing to act on, 1 when there are findings."""
     check_specs(args.specs or [])
     observed, known, source = _observed(args.results)
-    report = audit_suites(args.specs, observed, known, source)
+    since = _since_root(args.since_root)
+    report = audit_suites(args.specs, observed, known, source, since)
     if args.patch:
         _write_patch(report, args, Path(args.patch))
     if args.json:
@@ -67,8 +75,10 @@ def audit_suites(
     observed: dict[str, Observed],
     known: frozenset[str] = frozenset(),
     source: str = "",
+    since_root: Path | None = None,
 ) -> Report:
-    """The audit of the given (or bundled) specs against the installed torch."""
+    """The audit of the given (or bundled) specs against the installed torch; with
+    `since_root` (an older upstream tree), the file suites' renames since then."""
     from suites import audit
     from suites.expand import expand, load_suites
     from suites.loader import SpecError
@@ -109,7 +119,63 @@ def audit_suites(
         )
     for suite, why in sorted(expansion.unavailable.items()):
         report.notes.append(f"suite {suite!r} not audited: {why}")
+    if since_root is not None:
+        _renames(report, loaded, specs, expansion, observed, since_root)
     return report
+
+
+def _since_root(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_dir():
+        raise CommandError(f"--since-root {value}: no such folder (an older TORCH_ROOT)")
+    return path.resolve()
+
+
+def _renames(
+    report: Report,
+    loaded: Sequence[Any],
+    specs: Sequence[str] | None,
+    expansion: Any,
+    observed: dict[str, Observed],
+    since_root: Path,
+) -> None:
+    """Expand the file suites over the old tree too and put the renames into `report`."""
+    import os
+
+    from suites import audit
+    from suites.expand import expand, load_suites
+    from suites.loader import SpecError
+    from suites.renames import find_renames
+
+    env = {**os.environ, "TORCH_ROOT": str(since_root)}
+    try:
+        before = expand(load_suites(specs, env), env=env)
+    except SpecError as exc:
+        raise CommandError(
+            f"the suites do not expand over --since-root {since_root}:\n{exc}"
+        ) from None
+    if not before.records:
+        report.notes.append(f"--since-root {since_root}: no file suite expands there; no renames")
+        return
+    for suite, why in sorted(before.unavailable.items()):
+        report.notes.append(f"suite {suite!r} over --since-root: {why}")
+    latest = {
+        vid: Outcome(vid, seen.latest, message=seen.message) for vid, seen in observed.items()
+    }
+    renames = find_renames(list(before.records.values()), list(expansion.records.values()), latest)
+    edits = audit.rename_edits(loaded, renames.renamed)
+    report.findings = audit.rename_findings(renames, edits, report.findings)
+    report.renames = renames
+    report.rename_edits = edits
+    if renames.removed:
+        report.notes.append(
+            f"{len(renames.removed)} upstream variant(s) gone since {since_root} with no "
+            "renamed match (removed): "
+            + ", ".join(renames.removed[:5])
+            + (" ..." if len(renames.removed) > 5 else "")
+        )
 
 
 def _facts() -> Facts:
@@ -231,7 +297,7 @@ def _read_results(path: Path) -> list[Outcome]:
 
 
 def _write_patch(report: Report, args: argparse.Namespace, out: Path) -> None:
-    from suites.audit import audit_rules, removal_patch
+    from suites.audit import audit_rules, removal_patch, rename_patch
     from suites.expand import load_suites
 
     by_source = {r.source: r for r in audit_rules(load_suites(args.specs))}
@@ -240,17 +306,24 @@ def _write_patch(report: Report, args: argparse.Namespace, out: Path) -> None:
         rule = by_source.get(finding.where)
         if finding.patched and rule is not None and rule.kind == "expectations":
             remove.setdefault(rule.file, set()).add(rule.index)
-    root = Path(args.patch_root) if args.patch_root else work_tree(list(remove))
+    edits = report.rename_edits
+    root = (
+        Path(args.patch_root) if args.patch_root else work_tree([*remove, *{e.path for e in edits}])
+    )
     text, refused = removal_patch(remove, root)
+    renamed_text, not_renamed = rename_patch(edits, root)
+    text += renamed_text
+    refused += not_renamed
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"{out}: cannot write the patch: {exc.strerror}") from None
     report.notes.extend(refused)
     count = sum(len(v) for v in remove.values()) - len(refused)
+    renamed = f", renames {len(edits) - len(not_renamed)} name(s)" if edits else ""
     report.notes.append(
-        f"patch {out}: removes {count} expectation(s) in {len(remove)} file(s), paths "
-        f"relative to {root}; uncovered OpInfos are listed, never added"
+        f"patch {out}: removes {count} expectation(s) in {len(remove)} file(s){renamed}, "
+        f"paths relative to {root}; uncovered OpInfos are listed, never added"
         if text
         else f"patch {out}: empty, nothing to remove"
     )

@@ -169,8 +169,17 @@ def _offline(args: argparse.Namespace) -> int:
     )
     sources = {"from_inventory": str(args.from_inventory), "to_inventory": str(args.to_inventory)}
     data = upgrade.upgrade_json(diff, selection, sources)
+    patch_line = ""
+    if data.get("renamed"):  # renames need no run: their entries follow them
+        from workflows.upgrade.patch import write_upgrade_patch
+
+        data["patch"] = str(args.out / "upgrade.patch")
+        args.out.mkdir(parents=True, exist_ok=True)
+        patch_line = write_upgrade_patch(data, args.specs, args.out / "upgrade.patch")
     upgrade.write_json(args.out / "upgrade.json", data)
     _print_summary(data, args.out / "upgrade.json")
+    if patch_line:
+        print(patch_line)
     return 0
 
 
@@ -236,6 +245,10 @@ def _online(args: argparse.Namespace) -> int:
             diff, selection, old, new, envs, runs, moved, out / "work", **kw
         )
         data["run"] = upgrade.run_section(moved, runs[0], runs[1])
+        if data.get("new_exposed"):
+            from suites.renames import proposals_after
+
+            data["new_exposed"] = proposals_after(data["new_exposed"], runs[1].outcomes)
         data["run"]["expansion"] = grown
         if args.validate:
             data["validate"] = upgrade.validate_full(
@@ -277,7 +290,9 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
         f"torch {data['from_version']} -> {data['to_version']}: "
         f"{data['variants_from']} -> {data['variants_to']} variants; "
         f"{len(data['changed'])} changed, {len(data['added'])} added, "
-        f"{len(data['removed'])} removed; aten API: {len(api['added'])} added, "
+        f"{len(data['removed'])} removed"
+        + (f", {len(data['renamed'])} renamed" if data.get("renamed") else "")
+        + f"; aten API: {len(api['added'])} added, "
         f"{len(api['removed'])} removed, {len(api['signature_changed'])} re-signed"
     )
     if data["changed_by_what"]:
@@ -289,6 +304,19 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
         f"runnable ({sel['share']:.1%}); {sel['removed_run_on_old']} removed run on "
         f"{data['from_version']} only"
     )
+    for item in data.get("renamed", ())[:20]:
+        print(f"  {item['line']}")
+    for item in data.get("ambiguous", ())[:10]:
+        print(f"  {item['line']}")
+    exposed = data.get("new_exposed") or ()
+    if exposed:
+        proposed: dict[str, int] = {}
+        for item in exposed:
+            proposed[item["proposed"]] = proposed.get(item["proposed"], 0) + 1
+        print(
+            f"new-exposed (never regressions): {len(exposed)}, proposed "
+            + ", ".join(f"{k} {n}" for k, n in sorted(proposed.items()))
+        )
     for note in data["notes"]:
         print(f"note: {note}")
     run = data.get("run")

@@ -186,7 +186,13 @@ def moved_rows(diff: Any, old_run: VersionRun, new_run: VersionRun) -> list[Any]
     from selector.upgrade import classify
 
     return classify(
-        old_run.ids, new_run.ids, old_run.outcomes, new_run.outcomes, diff.removed, diff.added
+        old_run.ids,
+        new_run.ids,
+        old_run.outcomes,
+        new_run.outcomes,
+        diff.removed,
+        diff.added,
+        diff.carried,
     )
 
 
@@ -207,6 +213,7 @@ def run_section(moved: Sequence[Any], old_run: VersionRun, new_run: VersionRun) 
                 "before": str(m.before) if m.before else None,
                 "after": str(m.after) if m.after else None,
                 "message": m.message,
+                **({"renamed_from": m.renamed_from} if m.renamed_from else {}),
             }
         )
     return {

@@ -131,7 +131,7 @@ def describe(specs: Sequence[str] = ()) -> dict[str, Any]:
     """
     import torch
 
-    from suites.expand import expand, load_suites
+    from suites.expand import expand, load_suites, rename_records
     from suites.fingerprint import (
         applicable_decorators,
         callable_digest,
@@ -171,4 +171,7 @@ def describe(specs: Sequence[str] = ()) -> dict[str, Any]:
         "subjects": subjects,
         "templates": templates,
         "variants": variants,
+        # Every variant (and every upstream test a file suite excludes) as rename matching
+        # sees it: `selector.upgrade` finds what upstream renamed (`suites.renames`).
+        "renames": [r.to_json() for r in rename_records(expansion)],
     }

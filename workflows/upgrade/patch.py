@@ -7,6 +7,8 @@ is the failure's summary line, a comment above names the upgrade run); each fixe
 whose expectation is an exact-id xfail entry loses that entry. Edits are textual
 (`suites.audit.expectations_patch`): comments and formatting stay. What it cannot edit
 (file suites, flow-style lists, globs and spec rules) is returned as notes: edit by hand.
+What upstream renamed (upgrade.json `renamed`) is renamed in the specs and expectations files
+(`suites.audit.rename_edits`), with a comment citing the evidence.
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from suites.audit import AuditRule, NewEntry, audit_rules, expectations_patch
+from suites.audit import (
+    AuditRule,
+    NewEntry,
+    audit_rules,
+    expectations_patch,
+    rename_edits,
+    rename_patch,
+)
 from suites.model import Expectation, Status, split_variant_id
 from suites.record import summarize
+from suites.renames import Rename
 from suites.rules import MODES
 
 _XFAILS = (Expectation.XFAIL, Expectation.XFAIL_STRICT)
@@ -92,29 +102,59 @@ def upgrade_patch(
             remove.setdefault(rule.file.resolve(), set()).add(rule.index)
         comment = f"{where}: {category} ({row.get('before') or 'new'} -> {after})"
         add.setdefault(path, []).append(NewEntry(vid, mode, reason, comment))
-    touched = sorted(set(remove) | set(add))
+    # What upstream renamed: entries (file-suite names, supported_ops, exact expectation ids)
+    # follow to the new name. An exact entry the rows above edit is left to them.
+    renames = [Rename.from_json(r) for r in data.get("renamed") or ()]
+    edits = [
+        e
+        for e in rename_edits(specs, renames)
+        if not any(
+            rule.file.resolve() == e.path.resolve() and e.old == rule.id_glob
+            for rule in exact.values()
+            if rule.index in remove.get(rule.file.resolve(), set())
+        )
+    ]
+    touched = sorted(set(remove) | set(add) | {e.path.resolve() for e in edits})
     base = root if root is not None else work_tree(touched)
+    renamed_in = {e.path.resolve() for e in edits}
+    both = renamed_in & (set(remove) | set(add))
+    for path in sorted(both):
+        notes.append(f"{path}: both renamed and edited; its renames are left out: do them by hand")
     text, refused = expectations_patch(remove, add, base)
-    return text, base, notes + refused
+    renamed_text, not_renamed = rename_patch(
+        [e for e in edits if e.path.resolve() not in both], base
+    )
+    return text + renamed_text, base, notes + refused + not_renamed
 
 
 def write_upgrade_patch(
     data: Mapping[str, Any], spec_paths: Sequence[str], out: Path, run_id: str = ""
 ) -> str:
-    """Write `out` (upgrade.patch) for an upgrade.json with a `run`; one line saying so."""
+    """Write `out` (upgrade.patch) for an upgrade.json (with a `run`, or with renames to
+    carry); one line saying so."""
     from suites.expand import load_suites
 
     text, base, notes = upgrade_patch(data, load_suites(spec_paths or None), None, run_id)
     out.write_text(text, encoding="utf-8")
+    lines = text.splitlines()
+    renamed = sum(1 for line in lines if line.startswith("+") and "# upstream renamed: " in line)
+    # An exact entry renamed shows as one id removed and one added: count it as renamed.
+    renamed_ids = sum(
+        1
+        for before, line in zip(lines, lines[1:], strict=False)
+        if "# upstream renamed: " in before and re.match(r"^\+\s*- id: ", line)
+    )
     counts = {
-        sign: sum(1 for line in text.splitlines() if re.match(rf"^\{sign}\s*- id: ", line))
+        sign: sum(1 for line in lines if re.match(rf"^\{sign}\s*- id: ", line)) - renamed_ids
         for sign in "+-"
     }
     if not text:
         return f"patch: {out} is empty (nothing to propose){_notes(notes)}"
     return (
         f"patch: {out} (git apply, paths relative to {base}): adds {counts['+']} and "
-        f"removes {counts['-']} expectation(s){_notes(notes)}"
+        f"removes {counts['-']} expectation(s)"
+        + (f", renames {renamed} name(s) upstream renamed" if renamed else "")
+        + _notes(notes)
     )
 
 
