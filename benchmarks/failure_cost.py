@@ -72,8 +72,8 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=40)
     args = parser.parse_args()
     from suites.model import Expectation, Inventory
-    from workflows.inventory_cache import default_inventory
     from workflows.settings import Settings
+    from workflows.stores.inventory_cache import default_inventory
 
     inventory = Inventory.load(default_inventory(Settings.from_env().state_dir))
     variants = sorted(

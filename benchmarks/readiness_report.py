@@ -83,7 +83,7 @@ def synthetic_days(now: float, days: int = 16, per_day: int = 6) -> list[dict[st
 
 
 def main() -> int:
-    from workflows.history import RunRecord, SQLiteHistory
+    from workflows.stores.history import RunRecord, SQLiteHistory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)

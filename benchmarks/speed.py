@@ -45,8 +45,8 @@ sys.path.insert(0, str(REPO))
 
 from suites.model import Inventory  # noqa: E402
 from suites.results_file import read_outcomes  # noqa: E402
-from workflows import zygote  # noqa: E402
-from workflows.shard_runner import PLUGIN, run_shard  # noqa: E402
+from workflows.runner import zygote  # noqa: E402
+from workflows.runner.shard_runner import PLUGIN, run_shard  # noqa: E402
 
 RESULT = REPO / "benchmarks" / "results" / "speed.json"
 TINY = REPO / "tests" / "workflows" / "data" / "tiny.yaml"
@@ -173,7 +173,7 @@ def build_inventory(work: Path) -> tuple[Path, Path]:
             sys.executable,
             "-c",
             "from pathlib import Path\n"
-            "from workflows.inventory_cache import default_inventory\n"
+            "from workflows.stores.inventory_cache import default_inventory\n"
             f"print(default_inventory(Path({str(built)!r})))",
         ],
         cwd=REPO,

@@ -30,7 +30,7 @@ RESULT = REPO / "benchmarks" / "results" / "suites_full_run.json"
 
 def all_ids() -> list[dict[str, str]]:
     out = subprocess.run(
-        [sys.executable, "-m", "workflows.cli", "suites", "expand", "--json"],
+        [sys.executable, "-m", "workflows.cli.main", "suites", "expand", "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -42,7 +42,7 @@ def all_ids() -> list[dict[str, str]]:
 def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dict[str, object]]:
     """Run ids to completion through the shard runner (crashes and hangs recorded, the rest
     of the chunk still runs); returns the end records."""
-    from workflows.shard_runner import Limits, run_shard
+    from workflows.runner.shard_runner import Limits, run_shard
 
     result = run_shard(
         name,

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO))
 os.environ["SPYRE_CI_ZYGOTE"] = "0"
 
 from suites.model import Expectation, Inventory  # noqa: E402
-from workflows.impact_tracer import IDS_VAR, MODE_VAR, OUT_VAR  # noqa: E402
-from workflows.shard_runner import Limits, run_shard  # noqa: E402
-from workflows.trace_store import TRACE_PLUGIN, refresh_ids  # noqa: E402
+from workflows.runner.impact_tracer import IDS_VAR, MODE_VAR, OUT_VAR  # noqa: E402
+from workflows.runner.shard_runner import Limits, run_shard  # noqa: E402
+from workflows.tracing.trace_store import TRACE_PLUGIN, refresh_ids  # noqa: E402
 
 MODES = ("off", "fast", "setprofile", "refresh")
 

@@ -179,7 +179,7 @@ def replay_seeds(out: Path, data: dict[str, object], seeds: int) -> dict[str, ob
     """The full run's outcomes score other selections: canaries on and off, `seeds` holdout
     seeds each (`selector.upgrade.replay`; nothing runs again)."""
     from selector.upgrade import diff_inventories, replay, select_upgrade
-    from workflows.upgrade import (
+    from workflows.drivers.upgrade import (
         details_path_for,
         load_details,
         load_inventory,

@@ -8,7 +8,7 @@ A private redis-server (appendonly, `appendfsync everysec`: the production setti
 Inventory (tests/workflows/data/tiny.yaml), `--workers` worker processes started from this
 checkout (`python -m workflows worker`, so a copy of this script in a git worktree measures
 that revision). Once every worker is up, `--runs` docs-only push requests (each its own run
-id and sha) are sent through `workflows.distributed.submit`, as the intake does; the figure
+id and sha) are sent through `workflows.drivers.distributed.submit`, as the intake does; the figure
 is the time from the first send to the last run recorded final in History. CPU is the
 workers' user + system time (their pool processes included) over the same span.
 
@@ -151,8 +151,8 @@ def main() -> int:
         time.sleep(2)  # every pool process forked and listening
 
         from relay.events import normalize
-        from workflows import distributed
-        from workflows.intake_bridge import request_for_event
+        from workflows.drivers import distributed
+        from workflows.drivers.intake_bridge import request_for_event
 
         docs = json.loads((ROOT / "examples/events/push_docs_only.json").read_text())
         real = json.loads((ROOT / "examples/events/push_softmax_kernel.json").read_text())

@@ -51,7 +51,7 @@ def build_inventory(work: Path) -> Path:
 
 def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: ignore[no-untyped-def]
     from contracts.event import TriggerEvent
-    from workflows import pipeline
+    from workflows.run import pipeline
 
     event = TriggerEvent(
         kind="nightly",
@@ -76,8 +76,8 @@ def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: igno
 
 
 def time_embedded(inventory: Path, work: Path, jobs: int, tag: str) -> tuple[float, int]:
-    from workflows import embedded
-    from workflows.history import SQLiteHistory
+    from workflows.drivers import embedded
+    from workflows.stores.history import SQLiteHistory
 
     history = SQLiteHistory(work / f"state-{tag}" / "history.sqlite3")
     started = time.perf_counter()
@@ -123,8 +123,8 @@ def time_celery(inventory: Path, work: Path, concurrency: int, tag: str) -> tupl
         stderr=subprocess.DEVNULL,
     )
     try:
-        from workflows import distributed
-        from workflows.history import RedisHistory
+        from workflows.drivers import distributed
+        from workflows.stores.history import RedisHistory
 
         history = RedisHistory(url)
         # Start the clock once the worker has declared its queue (it is consuming).

@@ -80,7 +80,7 @@ def main() -> int:
             sys.executable,
             "-c",
             "from pathlib import Path\n"
-            "from workflows.inventory_cache import default_inventory\n"
+            "from workflows.stores.inventory_cache import default_inventory\n"
             f"default_inventory(Path({str(work / 'state-warm')!r}))",
         ],
         cwd=REPO,

@@ -6,7 +6,7 @@ form (`to_json` / `from_json`) is what the intake queue, task arguments and run 
 
 `diff_text` is transient: the consumer that asks GitHub's compare API (`relay.changes`) puts
 the range's patches there, and the intake hands them to the run as its diff
-(`workflows.intake_bridge`), so run records do not carry them. It is written to JSON only
+(`workflows.drivers.intake_bridge`), so run records do not carry them. It is written to JSON only
 when set, so readers of the older form are unaffected.
 """
 

@@ -1,5 +1,5 @@
 """The run browser's pages (pure): plain rows in, self-contained HTML out (inline CSS, no
-scripts). `workflows.browser` reads History into these rows; `spyre-ci serve` serves the
+scripts). `workflows.cli.browser` reads History into these rows; `spyre-ci serve` serves the
 files at `/runs/`, `/variants/<name>`, `/flaky` and `/quality`."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class VariantPage:
     mean_duration_s: float | None
     recent: tuple[str, ...]
     runs: tuple[VariantRun, ...]
-    last_good: str | None = None  # sha, from workflows.forensics (None: unknown)
+    last_good: str | None = None  # sha, from workflows.run.forensics (None: unknown)
     first_bad: str | None = None
     last_good_run: str | None = None
     first_bad_run: str | None = None

@@ -57,7 +57,7 @@ class Environment:
     backend_version: str
     device: str
     extra: Mapping[str, str] = field(default_factory=dict)
-    # The environment under test (`workflows.under_test`): where torch came from, the change
+    # The environment under test (`workflows.run.under_test`): where torch came from, the change
     # applied on top of it, and whether that tested the change ("" when not resolved: an
     # upgrade run, a record written before it was).
     torch_source: str = ""
@@ -325,7 +325,7 @@ class RunRecord:
     # The CI system's own run id (GitHub Actions `github.run_id`, Buildkite's build id): what
     # the callback sends as `workflow.run_id`, since the reference relay keys runs by it.
     ci_run_id: str = ""
-    # Regression forensics of the new failures (`workflows.forensics`, `triage`): per id its
+    # Regression forensics of the new failures (`workflows.run.forensics`, `triage`): per id its
     # window (`last_good_sha`, `first_bad_sha`, runs, `compare_url`) and triage class, as in
     # forensics.json; empty when none were made (no new failure, History unreadable).
     forensics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -197,7 +197,7 @@ def render_markdown(
 ) -> str:
     """A GitHub-flavoured Markdown summary (fits a job summary or a PR comment).
 
-    `forensics`: per new failure id, its window and triage (`workflows.forensics`,
+    `forensics`: per new failure id, its window and triage (`workflows.run.forensics`,
     `dashboard_export.triage`), by default the record's (`RunRecord.forensics`): shown under
     the failure as "last good / first bad"."""
     s = summarize(record)

@@ -105,7 +105,7 @@ def classify(message: str, related: bool) -> str:
     return RELATED if related else UNKNOWN
 
 
-NOT_TESTED = "not_tested"  # `workflows.under_test`: nothing of the change could be applied
+NOT_TESTED = "not_tested"  # `workflows.run.under_test`: nothing of the change could be applied
 
 
 def category_of(

@@ -10,10 +10,10 @@ Pure functions over plain data (no I/O, never torch):
 
 Fingerprints come from the suites (`Variant.fingerprint`). When both Inventories have
 `details` (per-subject field digests, per-variant decorators, template digests, built next to
-each Inventory by `workflows.upgrade`), every changed variant is named with what changed, and
-only what BOTH versions carry is compared: a field that exists in one version only (2.14 adds
-`backward_dtypesIfXPU` to every OpInfo) cannot mark a variant changed. Without details, the
-fingerprints decide alone and the change is named as far as the Inventory shows it.
+each Inventory by `workflows.drivers.upgrade`), every changed variant is named with what
+changed, and only what BOTH versions carry is compared: a field that exists in one version only
+(2.14 adds `backward_dtypesIfXPU` to every OpInfo) cannot mark a variant changed. Without
+details, the fingerprints decide alone and the change is named as far as the Inventory shows it.
 
 Selection reuses the selector's stage-2 heuristics (`definition`, `new`, `op_match`) through a
 `RetrieveContext`: the API-surface diff becomes touched ops, so the op-name rules (aliases,

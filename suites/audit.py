@@ -1,7 +1,7 @@
 """`suites audit`: what in the specs and expectations no longer matches upstream or spyre.
 
 Pure functions over plain data, no torch and no I/O but reading spec text: the caller
-(`workflows.audit`) expands the suites, reads History or a run's results and hands in the
+(`workflows.cli.audit`) expands the suites, reads History or a run's results and hands in the
 facts of the installed torch. Five kinds of finding:
 
 * `xpass`: an xfail variant whose latest observed outcome passed ("an xfail that can go").

@@ -9,8 +9,8 @@ and the other moves on without reporting it.
 
 The shard's owner walks its ids front to back and a thief walks the same ids back to front;
 they meet in the middle and finish together. Writer: `suites.pytest_plugin`; readers: the
-shard runner (`workflows.shard_runner`: what is left for it to run) and the executor that
-steals (`workflows.embedded`). Torch-free, no I/O but the folder.
+shard runner (`workflows.runner.shard_runner`: what is left for it to run) and the executor that
+steals (`workflows.drivers.embedded`). Torch-free, no I/O but the folder.
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ def pytest_collection(session: pytest.Session) -> bool:
 
 
 # What `preload` loaded and expanded before this process forked (the warm runner's zygote,
-# workflows/zygote.py); empty in a process started cold. Keyed by the spec files' text, so a
+# workflows/runner/zygote.py); empty in a process started cold. Keyed by the spec files' text, so a
 # session never uses the expansion of specs that changed since.
 _PRELOADED: dict[tuple[str, ...], Any] = {}
 

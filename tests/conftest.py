@@ -117,7 +117,7 @@ def launcher(pid: int) -> int:
         if len(parts) == 3:
             table[int(parts[0])] = (int(parts[1]), parts[2])
     parent = table.get(pid, (0, ""))[0]
-    while parent in table and "workflows.zygote_process" in table[parent][1]:
+    while parent in table and "workflows.runner.zygote_process" in table[parent][1]:
         parent = table[parent][0]
     return parent
 

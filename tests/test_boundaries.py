@@ -41,7 +41,7 @@ BENCHMARK_IMPORTERS = (
     "workflows.bench",
     "workflows.bench_selection",
     "workflows.mutations",
-    "workflows.commands.bench",
+    "workflows.cli.commands.bench",
 )
 # Top-level folders that are not product packages.
 NOT_PRODUCT = ("tests", "benchmarks", "docs", "examples")
@@ -181,7 +181,7 @@ def test_the_walk_counts_lazy_and_relative_imports_but_not_type_checking_ones() 
         "else:\n"
         "    import numpy\n"
         "def f():\n"
-        "    from workflows.cli import main\n"
+        "    from workflows.cli.main import main\n"
         "class C:\n"
         "    def m(self):\n"
         "        import redis\n"
@@ -336,7 +336,7 @@ def test_control_plane_never_imports_torch() -> None:
 
 def test_cli_help_does_not_import_torch() -> None:
     probe = (
-        "import sys\nfrom workflows.cli import build_parser\nbuild_parser()\n"
+        "import sys\nfrom workflows.cli.main import build_parser\nbuild_parser()\n"
         "print('torch' in sys.modules)"
     )
     result = subprocess.run(

@@ -1,3 +1,3 @@
-from workflows.cli import main
+from workflows.cli.main import main
 
 raise SystemExit(main())

@@ -37,7 +37,7 @@ class Settings:
     # shard waits for another worker.
     lease_ttl_s: float = 30.0
     # SPYRE_CI_TRACE: shards trace the variants without a fresh trace, and the traces are
-    # stored beside History (`workflows.trace_store`); `off` records none.
+    # stored beside History (`workflows.tracing.trace_store`); `off` records none.
     record_traces: bool = True
     # SPYRE_CI_TRACE_SHARE: the share of the other variants a run traces again (rotating).
     trace_share: float = 0.05
@@ -70,7 +70,7 @@ class SettingsError(ValueError):
 
 
 def zygote_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/zygote.py`);
+    """SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/runner/zygote.py`);
     `0` starts every one cold."""
     env = os.environ if environ is None else environ
     raw = env.get("SPYRE_CI_ZYGOTE", "").strip().lower()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from workflows.cli import main
-from workflows.commands.device import demo_results
+from workflows.cli.commands.device import demo_results
+from workflows.cli.main import main
 
 
 def test_demo_runs_on_the_device_and_matches_cpu() -> None:

@@ -9,7 +9,7 @@ import pytest
 from dashboard_export.model import RunRecord
 from tests.servers.github_api import GitHubAPIServer
 from tests.servers.hud import HudServer
-from workflows.cli import main
+from workflows.cli.main import main
 
 
 def test_export_writes_and_publishes_idempotently(

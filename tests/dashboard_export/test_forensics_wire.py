@@ -21,7 +21,7 @@ from dashboard_export.model import RunRecord
 from dashboard_export.validation import errors
 from relay.callback import CALLBACK_SCHEMA
 from tests.dashboard_export.conftest import make_record
-from workflows.cli import main
+from workflows.cli.main import main
 
 GOOD, BAD = "1" * 40, "2" * 40
 MUL = "sample::binary_ufunc::mul::float32"
@@ -31,7 +31,7 @@ KNOWN = "sample::module::Linear::float32"  # pre-existing
 
 
 def _entry(vid: str, good: str | None, bad: str, category: str = "upstream") -> dict[str, Any]:
-    """A forensics.json entry as `workflows.exporting.failure_forensics` makes it."""
+    """A forensics.json entry as `workflows.run.exporting.failure_forensics` makes it."""
     compare = f"https://github.com/pytorch/pytorch/compare/{good}...{bad}" if good else None
     return {
         "id": vid,

@@ -22,10 +22,10 @@ def state_env(state_dir: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state directory holding only the cached Inventory of the bundled specs, built the
-    way `spyre-ci run` builds it (workflows.inventory_cache), once per session."""
+    way `spyre-ci run` builds it (workflows.stores.inventory_cache), once per session."""
     state = tmp_path_factory.mktemp("seeded-state")
     probe = (
-        "from workflows.inventory_cache import default_inventory\n"
+        "from workflows.stores.inventory_cache import default_inventory\n"
         "from workflows.settings import Settings\n"
         "print(default_inventory(Settings.from_env().state_dir))\n"
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from selector.history import History
 from tests.conftest import REPO_ROOT
 from tests.e2e.conftest import state_env
-from workflows.history import RunState, SQLiteHistory
+from workflows.stores.history import RunState, SQLiteHistory
 
 EVENT = REPO_ROOT / "examples" / "events" / "push_softmax_kernel.json"
 

@@ -18,7 +18,7 @@ import pytest
 
 from relay.signature import sign
 from tests.conftest import REPO_ROOT, TINY_SPEC, free_port, launcher
-from workflows.history import RedisHistory
+from workflows.stores.history import RedisHistory
 
 SECRET = "e2e-secret"
 pytestmark = pytest.mark.usefixtures("tiny_inventory")
@@ -170,7 +170,8 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     services: dict[str, Any],
 ) -> None:
     from contracts.event import TriggerEvent
-    from workflows import distributed, pipeline
+    from workflows.drivers import distributed
+    from workflows.run import pipeline
 
     services["start"]("worker", *worker_args(services)[:3])
     event = TriggerEvent(

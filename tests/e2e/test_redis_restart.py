@@ -17,7 +17,7 @@ import redis
 from contracts.event import TriggerEvent
 from tests.conftest import REPO_ROOT, TINY_SPEC, free_port
 from tests.e2e.test_distributed import wait_for
-from workflows.history import RedisHistory
+from workflows.stores.history import RedisHistory
 
 
 class RestartableRedis:
@@ -79,7 +79,8 @@ def durable_redis(tmp_path: Path) -> Iterator[RestartableRedis]:
 def test_redis_restart_between_tasks(
     durable_redis: RestartableRedis, tiny_inventory: Path, tmp_path: Path
 ) -> None:
-    from workflows import distributed, pipeline
+    from workflows.drivers import distributed
+    from workflows.run import pipeline
 
     env = {
         **os.environ,
@@ -172,7 +173,7 @@ def _intake_loop(
     url: str, sent: list[str], stop: threading.Event, consumer: str | None = None
 ) -> threading.Thread:
     """The worker's intake loop in a thread, sending each delivery's id into `sent`."""
-    from workflows import distributed
+    from workflows.drivers import distributed
 
     def make_request(event: TriggerEvent) -> object:
         class Request:
@@ -197,7 +198,7 @@ def _intake_loop(
 
 def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedis) -> None:
     from relay.intake import RedisIntake
-    from workflows import distributed
+    from workflows.drivers import distributed
 
     sent: list[str] = []
     stop = threading.Event()

@@ -23,7 +23,7 @@ import redis
 
 from tests.conftest import SLOW_SPEC, SLOW_STEPS, launcher
 from tests.e2e.test_distributed import completed_runs, services, wait_for
-from workflows import distributed
+from workflows.drivers import distributed
 
 __all__ = ["services"]  # the fixture, shared with test_distributed
 
@@ -58,7 +58,7 @@ def start_workers(
 
 def submit(services: dict[str, Any], inventory: Path) -> None:
     from contracts.event import TriggerEvent
-    from workflows import pipeline
+    from workflows.run import pipeline
 
     event = TriggerEvent(
         kind="nightly",

@@ -13,7 +13,7 @@ from selector import History, VariantHistory
 from suites.model import Inventory, Status
 from tests.conftest import REPO_ROOT
 from tests.selector.conftest import EVENTS
-from workflows.cli import main
+from workflows.cli.main import main
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def test_ignored_delivery_is_an_error(
 
 def test_installed_command_runs_without_torch(inventory_file: Path) -> None:
     probe = (
-        "import sys\nfrom workflows.cli import main\n"
+        "import sys\nfrom workflows.cli.main import main\n"
         f"code = main(['select', '--event', {str(EVENTS / 'nightly.json')!r}, "
         f"'--inventory', {str(inventory_file)!r}])\n"
         "print('torch' in sys.modules, code)"

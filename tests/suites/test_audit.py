@@ -13,9 +13,9 @@ from selector.history import HistoryUpdate, OutcomeRecord
 from suites.audit import removal_patch, same_failure, version_condition
 from suites.model import Status
 from tests.conftest import REPO_ROOT, free_port
-from workflows.cli import main
-from workflows.history import open_history
+from workflows.cli.main import main
 from workflows.settings import Settings
+from workflows.stores.history import open_history
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
 

@@ -13,7 +13,7 @@ from suites.expand import Expansion, expand, load_suites
 from suites.fingerprint import definition_text, describe_value
 from suites.model import Expectation, Inventory
 from tests.conftest import REPO_ROOT
-from workflows.cli import main
+from workflows.cli.main import main
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "inventory-2.13.0.json.gz"

@@ -196,7 +196,7 @@ test_suite_config:
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workflows.cli", *args],
+        [sys.executable, "-m", "workflows.cli.main", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

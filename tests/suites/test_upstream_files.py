@@ -92,7 +92,7 @@ def test_excluded_variants_are_not_generated_and_name_their_rule() -> None:
 def test_explain_names_the_rule_of_an_excluded_variant(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from workflows.commands.suites import cmd_explain
+    from workflows.cli.commands.suites import cmd_explain
 
     monkeypatch.setenv("TORCH_ROOT", str(UPSTREAM_LIKE))
     vid = "multi::test_tiny_generic::TestGeneric::test_unary_abs::float16"

@@ -63,7 +63,7 @@ def test_a_breaking_python_edit_fails_on_the_changed_torch_and_is_never_the_base
 
     # A tried patch is not upstream: History learned no baseline from it (a second run of it
     # would find the failure new again).
-    from workflows.history import open_history
+    from workflows.stores.history import open_history
 
     learned = open_history(state).snapshot().get(GLU)
     assert learned is not None and learned.baseline is None

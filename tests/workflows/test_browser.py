@@ -16,9 +16,9 @@ from dashboard_export.browser import RunRow, page_name, render_index
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Status
 from tests.workflows.test_infra_faults import _request
-from workflows import embedded
-from workflows.cli import main
-from workflows.history import RunRecord, RunState, SQLiteHistory
+from workflows.cli.main import main
+from workflows.drivers import embedded
+from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 
 NIGHTLY = "c" * 40
 

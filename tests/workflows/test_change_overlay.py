@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workflows.change_overlay import ChangeError, file_kind, prepare
+from workflows.runner.change_overlay import ChangeError, file_kind, prepare
 
 INIT = "VERSION = 'base'\n"
 FUNCTIONAL = textwrap.dedent(

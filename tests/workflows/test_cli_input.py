@@ -547,7 +547,7 @@ def _shard_logs(out: Path, shard: str) -> list[Path]:
 def test_relative_paths_hold_across_directories(tiny_inventory: Path, tmp_path: Path) -> None:
     """A run started with relative --out, --inventory, --specs and SPYRE_CI_STATE_DIR is
     resumed from another directory: every path it recorded is absolute."""
-    from workflows.history import SQLiteHistory
+    from workflows.stores.history import SQLiteHistory
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

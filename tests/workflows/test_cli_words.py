@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import REPO_ROOT
-from workflows.cli import build_parser, main
-from workflows.commands.runs import field_lines
+from workflows.cli.commands.runs import field_lines
+from workflows.cli.main import build_parser, main
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

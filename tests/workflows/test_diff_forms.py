@@ -3,7 +3,7 @@
 The forms: git with function context (as shipped), plain `diff -u` (no function context),
 GitHub compare patches, and a diff made by difflib from the installed torch's file (another
 tool, for python mutations). The old sources come from the installed torch, as
-`workflows.planning` adds them; the Inventory is the bundled one (fixture).
+`workflows.run.planning` adds them; the Inventory is the bundled one (fixture).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from suites.model import Inventory
 from workflows.bench.mutations import load_mutations
 from workflows.bench.mutations.model import torch_root
 from workflows.bench.results import DEFAULT_MUTATIONS
-from workflows.sources import with_old_sources
+from workflows.stores.sources import with_old_sources
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "inventory-2.13.0.json.gz"
 
@@ -104,7 +104,7 @@ THROUGH_THE_TRACE = [
 @pytest.fixture(scope="module")
 def bundled() -> tuple[Inventory, selector.ImpactMap]:
     from suites.inventory import build_inventory
-    from workflows.trace_store import joined_trace
+    from workflows.tracing.trace_store import joined_trace
 
     inventory = build_inventory(None)
     joined = joined_trace(inventory, None)

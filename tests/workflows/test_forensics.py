@@ -16,8 +16,8 @@ from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
-from workflows import forensics, pipeline
-from workflows.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
+from workflows.run import forensics, pipeline
+from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"

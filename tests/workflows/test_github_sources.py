@@ -19,10 +19,10 @@ from relay.github import GitHubAdapter
 from tests.conftest import TINY_SPEC, free_port
 from tests.e2e.test_distributed import listening, post_delivery, services, wait_for  # noqa: F401
 from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - a fixture
-from workflows.intake_bridge import request_for_event
-from workflows.pipeline import load_inventory
-from workflows.planning import change_set, plan_change, plan_config
-from workflows.sources import GitHubSources, with_old_sources
+from workflows.drivers.intake_bridge import request_for_event
+from workflows.run.pipeline import load_inventory
+from workflows.run.planning import change_set, plan_change, plan_config
+from workflows.stores.sources import GitHubSources, with_old_sources
 
 REPO = "pytorch/pytorch"
 BASE = "0e5bc7d4a106b7827070c51f385b31b3487c01da"
@@ -159,9 +159,9 @@ def test_github_trouble_means_hunks_and_one_log_line(
     change = selector.ChangeSet.from_event(push_event((CPP, other)), diff)
     sources = GitHubSources(adapter(github_api), tmp_path / "cache")
     github_api.fail_next("GET", "/contents/", status=502)
-    with caplog.at_level(logging.WARNING, logger="workflows.sources"):
+    with caplog.at_level(logging.WARNING, logger="workflows.stores.sources"):
         assert with_old_sources(change, github=sources).sources == {}
-    (line,) = [r for r in caplog.records if r.name == "workflows.sources"]
+    (line,) = [r for r in caplog.records if r.name == "workflows.stores.sources"]
     assert "2 file(s) not fetched" in line.getMessage() and "502" in line.getMessage()
     assert len(github_api.find("GET", "/contents/")) == 1  # GitHub failing: no more asked
     # A failure is not cached: the next change asks again. A bound on files a change asks.

@@ -8,7 +8,7 @@ import redis
 
 from selector.history import History, HistoryUpdate, OutcomeRecord, apply_update
 from suites.model import Status
-from workflows.history import (
+from workflows.stores.history import (
     HistoryError,
     HistoryStore,
     RedisHistory,

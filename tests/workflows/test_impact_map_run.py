@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import spyre_ci
-from workflows import pipeline
-from workflows.history import SQLiteHistory
+from workflows.run import pipeline
+from workflows.stores.history import SQLiteHistory
 
 KERNEL = "aten/src/ATen/native/cpu/BinaryOpsKernel.cpp"
 MUL_KERNEL_PATCH = f"""\

@@ -18,8 +18,8 @@ from selector.history import History
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
-from workflows import pipeline
-from workflows.history import RunState, SQLiteHistory
+from workflows.run import pipeline
+from workflows.stores.history import RunState, SQLiteHistory
 
 SOFTMAX_NEW = {
     f"tiny::compare_cpu::{op}.with_dtype::{dtype}"
@@ -184,7 +184,7 @@ def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
     spent: list[str] = []
 
     def broken(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
-        from workflows.shard_runner import InfraFault
+        from workflows.runner.shard_runner import InfraFault
 
         spent.append(name)
         return pipeline.ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
@@ -401,7 +401,7 @@ def test_history_learns_last_an_export_that_fails_leaves_it_as_it_was(
 def test_an_infrastructure_error_publishes_no_failure_rows(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:
-    from workflows.shard_runner import InfraFault
+    from workflows.runner.shard_runner import InfraFault
 
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "infra-rows"), history)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from suites.model import Expectation, Inventory
-from workflows import upgrade
-from workflows.inventory_cache import cache_key, default_inventory, read_cached
+from workflows.drivers import upgrade
+from workflows.stores.inventory_cache import cache_key, default_inventory, read_cached
 
 TINY = Path(__file__).resolve().parent / "data" / "tiny.yaml"
 ADD = "tiny::compare_cpu::add::float32"

@@ -1,4 +1,5 @@
-"""The layout of `workflows/`: benchmark code apart from the product, no import cycles."""
+"""The layout of `workflows/`: its layers in order, benchmark code apart from the product, no
+import cycles."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from tests.conftest import REPO_ROOT
 WORKFLOWS = REPO_ROOT / "workflows"
 BENCH = WORKFLOWS / "bench"
 # The one product module allowed to reach the benchmark engines (lazily, inside the command).
-BENCH_ENTRY = WORKFLOWS / "commands" / "bench.py"
+BENCH_ENTRY = WORKFLOWS / "cli" / "commands" / "bench.py"
+# The layers, top first: a module may import its own layer and the ones below it, never one
+# above (docs/workflows.md, "Layout"). `settings` sits under them all.
+LAYERS = ("cli", "drivers", "run", "tracing", "runner", "stores")
+ROOT_MODULES = {"__init__.py", "__main__.py", "settings.py"}
 
 
 def _module(path: Path) -> str:
@@ -82,3 +87,38 @@ def test_no_import_cycle_between_workflows_modules() -> None:
         if node not in state:
             visit(node)
     assert cycles == []
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in LAYERS:
+        return None
+    return LAYERS.index(parts[1])
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = {
+        f"{module} -> {target}"
+        for module, targets in _workflows_graph().items()
+        if (own := _layer(module)) is not None
+        for target in targets
+        if (their := _layer(target)) is not None and their < own
+    }
+    assert upward == set()
+
+
+def test_the_layer_rule_sees_an_upward_import(tmp_path: Path) -> None:
+    # The check itself, on a module that breaks the rule: the runner importing a run step.
+    module = tmp_path / "bad.py"
+    module.write_text("from workflows.run import pipeline\n", encoding="utf-8")
+    imported = _imports(module)
+    assert "workflows.run.pipeline" in imported
+    assert _layer("workflows.runner.zygote") == LAYERS.index("runner")
+    assert min(_layer(m) or 99 for m in imported) < LAYERS.index("runner")
+
+
+def test_only_entry_modules_sit_at_the_root_of_workflows() -> None:
+    loose = {p.name for p in WORKFLOWS.glob("*.py")} - ROOT_MODULES
+    folders = {p.name for p in WORKFLOWS.iterdir() if (p / "__init__.py").is_file()}
+    assert loose == set()
+    assert folders == {*LAYERS, "bench"}

@@ -100,7 +100,7 @@ def test_run_errors_are_clear(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # fast twin: the History assertions of test_infra_faults.py
 def test_no_baseline_run_leaves_the_baseline_alone(tiny_inventory: Path, tmp_path: Path) -> None:
-    from workflows.history import SQLiteHistory
+    from workflows.stores.history import SQLiteHistory
 
     state = tmp_path / "state"
     result = spyre_ci(

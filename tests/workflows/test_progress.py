@@ -3,7 +3,7 @@ from __future__ import annotations
 import io
 
 from suites.model import Outcome, Status
-from workflows.progress import Progress
+from workflows.drivers.progress import Progress
 
 
 class Clock:

@@ -21,9 +21,10 @@ from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
 from tests.workflows.conftest import spyre_ci
 from tests.workflows.test_infra_faults import _request
-from workflows import embedded, pipeline
-from workflows.cli import main
-from workflows.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
+from workflows.cli.main import main
+from workflows.drivers import embedded
+from workflows.run import pipeline
+from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 
 H = 3600.0
 DAY = 86400.0

@@ -13,9 +13,10 @@ from dashboard_export.layout import read_json_lines
 from suites.model import Inventory, Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.test_infra_faults import _request
-from workflows import embedded, pipeline
-from workflows.history import RunState, SQLiteHistory
-from workflows.shard_runner import Limits, run_shard
+from workflows.drivers import embedded
+from workflows.run import pipeline
+from workflows.runner.shard_runner import Limits, run_shard
+from workflows.stores.history import RunState, SQLiteHistory
 
 ADD = "tiny::compare_cpu::add::float32"
 MUL = "tiny::compare_cpu::mul::float32"

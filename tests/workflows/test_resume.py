@@ -13,8 +13,8 @@ import pytest
 from contracts.event import TriggerEvent
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import spyre_ci
-from workflows import pipeline
-from workflows.history import SQLiteHistory
+from workflows.run import pipeline
+from workflows.stores.history import SQLiteHistory
 
 
 @pytest.mark.slow  # fast twin: the interrupted-run test (SIGINT) resumes a stopped run

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from contracts.event import TriggerEvent
-from workflows import pipeline
-from workflows.intake_bridge import request_for_event
+from workflows.drivers.intake_bridge import request_for_event
+from workflows.run import pipeline
 
 
 @pytest.mark.parametrize(

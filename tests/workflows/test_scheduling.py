@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from workflows.scheduling import InOrder, LongestFirst, Pool, Work, slices
+from workflows.runner.scheduling import InOrder, LongestFirst, Pool, Work, slices
 
 
 def test_in_order_hands_out_each_piece_once_then_nothing() -> None:

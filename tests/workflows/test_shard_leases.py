@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from suites.model import Outcome, Status
-from workflows import distributed
+from workflows.drivers import distributed
 
 RUN = "lease-run"
 
@@ -114,7 +114,7 @@ def test_a_swept_shard_of_a_finished_or_vanished_run_is_forgotten(store: redis.R
 def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch) -> None:
     """A failed Celery task is acknowledged as done: a plan or finish that met a Redis
     restart lost its run. They wait for Redis instead (and give up after a bound)."""
-    from workflows.history import HistoryError
+    from workflows.stores.history import HistoryError
 
     monkeypatch.setattr(distributed.time, "sleep", lambda s: None)
     calls: list[int] = []
@@ -147,7 +147,7 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(distributed, "_plan", plan_once)
     from contracts.event import TriggerEvent
-    from workflows import pipeline
+    from workflows.run import pipeline
 
     event = TriggerEvent(
         kind="push", delivery_id="d", repo="pytorch/pytorch", head_sha="a" * 40, source="cli"
@@ -229,7 +229,7 @@ def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
     and kept only `k` in Redis before its worker died: the new owner runs `b` and `c` only."""
     from suites.results_file import end_line, start_line
     from tests.workflows.test_infra_faults import _request
-    from workflows import pipeline
+    from workflows.run import pipeline
 
     request = _request(tiny_inventory, tmp_path / "out", RUN)
     planned = pipeline.PlannedRun(request, {}, [["k", "a", "b", "c"]], [], "now", {})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from suites.model import Outcome, Status
-from workflows.shard_runner import Limits, run_shard, short_message, thread_env
+from workflows.runner.shard_runner import Limits, run_shard, short_message, thread_env
 
 CRASHY = textwrap.dedent(
     """
@@ -290,7 +290,7 @@ KILLS_PARENT = textwrap.dedent(
 def test_a_test_that_kills_its_parent_is_contained(
     tmp_path: Path, warm: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workflows import zygote
+    from workflows.runner import zygote
 
     monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])  # the zygote's too
     (tmp_path / "test_crashy.py").write_text(KILLS_PARENT)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from suites.model import Expectation
-from workflows.impact_tracer import OUT_VAR
-from workflows.shard_runner import Limits, run_shard
-from workflows.trace_store import TRACE_PLUGIN
-from workflows.traces import read_trace, shipped_trace_path
+from workflows.runner.impact_tracer import OUT_VAR
+from workflows.runner.shard_runner import Limits, run_shard
+from workflows.tracing.trace_store import TRACE_PLUGIN
+from workflows.tracing.traces import read_trace, shipped_trace_path
 
 SAMPLE = 6
 

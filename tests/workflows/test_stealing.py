@@ -17,10 +17,9 @@ from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from suites.results_file import read_outcomes
 from tests.conftest import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
-from workflows import zygote
-from workflows.run_model import ShardRun
-from workflows.shard_runner import PLUGIN, ProgressCallback, run_shard
-from workflows.stealing import run_pool
+from workflows.runner import zygote
+from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun, run_shard
+from workflows.runner.stealing import run_pool
 
 
 def _ids(inventory: Path) -> list[str]:

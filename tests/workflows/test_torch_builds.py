@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 from tests.workflows.conftest import GLU_SPEC, spyre_ci
-from workflows import torch_builds
-from workflows.sources import installed_torch
+from workflows.runner import torch_builds
+from workflows.stores.sources import installed_torch
 
 BUILD_SHA = "1234567890abcdef1234567890abcdef12345678"
 

@@ -12,9 +12,10 @@ import selector
 from selector.opnames import op_key
 from suites.model import Inventory, Outcome, Status
 from tests.workflows.test_infra_faults import _request as infra_request
-from workflows import embedded, pipeline
-from workflows.history import RedisHistory, SQLiteHistory
-from workflows.trace_store import (
+from workflows.drivers import embedded
+from workflows.run import pipeline
+from workflows.stores.history import RedisHistory, SQLiteHistory
+from workflows.tracing.trace_store import (
     TRACE_FILE,
     RedisTraces,
     SQLiteTraces,

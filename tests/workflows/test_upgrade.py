@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, TINY_SPEC
-from workflows import upgrade
-from workflows.cli import main
+from workflows.cli.main import main
+from workflows.drivers import upgrade
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 OLD = FIXTURES / "inventory-2.13.0.json.gz"
@@ -150,7 +150,7 @@ def test_details_paths_and_spec_keys(tmp_path: Path):
 
 def test_shard_runner_takes_another_python(tmp_path: Path):
     """The upgrade run's hook: shards run with a given interpreter (here: a venv's python)."""
-    from workflows.shard_runner import run_shard
+    from workflows.runner.shard_runner import run_shard
 
     # A venv that shares this one's packages: its own bin/python, the project importable.
     subprocess.run(

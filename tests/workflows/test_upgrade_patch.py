@@ -13,8 +13,8 @@ from suites.audit import NewEntry, expectations_patch
 from suites.expand import expand, load_suites
 from suites.model import Expectation
 from tests.conftest import REPO_ROOT
-from workflows.cli import main
-from workflows.upgrade.patch import upgrade_patch, write_upgrade_patch
+from workflows.cli.main import main
+from workflows.drivers.upgrade.patch import upgrade_patch, write_upgrade_patch
 
 SPEC = """\
 test_suite_config:
@@ -213,7 +213,7 @@ def test_the_upgrade_run_writes_upgrade_patch(
     import json
 
     from suites.model import Outcome, Status
-    from workflows import upgrade
+    from workflows.drivers import upgrade
 
     fixtures = REPO_ROOT / "tests" / "fixtures"
     paths = {v: fixtures / f"inventory-{v}.json.gz" for v in ("2.13.0", "2.14.1")}

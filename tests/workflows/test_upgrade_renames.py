@@ -16,7 +16,7 @@ import pytest
 from selector.upgrade import classify
 from suites.model import Outcome, Status
 from tests.conftest import REPO_ROOT
-from workflows.cli import main
+from workflows.cli.main import main
 
 RENAMED = REPO_ROOT / "tests" / "suites" / "upstream_renamed"
 PREFIX = "renamed::test_renamed_ops::"
@@ -47,7 +47,13 @@ def _build(version: str, out: Path, spec: Path) -> Path:
     inventory = out / f"{version}.json.gz"
     for command in (
         ["-m", "workflows", "inventory", "--out", str(inventory)],
-        ["-m", "workflows.upgrade", "describe", "--out", str(out / f"{version}.details.json.gz")],
+        [
+            "-m",
+            "workflows.drivers.upgrade",
+            "describe",
+            "--out",
+            str(out / f"{version}.details.json.gz"),
+        ],
     ):
         done = subprocess.run(
             [sys.executable, *command, "--specs", str(spec)],

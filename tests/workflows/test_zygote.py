@@ -14,10 +14,10 @@ import pytest
 
 from suites.model import Status
 from tests.workflows.test_shard_runner import CONTRACT_ENV, CRASHY, IDS
-from workflows import zygote
+from workflows.runner import zygote
+from workflows.runner.shard_runner import PLUGIN, Limits, run_shard
 from workflows.settings import SettingsError, zygote_enabled
-from workflows.shard_runner import PLUGIN, Limits, run_shard
-from workflows.trace_store import tracing_env
+from workflows.tracing.trace_store import tracing_env
 
 TINY = Path(__file__).parent / "data" / "tiny.yaml"
 TINY_IDS = [
@@ -169,7 +169,7 @@ def test_the_zygote_refuses_to_fork_with_a_thread_running(
     work = tmp_path / "work"
     work.mkdir()
     (work / "test_crashy.py").write_text(CRASHY)
-    with caplog.at_level(logging.WARNING, logger="workflows.zygote"):
+    with caplog.at_level(logging.WARNING, logger="workflows.runner.zygote"):
         result = run_shard(
             "t", IDS[:1], work, limits=Limits(memory_mb=None), plugin="threaded_plugin", warm=True
         )
@@ -209,7 +209,7 @@ def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: 
     import subprocess
     import sys
 
-    from workflows.zygote import key_for
+    from workflows.runner.zygote import key_for
 
     other = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
@@ -222,8 +222,8 @@ def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: 
 def test_a_change_gets_a_zygote_of_its_own_that_imports_the_changed_torch(
     tmp_path: Path, contract_path: None
 ) -> None:
-    from workflows.change_overlay import prepare
-    from workflows.sources import installed_torch
+    from workflows.runner.change_overlay import prepare
+    from workflows.stores.sources import installed_torch
 
     root = installed_torch()[0]
     assert root is not None
@@ -344,7 +344,7 @@ def test_a_memory_limit_below_the_zygotes_size_starts_cold(
     (pid,) = zygote_pids()
     mapped = zygote._mapped_mb(pid)
     assert mapped is not None and mapped > 300
-    with caplog.at_level(logging.WARNING, logger="workflows.zygote"):
+    with caplog.at_level(logging.WARNING, logger="workflows.runner.zygote"):
         tight = run_shard(
             "b", ids, tmp_path, plugin="contract_plugin", warm=True, limits=Limits(memory_mb=300)
         )

@@ -36,9 +36,9 @@ from workflows.bench.results import (
     build_record,
     summary_lines,
 )
-from workflows.impact_recorder import record_impact_map
-from workflows.scheduling import InOrder, Pool, Work, slices
-from workflows.shard_runner import Limits, run_shard, short_message
+from workflows.runner.scheduling import InOrder, Pool, Work, slices
+from workflows.runner.shard_runner import Limits, run_shard, short_message
+from workflows.tracing.impact_recorder import record_impact_map
 
 __all__ = ["BenchConfig", "BenchError", "command_line", "rescore", "run_benchmark", "summary_lines"]
 
@@ -199,7 +199,7 @@ def _trace(
 
 
 def _read_trace(path: Path) -> ImpactMap:
-    from workflows.traces import TraceError, read_trace
+    from workflows.tracing.traces import TraceError, read_trace
 
     try:
         return read_trace(path)
@@ -236,7 +236,7 @@ class Judge:
 
     def changes(self, mutation: Mutation) -> Any:
         """The ChangeSet the selector sees: the diff in the configured form, with the old
-        sources this machine has (the installed torch), as `workflows.planning` adds them."""
+        sources this machine has (the installed torch), as `workflows.run.planning` adds them."""
         return self.changes_and_form(mutation)[0]
 
     def changes_and_form(self, mutation: Mutation) -> tuple[Any, str]:
@@ -246,7 +246,7 @@ class Judge:
         contents API): otherwise the diff keeps git's form."""
         import selector
         from selector.diff import as_form
-        from workflows.sources import with_old_sources
+        from workflows.stores.sources import with_old_sources
 
         def read(form: str) -> Any:
             changes = selector.ChangeSet.from_diff(as_form(mutation.diff, form), source=mutation.id)

@@ -13,7 +13,7 @@ A mutation is a real upstream-style edit: a unified diff in PyTorch's repository
 
     from workflows.bench.mutations import load_mutations, subprocess_env
     mutations = load_mutations("benchmarks/selection/mutations.yaml")
-    env = subprocess_env(mutations[0], workdir)   # pass to workflows.shard_runner.run_shard
+    env = subprocess_env(mutations[0], workdir)   # pass to workflows.runner.shard_runner.run_shard
 """
 
 from workflows.bench.mutations.model import (

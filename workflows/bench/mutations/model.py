@@ -35,7 +35,9 @@ import yaml
 from selector.diff import FilePatch, parse_unified_diff
 from selector.errors import SelectorError
 from workflows.bench.mutations.patch import PatchError, apply_patch
-from workflows.change_overlay.prepare import SITE_DIR  # its sitecustomize activates mutations
+from workflows.runner.change_overlay.prepare import (
+    SITE_DIR,  # its sitecustomize activates mutations
+)
 
 ENV_VAR = "SPYRE_CI_MUTATION"  # path of the activation JSON a test subprocess reads
 KINDS = ("python", "kernel")

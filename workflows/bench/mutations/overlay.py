@@ -1,8 +1,8 @@
 """Applies a mutation inside the current (test) process; the sitecustomize of
-`workflows/change_overlay/site/` calls `activate()` at interpreter start when
+`workflows/runner/change_overlay/site/` calls `activate()` at interpreter start when
 `SPYRE_CI_MUTATION` names an activation file.
 
-Python mutations: the finder a run uses to apply a change (`workflows.change_overlay`)
+Python mutations: the finder a run uses to apply a change (`workflows.runner.change_overlay`)
 serves the named torch modules from the mutated source. Kernel mutations: for
 each overload of the named aten ops, a `torch.library` kernel on the CPU key calls the
 original CPU kernel (`torch.library.get_kernel`) and perturbs its floating result.
@@ -24,7 +24,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from workflows.change_overlay.finder import ChangeFinder
+from workflows.runner.change_overlay.finder import ChangeFinder
 
 ENV_VAR = "SPYRE_CI_MUTATION"
 _ACTIVE: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """The benchmark's mutations apply their hunks as a run applies a change's:
-`workflows.change_overlay.patching` is the one implementation."""
+`workflows.runner.change_overlay.patching` is the one implementation."""
 
-from workflows.change_overlay.patching import PatchError, apply_patch
+from workflows.runner.change_overlay.patching import PatchError, apply_patch
 
 __all__ = ["PatchError", "apply_patch"]

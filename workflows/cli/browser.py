@@ -1,0 +1,131 @@
+"""The run browser's data: History read into `dashboard_export.browser`'s rows, and the pages
+written into a folder (`spyre-ci runs pages`) that the relay serves without reading History."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dashboard_export.browser import (
+    RunRow,
+    VariantPage,
+    VariantRun,
+    page_name,
+    render_flaky,
+    render_index,
+    render_quality,
+    render_variant,
+)
+from selector.history import FAILURES
+from workflows.run import forensics
+from workflows.stores.history import HistoryStore, RunRecord
+
+_FAILED = frozenset(str(s) for s in FAILURES)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def run_row(run: RunRecord) -> RunRow:
+    """A run record's row: counts from its summary, quality from its summary's metrics."""
+    s = run.summary
+    found = s.get("metrics")
+    metrics: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    holdout = _int(s.get("holdout"))
+    miss_rate = metrics.get("miss_rate")
+    miss_rate = float(miss_rate) if isinstance(miss_rate, int | float) else None
+    # The summary keeps the metrics' numbers, not the list of missed ids: the count is the
+    # rate times the sample.
+    misses = metrics.get("holdout_misses")
+    count = len(misses) if isinstance(misses, list) else _int(misses)
+    if count is None and miss_rate is not None and holdout:
+        count = round(miss_rate * holdout)
+    green = metrics.get("false_green")
+    return RunRow(
+        run.run_id,
+        str(run.state),
+        str(s.get("event", "")),
+        run.updated_at,
+        _int(s.get("selected")),
+        _int(s.get("failed")),
+        _int(s.get("new_failures")),
+        holdout,
+        count,
+        miss_rate,
+        # As selector.verify.false_green_rate: only runs with a holdout are measured.
+        bool(green) if isinstance(green, bool) and holdout else None,
+    )
+
+
+def variant_pages(history: HistoryStore, runs: list[RunRecord]) -> list[VariantPage]:
+    """Every variant that failed or is flaky in `runs`, with its outcomes there and its
+    last good / first bad when it is failing now."""
+    snapshot = history.snapshot()
+    candidates = [
+        vid
+        for vid, h in snapshot.variants.items()
+        if h.flaky or any(str(s) in _FAILED for s in h.recent)
+    ]
+    outcomes = forensics.outcomes_by_run(history, candidates)
+    in_window = {r.run_id for r in runs}
+    newest_first = sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
+    pages = []
+    for vid in sorted(candidates):
+        h = snapshot.variants[vid]
+        statuses = outcomes.get(vid, {})
+        failed = any(statuses.get(r) in _FAILED for r in in_window)
+        if not (failed or h.flaky):
+            continue
+        line = [
+            VariantRun(
+                r.run_id, str(r.summary.get("event", "")), r.created_at, statuses.get(r.run_id)
+            )
+            for r in newest_first
+        ]
+        window: forensics.Window | None = None
+        latest = next((r for r in newest_first if r.run_id in statuses), None)
+        if latest is not None and statuses[latest.run_id] in _FAILED:
+            current = forensics.point_of(latest.run_id, latest.created_at, latest.summary)
+            main = forensics.main_line(history, exclude=latest.run_id)
+            window = forensics.locate(vid, current, main, statuses)
+        pages.append(
+            VariantPage(
+                vid,
+                h.flaky,
+                h.mean_duration_s,
+                tuple(str(s) for s in h.recent),
+                tuple(line),
+                window.last_good if window else None,
+                window.first_bad if window else None,
+                window.last_good_run if window else None,
+                window.first_bad_run if window else None,
+                window.compare_url if window else None,
+            )
+        )
+    return pages
+
+
+def write_pages(history: HistoryStore, out: Path, limit: int = 50) -> list[Path]:
+    """Write index.html, flaky.html, quality.html and variants/<name>.html into `out` from
+    the `limit` most recent runs; the paths written."""
+    runs = history.list_runs(limit)
+    rows = [run_row(r) for r in runs]
+    pages = variant_pages(history, runs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "variants").mkdir(exist_ok=True)
+    files = {
+        out / "index.html": render_index(rows, [p.id for p in pages], time.time()),
+        out / "flaky.html": render_flaky([p for p in pages if p.flaky]),
+        out / "quality.html": render_quality(rows),
+    }
+    for page in pages:
+        files[out / "variants" / f"{page_name(page.id)}.html"] = render_variant(page)
+    for path, text in files.items():
+        # Written aside and renamed: the relay never serves half a page.
+        part = path.with_name(path.name + ".part")
+        part.write_text(text, encoding="utf-8")
+        part.replace(path)
+    return list(files)

@@ -1,0 +1,297 @@
+"""`spyre-ci run`: the main job on the embedded executor (no services, no network)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from workflows.cli.change_input import (
+    absolute_path,
+    add_budget_arguments,
+    add_source_arguments,
+    check_out_dir,
+    check_specs,
+    check_writable,
+    checked,
+    read_impact_map,
+    read_inventory,
+    read_source,
+)
+from workflows.cli.commands.select import COUNT_BUDGET_HELP, check_budget
+from workflows.cli.main import CommandError
+from workflows.cli.options import add_options
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="select, run and report the variant tests an upstream change needs",
+        description="Plan with the selector, run the shards as pytest subprocesses on the "
+        "spyre device, verify (reruns, baseline, expansion), update History and export.",
+    )
+    add_source_arguments(parser)
+    add_options(
+        parser,
+        "inventory",
+        "specs",
+        "impact_map",
+        "no_trace",
+        help={
+            "impact_map": "per-variant torch functions and aten ops from `spyre-ci impact-map`: "
+            "the selector also picks the variants that run a changed function or dispatch a "
+            "touched op (default $SPYRE_CI_IMPACT_MAP, else the shipped trace)"
+        },
+    )
+    parser.add_argument("--full", action="store_true", help="run every variant, no selection")
+    add_budget_arguments(parser, COUNT_BUDGET_HELP)
+    parser.add_argument(
+        "--out",
+        type=absolute_path,
+        default="out",
+        metavar="DIR",
+        help="where results, reports and HUD files go (default ./out)",
+    )
+    add_options(parser, "jobs", "test_timeout", "memory_mb")
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not record the results as the upstream baseline; by default pushes and "
+        "nightlies set it, pull requests do not, and a run that applied a diff given with "
+        "--diff never does (a tried patch is not upstream)",
+    )
+    parser.add_argument(
+        "--no-apply",
+        action="store_true",
+        help="run on the torch as installed, without applying the change's Python files "
+        "(the verdict then says the change was not tested)",
+    )
+    add_options(parser, "no_progress")
+    parser.set_defaults(func=checked(run))
+
+
+def build_request(args: argparse.Namespace) -> Any:
+    """The RunRequest for `run`: reads the event or diff; every path in it is absolute."""
+    from contracts.event import TriggerEvent
+    from workflows.run import pipeline
+    from workflows.settings import Settings
+
+    settings = Settings.from_env()
+    check_budget(args)
+    check_out_dir(args.out)
+    check_writable(settings.state_dir, "the state directory, $SPYRE_CI_STATE_DIR")
+    check_specs(args.specs)
+    if args.inventory is not None:
+        read_inventory(args.inventory)  # refused here, before History is opened
+    given = read_source(args)
+    event, diff_text = given.event, given.diff_text
+    diff_source = given.diff_source if diff_text else ""
+    if event is not None and diff_text is None:
+        event, diff_text, diff_source = compare_diff(event)
+    if event is None:  # a bare diff is run as a change that landed on the upstream branch
+        event = TriggerEvent(
+            kind="push",
+            delivery_id=f"diff:{args.diff.name}",
+            repo="pytorch/pytorch",
+            head_sha="",
+            source="cli",
+        )
+    run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
+    change = pipeline.RunRequest(
+        run_id=run_id,
+        event=event.to_json(),
+        out_dir=str(args.out),
+        inventory="",
+        diff_text=diff_text,
+        diff_source=diff_source,
+        # A diff the user gave must apply whole (exit 2 naming the hunk); an event's diff is
+        # upstream's, made against its base: what does not apply is named in the verdict.
+        change_strict=args.diff is not None,
+        apply_change=not args.no_apply,
+    )
+    check_change(change)  # refused before the Inventory is built or anything is recorded
+    inventory = args.inventory
+    if inventory is None:
+        from suites.loader import SpecError
+        from workflows.stores.inventory_cache import default_inventory
+
+        try:
+            inventory = default_inventory(settings.state_dir, args.specs)
+        except SpecError as exc:
+            which = "the specs given (--specs)" if args.specs else "the bundled suites"
+            raise CommandError(f"{which} do not load: {exc}") from exc
+    return replace(
+        change,
+        inventory=str(inventory),
+        full=args.full,
+        budget_count=args.budget,
+        budget_time_s=args.budget_time,
+        holdout=args.holdout,
+        test_timeout_s=args.test_timeout,
+        memory_mb=args.memory_mb,
+        shards=max(1, args.jobs),
+        baseline=False if args.no_baseline else None,
+        specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
+        impact_map=None if args.no_trace else impact_map_path(args.impact_map),
+        default_trace=not args.no_trace,
+        record_traces=settings.record_traces,
+        trace_share=settings.trace_share,
+        mass_failure_share=settings.mass_failure_share,
+    )
+
+
+def check_change(request: Any) -> Any:
+    """The request's change prepared over the installed torch: a diff that does not apply
+    is refused here (exit 2, naming the file and hunk), before anything is recorded."""
+    from workflows.run.under_test import ChangeNotApplicable, applied_change
+
+    try:
+        return applied_change(request)
+    except ChangeNotApplicable as exc:
+        raise CommandError(f"the change cannot be applied: {exc}") from exc
+
+
+def compare_diff(event: Any) -> tuple[Any, str | None, str]:
+    """The event's diff from GitHub's compare (`base...head`, through the GitHub client the
+    Scout uses) when a GitHub is configured (`SPYRE_CI_GITHUB_URL`, `SPYRE_CI_GITHUB_TOKEN`);
+    an answer GitHub refuses (a 404) leaves the event without a diff, which the verdict then
+    names. (event, diff text or None, where it came from)"""
+    import os
+
+    if event.diff_text is not None:
+        return event, event.diff_text, "the event's diff"
+    if not (event.base_sha and event.head_sha and os.environ.get("SPYRE_CI_GITHUB_TOKEN")):
+        return event, None, ""
+    from relay.changes import complete_files
+    from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
+
+    adapter = GitHubAdapter(
+        base_url=os.environ.get("SPYRE_CI_GITHUB_URL") or None,
+        token=os.environ["SPYRE_CI_GITHUB_TOKEN"],
+    )
+    try:
+        completed = complete_files(event, adapter)
+    except (GitHubRefused, GitHubUnavailable) as exc:
+        print(f"spyre-ci: no diff for the event from GitHub: {exc}", file=sys.stderr)
+        return event, None, ""
+    source = f"GitHub compare {event.base_sha[:12]}...{event.head_sha[:12]}"
+    return completed, completed.diff_text, source if completed.diff_text else ""
+
+
+def impact_map_path(given: Path | None) -> str | None:
+    """`--impact-map`, else $SPYRE_CI_IMPACT_MAP, as an absolute path; it must exist and
+    read as an impact map (checked here, before anything is recorded)."""
+    from workflows.settings import Settings
+
+    path = given or Settings.from_env().impact_map
+    if path is None:
+        return None
+    if not path.exists():
+        raise CommandError(
+            f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
+        )
+    read_impact_map(path)
+    return str(path.resolve())
+
+
+def run(args: argparse.Namespace) -> int:
+    from workflows.drivers import embedded
+    from workflows.run import pipeline
+    from workflows.runner.shard_runner import InfrastructureError
+    from workflows.settings import Settings
+    from workflows.stores.history import HistoryError, open_history
+
+    request = build_request(args)
+    settings = Settings.from_env()
+    try:
+        history = open_history(settings.state_dir, settings.redis_url)
+        finished = embedded.run(
+            request, history, jobs=args.jobs, show_progress=not args.no_progress
+        )
+    except pipeline.PipelineError as exc:
+        raise CommandError(str(exc)) from exc
+    except HistoryError as exc:  # the store is down or broken: no verdict is possible
+        raise InfrastructureError(str(exc)) from exc
+    except KeyboardInterrupt:
+        print(
+            f"\nrun {request.run_id} stopped; the tests that finished are kept: "
+            f"`spyre-ci runs resume {request.run_id}` continues it",
+            file=sys.stderr,
+        )
+        raise
+    print_summary(finished)
+    return int(finished.exit_code)
+
+
+def under_test_lines(resolved: Any) -> list[str]:
+    """The terminal's first lines of a run: which torch and backend it ran on, what of the
+    change was applied, and whether that tested the change."""
+    if not resolved:
+        return []
+    torch, backend, change = resolved["torch"], resolved["backend"], resolved["change"]
+    lines = [
+        f"torch {torch['version']} ({torch['git_sha'][:12]}, {torch['source']}); backend "
+        f"{backend['package']} {backend['version']} on device {backend['device']!r}"
+    ]
+    for group, label in (("applied", "applied"), ("not_applied", "NOT applied")):
+        files = change.get(group) or []
+        for entry in files[:10]:
+            lines.append(f"  {label}: {entry['path']} ({entry['why']})")
+        if len(files) > 10:
+            lines.append(f"  {label}: ... and {len(files) - 10} more (see run.json)")
+    verdict = resolved["tested"]
+    head = {"tested": "TESTED", "partial": "TESTED IN PART", "not_tested": "NOT TESTED"}[verdict]
+    lines.append(f"change {head}" + (":" if resolved["notes"] else ""))
+    lines += [f"  {note}" for note in resolved["notes"]]
+    return lines
+
+
+def print_summary(finished: Any) -> None:
+    s = finished.summary
+    print(f"\nrun {finished.planned.request.run_id}  ({s['event']})")
+    for line in under_test_lines(finished.planned.environment):
+        print(f"  {line}")
+    if s.get("fallback"):
+        budget = finished.planned.plan.get("budget", {})
+        unbounded = f" ({budget['not_applied']})" if budget.get("not_applied") else ""
+        print(f"  full run: {s['fallback']}{unbounded}")
+    elif s.get("decision") == "none":
+        print(f"  nothing to run: {s.get('why') or 'no variant is affected'}")
+    print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")
+    impact = finished.planned.plan.get("impact_map")
+    if impact:
+        print(
+            f"  impact map: {impact['path']} ({impact['inventory_variants_traced']} of the "
+            f"inventory's variants traced)" + (f"; {impact['note']}" if "note" in impact else "")
+        )
+    width = max((len(k) for k in s["counts"]), default=6)
+    for status, count in sorted(s["counts"].items(), key=lambda kv: -kv[1]):
+        print(f"  {status:<{width}}  {count:>6}")
+    new = finished.new_failures
+    if new:
+        print(f"  NEW FAILURES ({len(new)}):")
+        base = finished.base_outcomes
+        for vid in new[:20]:
+            without = f" [without the change: {base[vid].status}]" if vid in base else ""
+            print(f"    {vid}{without}: {finished.outcomes[vid].message[:120]}")
+        if len(new) > 20:
+            print(f"    ... and {len(new) - 20} more (see the report)")
+    for fault in finished.faults:
+        print(f"  INFRASTRUCTURE ERROR (not a test result): {fault.summary}")
+        for line in fault.cause.splitlines()[-12:]:
+            print(f"    | {line}")
+    if finished.faults:
+        print("  History learned nothing from this run; fix the cause and run it again.")
+    if finished.held_back:
+        run_id = finished.planned.request.run_id
+        print(f"  HELD BACK from History: {finished.held_back}")
+        print(
+            f"    if these failures are real: `spyre-ci history confirm {run_id}`; if they "
+            f"are the tool's: `spyre-ci history forget {run_id}`"
+        )
+    out = finished.out_dir
+    print(f"  report: {out / 'report.html'}  ({out / 'report.md'})")
+    sys.stdout.flush()

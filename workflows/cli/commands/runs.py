@@ -1,0 +1,226 @@
+"""`spyre-ci runs list|show|resume|pages`: inspect past runs in History, continue one, or
+write the run browser's pages."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from workflows.cli.change_input import checked
+from workflows.cli.main import CommandError
+from workflows.cli.options import add_options
+
+if TYPE_CHECKING:
+    from workflows.stores.history import RunState
+from workflows.runner.shard_runner import InfrastructureError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("runs", help="inspect past runs (list, show, resume, pages)")
+    sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="the most recent runs, newest first")
+    listing.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
+    listing.set_defaults(func=checked(list_runs))
+    show = sub.add_parser("show", help="one run: its state, counts and where its outputs are")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="print the stored record as JSON")
+    show.set_defaults(func=show_run)
+    resume = sub.add_parser("resume", help="continue a run that stopped (keeps finished tests)")
+    resume.add_argument("run_id")
+    add_options(
+        resume,
+        "jobs",
+        help={"jobs": "embedded runs: pytest subprocesses at a time (default: CPU count)"},
+    )
+    resume.set_defaults(func=checked(resume_run))
+    pages = sub.add_parser(
+        "pages", help="write the run browser's pages (runs, variants, flaky, quality) for serve"
+    )
+    pages.add_argument(
+        "--out",
+        metavar="DIR",
+        default=os.environ.get("SPYRE_CI_RUNS_DIR") or None,
+        help="folder the relay serves (default: $SPYRE_CI_RUNS_DIR)",
+    )
+    pages.add_argument(
+        "--limit", type=int, default=50, metavar="N", help="the N most recent runs (default 50)"
+    )
+    pages.set_defaults(func=checked(write_pages))
+
+
+def _history() -> Any:
+    from workflows.settings import Settings
+    from workflows.stores.history import HistoryError, open_history
+
+    settings = Settings.from_env()
+    try:
+        return open_history(settings.state_dir, settings.redis_url)
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    from workflows.stores.history import HistoryError
+
+    try:
+        runs = _history().list_runs(args.limit)
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
+    if not runs:
+        print("no runs yet: start one with `spyre-ci run --event FILE`")
+        return 0
+    row = "{:<28} {:<10} {:<20} {:>8} {:>6} {:>4}"
+    print(row.format("run", "state", "updated (UTC)", "selected", "failed", "new"))
+    for run in runs:
+        s = run.summary
+        print(
+            row.format(
+                run.run_id,
+                run.state,
+                _when(run.updated_at),
+                s.get("selected", "-"),
+                s.get("failed", "-"),
+                s.get("new_failures", "-"),
+            )
+        )
+    return 0
+
+
+def write_pages(args: argparse.Namespace) -> int:
+    from workflows.cli.browser import write_pages as write
+    from workflows.stores.history import HistoryError
+
+    if not args.out:
+        raise CommandError("runs pages: give --out DIR or set SPYRE_CI_RUNS_DIR")
+    try:
+        written = write(_history(), Path(args.out), args.limit)
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
+    print(f"wrote {len(written)} pages under {args.out} (served at /runs/, /flaky, /quality)")
+    return 0
+
+
+def show_run(args: argparse.Namespace) -> int:
+    from workflows.stores.history import HistoryError
+
+    try:
+        run = _history().get_run(args.run_id)
+    except HistoryError as exc:  # the store is down or broken: exit 3
+        raise InfrastructureError(str(exc)) from exc
+    if run is None:
+        raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
+    if args.json:
+        print(json.dumps(run.to_json(), indent=2, sort_keys=True))
+        return 0
+    print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
+    for key, value in sorted(run.summary.items()):
+        if key != "forensics":
+            for line in field_lines(key, value):
+                print(f"  {line}")
+    for line in forensics_lines(run.summary.get("forensics")):
+        print(f"  {line}")
+    from workflows.stores.history import RunState
+
+    meaning = _state_meaning().get(run.state, str(run.state))
+    if run.state in (RunState.PLANNED, RunState.FINISHING, RunState.STOPPED):
+        print(
+            f"  next: the run has not finished ({meaning}); "
+            f"`spyre-ci runs resume {run.run_id}` continues it and keeps the tests that "
+            "already reported"
+        )
+    elif run.state != RunState.COMPLETED:
+        print(f"  state: {meaning}")
+    return 0
+
+
+def field_lines(key: str, value: Any) -> list[str]:
+    """One summary field as a person reads it: times as UTC dates, mappings as `name value`
+    pairs (a long or nested one a line per name), lists a line per long item, no reprs."""
+    if isinstance(value, Mapping) and (
+        len(value) > 6 or any(isinstance(v, Mapping | list | tuple) for v in value.values())
+    ):
+        lines = [f"{key}:"] if value else [f"{key}: none"]
+        for name, item in value.items():
+            lines += [f"  {line}" for line in field_lines(str(name), item)]
+        return lines
+    if isinstance(value, list | tuple) and any(len(_plain(key, v)) > 40 for v in value):
+        return [f"{key}:", *(f"  - {_plain(key, v)}" for v in value)]
+    return [f"{key}: {_plain(key, value)}"]
+
+
+def _plain(key: str, value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float) and key.endswith("_at"):
+        return f"{_when(float(value))} UTC"  # stored as epoch seconds
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_plain(str(k), v)}" for k, v in value.items()) or "none"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(key, v) for v in value) or "none"
+    return str(value)
+
+
+def forensics_lines(found: Any) -> list[str]:
+    """`runs show`'s lines for the run's new failures: triage, last good / first bad."""
+    if not isinstance(found, dict) or not found.get("failures"):
+        return []
+    from dashboard_export.report import forensics_line
+
+    lines = [f"triage: {found.get('triage')} ({found.get('confidence')} confidence)"]
+    for entry in found["failures"]:
+        lines.append(f"  {entry.get('id')}: {forensics_line(entry)}")
+    if found.get("more"):
+        lines.append(f"  ... and {found['more']} more (see forensics.json in the out directory)")
+    return lines
+
+
+def _state_meaning() -> dict[RunState, str]:
+    from workflows.stores.history import RunState
+
+    return {
+        RunState.PLANNED: "planned, shards running or stopped before they all reported",
+        RunState.FINISHING: "stopped during reruns, expansion or export",
+        RunState.STOPPED: "stopped by the error above",
+        RunState.HELD: "finished, but History has not learned it (see held_back)",
+        RunState.INFRA_ERROR: "its tests could not run (see infrastructure); nothing was learned",
+        RunState.FORGOTTEN: "what it taught History was removed by `spyre-ci history forget`",
+    }
+
+
+def resume_run(args: argparse.Namespace) -> int:
+    from workflows.cli.commands.run import print_summary
+    from workflows.drivers import embedded
+    from workflows.run import pipeline
+    from workflows.settings import Settings
+    from workflows.stores.history import HistoryError
+
+    settings = Settings.from_env()
+    try:
+        if settings.redis_url:
+            from workflows.drivers import distributed
+
+            if distributed.resume(args.run_id):
+                print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
+                return 0
+        finished = embedded.resume(args.run_id, _history(), jobs=args.jobs)
+    except pipeline.PipelineError as exc:
+        raise CommandError(str(exc)) from exc
+    except HistoryError as exc:
+        from workflows.runner.shard_runner import InfrastructureError
+
+        raise InfrastructureError(str(exc)) from exc
+    print_summary(finished)
+    return int(finished.exit_code)

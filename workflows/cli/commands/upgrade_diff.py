@@ -1,0 +1,348 @@
+"""`spyre-ci upgrade-diff`: what a torch upgrade can affect, run on both versions.
+
+spyre-ci upgrade-diff --from 2.13.0 --to 2.14.1 [--run] [--validate] [--out DIR]
+spyre-ci upgrade-diff --from-inventory A.json.gz --to-inventory B.json.gz [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from workflows.cli.change_input import absolute_path, check_out_dir, check_specs, checked
+from workflows.cli.main import CommandError
+from workflows.cli.options import add_options
+
+
+def register(subparsers: Any) -> None:
+    """Add the `upgrade-diff` command."""
+    parser = subparsers.add_parser(
+        "upgrade-diff",
+        help="diff two torch versions' Inventories, select what the upgrade can affect, "
+        "and (--run) run it on both",
+        description="Provision one environment per torch version (cached), build both "
+        "Inventories, diff them (named changes, aten API diff), select changed, new and "
+        "removed variants plus what the API diff reaches, one canary per op and a holdout; "
+        "with --run run the selection on both versions and report regressed / fixed / new / "
+        "removed variants. "
+        "The offline form diffs two Inventory files (diff and selection only).",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_version",
+        metavar="VERSION",
+        help="the torch version upgraded from (e.g. 2.13.0)",
+    )
+    parser.add_argument(
+        "--to",
+        dest="to_version",
+        metavar="VERSION",
+        help="the torch version upgraded to (e.g. 2.14.1)",
+    )
+    parser.add_argument(
+        "--from-inventory",
+        type=absolute_path,
+        metavar="A.json.gz",
+        help="offline: the old version's Inventory (a sibling "
+        "A.details.json.gz, when present, names changes field by field)",
+    )
+    parser.add_argument(
+        "--to-inventory",
+        type=absolute_path,
+        metavar="B.json.gz",
+        help="offline: the new version's Inventory",
+    )
+    parser.add_argument(
+        "--out",
+        type=absolute_path,
+        default="out-upgrade",
+        metavar="DIR",
+        help="where upgrade.json (and with --run the report and HUD files) "
+        "go (default ./out-upgrade)",
+    )
+    parser.add_argument(
+        "--run",
+        action="store_true",
+        help="run the selection on both versions and report the differences",
+    )
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="also run every runnable variant on both versions and report "
+        "what the selection caught and missed (implies --run)",
+    )
+    add_options(parser, "specs")
+    parser.add_argument(
+        "--cache-dir",
+        type=absolute_path,
+        metavar="DIR",
+        help="where the per-version environments live (default "
+        "$SPYRE_CI_ENV_CACHE or ~/.cache/spyre-ci/envs)",
+    )
+    parser.add_argument(
+        "--rebuild-inventories",
+        action="store_true",
+        help="build both Inventories again even when cached",
+    )
+    parser.add_argument(
+        "--holdout",
+        type=float,
+        default=0.02,
+        metavar="SHARE",
+        help="share of unaffected variants run as a holdout, within [0, 1] (default 0.02)",
+    )
+    parser.add_argument("--seed", help="holdout seed (default 'FROM->TO')")
+    parser.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="do not run one canary variant per op (kernel changes that no "
+        "definition shows then go unseen unless the holdout samples them)",
+    )
+    add_options(
+        parser,
+        "jobs",
+        "test_timeout",
+        "memory_mb",
+        "no_progress",
+        help={
+            "jobs": "pytest subprocesses at a time per version, at least 1 (default: CPU count)",
+            "no_progress": "no progress lines",
+        },
+    )
+    parser.set_defaults(func=checked(cmd_upgrade_diff))
+
+
+def _log(quiet: bool) -> Any:
+    def log(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    return log
+
+
+def cmd_upgrade_diff(args: argparse.Namespace) -> int:
+    from workflows.drivers import upgrade
+    from workflows.run.pipeline import PipelineError
+
+    offline = args.from_inventory is not None or args.to_inventory is not None
+    online = args.from_version is not None or args.to_version is not None
+    if offline and online:
+        raise CommandError(
+            "give --from/--to (versions) or --from-inventory/--to-inventory (files), not both"
+        )
+    if not offline and not online:
+        raise CommandError(
+            "give --from VERSION --to VERSION, or --from-inventory A.json.gz "
+            "--to-inventory B.json.gz"
+        )
+    check_out_dir(args.out)
+    check_specs(args.specs)
+    if args.cache_dir is None:  # $SPYRE_CI_ENV_CACHE may be relative: fix it here, once
+        args.cache_dir = absolute_path(str(upgrade.default_cache_dir()))
+    try:
+        if offline:
+            return _offline(args)
+        return _online(args)
+    except PipelineError as exc:  # an UpgradeError, or an unreadable Inventory
+        raise CommandError(str(exc)) from None
+
+
+def _offline(args: argparse.Namespace) -> int:
+    from workflows.drivers import upgrade
+
+    if args.from_inventory is None or args.to_inventory is None:
+        raise CommandError("the offline form needs both --from-inventory and --to-inventory")
+    if args.run or args.validate:
+        raise CommandError(
+            "--run and --validate need environments: use --from VERSION --to VERSION"
+        )
+    old = upgrade.load_inventory(args.from_inventory)
+    new = upgrade.load_inventory(args.to_inventory)
+    d_old = upgrade.load_details(upgrade.details_path_for(args.from_inventory))
+    d_new = upgrade.load_details(upgrade.details_path_for(args.to_inventory))
+    diff, selection = upgrade.diff_and_select(
+        old, new, d_old, d_new, holdout=args.holdout, seed=args.seed, canaries=not args.no_canary
+    )
+    sources = {"from_inventory": str(args.from_inventory), "to_inventory": str(args.to_inventory)}
+    data = upgrade.upgrade_json(diff, selection, sources)
+    patch_line = ""
+    if data.get("renamed"):  # renames need no run: their entries follow them
+        from workflows.drivers.upgrade.patch import write_upgrade_patch
+
+        data["patch"] = str(args.out / "upgrade.patch")
+        args.out.mkdir(parents=True, exist_ok=True)
+        patch_line = write_upgrade_patch(data, args.specs, args.out / "upgrade.patch")
+    upgrade.write_json(args.out / "upgrade.json", data)
+    _print_summary(data, args.out / "upgrade.json")
+    if patch_line:
+        print(patch_line)
+    return 0
+
+
+def _online(args: argparse.Namespace) -> int:
+    from workflows.drivers import upgrade
+    from workflows.drivers.upgrade.patch import write_upgrade_patch
+    from workflows.runner.shard_runner import Limits
+
+    if not args.from_version or not args.to_version:
+        raise CommandError("give both --from VERSION and --to VERSION")
+    if args.from_version == args.to_version:
+        raise CommandError(f"--from and --to are the same version ({args.from_version})")
+    log = _log(args.no_progress)
+    started_at = _now()
+    timings: dict[str, float] = {}
+    t = time.monotonic()
+    envs = [
+        upgrade.provision(v, args.cache_dir, log=log) for v in (args.from_version, args.to_version)
+    ]
+    timings["provision_s"] = time.monotonic() - t
+    built = [
+        upgrade.build_inventory(e, args.specs, log=log, reuse=not args.rebuild_inventories)
+        for e in envs
+    ]
+    timings["inventories_s"] = sum(b.seconds for b in built)
+    old, new = built[0].inventory, built[1].inventory
+    t = time.monotonic()
+    diff, selection = upgrade.diff_and_select(
+        old,
+        new,
+        built[0].details,
+        built[1].details,
+        holdout=args.holdout,
+        seed=args.seed,
+        canaries=not args.no_canary,
+    )
+    timings["diff_select_s"] = time.monotonic() - t
+    sources = {
+        "from_inventory": str(built[0].path),
+        "to_inventory": str(built[1].path),
+        "environments": {e.version: str(e.path) for e in envs},
+        "specs": list(args.specs),
+    }
+    data = upgrade.upgrade_json(diff, selection, sources)
+    out: Path = args.out
+    path = out / "upgrade.json"
+    patch_line = ""
+    if args.run or args.validate:
+        limits = Limits(args.test_timeout, 3 * 3600.0, args.memory_mb)
+        kw = {
+            "specs": args.specs,
+            "limits": limits,
+            "jobs": args.jobs,
+            "show_progress": not args.no_progress,
+            "log": log,
+        }
+        runs = [
+            upgrade.run_version(envs[0], selection.run_on_old(old), out / "work" / "from", **kw),
+            upgrade.run_version(envs[1], selection.run_on_new(), out / "work" / "to", **kw),
+        ]
+        moved = upgrade.moved_rows(diff, runs[0], runs[1])
+        runs, moved, grown = upgrade.expand_misses(
+            diff, selection, old, new, envs, runs, moved, out / "work", **kw
+        )
+        data["run"] = upgrade.run_section(moved, runs[0], runs[1])
+        if data.get("new_exposed"):
+            from suites.renames import proposals_after
+
+            data["new_exposed"] = proposals_after(data["new_exposed"], runs[1].outcomes)
+        data["run"]["expansion"] = grown
+        if args.validate:
+            data["validate"] = upgrade.validate_full(
+                diff, selection, envs, (old, new), runs, out / "work", **kw
+            )
+        written = upgrade.export_report(
+            out, diff, selection, moved, old, new, envs[1], runs[1], started_at, _now()
+        )
+        data["report"] = {k: str(v) for k, v in sorted(written.items())}
+        data["patch"] = str(out / "upgrade.patch")
+        patch_line = write_upgrade_patch(
+            data, args.specs, out / "upgrade.patch", _run_id(written.get("run"))
+        )
+    data["timings"] = {k: round(v, 1) for k, v in timings.items()}
+    upgrade.write_json(path, data)
+    _print_summary(data, path)
+    if patch_line:
+        print(patch_line)
+    return 0
+
+
+def _run_id(run_json: Path | None) -> str:
+    import json
+
+    try:
+        return str(json.loads(Path(run_json or "").read_text(encoding="utf-8"))["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _print_summary(data: dict[str, Any], path: Path) -> None:
+    sel = data["selection"]
+    api = data["api"]
+    print(
+        f"torch {data['from_version']} -> {data['to_version']}: "
+        f"{data['variants_from']} -> {data['variants_to']} variants; "
+        f"{len(data['changed'])} changed, {len(data['added'])} added, "
+        f"{len(data['removed'])} removed"
+        + (f", {len(data['renamed'])} renamed" if data.get("renamed") else "")
+        + f"; aten API: {len(api['added'])} added, "
+        f"{len(api['removed'])} removed, {len(api['signature_changed'])} re-signed"
+    )
+    if data["changed_by_what"]:
+        top = ", ".join(f"{k} {n}" for k, n in list(data["changed_by_what"].items())[:6])
+        print(f"changed variants name: {top}")
+    print(
+        f"selected {sel['selected']} + canaries {sel.get('canary', 0)} + holdout "
+        f"{sel['holdout'] - sel.get('canary', 0)} of {sel['runnable_to']} "
+        f"runnable ({sel['share']:.1%}); {sel['removed_run_on_old']} removed run on "
+        f"{data['from_version']} only"
+    )
+    for item in data.get("renamed", ())[:20]:
+        print(f"  {item['line']}")
+    for item in data.get("ambiguous", ())[:10]:
+        print(f"  {item['line']}")
+    exposed = data.get("new_exposed") or ()
+    if exposed:
+        proposed: dict[str, int] = {}
+        for item in exposed:
+            proposed[item["proposed"]] = proposed.get(item["proposed"], 0) + 1
+        print(
+            f"new-exposed (never regressions): {len(exposed)}, proposed "
+            + ", ".join(f"{k} {n}" for k, n in sorted(proposed.items()))
+        )
+    for note in data["notes"]:
+        print(f"note: {note}")
+    run = data.get("run")
+    if run:
+        cats = ", ".join(f"{k} {n}" for k, n in run["categories"].items())
+        print(
+            f"ran {run['from']['ran']} on {data['from_version']} in {run['from']['wall_s']} s,"
+            f" {run['to']['ran']} on {data['to_version']} in {run['to']['wall_s']} s: {cats}"
+        )
+        for category in ("regressed", "new-failing", "fixed"):
+            rows = [r for r in run["rows"] if r["category"] == category]
+            for row in rows[:10]:
+                first = (row["message"] or "").strip().splitlines()[:1]
+                print(
+                    f"  {category}: {row['id']} ({row['before']} -> {row['after']})"
+                    + (f": {first[0][:120]}" if first else "")
+                )
+            if len(rows) > 10:
+                print(f"  ... and {len(rows) - 10} more {category} in upgrade.json")
+    val = data.get("validate")
+    if val:
+        print(
+            f"validate: {val['outcome_changes']} outcome changes in the full run, "
+            f"{val['caught']} caught, {val['missed']} missed; the selection ran "
+            f"{val['share_ran']:.1%} of the variants"
+        )
+    if data.get("report"):
+        print(f"report: {data['report'].get('report_html', '')}")
+    print(f"written: {path}")

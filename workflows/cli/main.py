@@ -1,0 +1,116 @@
+"""The `spyre-ci` command line: argparse subcommands discovered in `workflows.cli.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import os
+import pkgutil
+import signal
+import sys
+import threading
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+from workflows.cli import commands
+
+
+class CommandError(Exception):
+    """A command cannot go on; the message says what and where, and what to do."""
+
+
+class Parser(argparse.ArgumentParser):
+    """Every parser of the command line, its subcommands' too (argparse makes them of the
+    parent's class): no abbreviated options (`--job 2` is not `--jobs 2`), and a mistyped
+    choice or subcommand gets the nearest one offered."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            return super()._check_value(action, value)
+        names = [str(c) for c in choices]
+        close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r} ({hint}choose from {', '.join(names)})"
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="spyre-ci",
+        description="Keep an out-of-tree PyTorch backend green while upstream PyTorch moves.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    from contracts.errors import Unavailable
+    from workflows.runner.shard_runner import InfrastructureError
+    from workflows.settings import SettingsError
+
+    _absolute_path_variables(os.environ)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
+    try:
+        return int(args.func(args))
+    except (CommandError, SettingsError) as exc:
+        print(f"spyre-ci: error: {exc}", file=sys.stderr)
+        return 2
+    except (InfrastructureError, Unavailable) as exc:  # Unavailable: a service is down
+        print(f"spyre-ci: infrastructure error (not a test result): {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("spyre-ci: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop writing, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the flush at exit must not raise again
+        return 141  # what a shell reports for a writer stopped by SIGPIPE
+    except OSError as exc:
+        # The machine's fault, not the tests': a full disk, a folder that cannot be written
+        # (checked paths are refused before with exit 2; this is what changed under a run).
+        # History learns last, so nothing of the run was learned; it can be resumed.
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(
+            f"spyre-ci: infrastructure error (not a test result): {exc.strerror or exc}{where}",
+            file=sys.stderr,
+        )
+        return 3
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+# Variables that specs expand into paths (`${TORCH_ROOT}/test/...`): made absolute here, at
+# the edge, because shard processes and workers read them from other directories.
+PATH_VARIABLES = ("TORCH_ROOT", "TORCH_DEVICE_ROOT")
+
+
+def _absolute_path_variables(environ: MutableMapping[str, str]) -> None:
+    for name in PATH_VARIABLES:
+        value = environ.get(name)
+        if value and not os.path.isabs(value):
+            environ[name] = os.path.abspath(os.path.expanduser(value))
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

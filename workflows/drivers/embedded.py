@@ -1,0 +1,146 @@
+"""The embedded executor: the whole main job in one process tree, no services needed.
+
+Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them), the longest
+(by the plan's History estimate) first; a runner with nothing left to start steals the tail
+of the shard with the most time left (`workflows/runner/stealing.py`), so the runners finish
+together. The warm runner's zygote (`workflows/runner/zygote.py`) starts warming before the plan is
+made and stops when the run ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from suites.claims import Claims
+from suites.model import Outcome
+from workflows.drivers.progress import Progress
+from workflows.run import pipeline
+from workflows.runner import stealing, zygote
+from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun
+from workflows.settings import zygote_enabled
+from workflows.stores.history import HistoryStore
+
+
+def run(
+    request: pipeline.RunRequest, history: HistoryStore, jobs: int = 1, show_progress: bool = True
+) -> pipeline.FinishedRun:
+    """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
+    _warm_up(request)
+    try:
+        planned = pipeline.plan(request, history)
+    except BaseException:
+        zygote.stop_all()
+        raise
+    return _execute(planned, history, jobs, show_progress, done={})
+
+
+def resume(
+    run_id: str, history: HistoryStore, jobs: int = 1, show_progress: bool = True
+) -> pipeline.FinishedRun:
+    """Continue a run that stopped: keep what its shards reported, run the rest, finish."""
+    run = history.get_run(run_id)
+    if run is None:
+        raise pipeline.PipelineError(
+            f"no run {run_id!r} in History; `spyre-ci runs list` shows the ids"
+        )
+    if run.state.final:
+        raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
+    planned = pipeline.load_planned(run.summary["out_dir"], run_id)
+    _warm_up(planned.request)
+    done = {
+        f"shard-{i}": pipeline.recorded_outcomes(planned.request, f"shard-{i}")
+        for i in range(len(planned.shards))
+    }
+    return _execute(planned, history, jobs, show_progress, done)
+
+
+def _warm_up(request: pipeline.RunRequest) -> None:
+    if zygote_enabled():
+        zygote.prestart(PLUGIN, request.specs, pipeline.change_env(request))
+
+
+def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
+    """(name, ids, estimated seconds) of each shard: the plan's History estimates."""
+    estimates: dict[int, float] = {}
+    for shard in planned.plan.get("shards") or ():
+        if isinstance(shard, dict) and isinstance(shard.get("estimated_s"), int | float):
+            estimates[int(shard.get("index", -1))] = float(shard["estimated_s"])
+    return [
+        (f"shard-{i}", list(ids), estimates.get(i, float(len(ids))))
+        for i, ids in enumerate(planned.shards)
+    ]
+
+
+def _execute(
+    planned: pipeline.PlannedRun,
+    history: HistoryStore,
+    jobs: int,
+    show_progress: bool,
+    done: Mapping[str, Mapping[str, Outcome]],
+) -> pipeline.FinishedRun:
+    request = planned.request
+    kept = [o for outcomes in done.values() for o in outcomes.values()]
+    total = sum(len(s) for s in planned.shards)
+    progress = Progress(total) if show_progress else None
+    if progress is not None:
+        for outcome in kept:
+            progress(outcome)
+
+    stop = threading.Event()  # set on Ctrl-C / SIGTERM: every shard's process group dies
+
+    def execute(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
+        if progress is not None:
+            progress.add_total(len(ids))
+        return pipeline.execute_shard(request, name, ids, progress, parallel=1, stop=stop)
+
+    base_warming = threading.Event()
+
+    def warm_base_on_failure(report: ProgressCallback) -> ProgressCallback:
+        """With a change applied, a failure will run on the base torch too (A/B): its zygote
+        starts warming at the first failure, while the shards go on."""
+
+        def reported(outcome: Outcome) -> None:
+            if outcome.status.is_failure and not base_warming.is_set() and change_applied:
+                base_warming.set()
+                if zygote_enabled():
+                    zygote.prestart(PLUGIN, request.specs)
+            report(outcome)
+
+        return reported
+
+    change_applied = bool(pipeline.change_env(request))
+
+    def run_part(
+        name: str, ids: Sequence[str], claims: Claims, report: ProgressCallback
+    ) -> ShardRun:
+        return pipeline.execute_shard(
+            request, name, ids, warm_base_on_failure(report), stop=stop, claims=claims
+        )
+
+    try:
+        work = Path(request.out_dir) / "work" / request.run_id
+        work.mkdir(parents=True, exist_ok=True)
+        pooled = stealing.run_pool(
+            _shards(planned),
+            run_part,
+            jobs,
+            work,
+            warm=zygote_enabled(),
+            stop=stop,
+            progress=progress,
+            done={name: list(outcomes) for name, outcomes in done.items()},
+        )
+        outcomes = kept + pooled.outcomes
+        faults = [run.fault for run in pooled.runs if run.fault is not None]
+        finished = pipeline.finish(planned, outcomes, history, execute, faults)
+    except BaseException as exc:
+        stop.set()
+        zygote.stop_all()
+        pipeline.mark_stopped(history, request.run_id, exc)
+        raise
+    zygote.stop_all()
+    if progress is not None:
+        progress.finish()
+    return finished

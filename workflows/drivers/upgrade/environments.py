@@ -1,0 +1,185 @@
+"""One isolated environment per torch version: `python -m venv` + pip into a cache folder.
+
+env = provision("2.14.1", default_cache_dir())   # <cache>/torch-2.14.1, reused when complete
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from workflows.run.pipeline import PipelineError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+MARKER = ".spyre-ci-env.json"
+# pytest: the shard subprocesses are pytest runs of the suites plugin.
+EXTRA_PACKAGES = ("expecttest", "numpy", "pyyaml", "jsonschema", "pytest")
+
+Log = Callable[[str], None]
+
+
+class UpgradeError(PipelineError):
+    """An upgrade run cannot go on; the message names the version, file or step."""
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$SPYRE_CI_ENV_CACHE`, else `$XDG_CACHE_HOME/spyre-ci/envs` (~/.cache/spyre-ci/envs)."""
+    from workflows.settings import Settings
+
+    cache = Settings.from_env(environ).env_cache_dir
+    assert cache is not None  # from_env always sets it
+    return cache
+
+
+def stderr_log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class TorchEnv:
+    """One provisioned environment: a venv with one torch version and the project."""
+
+    version: str
+    path: Path
+
+    @property
+    def python(self) -> str:
+        return str(self.path / "bin" / "python")
+
+    def installed_torch(self) -> str | None:
+        """The torch version the venv has (read from its metadata, no import), or None."""
+        if not Path(self.python).exists():
+            return None
+        probe = (
+            "import importlib.metadata as m\ntry: print(m.version('torch'))\n"
+            "except m.PackageNotFoundError: print('')"
+        )
+        done = subprocess.run(
+            [self.python, "-c", probe], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip().split("+")[0] or None if done.returncode == 0 else None
+
+
+def _run_logged(command: list[str], log_file: Path, log: Log, label: str) -> None:
+    """Run a step, keep its whole output in `log_file`, show progress lines as they come."""
+    started = time.monotonic()
+    with open(log_file, "a", encoding="utf-8") as fh:
+        fh.write(f"$ {' '.join(command)}\n")
+        fh.flush()
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            words = line.strip()
+            # pip's own milestones; the rest stays in the log.
+            if words.startswith(
+                (
+                    "Collecting ",
+                    "Processing ",
+                    "Installing collected",
+                    "Successfully installed",
+                    "ERROR",
+                    "Obtaining ",
+                )
+            ):
+                log(f"  [{label} {time.monotonic() - started:5.0f} s] {words[:150]}")
+        code = proc.wait()
+    if code != 0:
+        tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
+        raise UpgradeError(
+            f"{label}: `{' '.join(command)}` exited {code}; whole output in {log_file}:\n{tail}"
+        )
+
+
+def provision(
+    version: str,
+    cache_dir: Path | None = None,
+    *,
+    project: Path = PROJECT_ROOT,
+    log: Log = stderr_log,
+    base_python: str | None = None,
+) -> TorchEnv:
+    """The environment for `version`, created in `cache_dir/torch-<version>` unless present.
+
+    Reused when its marker says it was completed for this torch version and project and its
+    torch is still installed; a half-built one (no marker) is removed and built again.
+    """
+    cache = cache_dir or default_cache_dir()
+    env = TorchEnv(version, cache / f"torch-{version}")
+    marker = env.path / MARKER
+    wanted = {"torch": version, "project": str(project)}
+    if marker.exists():
+        try:
+            recorded = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            recorded = {}
+        if {k: recorded.get(k) for k in wanted} == wanted and env.installed_torch() == version:
+            missing = [p for p in EXTRA_PACKAGES if p not in recorded.get("packages", ())]
+            if missing:  # made by an older spyre-ci: add what is new, keep the rest
+                log(f"torch {version}: adding {', '.join(missing)} to {env.path}")
+                _run_logged(
+                    [env.python, "-m", "pip", "install", "--disable-pip-version-check", *missing],
+                    cache / f"torch-{version}.log",
+                    log,
+                    f"{version} extras",
+                )
+                marker.write_text(
+                    json.dumps({**recorded, "packages": list(EXTRA_PACKAGES)}) + "\n",
+                    encoding="utf-8",
+                )
+            log(f"torch {version}: reusing {env.path}")
+            return env
+    if env.path.exists():
+        log(f"torch {version}: {env.path} is incomplete or for another project; rebuilding it")
+        shutil.rmtree(env.path)
+    cache.mkdir(parents=True, exist_ok=True)
+    log_file = cache / f"torch-{version}.log"
+    log_file.write_text("", encoding="utf-8")
+    started = time.monotonic()
+    log(
+        f"torch {version}: creating {env.path} (log: {log_file}); the 2.14 wheels are CUDA "
+        "builds of several GB that run on the CPU here"
+    )
+    python = base_python or sys.executable
+    _run_logged([python, "-m", "venv", str(env.path)], log_file, log, f"{version} venv")
+    pip = [env.python, "-m", "pip", "install", "--disable-pip-version-check"]
+    _run_logged([*pip, f"torch=={version}", *EXTRA_PACKAGES], log_file, log, f"{version} torch")
+    # The project pins one torch; --no-deps keeps the version this environment is for.
+    _run_logged([*pip, "--no-deps", "-e", str(project)], log_file, log, f"{version} project")
+    got = env.installed_torch()
+    if got != version:
+        raise UpgradeError(
+            f"torch {version}: the environment has torch {got!r} after install; see {log_file}"
+        )
+    marker.write_text(
+        json.dumps(
+            {
+                **wanted,
+                "packages": list(EXTRA_PACKAGES),
+                "created_s": round(time.monotonic() - started, 1),
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    log(f"torch {version}: ready in {time.monotonic() - started:.0f} s ({_size(env.path)})")
+    return env
+
+
+def _size(path: Path) -> str:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return f"{total / 1e9:.1f} GB"

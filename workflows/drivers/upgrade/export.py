@@ -1,0 +1,139 @@
+"""The upgrade run's exports: a RunRecord with `upgrade` (the per-variant diff rows) written
+by `dashboard_export` like the main job's, with the environment of the new version.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dashboard_export.model import Environment
+from suites.model import Inventory
+from workflows.drivers.upgrade.diff_run import VersionRun
+from workflows.drivers.upgrade.environments import TorchEnv
+from workflows.run.exporting import environment
+
+
+def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
+    """The dashboard Environment of a run on `env` (the main job's, with that torch)."""
+    return environment(
+        inventory.torch_version, inventory.torch_git_version, {"environment": str(env.path)}
+    )
+
+
+def export_report(
+    out_dir: Path,
+    diff: Any,
+    selection: Any,
+    moved: Sequence[Any],
+    old_inventory: Inventory,
+    new_inventory: Inventory,
+    new_env: TorchEnv,
+    new_run: VersionRun,
+    started_at: str,
+    completed_at: str,
+) -> dict[str, Path]:
+    """HUD formats and the report of the run on the new version, with `RunRecord.upgrade`."""
+    from contracts.event import TriggerEvent
+    from dashboard_export.layout import write_run
+    from dashboard_export.model import (
+        Classification,
+        DiffCategory,
+        DiffRow,
+        PlanSummary,
+        RunRecord,
+        UpgradeDiff,
+        VariantResult,
+    )
+
+    category = {m.id: m.category for m in moved}
+    holdout = set(selection.holdout)
+    results = []
+    for vid, outcome in sorted(new_run.outcomes.items()):
+        cls: Classification | None = None
+        if outcome.status.is_failure:
+            cls = (
+                Classification.PRE_EXISTING
+                if category.get(vid) == "unchanged-failing"
+                else Classification.NEW
+            )
+        results.append(
+            VariantResult.of(outcome, cls, vid in holdout and vid not in selection.reasons)
+        )
+    rows = tuple(
+        DiffRow(m.id, DiffCategory(m.category), m.before, m.after, m.message)
+        for m in moved
+        if m.category is not None
+    )
+    first_reason: dict[str, int] = {}
+    for reasons in selection.reasons.values():
+        first = reasons[0] if reasons else "?"
+        heuristic, _, text = first.partition(": ")
+        if heuristic == "definition" and "): " in text:
+            text = "changed " + text.split("): ", 1)[1]  # what changed, not the hashes
+        key = f"{heuristic}: {text}"
+        first_reason[key] = first_reason.get(key, 0) + 1
+    misses = tuple(
+        sorted(
+            m.id
+            for m in moved
+            if m.id in holdout
+            and m.id not in selection.reasons
+            and m.category in ("regressed", "new-failing")
+        )
+    )
+    summary = PlanSummary(
+        selected=len(selection.reasons),
+        inventory=len(new_inventory),
+        top_reasons=tuple(sorted(first_reason.items(), key=lambda kv: -kv[1])[:10]),
+        skipped={
+            "not affected by the upgrade": max(
+                0, selection.runnable_to - len(selection.reasons) - len(selection.holdout)
+            )
+        },
+        holdout=len(selection.holdout),
+        holdout_misses=misses,
+        canaries=len(selection.canary),
+        metrics={
+            "selection_ratio": selection.share,
+            "affected": float(diff.affected),
+            "changed": float(len(diff.changed)),
+            "added": float(len(diff.added)),
+            "removed": float(len(diff.removed)),
+            "api_changes": float(len(diff.api)),
+        },
+    )
+    stamp = completed_at.replace("-", "").replace(":", "")
+    run_id = f"upgrade-{diff.from_version}-{diff.to_version}-{stamp}"
+    event = TriggerEvent(
+        kind="periodic",
+        delivery_id=run_id,
+        repo="pytorch/pytorch",
+        head_sha=new_inventory.torch_git_version,
+        base_sha=old_inventory.torch_git_version,
+        ref=f"v{diff.to_version}",
+        source="cli",
+        upstream_event="upgrade",
+        commit_messages=(f"upgrade torch {diff.from_version} to {diff.to_version}",),
+    )
+    record = RunRecord(
+        run_id=run_id,
+        attempt=1,
+        downstream_repo="torch-spyre/torch-spyre",
+        workflow="spyre-ci",
+        job="upgrade-diff",
+        event=event,
+        environment=environment_of(new_env, new_inventory),
+        results=tuple(results),
+        started_at=started_at,
+        completed_at=completed_at,
+        plan=summary,
+        upgrade=UpgradeDiff(diff.from_version, diff.to_version, rows),
+    )
+    junit = out_dir / "junit"
+    junit.mkdir(parents=True, exist_ok=True)
+    for path in new_run.junit:
+        shutil.copyfile(path, junit / path.name)
+    return write_run(record, out_dir, junit)

@@ -1,0 +1,164 @@
+"""`upgrade.patch`: the upgrade run's proposal to the expectations files, for `git apply`.
+
+From the `run` rows of `upgrade.json`: each regressed variant, and each new variant failing
+on the new version, gets an exact-id entry in its suite's expectations file (xfail for a
+failure or an error, skip for a hang or a crash, as `suites record` writes them; the reason
+is the failure's summary line, a comment above names the upgrade run); each fixed variant
+whose expectation is an exact-id xfail entry loses that entry. Edits are textual
+(`suites.audit.expectations_patch`): comments and formatting stay. What it cannot edit
+(file suites, flow-style lists, globs and spec rules) is returned as notes: edit by hand.
+What upstream renamed (upgrade.json `renamed`) is renamed in the specs and expectations files
+(`suites.audit.rename_edits`), with a comment citing the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from suites.audit import (
+    AuditRule,
+    NewEntry,
+    audit_rules,
+    expectations_patch,
+    rename_edits,
+    rename_patch,
+)
+from suites.model import Expectation, Status, split_variant_id
+from suites.record import summarize
+from suites.renames import Rename
+from suites.rules import MODES
+
+_XFAILS = (Expectation.XFAIL, Expectation.XFAIL_STRICT)
+_TO_ADD = ("regressed", "new-failing")
+
+
+def suite_files(specs: Sequence[Any]) -> dict[str, list[tuple[set[str], Path]]]:
+    """suite -> (templates, expectations file) of each opinfo entry that names one."""
+    out: dict[str, list[tuple[set[str], Path]]] = {}
+    for spec in specs:
+        for entry in spec.get(("test_suite_config", "opinfo")) or ():
+            name = entry.get("expectations_file")
+            if name:
+                path = (spec.path.parent / name).resolve()
+                out.setdefault(spec.suite_name, []).append((set(entry["templates"]), path))
+    return out
+
+
+def upgrade_patch(
+    data: Mapping[str, Any], specs: Sequence[Any], root: Path | None = None, run_id: str = ""
+) -> tuple[str, Path, list[str]]:
+    """The unified diff for upgrade.json `data` over the loaded `specs`; the folder its
+    paths are relative to (default: the git work tree of the files, as the audit's); notes."""
+    from workflows.stores.sources import work_tree
+
+    run = data.get("run") or {}
+    files = suite_files(specs)
+    exact: dict[str, AuditRule] = {}  # variant id -> its exact-id expectations rule
+    for each in audit_rules(specs):
+        if each.kind == "expectations" and each.id_glob:
+            exact.setdefault(each.id_glob, each)
+    versions = f"torch {data.get('from_version')} -> {data.get('to_version')}"
+    where = f"upgrade run {run_id}, {versions}" if run_id else f"upgrade run {versions}"
+    remove: dict[Path, set[int]] = {}
+    add: dict[Path, list[NewEntry]] = {}
+    notes: list[str] = []
+    for row in run.get("rows") or ():
+        vid, category = str(row["id"]), str(row["category"])
+        rule = exact.get(vid)
+        if category == "fixed":
+            if rule is not None and rule.mode in _XFAILS:
+                remove.setdefault(rule.file.resolve(), set()).add(rule.index)
+            else:
+                notes.append(f"{vid}: fixed, not an exact-id xfail entry: edit by hand if needed")
+            continue
+        if category not in _TO_ADD:
+            continue
+        after = Status(row["after"]) if row.get("after") else Status.FAILED
+        if after is Status.XFAILED:
+            continue  # already expected to fail
+        mode = "skip" if after in (Status.TIMEOUT, Status.CRASHED) else "xfail"
+        summary = summarize(str(row.get("message") or ""))
+        reason = f"{after}: {summary}" if mode == "skip" else summary
+        try:
+            suite, template, _subject, _dtype = split_variant_id(vid)
+        except ValueError:
+            notes.append(f"{vid}: not a variant id; nothing added")
+            continue
+        candidates = files.get(suite, [])
+        paths = {p for templates, p in candidates if template in templates} or {
+            p for _t, p in candidates
+        }
+        if len(paths) != 1:
+            why = "no expectations file" if not paths else "several expectations files"
+            notes.append(f"{vid}: {category}; suite {suite!r} has {why}: add it by hand")
+            continue
+        (path,) = paths
+        if rule is not None and rule.mode is MODES[mode]:
+            continue  # its exact entry says so already
+        if rule is not None:  # an exact entry decides it otherwise: replace it
+            remove.setdefault(rule.file.resolve(), set()).add(rule.index)
+        comment = f"{where}: {category} ({row.get('before') or 'new'} -> {after})"
+        add.setdefault(path, []).append(NewEntry(vid, mode, reason, comment))
+    # What upstream renamed: entries (file-suite names, supported_ops, exact expectation ids)
+    # follow to the new name. An exact entry the rows above edit is left to them.
+    renames = [Rename.from_json(r) for r in data.get("renamed") or ()]
+    edits = [
+        e
+        for e in rename_edits(specs, renames)
+        if not any(
+            rule.file.resolve() == e.path.resolve() and e.old == rule.id_glob
+            for rule in exact.values()
+            if rule.index in remove.get(rule.file.resolve(), set())
+        )
+    ]
+    touched = sorted(set(remove) | set(add) | {e.path.resolve() for e in edits})
+    base = root if root is not None else work_tree(touched)
+    renamed_in = {e.path.resolve() for e in edits}
+    both = renamed_in & (set(remove) | set(add))
+    for path in sorted(both):
+        notes.append(f"{path}: both renamed and edited; its renames are left out: do them by hand")
+    text, refused = expectations_patch(remove, add, base)
+    renamed_text, not_renamed = rename_patch(
+        [e for e in edits if e.path.resolve() not in both], base
+    )
+    return text + renamed_text, base, notes + refused + not_renamed
+
+
+def write_upgrade_patch(
+    data: Mapping[str, Any], spec_paths: Sequence[str], out: Path, run_id: str = ""
+) -> str:
+    """Write `out` (upgrade.patch) for an upgrade.json (with a `run`, or with renames to
+    carry); one line saying so."""
+    from suites.expand import load_suites
+
+    text, base, notes = upgrade_patch(data, load_suites(spec_paths or None), None, run_id)
+    out.write_text(text, encoding="utf-8")
+    lines = text.splitlines()
+    renamed = sum(1 for line in lines if line.startswith("+") and "# upstream renamed: " in line)
+    # An exact entry renamed shows as one id removed and one added: count it as renamed.
+    renamed_ids = sum(
+        1
+        for before, line in zip(lines, lines[1:], strict=False)
+        if "# upstream renamed: " in before and re.match(r"^\+\s*- id: ", line)
+    )
+    counts = {
+        sign: sum(1 for line in lines if re.match(rf"^\{sign}\s*- id: ", line)) - renamed_ids
+        for sign in "+-"
+    }
+    if not text:
+        return f"patch: {out} is empty (nothing to propose){_notes(notes)}"
+    return (
+        f"patch: {out} (git apply, paths relative to {base}): adds {counts['+']} and "
+        f"removes {counts['-']} expectation(s)"
+        + (f", renames {renamed} name(s) upstream renamed" if renamed else "")
+        + _notes(notes)
+    )
+
+
+def _notes(notes: Sequence[str]) -> str:
+    return "".join(f"\n  note: {n}" for n in notes[:20]) + (
+        f"\n  ... and {len(notes) - 20} more" if len(notes) > 20 else ""
+    )

@@ -1,0 +1,248 @@
+"""Export assembly: the RunRecord every output format is built from, and writing them.
+
+`dashboard_export` builds and writes the formats (pure builders, `write_run`); this module
+gathers what they need from a run: the environment the tests ran in, the plan's summary, the
+per-variant results. The main job and the upgrade diff run both export through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from importlib import metadata
+from typing import Any
+
+from dashboard_export import layout, triage
+from dashboard_export.layout import write_run
+from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
+from suites.backend import BUNDLED_BACKEND, BUNDLED_DEVICE
+from workflows.run import forensics
+from workflows.run.run_model import FinishedRun
+from workflows.run.verification import VerifiedRun
+from workflows.stores.history import HistoryStore
+
+FORENSICS_FILE = layout.FORENSICS_FILE
+
+
+def environment_under_test(resolved: Mapping[str, Any]) -> Environment:
+    """The Environment of a run from what `workflows.run.under_test.resolve` recorded at plan
+    time (planned.json); a run planned before that was recorded gets `environment()`."""
+    if not resolved:
+        return environment()
+    torch = resolved.get("torch") or {}
+    backend = resolved.get("backend") or {}
+    package = str(backend.get("package") or BUNDLED_BACKEND)
+    device = str(backend.get("device") or BUNDLED_DEVICE)
+    bundled = package == BUNDLED_BACKEND and device == BUNDLED_DEVICE
+    return Environment(
+        torch_version=str(torch.get("version") or "unknown"),
+        torch_git_version=str(torch.get("git_sha") or "unknown"),
+        backend=f"{package} (emulated IBM Spyre)" if bundled else package,
+        backend_version=str(backend.get("version") or "unknown"),
+        device=(
+            "spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)" if bundled else device
+        ),
+        torch_source=str(torch.get("source") or ""),
+        change=dict(resolved.get("change") or {}),
+        tested=str(resolved.get("tested") or ""),
+        notes=tuple(str(n) for n in resolved.get("notes") or ()),
+    )
+
+
+def environment(
+    torch_version: str | None = None,
+    torch_git_version: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> Environment:
+    """Where the tests ran: by default the installed torch, read from the installed
+    distributions without importing it; an upgrade run names its environment's torch."""
+    return Environment(
+        torch_version=_version("torch") if torch_version is None else torch_version,
+        torch_git_version=(
+            _torch_git_version() if torch_git_version is None else torch_git_version
+        ),
+        backend="backend_under_test (emulated IBM Spyre)",
+        backend_version=_version("spyre-ci"),
+        device="spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)",
+        extra=dict(extra or {}),
+    )
+
+
+# Read once per process: what a process has loaded does not change under it, and looking a
+# distribution up on every export was 7 % of a docs-only run's worker time.
+@cache
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _torch_git_version() -> str:
+    from workflows.run.under_test import torch_git_sha
+
+    return torch_git_sha() or "unknown"
+
+
+def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[str, int], ...]:
+    """The first reason of every selected variant, counted: the report's 'why these tests'."""
+    reasons: dict[str, int] = {}
+    for selected in plan_json.get("selected", ()):
+        for reason in selected.get("reasons", ())[:1]:
+            key = f"{reason['heuristic']}: {reason['reason']}"
+            reasons[key] = reasons.get(key, 0) + 1
+    return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
+
+
+REMOVED_NAMED = 5  # removed ids the report's line names
+
+
+def removed_reason(summary: Mapping[str, Any]) -> dict[str, int]:
+    """The report's "not run because" line for the planned ids the specs no longer have
+    (`pipeline.summarize`'s `removed`), naming the first few; empty when there are none."""
+    count = int(summary.get("removed") or 0)
+    if not count:
+        return {}
+    ids = list(summary.get("removed_ids") or ())[:REMOVED_NAMED]
+    more = ", ..." if count > len(ids) else ""
+    return {f"removed: no longer in the specs ({', '.join(ids)}{more})": count}
+
+
+def run_record(
+    finished: FinishedRun,
+    completed_at: str,
+    verified: VerifiedRun | None,
+    found: Mapping[str, Any] | None = None,
+) -> RunRecord:
+    """The record of a main-job run; `verified` is None when it could not be verified (an
+    infrastructure error): the record then carries the faults and the tests that did run.
+    `found`: the run's `failure_forensics`, kept in the record (`forensics`,
+    `triage_verdict`) so every format, and a re-export from run.json, carries them."""
+    request = finished.planned.request
+    plan_json = finished.planned.plan
+    holdout = set(finished.planned.holdout)
+    base = finished.base_outcomes
+    outcomes = finished.outcomes
+    if finished.faults:
+        # An infrastructure error publishes no per-test failure anywhere (callback, HUD rows,
+        # report): what failed before the tests stopped running says nothing that can be
+        # trusted. The tests that passed are kept.
+        outcomes = {v: o for v, o in outcomes.items() if not o.status.is_failure}
+    results = tuple(
+        VariantResult.of(
+            outcome,
+            finished.classification.get(vid),
+            vid in holdout,
+            str(base[vid].status) if vid in base else None,
+        )
+        for vid, outcome in sorted(outcomes.items())
+    )
+    metrics = verified.verdict.metrics if verified is not None else None
+    summary = PlanSummary(
+        selected=len(plan_json.get("selected", ())),
+        inventory=int(plan_json.get("totals", {}).get("variants", 0)),
+        fallback_reason=plan_json.get("fallback"),
+        top_reasons=top_reasons(plan_json),
+        skipped={
+            **{str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
+            **removed_reason(finished.summary),
+        },
+        holdout=len(holdout),
+        holdout_misses=tuple(metrics.holdout_misses) if metrics else (),
+        metrics={
+            k: float(v)
+            for k, v in (metrics.to_json() if metrics else {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        },
+    )
+    ci = RunRecord.ci_fields(request.run_id)
+    return RunRecord(
+        run_id=request.run_id,
+        attempt=request.attempt,
+        downstream_repo=request.downstream_repo,
+        workflow=request.workflow,
+        job=request.job,
+        event=request.trigger,
+        environment=environment_under_test(finished.planned.environment),
+        results=results,
+        started_at=finished.planned.started_at,
+        completed_at=completed_at,
+        plan=summary,
+        infrastructure=tuple(f"{f.summary}\n{f.cause}" for f in finished.faults),
+        held_back=finished.held_back,
+        ci_run_id=ci.get("ci_run_id", ""),
+        run_url=ci.get("run_url", ""),
+        artifact_url=ci.get("artifact_url", ""),
+        forensics=dict((found or {}).get("failures") or {}),
+        triage_verdict=(found or {}).get("triage_verdict") or None,
+    )
+
+
+def failure_forensics(
+    finished: FinishedRun, history: HistoryStore, created_at: float
+) -> dict[str, Any]:
+    """Per new failure its window (last good / first bad sha, compare URL) and triage class,
+    and the run's `triage_verdict`: `{"failures": {id: {...}}, "triage_verdict": {...}}`.
+
+    `created_at`: when the run was planned (its place among History's runs)."""
+    request = finished.planned.request
+    trigger = request.trigger
+    new = [v for v in finished.new_failures if v in finished.outcomes]
+    current = forensics.RunPoint(request.run_id, created_at, trigger.kind, trigger.head_sha)
+    found = forensics.windows(history, current, new, trigger.repo or forensics.UPSTREAM_REPO)
+    related = triage.related_ids(finished.planned.plan.get("selected", ()))
+    messages = {v: finished.outcomes[v].message for v in new}
+    failures = {}
+    triaged = []
+    base = finished.base_outcomes
+    tested = (finished.planned.environment or {}).get("tested") or None
+    for vid in new:
+        one = triage.triage(
+            vid,
+            messages[vid],
+            vid in related,
+            finished.classification.get(vid),
+            base_status=str(base[vid].status) if vid in base else None,
+            tested=tested,
+        )
+        triaged.append(one)
+        failures[vid] = {**found[vid].to_json(), **one.to_json()}
+    first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)
+    verdict = triage.run_verdict(
+        triaged,
+        messages,
+        first_bad=first_bad,
+        job=request.job,
+        version=_version("spyre-ci"),
+    )
+    return {"failures": failures, "triage_verdict": verdict}
+
+
+FORENSICS_SHOWN = 20  # new failures whose window the run's summary keeps
+
+
+def forensics_summary(found: Mapping[str, Any]) -> dict[str, Any]:
+    """What History's run summary keeps of `failure_forensics` (`runs show`): the verdict's
+    category and confidence, and the first failures' windows and classes."""
+    verdict = found.get("triage_verdict") or {}
+    failures = list(found.get("failures", {}).values())
+    return {
+        "triage": verdict.get("category"),
+        "confidence": verdict.get("confidence"),
+        "failures": failures[:FORENSICS_SHOWN],
+        "more": max(0, len(failures) - FORENSICS_SHOWN),
+    }
+
+
+def export(
+    finished: FinishedRun,
+    completed_at: str,
+    verified: VerifiedRun | None,
+    found: dict[str, Any] | None = None,
+) -> None:
+    """Write every output format of the run into its out directory.
+
+    `found`: the run's `failure_forensics`; the record carries it, so `write_run` writes
+    `forensics.json`, the report's new failures show each one's window and triage class,
+    `failed_tests` their shas and the callback the verdict."""
+    write_run(run_record(finished, completed_at, verified, found), finished.out_dir)

@@ -1,0 +1,681 @@
+"""The main job as three steps, shared by the embedded and the distributed executor.
+
+plan (selector stages 1-3) -> execute_shard, once per shard -> finish (stage 4: reruns,
+baseline comparison, expansion; History; export). Each step takes plain, JSON-serializable
+input so a Celery task can carry it; each is idempotent by run id and shard index.
+
+A shard that could not run its tests (`InfraFault`) is never a test result: finish then
+ends the run as an infrastructure error (RunState.INFRA_ERROR, exit code 3) and History
+learns nothing from it. A run whose failures look like the tool's fault is held back from
+History (RunState.HELD) until `spyre-ci history confirm`. A planned id the specs no longer
+have comes back from its shard as `Status.REMOVED`: finish takes it out of the results
+(not a failure, not a fault, nothing learned) and the summary and report count it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from contracts.event import TriggerEvent
+from suites.claims import Claims
+from suites.model import Inventory, Outcome, Status
+from suites.results_file import read_outcomes
+from workflows.run import exporting, planning, under_test, verification
+from workflows.run.run_model import (
+    PLANNED_FILE,
+    FinishedRun,
+    PipelineError,
+    PlannedRun,
+    RunRequest,
+)
+from workflows.runner.shard_runner import (
+    InfraFault,
+    Limits,
+    ProgressCallback,
+    ShardRun,
+    run_shard,
+    short_message,
+)
+from workflows.stores.history import HistoryError, HistoryStore, RunRecord, RunState
+from workflows.tracing.trace_store import (
+    TRACE_FILE,
+    TRACE_IDS,
+    refresh_ids,
+    trace_store_for,
+    tracing_env,
+)
+from workflows.tracing.trace_store import learn as learn_traces
+
+__all__ = [  # the run's data lives in workflows.run.run_model; callers reach it from here too
+    "PLANNED_FILE",
+    "FinishedRun",
+    "PipelineError",
+    "PlannedRun",
+    "RunRequest",
+    "ShardRun",
+    "claim_out_dir",
+    "execute_ids",
+    "execute_shard",
+    "finish",
+    "load_inventory",
+    "load_planned",
+    "mark_stopped",
+    "plan",
+    "recorded_outcomes",
+    "run_dir",
+    "run_id_for",
+    "work_dir",
+]
+
+
+def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = None) -> str:
+    """Stable per delivery: a redelivered or retried task lands on the same run.
+
+    A run started by hand (`started`, a timestamp) is a new run each time, even for the
+    same recorded event. The id names folders and Redis keys, so it is built only from a
+    safe alphabet whatever the payload said: the kind and the sha are kept only when they
+    are a known word and hex, the rest is a digest.
+    """
+    key = f"{event.delivery_id}:{attempt}:{started or ''}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    kind = event.kind if _WORD.fullmatch(event.kind) else "event"
+    sha = event.head_sha[:8] if _HEX.fullmatch(event.head_sha[:8]) else "nosha"
+    return f"{kind}-{sha}-{digest}"
+
+
+_WORD = re.compile(r"[a-z_]{1,20}")
+_HEX = re.compile(r"[0-9a-f]{8}")
+
+
+def run_dir(out_root: str | Path, run_id: str) -> Path:
+    """`out_root/run_id`, proved to stay under `out_root` (PipelineError otherwise)."""
+    root = Path(out_root).resolve()
+    path = (root / run_id).resolve()
+    if path.parent != root or not _SAFE_ID.fullmatch(run_id):
+        raise PipelineError(f"run id {run_id!r} does not name a folder under {root}")
+    return path
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Inventories read in this process, by file and its modification: a worker plans and
+# finishes every run against the same one. An Inventory is frozen, so sharing it is safe.
+_inventories: dict[tuple[str, int, int], Inventory] = {}
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """An Inventory file (the main job's, each upgrade environment's); a missing or unreadable
+    one is a PipelineError naming it. A file read before and not changed since is not read
+    again."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(
+            f"{path}: no inventory there; build one with `spyre-ci inventory --out {path}` "
+            "(in an environment with that torch)"
+        )
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        inventory = _inventories.get(key)
+        if inventory is None:
+            inventory = Inventory.load(path)
+            if len(_inventories) >= 4:
+                _inventories.pop(next(iter(_inventories)))
+            _inventories[key] = inventory
+        return inventory
+    except (
+        OSError,
+        EOFError,
+        UnicodeDecodeError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        raise PipelineError(
+            f"{path}: not a readable inventory ({type(exc).__name__}: {exc}); "
+            "build it again with `spyre-ci inventory --out FILE`"
+        ) from exc
+
+
+def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
+    """Selector stages 1-3; the plan is saved as `out_dir/plan.json`.
+
+    An out directory that holds another run which has not finished is refused: planning over
+    it would lose that run's plan, and `runs resume` of it would finish this one instead.
+    """
+    out = Path(request.out_dir)
+    change = under_test.applied_change(request)  # a diff that does not apply stops here
+    claim_out_dir(out, request.run_id, history)
+    inventory = load_inventory(request.inventory)
+    snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
+    traces = trace_store_for(history)
+    result = planning.make_plan(request, inventory, snapshot, traces)
+    planned = PlannedRun(
+        request,
+        result.plan_json,
+        result.shards,
+        result.holdout,
+        now_iso(),
+        snapshot.to_json(),
+        under_test.resolve(request, change),
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    _plan_tracing(request, inventory, result)
+    (out / "plan.json").write_text(json.dumps(planned.plan, indent=1) + "\n", encoding="utf-8")
+    (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
+    history.save_run(
+        RunRecord(
+            request.run_id,
+            RunState.PLANNED,
+            summary={
+                "event": _event_label(request),
+                # Where the run sits on upstream's line (`workflows.run.forensics`).
+                "kind": request.trigger.kind,
+                "head_sha": request.trigger.head_sha,
+                "selected": len(result.selected_ids),
+                "holdout": len(planned.holdout),
+                "fallback": planned.plan.get("fallback"),
+                "out_dir": str(out),
+            },
+        )
+    )
+    return planned
+
+
+def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
+    """Make `out` this run's: refuse it while it holds another unfinished run, else clear
+    what an earlier, finished run left in it (its work files and JUnit)."""
+    path = out / PLANNED_FILE
+    if out.exists() and not out.is_dir():
+        raise PipelineError(f"{out}: not a directory; pass another --out")
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))["request"]["run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None
+    if previous is not None and previous != run_id:
+        run = history.get_run(previous)
+        if run is not None and not run.state.final:
+            raise PipelineError(
+                f"{out} holds run {previous}, which has not finished ({run.state}): resume it "
+                f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
+                f"{out} to give that run up)"
+            )
+    if previous is not None and previous != run_id:
+        # Only a folder an earlier run of ours planned in (it has our planned.json) is
+        # cleared: a user's own `work/` elsewhere is never touched.
+        for stale in ("work", "junit"):
+            shutil.rmtree(out / stale, ignore_errors=True)
+
+
+def work_dir(request: RunRequest, name: str) -> Path:
+    """A shard's files, under its run's id: nothing another run wrote is ever read as ours."""
+    return Path(request.out_dir) / "work" / request.run_id / name
+
+
+def trace_ids_file(request: RunRequest) -> Path:
+    """The ids this run's shards trace (`workflows.tracing.trace_store.refresh_ids`)."""
+    return Path(request.out_dir) / "work" / request.run_id / TRACE_IDS
+
+
+def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.PlanResult) -> None:
+    """Choose what the run traces: variants the joined trace lacks or has stale, and a
+    rotating share of the rest (`SPYRE_CI_TRACE_SHARE`); their traces are stored at finish."""
+    if not request.record_traces:
+        return
+    run_ids = [vid for shard in result.shards for vid in shard]
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    chosen = refresh_ids(run_ids, result.trace, fingerprints, request.trace_share, request.run_id)
+    path = trace_ids_file(request)
+    if chosen:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{vid}\n" for vid in chosen), encoding="utf-8")
+
+
+def _trace_env(request: RunRequest, name: str, runner: str | None = None) -> dict[str, str] | None:
+    """Tracing into the shard's folder: `trace.ndjson`, or `<runner>.trace.ndjson` for another
+    runner of the same shard (a thief), so no two processes write one file."""
+    ids = trace_ids_file(request)
+    if not ids.exists() or ids.stat().st_size == 0:
+        return None
+    file = TRACE_FILE if runner is None or runner == name else f"{runner}.{TRACE_FILE}"
+    return tracing_env(ids, work_dir(request, name) / file)
+
+
+def execute_shard(
+    request: RunRequest,
+    name: str,
+    ids: Sequence[str],
+    progress: ProgressCallback | None = None,
+    *,
+    parallel: int | None = None,
+    stop: threading.Event | None = None,
+    claims: Claims | None = None,
+    changed: bool | None = None,
+) -> ShardRun:
+    """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
+
+    `changed`: on the torch with the run's change applied (the default, except for the
+    shard named `BASE_SHARD`); False runs them on the base torch (the A/B comparison).
+    `parallel`: shards running at once beside this one (default: the plan's shard count;
+    reruns and expansions run alone and pass 1). `stop`: see `run_shard`. `claims`: the
+    shard's ids are shared with other runners (work stealing); this runner's files in the
+    shard's folder are named by its token, so a resumed run reads what every runner did.
+    """
+    if changed is None:
+        changed = name != BASE_SHARD
+    _mark_started(work_dir(request, name))
+    return execute_ids(
+        claims.token if claims is not None else name,
+        ids,
+        work_dir(request, name),
+        limits=request.limits,
+        specs=request.specs,
+        progress=progress,
+        parallel=request.shards if parallel is None else parallel,
+        stop=stop,
+        junit_dir=Path(request.out_dir) / "junit",
+        python=_python(request, changed),
+        env={
+            **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
+            **(change_env(request) if changed else {}),
+        },
+        claims=claims,
+    )
+
+
+def _python(request: RunRequest, changed: bool) -> str | None:
+    """The interpreter of the shard's test processes: a prepared environment that has the
+    change's head (`workflows.runner.torch_builds`), else this one (None)."""
+    if not changed:
+        return None
+    build = under_test.build_for(request)
+    return build.python if build is not None else None
+
+
+def change_env(request: RunRequest) -> dict[str, str]:
+    """What makes a test process of `request` import the changed torch (empty when the run
+    applies nothing). The overlay is prepared on the machine that runs the shard."""
+    return under_test.applied_change(request).env()
+
+
+STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)
+
+
+def _mark_started(work: Path) -> None:
+    """Note when a shard first started (a resumed shard keeps its first start): `finish`
+    records the run's earliest as its start of execution, the end of its queue time."""
+    path = work / STARTED_FILE
+    if not path.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{time.time():.3f}\n", encoding="utf-8")
+
+
+def first_start(request: RunRequest) -> float | None:
+    """The earliest start a shard of this run noted here; None when none did (a run planned
+    before starts were noted, or shards that ran on other machines only)."""
+    starts = []
+    for path in (Path(request.out_dir) / "work" / request.run_id).glob(f"*/{STARTED_FILE}"):
+        try:
+            starts.append(float(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return min(starts, default=None)
+
+
+def execute_ids(
+    name: str,
+    ids: Sequence[str],
+    work: Path,
+    *,
+    limits: Limits,
+    specs: Sequence[str] = (),
+    progress: ProgressCallback | None = None,
+    parallel: int = 1,
+    stop: threading.Event | None = None,
+    python: str | None = None,
+    junit_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    claims: Claims | None = None,
+) -> ShardRun:
+    """The one shard executor: the main job's shards, reruns and expansions, and the upgrade
+    run's shards on each version (`python`: that environment's interpreter). JUnit files are
+    copied into `junit_dir` when given (unique per process: nothing is overwritten)."""
+    result = run_shard(
+        name,
+        list(ids),
+        work,
+        limits=limits,
+        specs=specs,
+        progress=progress,
+        parallel=parallel,
+        stop=stop,
+        python=python,
+        env=env,
+        claims=claims,
+    )
+    if junit_dir is not None:
+        junit_dir.mkdir(parents=True, exist_ok=True)
+        for path in result.junit_paths:
+            shutil.copyfile(path, junit_dir / path.name)
+    return ShardRun(result.outcomes, result.fault, tuple(result.junit_paths))
+
+
+def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
+    """The planned run an out directory holds; with `run_id`, it must be that run's."""
+    path = Path(out_dir) / PLANNED_FILE
+    try:
+        planned = PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: the run left no plan there; start it again") from None
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"{path}: not a readable plan: {exc}") from exc
+    if run_id is not None and planned.request.run_id != run_id:
+        raise PipelineError(
+            f"{path} now holds run {planned.request.run_id}, not {run_id}: the out directory "
+            f"was reused, so run {run_id} cannot be resumed; start it again"
+        )
+    return planned
+
+
+def recorded_outcomes(request: RunRequest, shard: str) -> dict[str, Outcome]:
+    """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
+    done = read_outcomes(sorted(work_dir(request, shard).glob("*.jsonl")))
+    return {vid: replace(o, message=short_message(o.message)) for vid, o in done.items()}
+
+
+ShardExecutor = Callable[[str, Sequence[str]], ShardRun]
+
+
+class _Faulted(Exception):
+    """A rerun or an expansion could not run: the verdict stops there."""
+
+
+def finish(
+    planned: PlannedRun,
+    outcomes: Sequence[Outcome],
+    history: HistoryStore,
+    execute: ShardExecutor,
+    faults: Sequence[InfraFault] = (),
+) -> FinishedRun:
+    """Selector stage 4, History, and export; `execute(name, ids)` runs reruns and expansions.
+
+    `faults`: shards that could not run. Then, or when a rerun or the expansion cannot run,
+    the run ends as an infrastructure error: exported as such, nothing learned.
+    """
+    request = planned.request
+    history.save_run(_with_state(history, request.run_id, RunState.FINISHING))
+    outcomes = list(outcomes)
+    faults = [f for f in faults if not _change_failure(planned, f, outcomes)]
+    removed: dict[str, None] = {}  # ids the specs no longer have, in the order reported
+    finished = FinishedRun(
+        planned, {o.id: o for o in _results(outcomes, removed)}, {}, {}, Path(request.out_dir)
+    )
+    verdict = None
+    if not faults:
+
+        def run_more(name: str, ids: Sequence[str]) -> list[Outcome]:
+            shard = execute(name, ids)
+            more = list(shard.outcomes)
+            if shard.fault is not None and not _change_failure(planned, shard.fault, more):
+                faults.append(shard.fault)
+                raise _Faulted
+            return _results(more, removed)
+
+        inventory = load_inventory(request.inventory)
+        base = None
+        if change_env(request):
+
+            def base(ids: Sequence[str]) -> dict[str, Outcome]:
+                return _base_outcomes(planned, inventory, ids, run_more)
+
+        try:
+            verdict, update = verification.verify(
+                planned, inventory, finished.outcomes, run_more, base
+            )
+        except _Faulted:
+            verdict = None
+    if verdict is not None:
+        finished.base_outcomes = verdict.base
+    if faults or verdict is None:
+        finished.faults = tuple(faults)
+        state = RunState.INFRA_ERROR
+    else:
+        finished.outcomes, finished.classification = verdict.outcomes, verdict.classification
+        finished.held_back = suspect_learning(finished, request.mass_failure_share)
+        state = RunState.HELD if finished.held_back else RunState.COMPLETED
+    finished.summary = summarize(finished, verdict.metrics if verdict else {}, list(removed))
+    # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
+    # when it was planned; updated_at moves again when `history` commands change its state.
+    finished.summary["started_at"] = first_start(request)
+    found = None
+    if verdict is not None and finished.new_failures:
+        run = history.get_run(request.run_id)
+        created = run.created_at if run is not None else time.time()
+        try:
+            found = exporting.failure_forensics(finished, history, created)
+        except HistoryError as exc:  # forensics are lost, never the run
+            print(f"spyre-ci: forensics of run {request.run_id} not made: {exc}", file=sys.stderr)
+        else:
+            finished.summary["forensics"] = exporting.forensics_summary(found)
+    exporting.export(finished, now_iso(), verdict, found)
+    # Learn last: only a run whose exports were written teaches History anything. A crash
+    # before this line (a full disk, an export that fails) leaves History as it was and the
+    # run resumable.
+    if state is RunState.HELD:
+        history.hold(request.run_id, update, finished.held_back or "")
+    elif state is RunState.COMPLETED:
+        history.apply(request.run_id, update)
+    if state in (RunState.HELD, RunState.COMPLETED):
+        _learn_traces(history, request, finished)
+    finished.summary["finished_at"] = time.time()
+    history.save_run(_with_state(history, request.run_id, state, finished.summary))
+    return finished
+
+
+def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outcome]) -> bool:
+    """Whether `fault` is the applied change's own failure, not the tool's: the changed torch
+    does not import (a syntax error in a changed module, named in the fault's cause). Then
+    each variant it left unrun gets an `error` outcome saying so (added to `outcomes`): the
+    change broke them, and the A/B comparison tells whether they pass without it."""
+    broken = [str(b) for b in (planned.environment.get("change") or {}).get("broken") or ()]
+    if not broken:
+        return False
+    paths = {b.split(":", 1)[0] for b in broken}
+    if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
+        return False
+    message = (
+        "the change breaks importing torch (the change's failure, not the tool's): "
+        + "; ".join(broken[:3])
+    )
+    outcomes.extend(Outcome(vid, Status.ERROR, 0.0, message) for vid in fault.unrun)
+    return True
+
+
+BASE_SHARD = "base"  # the shard name of the A/B comparison's runs on the base torch
+
+
+def _base_outcomes(
+    planned: PlannedRun,
+    inventory: Inventory,
+    ids: Sequence[str],
+    run_more: Callable[[str, Sequence[str]], list[Outcome]],
+) -> dict[str, Outcome]:
+    """`ids` on the base torch (the run's change not applied): from the cache of this torch's
+    base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
+    from workflows.run.base_outcomes import BaseOutcomeCache
+
+    sha = str(planned.environment.get("torch", {}).get("git_sha") or "")
+    cache = BaseOutcomeCache.for_torch(sha)
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    found = cache.get(ids, fingerprints)
+    missing = [vid for vid in ids if vid not in found]
+    if missing:
+        ran = {o.id: o for o in run_more(BASE_SHARD, missing)}
+        cache.put(ran.values(), fingerprints)
+        found.update(ran)
+    return found
+
+
+def _learn_traces(history: HistoryStore, request: RunRequest, finished: FinishedRun) -> None:
+    """Store what the run's shards traced. A trace is a fact of execution, not a verdict: a
+    held run's traces are kept too. A store that fails loses traces only, never the run."""
+    store = trace_store_for(history)
+    files = sorted((Path(request.out_dir) / "work" / request.run_id).glob(f"*/*{TRACE_FILE}"))
+    if store is None or not files:
+        return
+    try:
+        stored = learn_traces(
+            store, load_inventory(request.inventory), files, finished.outcomes, request.run_id
+        )
+    except HistoryError as exc:
+        print(f"spyre-ci: traces of run {request.run_id} not stored: {exc}", file=sys.stderr)
+        return
+    finished.traces_stored = stored
+
+
+def _results(outcomes: Sequence[Outcome], removed: dict[str, None]) -> list[Outcome]:
+    """The outcomes that are test results; the ids reported removed go into `removed`.
+
+    A removed id is not a test of this run: Verify, History and every export see only the
+    rest, so nothing learns it as a failure (or as a pass).
+    """
+    kept = []
+    for outcome in outcomes:
+        if outcome.status is Status.REMOVED:
+            removed[outcome.id] = None
+        else:
+            kept.append(outcome)
+    return kept
+
+
+def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
+    """Why this run's failures look like the tool's fault rather than the tests', if they do."""
+    from selector.verify import mass_failure
+
+    failing = {v for v, c in finished.classification.items() if c != "flaky"}
+    return mass_failure(
+        finished.outcomes.values(), finished.planned.shards, failing, max_share=max_share
+    )
+
+
+REMOVED_SHOWN = 20  # removed ids the summary lists; the count covers them all
+
+
+def summarize(
+    finished: FinishedRun, metrics: Mapping[str, Any], removed: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The run's summary (History's run record, `runs show`, the CLI's closing lines).
+
+    `removed`: planned ids the specs no longer have (counted under `counts` too, so the
+    CLI lists them, but never as failed); `new_variants`: selected ids the `new` heuristic
+    marked as new to History (or to the previous Inventory).
+    """
+    counts: dict[str, int] = {}
+    for outcome in finished.outcomes.values():
+        counts[str(outcome.status)] = counts.get(str(outcome.status), 0) + 1
+    if removed:
+        counts[str(Status.REMOVED)] = len(removed)
+    return {
+        "event": _event_label(finished.planned.request),
+        "selected": len(finished.planned.plan.get("selected", [])),
+        "holdout": len(finished.planned.holdout),
+        "ran": len(finished.outcomes),
+        "failed": sum(n for s, n in counts.items() if Status(s).is_failure),
+        "new_failures": len(finished.new_failures),
+        "new_timeouts": sum(  # new failures that were a test (or its shard) out of time
+            1
+            for v in finished.new_failures
+            if v in finished.outcomes and finished.outcomes[v].status is Status.TIMEOUT
+        ),
+        "counts": counts,
+        "metrics": {k: v for k, v in metrics.items() if not isinstance(v, list | tuple)},
+        "fallback": finished.planned.plan.get("fallback"),
+        "decision": finished.planned.plan.get("decision"),
+        "why": "; ".join(finished.planned.plan.get("change_facts", {}).get("reasons", [])),
+        "out_dir": str(finished.out_dir),
+        "infrastructure": [f.summary for f in finished.faults],
+        "held_back": finished.held_back,
+        "removed": len(removed),
+        "removed_ids": list(removed[:REMOVED_SHOWN]),
+        "new_variants": _new_variants(finished.planned.plan),
+        **_under_test_summary(finished.planned.environment),
+    }
+
+
+def _under_test_summary(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """What History's run summary keeps of the environment under test (`runs show`)."""
+    if not resolved:
+        return {}
+    change = resolved.get("change") or {}
+    return {
+        "tested": resolved.get("tested"),
+        "torch": f"{resolved.get('torch', {}).get('version')} "
+        f"({str(resolved.get('torch', {}).get('git_sha'))[:12]})",
+        "change": {
+            "state": change.get("state"),
+            "applied": [f.get("path") for f in change.get("applied") or ()][:20],
+            "not_applied": [f.get("path") for f in change.get("not_applied") or ()][:20],
+        },
+        "under_test_notes": list(resolved.get("notes") or ())[:10],
+    }
+
+
+def _new_variants(plan_json: Mapping[str, Any]) -> int:
+    """Selected ids the selector's `new` heuristic marked as unknown to History (or to the
+    previous Inventory): the ids that appeared upstream since."""
+    return sum(
+        1
+        for selected in plan_json.get("selected", ())
+        if any(r.get("heuristic") == "new" for r in selected.get("reasons", ()))
+    )
+
+
+def _event_label(request: RunRequest) -> str:
+    trigger = request.trigger
+    return f"{trigger.kind} {trigger.head_sha[:12] or trigger.delivery_id}"
+
+
+def _with_state(
+    history: HistoryStore,
+    run_id: str,
+    state: RunState,
+    summary: Mapping[str, Any] | None = None,
+) -> RunRecord:
+    run = history.get_run(run_id) or RunRecord(run_id, state)
+    merged = {**run.summary, **(summary or {})}
+    return replace(run, state=state, summary=merged)
+
+
+def mark_stopped(history: HistoryStore, run_id: str, exc: BaseException) -> None:
+    """Record why a run stopped, so `spyre-ci runs show` can say it and how to go on."""
+    why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+    try:
+        run = history.get_run(run_id)
+        if run is not None and not run.state.final:
+            history.save_run(
+                replace(
+                    run,
+                    state=RunState.STOPPED,
+                    summary={**run.summary, "stopped_because": why[:500]},
+                )
+            )
+    except Exception:  # noqa: BLE001 - History may be what failed; the original error wins
+        pass

@@ -1,0 +1,154 @@
+"""Planning (selector stages 1-3) for every command that plans: `select`, `run`, the intake,
+and the upgrade diff run.
+
+One way from a change to a Plan: the change set (event and diff), the impact map (read and
+described for plan.json), and `selector.plan`. An upgrade is the same with a different Scout:
+the change is the difference of two Inventories (`plan_upgrade`, `selector.upgrade`). Finish
+never plans again: it reads the stored Plan back (`workflows.run.verification`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import selector
+from suites.model import Inventory
+from workflows.run.run_model import PipelineError, RunRequest
+from workflows.stores.sources import with_old_sources
+from workflows.tracing.trace_store import TraceStore, joined_trace
+from workflows.tracing.traces import TraceError, describe, read_trace
+
+ImpactInfo = tuple[selector.ImpactMap, dict[str, Any]]  # the map, what plan.json says of it
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: selector.Plan
+    plan_json: dict[str, Any]
+    shards: list[list[str]]
+    holdout: list[str]
+    trace: selector.ImpactMap | None = None  # the trace the plan joined
+
+    @property
+    def selected_ids(self) -> tuple[str, ...]:
+        return self.plan.selected_ids
+
+
+def plan_config(request: RunRequest) -> selector.PlanConfig:
+    return selector.PlanConfig(
+        budget_count=request.budget_count,
+        budget_seconds=request.budget_time_s,
+        holdout_rate=request.holdout,
+        shards=request.shards,
+        force_full=request.full,
+    )
+
+
+def change_set(request: RunRequest) -> selector.ChangeSet:
+    return selector.ChangeSet.from_event(request.trigger, request.diff_text)
+
+
+def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
+    """The impact map (trace) at `path` and what plan.json says of it; errors name the file."""
+    try:
+        impact = read_trace(Path(path))
+    except TraceError as exc:
+        raise PipelineError(str(exc)) from None
+    return impact, describe(impact, path, inventory)
+
+
+def plan_change(
+    changes: selector.ChangeSet,
+    inventory: Inventory,
+    history: selector.History,
+    config: selector.PlanConfig,
+    *,
+    impact: ImpactInfo | None = None,
+    previous: Inventory | None = None,
+) -> PlanResult:
+    """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards.
+
+    The old-side sources this machine has (`workflows.stores.sources`) are added to the change, so
+    that the Scout places changed lines in their definitions whatever form the diff has."""
+    changes = with_old_sources(changes, torch_version=inventory.torch_version)
+    result = selector.plan(
+        changes, inventory, history, config, previous=previous, impact=impact[0] if impact else None
+    )
+    plan_json = result.to_json()
+    if impact is not None:
+        plan_json["impact_map"] = impact[1]
+    hubs = _hubs(result)
+    if hubs:
+        plan_json["hubs"] = hubs
+    shards = [list(shard["ids"]) for shard in plan_json["shards"]]
+    return PlanResult(
+        result,
+        plan_json,
+        [s for s in shards if s],
+        list(result.holdout),
+        impact[0] if impact else None,
+    )
+
+
+def _hubs(plan: selector.Plan) -> list[dict[str, Any]]:
+    """What most of the inventory reaches (`impact_map` reasons marked a hub): how many
+    variants each reached, how many the plan kept, and how many a budget left out."""
+    found: dict[str, dict[str, Any]] = {}
+    for chosen in plan.selected:
+        for reason in chosen.reasons:
+            if "(a hub:" in reason.reason:
+                entry = found.setdefault(reason.reason, {"reason": reason.reason, "selected": 0})
+                entry["selected"] += 1
+    for reasons, why in plan.unselected.values():
+        for reason in reasons:
+            if "(a hub:" in reason.reason:
+                entry = found.setdefault(reason.reason, {"reason": reason.reason, "selected": 0})
+                entry.setdefault("left_out", {})
+                entry["left_out"][why] = entry["left_out"].get(why, 0) + 1
+    return list(found.values())
+
+
+def make_plan(
+    request: RunRequest,
+    inventory: Inventory,
+    history: selector.History,
+    traces: TraceStore | None = None,
+) -> PlanResult:
+    """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step).
+
+    Without an impact map the plan joins the shipped trace overlaid by the traces earlier
+    runs stored (`traces`, beside History)."""
+    impact: ImpactInfo | None
+    if request.impact_map:
+        impact = load_impact(request.impact_map, inventory)
+    elif request.default_trace:
+        impact = joined_trace(inventory, traces)
+    else:
+        impact = None
+    return plan_change(change_set(request), inventory, history, plan_config(request), impact=impact)
+
+
+def plan_upgrade(
+    old: Inventory,
+    new: Inventory,
+    details_old: Mapping[str, Any] | None = None,
+    details_new: Mapping[str, Any] | None = None,
+    *,
+    holdout: float = 0.02,
+    seed: str | None = None,
+    canaries: bool = True,
+) -> tuple[Any, Any]:
+    """The upgrade's Scout and plan (`selector.upgrade`): the diff of the two Inventories and
+    the selection to run on both versions; selector errors become PipelineErrors."""
+    from selector.upgrade import diff_inventories, select_upgrade
+
+    try:
+        diff = diff_inventories(old, new, details_old, details_new)
+        return diff, select_upgrade(
+            diff, old, new, holdout_rate=holdout, seed=seed, canaries=canaries
+        )
+    except selector.SelectorError as exc:
+        raise PipelineError(str(exc)) from None

@@ -1,0 +1,144 @@
+"""The plain data of one run, as the pipeline's steps hand it on (JSON for Celery tasks).
+
+RunRequest (everything a run needs) -> PlannedRun (the plan and the History snapshot it was
+made from) -> ShardRun per shard -> FinishedRun. Kept apart from `workflows.run.pipeline` so that
+planning, verification and exporting take these types without importing the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contracts.event import TriggerEvent
+from suites.model import Outcome
+from workflows.runner.shard_runner import InfraFault, Limits
+
+PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run
+
+
+class PipelineError(Exception):
+    """A run cannot go on; the message names the run and the step."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything a run needs, as plain data (a Celery task argument)."""
+
+    run_id: str
+    event: Mapping[str, Any]  # TriggerEvent.to_json()
+    out_dir: str
+    inventory: str
+    diff_text: str | None = None
+    # Where the diff came from (a file, the event's sibling patch, GitHub's compare): named in
+    # errors and in the environment under test.
+    diff_source: str = ""
+    # Apply the change's Python files to the torch under test (`workflows.runner.change_overlay`);
+    # strict: a hunk that does not apply is bad input (a diff the user gave), else that file
+    # is named as not applied (an event's diff, made against upstream's base).
+    apply_change: bool = True
+    change_strict: bool = False
+    full: bool = False
+    budget_count: int | None = None
+    budget_time_s: float | None = None
+    holdout: float = 0.02
+    specs: tuple[str, ...] = ()
+    test_timeout_s: float = 300.0
+    shard_timeout_s: float = 3 * 3600.0
+    memory_mb: int | None = 8192
+    shards: int = 1
+    rerun_failures: bool = True
+    expand: bool = True
+    baseline: bool | None = None  # record results as the baseline; None: by event kind
+    impact_map: str | None = None  # `spyre-ci impact-map` output the selector also reads
+    # Without an impact map, join the shipped trace of the Inventory's torch (if one ships).
+    default_trace: bool = True
+    # Share of the run's variants traced beside those with no fresh trace (0: only those).
+    trace_share: float = 0.05
+    record_traces: bool = True  # shards trace (see trace_share); False: nothing recorded
+    # A run whose failing share is above this is held back from History until confirmed.
+    mass_failure_share: float = 0.5
+    downstream_repo: str = "torch-spyre/torch-spyre"
+    workflow: str = "spyre-ci"
+    job: str = "variant-tests"
+    attempt: int = 1
+
+    @property
+    def trigger(self) -> TriggerEvent:
+        return TriggerEvent.from_json(self.event)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.test_timeout_s, self.shard_timeout_s, self.memory_mb)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["event"] = dict(self.event)
+        data["specs"] = list(self.specs)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRequest:
+        return cls(**{**data, "specs": tuple(data.get("specs", ()))})
+
+
+@dataclass
+class PlannedRun:
+    request: RunRequest
+    plan: dict[str, Any]  # the selector's Plan as JSON
+    shards: list[list[str]]
+    holdout: list[str]
+    started_at: str
+    history: dict[str, Any]  # the History snapshot the plan was made from (selector JSON)
+    # The environment under test (`workflows.run.under_test.resolve`): torch, change, backend.
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request": self.request.to_json(),
+            "plan": self.plan,
+            "shards": self.shards,
+            "holdout": self.holdout,
+            "started_at": self.started_at,
+            "history": self.history,
+            "environment": self.environment,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlannedRun:
+        return cls(
+            RunRequest.from_json(data["request"]),
+            dict(data["plan"]),
+            [list(s) for s in data["shards"]],
+            list(data["holdout"]),
+            data["started_at"],
+            dict(data["history"]),
+            dict(data.get("environment") or {}),
+        )
+
+
+@dataclass
+class FinishedRun:
+    planned: PlannedRun
+    outcomes: dict[str, Outcome]
+    classification: dict[str, str]  # failing id -> new | pre-existing | flaky
+    summary: dict[str, Any]
+    out_dir: Path
+    faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
+    held_back: str | None = None  # why History did not learn this run, when it did not
+    traces_stored: int = 0  # variant traces this run stored beside History
+    # A/B: each failing variant's outcome on the base torch (the change not applied).
+    base_outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+    @property
+    def new_failures(self) -> list[str]:
+        return sorted(v for v, c in self.classification.items() if c == "new")
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 new test failures, 3 infrastructure fault (the tests could not run)."""
+        if self.faults:
+            return 3
+        return 1 if self.new_failures else 0

@@ -1,0 +1,268 @@
+"""The environment under test of a run: which torch, the change applied on top of it, the
+backend, and what that makes of the verdict.
+
+A verdict is only worth what it tested. `resolve` is called once, when a run is planned; its
+answer goes into `planned.json` and from there into `run.json`, the terminal summary, the
+report, the callback and the HUD row:
+
+    tested      the torch under test is the change's (its sha is the change's head, or its
+                base with every file that changes torch applied), or a bare diff applied whole
+    partial     some of the change could not be applied without a build, or it was applied
+                on a torch that is not its base
+    not_tested  nothing of what the change does to torch could be applied, or the torch under
+                test is not the one the event names (a nightly on another build)
+
+A run that is not `tested` and has no new failure concludes `neutral`, never `success`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from suites.backend import BUNDLED_BACKEND, backend_package, device_name
+from workflows.run.run_model import PipelineError, RunRequest
+from workflows.runner import torch_builds
+from workflows.runner.change_overlay import (
+    NO_CHANGE,
+    AppliedChange,
+    ChangeError,
+    FileEffect,
+    file_kind,
+    prepare,
+)
+from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
+from workflows.stores.sources import installed_torch
+
+TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
+# What the callback, HUD row and report say for each (GitHub's check-run wording: a run that
+# could not test the change is `neutral`, neither a pass nor a failure).
+HEADLINES = {
+    TESTED: "the change was tested",
+    PARTIAL: "the change was tested in part",
+    NOT_TESTED: "the change was NOT tested",
+}
+
+
+class ChangeNotApplicable(PipelineError):
+    """The change given cannot be applied (a hunk, a file): bad input, exit code 2."""
+
+
+@cache
+def torch_git_sha(root: Path | None = None) -> str:
+    """The installed torch's git sha (`torch/version.py`), read without importing torch; ""
+    when unknown."""
+    root = root or installed_torch()[0]
+    return torch_builds.read_version(root / "torch" / "version.py")[1] if root else ""
+
+
+def same_sha(a: str, b: str) -> bool:
+    """Two shas name the same commit (one may be abbreviated, 7 characters at least)."""
+    a, b = a.strip().lower(), b.strip().lower()
+    n = min(len(a), len(b))
+    return n >= 7 and a[:n] == b[:n]
+
+
+def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The backend under test: its package, version and device name (`$SPYRE_CI_BACKEND`,
+    `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default, `suites.backend`)."""
+    package, device = backend_package(environ), device_name(environ)
+    distribution = "spyre-ci" if package == BUNDLED_BACKEND else package.replace("_", "-")
+    try:
+        version = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"package": package, "version": version, "device": device}
+
+
+def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> AppliedChange:
+    """The request's change over this machine's torch (prepared once per machine: the
+    overlay folder is keyed by the change and the torch; once per process: every shard,
+    rerun and base run of a run asks for it). ChangeNotApplicable when a diff the user gave
+    does not apply."""
+    trigger = request.trigger
+    key = (
+        request.diff_text,
+        request.diff_source,
+        request.change_strict,
+        request.apply_change,
+        trigger.head_sha,
+        trigger.files,
+        cache_dir,
+    )
+    found = _PREPARED.get(key)
+    if found is None:
+        found = _PREPARED[key] = _applied_change(request, cache_dir)
+    return found
+
+
+_PREPARED: dict[tuple[object, ...], AppliedChange] = {}
+
+
+def _applied_change(request: RunRequest, cache_dir: Path | None) -> AppliedChange:
+    if not request.apply_change:
+        return not_applied(request)
+    root, _version = installed_torch()
+    if root is None:
+        raise PipelineError("torch is not installed here: no torch to apply the change to")
+    sha = torch_git_sha(root)
+    head = request.trigger.head_sha
+    if head and sha and same_sha(sha, head):
+        return NO_CHANGE  # the installed torch is the change's head: it holds the change
+    if head and torch_builds.find(head) is not None:
+        return NO_CHANGE  # a prepared environment has the change's head: it holds the change
+    if not request.diff_text:
+        return with_unpatched_files(NO_CHANGE, request)
+    try:
+        change = prepare(
+            request.diff_text,
+            root,
+            source=request.diff_source or "the change's diff",
+            strict=request.change_strict,
+            torch_sha=sha,
+            cache_dir=cache_dir,
+        )
+    except ChangeError as exc:
+        raise ChangeNotApplicable(str(exc)) from None
+    return with_unpatched_files(change, request)
+
+
+def not_applied(request: RunRequest) -> AppliedChange:
+    """The change as a run that was asked not to apply it (`--no-apply`) has it: every file
+    that changes torch named as not applied, so the verdict says the change was not tested."""
+    from selector import SelectorError
+    from selector.diff import parse_unified_diff
+
+    why = "not applied: the run was asked to test the torch as installed (--no-apply)"
+    files: list[FileEffect] = []
+    if request.diff_text:
+        try:
+            parsed = parse_unified_diff(request.diff_text, request.diff_source or "<diff>")
+        except SelectorError:
+            parsed = None
+        for patch in parsed.files if parsed else ():
+            files.append(
+                FileEffect(patch.path, patch.status, why, previous_path=patch.previous_path)
+            )
+    applies = [f for f in files if file_kind(f.path) != "outside"]
+    outside = [replace(f, why=_WHY_OUTSIDE) for f in files if file_kind(f.path) == "outside"]
+    return with_unpatched_files(
+        replace(NO_CHANGE, not_applied=tuple(applies), no_effect=tuple(outside)), request
+    )
+
+
+def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedChange:
+    """`change` with the event's changed files that its diff does not hold (GitHub sent no
+    patch: binary, very large, a cut compare; or no diff at all): each is named as not
+    applied when it changes torch, else as having no effect."""
+    seen = {f.path for f in (*change.applied, *change.not_applied, *change.no_effect)}
+    missing = [f for f in request.trigger.files if f.path not in seen]
+    if not missing:
+        return change
+    not_applied, no_effect = list(change.not_applied), list(change.no_effect)
+    for changed in missing:
+        kind = file_kind(changed.path)
+        if kind == "outside" and (
+            changed.previous_path is None or file_kind(changed.previous_path) == "outside"
+        ):
+            no_effect.append(FileEffect(changed.path, changed.status, _WHY_OUTSIDE))
+        else:
+            why = "no diff of this file was available to apply" + (
+                " (and it needs a build)" if kind == "build" else ""
+            )
+            not_applied.append(FileEffect(changed.path, changed.status, why))
+    return replace(change, not_applied=tuple(not_applied), no_effect=tuple(no_effect))
+
+
+def build_for(request: RunRequest) -> torch_builds.TorchBuild | None:
+    """The prepared torch environment of the change's head sha, when one is configured
+    (`workflows.runner.torch_builds`): the run's tests then run in it, with nothing to apply."""
+    head = request.trigger.head_sha
+    return torch_builds.find(head) if head and request.apply_change else None
+
+
+def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
+    """The environment under test of `request` with `change` prepared (JSON for planned.json
+    and run.json): torch, change, backend, and `tested` with the notes that decided it."""
+    root, version = installed_torch()
+    sha = torch_git_sha(root) if root is not None else ""
+    source = f"installed ({root})" if root is not None else "not installed"
+    trigger = request.trigger
+    head, base = trigger.head_sha, trigger.base_sha or ""
+    notes: list[str] = []
+    tested = TESTED
+    build = None if head and sha and same_sha(sha, head) else build_for(request)
+    if build is not None:
+        version, sha = build.version, build.git_sha
+        source = f"prepared environment ({build.path})"
+    if head and sha and same_sha(sha, head):
+        where = "a prepared environment" if build is not None else "the installed torch"
+        notes.append(f"{where} is the change's head ({head[:12]}): nothing to apply")
+    else:
+        state = change.state
+        affects = [f.path for f in (*change.applied, *change.not_applied)]
+        if state == "not_applied" and not request.apply_change:
+            tested = NOT_TESTED
+            notes.append(
+                f"the run was asked not to apply the change (--no-apply): its "
+                f"{len(change.not_applied)} file(s) that change torch were not tested"
+            )
+        elif state == "not_applied":
+            tested = NOT_TESTED
+            notes.append(
+                f"none of the {len(change.not_applied)} file(s) that change torch could be "
+                f"applied without a build: {_listed(change.not_applied)}"
+            )
+        elif state == "partial":
+            tested = PARTIAL
+            notes.append(
+                f"{len(change.not_applied)} of {len(affects)} file(s) that change torch not "
+                f"applied: {_listed(change.not_applied)}"
+            )
+        if head and not base and not (sha and same_sha(sha, head)):
+            tested = NOT_TESTED
+            notes.append(
+                f"the tests ran on torch {sha[:12] or version}, not on {head[:12]}, the "
+                "commit this event names (no base to apply a change to)"
+            )
+        elif base and not (sha and same_sha(sha, base)):
+            tested = PARTIAL if tested == TESTED else tested
+            notes.append(
+                f"the tests ran on torch {sha[:12] or version} ({version}), not on the "
+                f"change's base {base[:12]}"
+            )
+    if head and not request.diff_text and not trigger.files_complete:
+        tested = NOT_TESTED
+        notes.append("neither a diff nor the list of the change's files is known")
+    elif trigger.truncated and tested == TESTED:
+        tested = PARTIAL
+        notes.append("GitHub's list of the change's files is cut (300 files at most)")
+    if change.broken:
+        notes.append("the changed torch does not import: " + "; ".join(change.broken[:5]))
+    return {
+        "torch": {
+            "version": version or "unknown",
+            "git_sha": sha or "unknown",
+            "source": source,
+        },
+        "change": {
+            **change.to_json(),
+            "source": request.diff_source or ("the event's diff" if request.diff_text else ""),
+            "base_sha": base,
+            "head_sha": head,
+        },
+        "backend": backend(),
+        "tested": tested,
+        "headline": HEADLINES[tested],
+        "notes": notes,
+    }
+
+
+def _listed(files: Any, limit: int = 8) -> str:
+    paths = [f.path for f in files]
+    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
+    return ", ".join(paths[:limit]) + more

@@ -1,0 +1,116 @@
+"""Verification (selector stage 4) of a planned run: reruns, baseline, expansion.
+
+It judges the plan that ran, as stored at plan time (`Plan.from_json` with the History
+snapshot taken then), so a finish task on another machine never plans again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import selector
+from dashboard_export.model import Classification
+from suites.model import Inventory, Outcome
+from workflows.run.run_model import PipelineError, PlannedRun
+
+Execute = Callable[[str, Sequence[str]], list[Outcome]]
+BaseExecute = Callable[[Sequence[str]], dict[str, Outcome]]
+BASELINE_KINDS = ("push", "nightly", "periodic")
+
+
+@dataclass(frozen=True)
+class VerifiedRun:
+    """The selector's Verdict with the outcomes and classification it implies."""
+
+    outcomes: dict[str, Outcome]  # final per variant (a flaky failure shows its passing rerun)
+    classification: dict[str, str]
+    verdict: selector.Verdict
+    base: dict[str, Outcome] = field(default_factory=dict)  # A/B: failures on the base torch
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.verdict.metrics.to_json()
+
+
+def verify(
+    planned: PlannedRun,
+    inventory: Inventory,
+    first: Mapping[str, Outcome],
+    execute: Execute,
+    base: BaseExecute | None = None,
+) -> tuple[VerifiedRun, selector.HistoryUpdate]:
+    """Stage 4: rerun failures, judge against the baseline, run the expansion, judge again.
+
+    `base` (a run that applied a change): runs ids on the base torch, without the change.
+    Then a failure that is not flaky is new when it passes on the base and pre-existing
+    when it fails there too (the A/B comparison), whatever History's baseline says."""
+    request = planned.request
+    history = selector.History.from_json(planned.history)
+    try:  # the plan that ran, as stored at plan time: finish never plans again
+        plan = selector.Plan.from_json(planned.plan)
+    except (selector.SelectorError, KeyError, TypeError, ValueError) as exc:
+        raise PipelineError(
+            f"run {request.run_id}: its stored plan is unreadable: {exc}; start the run again"
+        ) from None
+    on_baseline = (
+        request.trigger.kind in BASELINE_KINDS if request.baseline is None else request.baseline
+    )
+    # Outcomes on a torch with a change applied are the change's: a tried patch (a diff the
+    # user gave), or a change applied in part or on another torch, never teaches History
+    # what upstream does. Without anything applied they are the installed torch's own.
+    environment = planned.environment or {}
+    if (environment.get("change") or {}).get("applied") and (
+        request.change_strict or environment.get("tested") != "tested"
+    ):
+        on_baseline = False
+    outcomes = dict(first)
+    reruns: list[Outcome] = []
+
+    def judge() -> selector.Verdict:
+        if request.rerun_failures:
+            again = [
+                vid
+                for vid in selector.to_rerun(outcomes.values())
+                if vid not in {r.id for r in reruns}
+            ]
+            if again:
+                reruns.extend(execute("rerun", again))
+        return selector.verify(
+            plan, list(outcomes.values()), reruns, history, inventory, on_baseline=on_baseline
+        )
+
+    verdict = judge()
+    if request.expand and verdict.expansion:
+        outcomes.update({o.id: o for o in execute("expansion", verdict.expansion)})
+        verdict = judge()
+    final = dict(outcomes)
+    rerun_by_id = {r.id: r for r in reruns}
+    classification: dict[str, str] = {}
+    for failure in verdict.failures:
+        if failure.kind == "flaky":
+            classification[failure.id] = str(Classification.FLAKY)
+            final[failure.id] = rerun_by_id.get(failure.id, final[failure.id])
+        else:
+            classification[failure.id] = (
+                str(Classification.NEW)
+                if failure.novelty == "new"
+                else str(Classification.PRE_EXISTING)
+            )
+    base_outcomes: dict[str, Outcome] = {}
+    if base is not None:
+        failing = sorted(v for v, c in classification.items() if c != str(Classification.FLAKY))
+        if failing:
+            base_outcomes = base(failing)
+        for vid in failing:
+            on_base = base_outcomes.get(vid)
+            if on_base is None:
+                continue  # not run on the base (removed there): History's judgement stands
+            classification[vid] = str(
+                Classification.PRE_EXISTING if on_base.status.is_failure else Classification.NEW
+            )
+    return (
+        VerifiedRun(final, classification, verdict, base_outcomes),
+        verdict.history_update,
+    )

@@ -1,0 +1,90 @@
+"""Prepared torch environments by git sha: where a run finds the torch an event names.
+
+Looked up, first match wins, among the virtual environments (a folder with `pyvenv.cfg` and
+`bin/python`, the project installed in it) directly under:
+
+1. `$SPYRE_CI_TORCH_BUILDS`: a folder a team fills with one environment per upstream commit
+   it builds (nightlies, a CI's own builds), named as it likes;
+2. the upgrade run's environment cache (`$SPYRE_CI_ENV_CACHE`, `torch-<version>` folders).
+
+An environment is the event's when the git sha of its torch (`torch/version.py`, read without
+running it) is the sha asked for; the folder's name is never trusted. When none has it, the
+run applies the change's Python files to the installed torch (`workflows.runner.change_overlay`),
+and
+when that cannot hold the change either, the verdict says so (`workflows.run.under_test`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+BUILDS_VAR = "SPYRE_CI_TORCH_BUILDS"
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    path: Path  # the environment's folder
+    version: str
+    git_sha: str
+
+    @property
+    def python(self) -> str:
+        return str(self.path / "bin" / "python")
+
+
+def find(sha: str, environ: Mapping[str, str] | None = None) -> TorchBuild | None:
+    """The prepared environment whose torch is at `sha` (7 characters at least), or None."""
+    sha = sha.strip().lower()
+    if len(sha) < 7:
+        return None
+    for folder in _candidates(environ):
+        build = read_build(folder)
+        if build is not None and build.git_sha[: len(sha)] == sha[: len(build.git_sha)]:
+            return build
+    return None
+
+
+def _candidates(environ: Mapping[str, str] | None) -> Iterator[Path]:
+    env = os.environ if environ is None else environ
+    roots = [env.get(BUILDS_VAR, "")]
+    from workflows.settings import Settings
+
+    cache = Settings.from_env(env).env_cache_dir
+    roots.append(str(cache) if cache else "")
+    for root in roots:
+        if not root or not Path(root).is_dir():
+            continue
+        for folder in sorted(Path(root).iterdir()):
+            if (folder / "pyvenv.cfg").is_file() and (folder / "bin" / "python").exists():
+                yield folder
+
+
+@lru_cache(maxsize=64)
+def read_build(folder: Path) -> TorchBuild | None:
+    """The torch of the environment at `folder` (version and git sha), or None."""
+    for version_file in sorted(folder.glob("lib/python3*/site-packages/torch/version.py")):
+        version, sha = read_version(version_file)
+        if sha:
+            return TorchBuild(folder, version or "unknown", sha)
+    return None
+
+
+def read_version(version_file: Path) -> tuple[str, str]:
+    """(`__version__`, `git_version`) of a torch's `version.py`, read without importing it;
+    "" for what it does not say (or says is unknown)."""
+    try:
+        text = version_file.read_text(encoding="utf-8")
+    except OSError:
+        return "", ""
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        key = name.split(":", 1)[0].strip()  # `cuda: Optional[str] = None` too
+        if key in ("__version__", "git_version"):
+            values[key] = value.split("#", 1)[0].strip().strip("'\"")
+    sha = values.get("git_version", "").lower()
+    return values.get("__version__", ""), "" if len(sha) < 7 or sha == "unknown" else sha

@@ -1,0 +1,498 @@
+"""The warm runner: a zygote process that has torch, the test databases and the suites loaded,
+and forks a fresh test process per shard attempt.
+
+A cold shard process pays about 11 s here (torch, the OpInfo and ModuleInfo databases, the
+suites' expansion) before its first test. The zygote pays that once per worker; each test
+process is then a `fork()` of it that runs `pytest.main([...])` with the very arguments,
+files and environment of the cold `python -m pytest ...` command, in its own session, under
+the memory limit and with a death signal tied to the zygote. The shard runner waits on it and
+kills its process group by pid as it does a cold one, so crash, hang and memory isolation
+are unchanged (`workflows/runner/shard_runner.py`).
+
+When it is used (`key_for`): `SPYRE_CI_ZYGOTE` is not `0`, the shard runs on this
+interpreter, and the shard's environment adds nothing that can change imports but the run's
+applied change (a benchmark's mutation, another `PYTHONPATH`: those shards start cold, never in
+an unmutated zygote). A run's change gets a zygote of its own, started with the change
+applied (`workflows.runner.change_overlay`): one zygote per change, never shared across changes. A
+zygote is keyed by the interpreter, the plugin, the specs and their Inventory cache key
+(torch version, spec and expectations files, `suites/` code), a stamp of the backend's code
+and the environment: when any of them changes, a new zygote is built. A zygote that cannot
+start, died, or refuses to fork (a thread runs in it: a fork would copy its locks, not the
+thread) is dropped; its shards start cold, and that is logged once.
+
+The zygote (`workflows/runner/zygote_process.py`) speaks one JSON line each way per connection on
+a Unix socket in a private folder: `{"argv", "cwd", "env", "stdout", "stderr", "memory_mb"}`
+-> `{"pid"}` (or `{"error"}`), then `{"exit": returncode}` when the child ends (the zygote
+is its parent and reaps it). It ends when its stdin closes (the runner exited), killing its
+children's groups.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Variables a test process reads at run time, if at all, never while the zygote imports:
+# the child gets their values (its whole environment is the shard's), the key ignores them.
+# The thread counts are applied in the child (`torch.set_num_threads`).
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+RUNTIME_VARS = (
+    *THREAD_VARS,
+    "PYTEST_CURRENT_TEST",
+    "PWD",
+    "OLDPWD",
+    "_",
+    # workflows.settings: read by the workflows layer, not by anything a test imports.
+    "SPYRE_CI_STATE_DIR",
+    "SPYRE_CI_REDIS_URL",
+    "SPYRE_CI_IMPACT_MAP",
+    "SPYRE_CI_INVENTORY",
+    "SPYRE_CI_MASS_FAILURE_SHARE",
+    "SPYRE_CI_ENV_CACHE",
+    "SPYRE_CI_CALLBACK_TOKEN",
+    "SPYRE_CI_LEASE_TTL",
+    "SPYRE_CI_TRACE",
+    "SPYRE_CI_TRACE_SHARE",
+    "SPYRE_CI_ZYGOTE",
+)
+TRACER = "workflows.runner.impact_tracer"
+PROCESS = "workflows.runner.zygote_process"  # the zygote's own side
+# Room in the zygote's argv for a child's command line (`zygote_process._show_as`).
+_PAD = "--pad=" + "." * 8192
+MEMORY_HEADROOM_MB = 256  # what a test needs beyond the zygote's own mapping, at least
+MAX_ZYGOTES = 2  # alive at once per process (distinct specs, say); the least recent goes
+READY_TIMEOUT_S = 300.0
+
+
+class ZygoteUnavailable(Exception):
+    """The zygote cannot fork this test process: start it cold (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ZygoteKey:
+    """What a zygote loaded: a test process may fork from it only when all of it is the same."""
+
+    python: str
+    plugin: str
+    specs: tuple[str, ...]
+    inventory: str  # workflows.stores.inventory_cache.cache_key: torch version, specs, suites/ code
+    code: str  # the backend's and the plugin's code (sizes and mtimes)
+    env: tuple[tuple[str, str], ...]  # the environment, less RUNTIME_VARS
+
+
+def import_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The part of an environment that can change what a process imports.
+
+    A run's trace of chosen ids (`workflows.tracing.trace_store.tracing_env`: the tracer on
+    `PYTEST_PLUGINS`, its files) is loaded by `pytest.main` in the child and records test
+    calls only, so it is run time too. A trace with the session (`spyre-ci impact-map`,
+    no ids file) records imports and collection, which a zygote did before the fork: it is
+    not, and starts cold.
+    """
+    from workflows.runner.impact_tracer import IDS_VAR, MODE_VAR, OUT_VAR
+
+    runtime = set(RUNTIME_VARS)
+    if env.get(IDS_VAR):
+        runtime |= {IDS_VAR, MODE_VAR, OUT_VAR}
+    kept = {k: v for k, v in env.items() if k not in runtime}
+    if env.get(IDS_VAR) and "PYTEST_PLUGINS" in kept:
+        plugins = [p for p in kept["PYTEST_PLUGINS"].split(",") if p.strip() and p != TRACER]
+        kept["PYTEST_PLUGINS"] = ",".join(plugins)
+        if not plugins:
+            del kept["PYTEST_PLUGINS"]
+    return tuple(sorted(kept.items()))
+
+
+def without_change(env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """`env` less what applies a run's change (`workflows.runner.change_overlay`): the change's
+    activation file and the overlay's entry on PYTHONPATH. Two environments that differ only
+    there may each have a zygote, one per change (the key keeps the whole environment)."""
+    from workflows.runner.change_overlay.prepare import CHANGE_VAR, SITE_DIR
+
+    kept = []
+    for name, value in env:
+        if name == CHANGE_VAR:
+            continue
+        if name == "PYTHONPATH":
+            value = os.pathsep.join(p for p in value.split(os.pathsep) if p != str(SITE_DIR))
+            if not value:
+                continue
+        kept.append((name, value))
+    return tuple(kept)
+
+
+def key_for(
+    python: str, plugin: str, specs: Sequence[str], env: Mapping[str, str]
+) -> ZygoteKey | None:
+    """The zygote a test process with this interpreter, plugin, specs and full environment
+    may fork from; None when it must start cold (another interpreter, an environment that
+    differs from this process's in what it imports, no `fork` here)."""
+    if sys.platform != "linux" or not _same_file(python, sys.executable):
+        return None
+    wanted = import_env(env)
+    if without_change(wanted) != without_change(import_env(os.environ)):
+        return None  # a mutation overlay, another PYTHONPATH, ...: never the plain zygote
+    from workflows.stores.inventory_cache import cache_key
+
+    return ZygoteKey(
+        sys.executable,
+        plugin,
+        tuple(specs),
+        cache_key(specs),
+        _code_stamp(plugin),
+        wanted,
+    )
+
+
+def fork(
+    key: ZygoteKey,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdout: Path,
+    stderr: Path,
+    memory_mb: int | None,
+) -> WarmChild:
+    """A test process forked from the zygote of `key` (started now when there is none):
+    `pytest.main(argv)` in `cwd` with exactly `env`, stdout and stderr appended to the files."""
+    return _POOL.get(key).fork(argv, cwd, env, stdout, stderr, memory_mb)
+
+
+def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    """Start warming the zygote the shards of this process will use (returns at once);
+    `env`: what the shards add to this process's environment (a run's change)."""
+    key = key_for(sys.executable, plugin, specs, {**os.environ, **(env or {})})
+    if key is not None:
+        with contextlib.suppress(ZygoteUnavailable):
+            _POOL.get(key)
+
+
+def stop_all() -> None:
+    """Stop every zygote of this process (they also end on their own when it exits)."""
+    _POOL.stop_all()
+
+
+def log_once(message: str) -> None:
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        log.warning("%s", message)
+
+
+_LOGGED: set[str] = set()
+
+
+class WarmChild:
+    """A forked test process as the shard runner sees it (the `subprocess.Popen` subset it
+    uses): its exit code comes from the zygote, which is its parent."""
+
+    def __init__(self, conn: socket.socket, pid: int, zygote: Zygote) -> None:
+        self._conn = conn
+        self._buffer = b""
+        self._zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+        self.zygote_died = False
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self) -> int:
+        """Its exit code; called after its group was killed, so it comes at once."""
+        deadline = time.monotonic() + 30.0
+        while self.returncode is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._gone("no exit status from the zygote after 30 s")
+                break
+            self._read(left)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _read(self, timeout: float) -> None:
+        try:
+            readable, _, _ = select.select([self._conn], [], [], timeout)
+            chunk = self._conn.recv(4096) if readable else None
+        except OSError:
+            chunk = b""
+        if chunk is None:
+            return
+        if not chunk:
+            self._gone("the zygote died")
+            return
+        self._buffer += chunk
+        if b"\n" in self._buffer:
+            message = json.loads(self._buffer.split(b"\n", 1)[0])
+            self.returncode = int(message["exit"])
+            self._conn.close()
+
+    def _gone(self, why: str) -> None:
+        # Its children die with it (their death signal): this one was killed, by no fault of
+        # its test (`zygote_died`: the shard runner runs that test again).
+        self.zygote_died = True
+        self.returncode = -int(signal.SIGKILL)
+        self._conn.close()
+        self._zygote.broken = why
+
+
+class Zygote:
+    """One zygote process (runner side): started at once, ready when its first line says so."""
+
+    def __init__(self, key: ZygoteKey) -> None:
+        self.key = key
+        self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-"))
+        self.socket_path = self.folder / "socket"
+        self.broken: str | None = None
+        self._ready = False
+        self._files: list[tuple[str, int, int]] = []
+        self._lock = threading.Lock()
+        self._log = open(self.folder / "zygote.log", "wb")  # noqa: SIM115 - closed in stop()
+        command = [key.python, "-m", PROCESS, str(self.socket_path), key.plugin]
+        self.proc = subprocess.Popen(
+            [*command, *key.specs, _PAD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            # The key's environment: a run's change is applied at the zygote's start, so the
+            # torch it loads, and every test process it forks, is the changed one.
+            env={**os.environ, **dict(key.env)},
+            # Started in its private folder: `python -m` puts the folder it starts in first on
+            # sys.path, and the runner's own folder (a checkout, say) must not shadow the
+            # installed code a cold test process imports.
+            cwd=self.folder,
+            start_new_session=True,
+        )
+
+    def fork(
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str],
+        stdout: Path,
+        stderr: Path,
+        memory_mb: int | None,
+    ) -> WarmChild:
+        self._wait_ready()
+        mapped = _mapped_mb(self.proc.pid)
+        if memory_mb is not None and mapped is not None and mapped + MEMORY_HEADROOM_MB > memory_mb:
+            # The limit holds for the whole test process, and a fork starts with everything
+            # the zygote maps: below that, tests would fail wherever an allocation lands.
+            raise ZygoteUnavailable(
+                f"the memory limit ({memory_mb} MB) is below what a warm test process starts "
+                f"with ({mapped} MB mapped by the zygote, {MEMORY_HEADROOM_MB} MB to spare)"
+            )
+        request = {
+            "argv": list(argv),
+            "cwd": str(cwd),
+            "env": dict(env),
+            "stdout": str(stdout),
+            "stderr": str(stderr),
+            "memory_mb": memory_mb,
+        }
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(30.0)
+            conn.connect(str(self.socket_path))
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            reply = json.loads(_read_line(conn))
+            conn.settimeout(None)
+        except (OSError, ValueError) as exc:
+            conn.close()
+            self.broken = f"the zygote does not answer: {exc}"
+            raise ZygoteUnavailable(self.broken) from exc
+        if "pid" not in reply:
+            conn.close()
+            self.broken = str(reply.get("error", reply))
+            raise ZygoteUnavailable(self.broken)
+        return WarmChild(conn, int(reply["pid"]), self)
+
+    def _wait_ready(self) -> None:
+        with self._lock:
+            if self.broken is not None:
+                raise ZygoteUnavailable(self.broken)
+            if self._ready:
+                return
+            assert self.proc.stdout is not None
+            readable, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
+            line = self.proc.stdout.readline() if readable else b""
+            try:
+                message = json.loads(line) if line else {}
+            except ValueError:
+                message = {}
+            if message.get("ready"):
+                self._ready = True
+                self._files = [(str(p), int(m), int(n)) for p, m, n in message.get("files") or ()]
+                return
+            self.broken = f"the zygote did not start (see {self.folder / 'zygote.log'}): " + str(
+                message.get("error") or _log_tail(self.folder / "zygote.log")
+            )
+            raise ZygoteUnavailable(self.broken)
+
+    def stale(self) -> str | None:
+        """A module file it loaded at warm-up that changed on disk since (None: none did, or
+        it is not ready yet): its forks would run the old code."""
+        for path, mtime_ns, size in getattr(self, "_files", ()):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return str(path)
+            if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
+                return str(path)
+        return None
+
+    def stop(self) -> None:
+        """Close its stdin (it kills its children and exits), then make sure it is gone."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Pool:
+    """This process's zygotes by key; a forked copy of this process (a Celery pool child)
+    starts its own, never sharing its parent's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._zygotes: OrderedDict[ZygoteKey, Zygote] = OrderedDict()
+        self._pid = os.getpid()
+        self._exit_hook = False
+
+    def get(self, key: ZygoteKey) -> Zygote:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._zygotes = OrderedDict()
+                self._pid = os.getpid()
+            zygote = self._zygotes.get(key)
+            changed = zygote.stale() if zygote is not None and zygote.broken is None else None
+            if changed is not None and zygote is not None:
+                log_once(f"a file the warm zygote loaded changed ({changed}): it is restarted")
+                del self._zygotes[key]
+                zygote.stop()
+                zygote = None
+            if zygote is not None and zygote.broken is None:
+                self._zygotes.move_to_end(key)
+                return zygote
+            if zygote is not None:  # a broken one is never retried: cold from now on
+                raise ZygoteUnavailable(zygote.broken or "")
+            while len(self._zygotes) >= MAX_ZYGOTES:
+                _, old = self._zygotes.popitem(last=False)
+                old.stop()
+            try:
+                zygote = Zygote(key)
+            except OSError as exc:
+                raise ZygoteUnavailable(f"cannot start the zygote: {exc}") from exc
+            if not self._zygotes and not self._exit_hook:
+                atexit.register(self.stop_all)  # its folder too, not only the process
+                self._exit_hook = True
+            self._zygotes[key] = zygote
+            return zygote
+
+    def stop_all(self) -> None:
+        with self._lock:
+            zygotes = list(self._zygotes.values()) if self._pid == os.getpid() else []
+            self._zygotes = OrderedDict()
+        for zygote in zygotes:
+            zygote.stop()
+
+
+_POOL = _Pool()
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether `a` and `b` are the same Python *environment*, not only the same binary: a
+    venv's `bin/python` is a symlink to its base interpreter, and what it imports comes from
+    the `pyvenv.cfg` beside it (an upgrade run's torch 2.14.1 venv and this 2.13.0 one share
+    the binary, not their packages)."""
+    try:
+        if not os.path.samefile(a, b):
+            return False
+    except OSError:
+        return False
+    return _environment(a) == _environment(b)
+
+
+def _environment(python: str) -> str:
+    """The venv folder an interpreter path belongs to (by the path, symlinks kept), or ""
+    for an interpreter outside any venv."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    return root if os.path.isfile(os.path.join(root, "pyvenv.cfg")) else ""
+
+
+def _code_stamp(plugin: str) -> str:
+    """Sizes and mtimes of the code a zygote imports that `cache_key` does not hash."""
+    import backend_under_test
+
+    files = sorted(Path(backend_under_test.__file__).resolve().parent.rglob("*.py"))
+    files.append(Path(__file__).resolve())
+    files.append(Path(__file__).resolve().with_name("zygote_process.py"))
+    with contextlib.suppress(ImportError, ValueError, AttributeError):
+        spec = importlib.util.find_spec(plugin)
+        if spec is not None and spec.origin:
+            files.append(Path(spec.origin))
+    parts = []
+    for path in files:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+    return str(hash("\n".join(parts)))
+
+
+def _mapped_mb(pid: int) -> int | None:
+    """The address space process `pid` maps, in MB (VmSize), or None when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            raise OSError("the zygote closed the connection")
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+def _log_tail(path: Path, limit: int = 1500) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "(no log)"
+    return text[-limit:] or "it exited without a word"

@@ -1,0 +1,310 @@
+"""The zygote process of the warm runner (`workflows/runner/zygote.py` is the runner's side).
+
+    python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...]
+
+It loads torch, the test databases and the plugin (whose `preload(specs)` expands the suites),
+freezes its heap, says `{"ready": true}` on stdout, then forks one test process per request
+on the Unix socket until its stdin closes. Each child becomes what the cold command
+`python -m pytest ARGV` in the request's folder would be, and the zygote, its parent, reports
+its exit status on the connection that asked for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_REFUSED = "refused to fork"
+
+
+def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
+    """Warm up, say so on stdout, then fork a test process per request until stdin closes."""
+    try:
+        _warm_up(plugin, specs)
+    except BaseException as exc:  # noqa: BLE001 - said on stdout; the runner goes cold
+        traceback.print_exc()
+        _say({"ready": False, "error": f"warm-up failed: {exc!r}"})
+        return 1
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(64)
+    _say({"ready": True, "pid": os.getpid(), "files": _loaded_files()})
+    server = _Server(listener)
+    try:
+        server.loop()
+    finally:
+        server.kill_children()
+        # The runner removes the folder when it stops us; when it died, nobody else will.
+        shutil.rmtree(Path(socket_path).parent, ignore_errors=True)
+    return 0
+
+
+def _warm_up(plugin: str, specs: Sequence[str]) -> None:
+    import pytest  # noqa: F401 - loaded once here, not in every test process
+    import torch  # noqa: F401 - loads the spyre device (entry point)
+
+    importlib.import_module("torch.testing._internal.common_methods_invocations")
+    importlib.import_module("torch.testing._internal.common_modules")
+    module = importlib.import_module(plugin)
+    preload = getattr(module, "preload", None)
+    if callable(preload):
+        preload(list(specs) or None)
+    # What is loaded now stays as it is: the collector never walks it again, so a child's
+    # collections neither take seconds over torch's objects nor copy every page they touch.
+    gc.collect()
+    gc.freeze()
+
+
+def _loaded_files() -> list[tuple[str, int, int]]:
+    """(path, mtime_ns, size) of every module file loaded at warm-up outside the standard
+    library: the runner restarts the zygote when one of them changes on disk (an upstream
+    helper, a test file, the project's own code), so a fork never runs stale code."""
+    import sysconfig
+
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or os.path.realpath(path).startswith(stdlib):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found.append((path, st.st_mtime_ns, st.st_size))
+    return sorted(set(found))
+
+
+# `python -m` puts the directory it started in first on sys.path; a child replaces it.
+_START_DIR = os.getcwd()
+
+
+def _say(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+class _Server:
+    def __init__(self, listener: socket.socket) -> None:
+        self.listener = listener
+        self.buffers: dict[socket.socket, bytes] = {}
+        self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked
+        self.parent = os.getppid()
+
+    def loop(self) -> None:
+        stdin = sys.stdin.fileno()
+        while True:
+            waiting: list[Any] = [self.listener, stdin, *self.buffers]
+            readable, _, _ = select.select(waiting, [], [], 0.02)
+            if stdin in readable and not os.read(stdin, 4096):
+                return  # the runner is gone or stopped us
+            if os.getppid() != self.parent:
+                return
+            if self.listener in readable:
+                conn, _ = self.listener.accept()
+                self.buffers[conn] = b""
+            for conn in [c for c in readable if isinstance(c, socket.socket)]:
+                if conn is not self.listener:
+                    self._receive(conn)
+            self._reap()
+
+    def _receive(self, conn: socket.socket) -> None:
+        chunk = conn.recv(65536)
+        if not chunk:  # the runner's side closed: a child it asked for must not run on
+            self.buffers.pop(conn, None)
+            for pid, owner in list(self.children.items()):
+                if owner is conn:
+                    _kill(pid)
+            conn.close()
+            return
+        self.buffers[conn] += chunk
+        if b"\n" not in self.buffers[conn]:
+            return
+        line = self.buffers.pop(conn).split(b"\n", 1)[0]
+        try:
+            pid = self._fork(json.loads(line))
+        except Exception as exc:  # noqa: BLE001 - the runner starts this one cold
+            _send(conn, {"error": str(exc)})
+            conn.close()
+            return
+        self.children[pid] = conn
+        _send(conn, {"pid": pid})
+
+    def _fork(self, request: dict[str, Any]) -> int:
+        threads = threading.active_count()
+        if threads != 1:
+            # A fork copies the threads' locks, not the threads: the child could hang.
+            raise RuntimeError(f"{_REFUSED}: {threads} threads run in the zygote")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(ready_r)
+            _child(request, ready_w, [self.listener, *self.buffers, *self.children.values()])
+        os.close(ready_w)
+        os.read(ready_r, 1)  # its own session first: the runner may killpg(pid) at once
+        os.close(ready_r)
+        return pid
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                conn.close()
+
+    def kill_children(self) -> None:
+        for pid in list(self.children):
+            _kill(pid)
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socket]) -> None:
+    """The forked test process: become what `python -m pytest ARGV` in `cwd` would be."""
+    code = 70
+    try:
+        os.setsid()
+        os.write(ready, b"x")
+        os.close(ready)
+        if sys.platform == "linux":
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        for sock in inherited:
+            sock.close()
+        _redirect(request)
+        _show_as([sys.executable, "-m", "pytest", *request["argv"]])
+        # A keeper between the zygote and the test process: a test that kills its parent
+        # kills the keeper (the runner records that test crashed), never the zygote and the
+        # tests of every other shard with it.
+        test_pid = os.fork()
+        if test_pid:
+            _keep(test_pid)
+        if sys.platform == "linux":
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if sys.path and sys.path[0] == _START_DIR:
+            sys.path[0] = request["cwd"]  # as `python -m pytest` in cwd has it
+        memory_mb = request.get("memory_mb")
+        if memory_mb is not None:
+            limit = int(memory_mb) * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        _fresh_state(request["env"])
+        import pytest
+
+        # The plugin was imported before pytest could mark it for rewriting: say nothing.
+        code = int(
+            pytest.main(["-W", "ignore::pytest.PytestAssertRewriteWarning"] + request["argv"])
+        )
+    except BaseException:  # noqa: BLE001 - the runner reads the reason from stderr
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _keep(pid: int) -> None:
+    """Wait for the test process and end as it ended (by its signal, or its exit code)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # noqa: BLE001 - whatever happened, the keeper must not go on
+        os._exit(70)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(BaseException):
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+
+
+def _show_as(command: Sequence[str]) -> None:
+    """Make `ps` show this child as the cold command it stands for: its argv memory (the
+    zygote's, padded for it) gets that command line. Best effort, Linux only."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # fields 48 and 49: arg_start, arg_end
+        if start <= 0 or end <= start:
+            return
+        text = "\0".join(command).encode()[: end - start - 1]
+        ctypes.memmove(start, text + b"\0" * (end - start - len(text)), end - start)
+
+
+def _redirect(request: dict[str, Any]) -> None:
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        out = os.open(request[name], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+
+
+def _fresh_state(env: Mapping[str, str]) -> None:
+    """What a fresh interpreter would have: thread counts, random seeds, signal handlers."""
+    import random
+
+    import torch
+
+    for name in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(name, signal.SIG_DFL)
+    threads = env.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    torch.default_generator.manual_seed(torch.initial_seed())  # the default, whatever was drawn
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 2:
+        sys.stderr.write(
+            "usage: python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...]\n"
+        )
+        return 2
+    args = [a for a in args if not a.startswith("--pad=")]
+    return serve(args[0], args[1], args[2:])
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # no interpreter teardown of torch and its databases: seconds here

@@ -1,0 +1,122 @@
+"""Traces for selection: which trace a plan joins, and the one reader of trace files.
+
+A trace (`selector.ImpactMap`) says, per variant, which torch Python functions it executed
+and which aten ops it dispatched. Selection joins the Scout's changed definitions and ops
+with it by default:
+
+1. `--impact-map FILE` / `$SPYRE_CI_IMPACT_MAP`: that file (the explicit choice);
+2. otherwise the shipped trace of the bundled Inventory on the pinned torch
+   (`workflows/data/trace-<torch version>.json.gz`), when the Inventory's torch is that
+   version, overlaid by the traces earlier runs stored beside History
+   (`workflows.tracing.trace_store.joined_trace`); variants whose definition changed since they
+   were traced are stale;
+3. otherwise none: the Scout says which paths it could not narrow and runs them blind.
+
+Files are JSON (format 1, `spyre-ci impact-map --out x.json`) or the compact gzipped form
+(format 2, `--out x.json.gz`); both go through `selector.ImpactMap.from_json`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import selector
+from suites.model import Inventory
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message names the file."""
+
+
+def shipped_trace_path(torch_version: str) -> Path:
+    return DATA / f"trace-{torch_version}.json.gz"
+
+
+def read_trace_data(path: Path) -> Any:
+    """The JSON of a trace file (plain or gzipped); errors name the file."""
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+    except FileNotFoundError:
+        raise TraceError(
+            f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
+        ) from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TraceError(f"{path}: cannot read the trace: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TraceError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (expected: impact map)"
+        ) from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise TraceError(f"{path}: not an impact map (JSON expected): {exc}") from None
+
+
+def write_trace(path: Path, data: dict[str, Any]) -> None:
+    """Write recorded trace JSON (format 1, as `record_impact_map` returns it): plain JSON,
+    or the compact form gzipped when `path` ends in `.gz` (the shipped form)."""
+    if path.suffix != ".gz":
+        path.write_text(json.dumps(data) + "\n", encoding="utf-8")
+        return
+    compact = selector.ImpactMap.from_json(data, str(path)).to_compact()
+    compact["untraced"] = list(data.get("untraced", ()))
+    raw = json.dumps(compact, separators=(",", ":")).encode()
+    # mtime=0: the same trace gives the same bytes (a diff of the shipped file means a change).
+    path.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+
+
+def read_trace(path: Path) -> selector.ImpactMap:
+    data = read_trace_data(path)
+    if not isinstance(data, dict):
+        kind = {list: "array", str: "string", int: "number", float: "number"}.get(
+            type(data), "value"
+        )
+        raise TraceError(
+            f"{path}: not an impact map: a JSON object with 'format' and 'variants' is "
+            f"expected, not a JSON {kind}"
+        )
+    try:
+        return selector.ImpactMap.from_json(data, str(path))
+    except (selector.SelectorError, AttributeError) as exc:
+        raise TraceError(str(exc)) from None
+
+
+@lru_cache(maxsize=2)
+def _shipped(path: str, mtime_ns: int) -> selector.ImpactMap:
+    return read_trace(Path(path))
+
+
+def shipped_trace(torch_version: str) -> selector.ImpactMap | None:
+    """The shipped trace for this torch, loaded once per process; None when none ships."""
+    path = shipped_trace_path(torch_version)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _shipped(str(path), mtime)
+
+
+def describe(trace: selector.ImpactMap, path: str, inventory: Inventory) -> dict[str, Any]:
+    """plan.json's `impact_map`: which trace, recorded on which torch, how much it covers."""
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    traced = set(trace.functions) | set(trace.aten_ops)
+    about: dict[str, Any] = {
+        "path": path,
+        "torch_version": trace.torch_version,
+        "variants": len(traced),
+        "inventory_variants_traced": len(traced & fingerprints.keys()),
+        "stale": len(trace.stale(fingerprints)),
+    }
+    if trace.torch_version and trace.torch_version != inventory.torch_version:
+        about["warning"] = (
+            f"recorded on torch {trace.torch_version}, the Inventory is torch "
+            f"{inventory.torch_version}: record it again with `spyre-ci impact-map`"
+        )
+    return about
