@@ -18,7 +18,8 @@ touch is ours (our kernels drifted, or the tolerance is ours to set).
 
 The run's verdict takes the category most new failures share (ties: upstream, backend,
 unknown), confidence `high` when all agree, `medium` for a majority, `low` otherwise;
-`suspected_upstream.commit` is the first-bad sha when the category is `upstream`. Shape and
+`suspected_upstream.commit` is the first-bad sha when the category is `upstream`, the bisect's
+culprit once one is found (`with_culprit`, `spyre-ci bisect --run`). Shape and
 caps are pytorch/test-infra's relay's (`utils/triage_verdict.py`).
 """
 
@@ -56,6 +57,7 @@ SUMMARY_MAX = 1000
 EXCERPT_MAX = 1000
 EVIDENCE_MAX = 10
 SHORT_MAX = 200
+REASON_MAX = 300
 RAW_MAX = 16 * 1024  # bytes of the whole verdict
 
 
@@ -170,6 +172,24 @@ def run_verdict(
     while len(json.dumps(verdict).encode("utf-8")) > RAW_MAX and len(evidence) > 1:
         evidence.pop()
     return verdict
+
+
+def with_culprit(
+    verdict: Mapping[str, Any], commit: str, reason: str, confidence: str
+) -> dict[str, Any]:
+    """`verdict` with the bisect's culprit commit: the failure reproduced on upstream's
+    commits alone, so the category is `upstream`, `suspected_upstream.commit` that commit,
+    and the confidence the bisect's."""
+    if not _COMMIT.fullmatch(commit):
+        return dict(verdict)
+    summary = f"{verdict.get('summary', '')}; bisect: {reason}".lstrip("; ")
+    return {
+        **verdict,
+        "category": "upstream",
+        "confidence": confidence,
+        "summary": summary[:SUMMARY_MAX],
+        "suspected_upstream": {"commit": commit, "reason": f"bisect: {reason}"[:REASON_MAX]},
+    }
 
 
 def _excerpt(message: str | None) -> str:
