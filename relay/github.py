@@ -67,9 +67,9 @@ class UpstreamCommit:
 
 
 def _upstream_commit(item: Mapping[str, Any]) -> UpstreamCommit:
-    detail = item.get("commit") if isinstance(item.get("commit"), dict) else {}
-    author = detail.get("author") if isinstance(detail.get("author"), dict) else {}
-    login = item.get("author") if isinstance(item.get("author"), dict) else {}
+    detail: Mapping[str, Any] = item["commit"] if isinstance(item.get("commit"), dict) else {}
+    author: Mapping[str, Any] = detail["author"] if isinstance(detail.get("author"), dict) else {}
+    login: Mapping[str, Any] = item["author"] if isinstance(item.get("author"), dict) else {}
     name = str(author.get("name") or login.get("login") or "unknown")
     return UpstreamCommit(str(item["sha"]), str(detail.get("message") or ""), name)
 

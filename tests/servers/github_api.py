@@ -353,7 +353,9 @@ class GitHubAPIServer:
         last = max(1, -(-len(commit.files) // per_page))
         if page < last:
             link = f"{api}/commits/{sha}?per_page={per_page}"
-            headers["Link"] = f'<{link}&page={page + 1}>; rel="next", <{link}&page={last}>; rel="last"'
+            headers["Link"] = (
+                f'<{link}&page={page + 1}>; rel="next", <{link}&page={last}>; rel="last"'
+            )
         return 200, body, headers
 
     def _contents(

@@ -45,11 +45,11 @@ def _insert_before(anchor: str, line: str) -> Edit:
     return edit
 
 
-GLU_CHECK = '''    if input.dim() == 0:
+GLU_CHECK = """    if input.dim() == 0:
         raise RuntimeError(
             "glu does not support scalars because halving size must be even"
         )
-'''
+"""
 BREAK_GLU: Edit = lambda t: t.replace(  # noqa: E731 - the shipped example's edit
     GLU_CHECK,
     "    if input.dim() < 2:\n"
@@ -110,7 +110,9 @@ class Window:
     def _add(self, title: str, files: list[dict[str, Any]]) -> str:
         sha = hashlib.sha1(f"{len(self.commits)} {title}".encode()).hexdigest()
         author = f"Dev {len(self.commits)}"
-        self.commits.append({"sha": sha, "message": f"{title}\n\nbody", "author": author, "files": files})
+        self.commits.append(
+            {"sha": sha, "message": f"{title}\n\nbody", "author": author, "files": files}
+        )
         return sha
 
     def serve(self, gh: GitHubAPIServer) -> str:
@@ -142,7 +144,9 @@ def bisect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return spyre_ci("bisect", "--specs", str(GLU_SPEC), "--test-timeout", "120", *args, env=env)
 
 
-def _finish(history: SQLiteHistory, inventory: Path, out: Path, run_id: str, sha: str, fail: bool) -> None:
+def _finish(
+    history: SQLiteHistory, inventory: Path, out: Path, run_id: str, sha: str, fail: bool
+) -> None:
     """A run recorded as the pipeline records it; GLU fails as the broken glu makes it."""
     event = TriggerEvent(kind="push", delivery_id=run_id, repo=REPO, head_sha=sha, source="cli")
     request = pipeline.RunRequest(
@@ -173,7 +177,9 @@ def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
 ) -> None:
     window = Window()
     harmless(window, 1)
-    window.python("Reword atleast_1d", torch__functional=_insert_before("def atleast_1d(", "# 1d\n"))
+    window.python(
+        "Reword atleast_1d", torch__functional=_insert_before("def atleast_1d(", "# 1d\n")
+    )
     culprit = window.python("Check glu's batch dimension", torch__nn__functional=BREAK_GLU)
     harmless(window, 2)  # the same file again: the points combine its patches
     window.cpp("Speed up softmax")
@@ -243,8 +249,9 @@ def test_a_culprit_behind_a_cpp_commit_is_the_smallest_window(
     assert glu["outcome"] == WINDOW and "culprit" not in glu
     assert glu["window"]["last_good"] == good and glu["window"]["first_bad"] == bad
     assert glu["window"]["not_replayable"]["sha"] == cpp
-    assert f"between {good[:12]} (last replayable good) and {bad[:12]}: contains {cpp[:12]}" in (
-        glu["summary"]
+    assert (
+        f"between {good[:12]} (last replayable good) and {bad[:12]}: contains {cpp[:12]}"
+        in (glu["summary"])
     )
     assert "not replayable without a build" in glu["summary"]
     assert glu["confidence"] == "medium"
@@ -361,7 +368,9 @@ def test_an_unknown_variant_is_bad_input(github_api: GitHubAPIServer, tmp_path: 
     harmless(window, 1)
     bad = window.serve(github_api)
     env = env_for(github_api, tmp_path / "state")
-    done = bisect(env, "--last-good", BASE, "--first-bad", bad, "--variant", "glu::nope::x::float32")
+    done = bisect(
+        env, "--last-good", BASE, "--first-bad", bad, "--variant", "glu::nope::x::float32"
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no such variant in the specs: glu::nope::x::float32" in done.stderr
 
@@ -392,13 +401,19 @@ def test_a_step_is_decided_by_two_agreeing_runs_or_a_lead_of_two(
 
 
 def test_commits_are_replayable_only_without_files_that_need_a_build() -> None:
-    py = {"filename": "torch/nn/functional.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}
+    py = {
+        "filename": "torch/nn/functional.py",
+        "status": "modified",
+        "patch": "@@ -1 +1 @@\n-a\n+b",
+    }
     assert classify("1" * 40, "m", "a", [py, {"filename": "test/test_nn.py"}]).replayable
     cpp = classify("2" * 40, "m", "a", [py, {"filename": "torch/csrc/Module.cpp", "patch": "x"}])
     assert not cpp.replayable and "torch/csrc/Module.cpp needs a build" in cpp.why
     no_patch = classify("3" * 40, "m", "a", [{"filename": "torch/nn/functional.py"}])
     assert not no_patch.replayable and "GitHub sent no patch" in no_patch.why
-    yaml = classify("4" * 40, "m", "a", [{"filename": "aten/src/ATen/native/native_functions.yaml"}])
+    yaml = classify(
+        "4" * 40, "m", "a", [{"filename": "aten/src/ATen/native/native_functions.yaml"}]
+    )
     assert not yaml.replayable
 
 
@@ -408,9 +423,7 @@ def test_a_point_is_every_earlier_commit_applied_in_sequence() -> None:
     window.python("Check glu's batch dimension", torch__nn__functional=BREAK_GLU)
     harmless(window, 2)
     window.cpp("Speed up softmax")
-    commits = [
-        classify(c["sha"], c["message"], c["author"], c["files"]) for c in window.commits
-    ]
+    commits = [classify(c["sha"], c["message"], c["author"], c["files"]) for c in window.commits]
     assert ROOT is not None
     assert replayable_prefix(commits, ROOT) == (3, commits[3].why)
     assert state_diff(commits, 0, ROOT) == ""
@@ -446,7 +459,9 @@ def test_the_window_s_last_commit_unreplayable_is_the_culprit_by_elimination() -
 
 
 def test_a_failure_at_the_base_or_none_at_the_top_is_no_answer() -> None:
-    commits = [classify("1" * 40, "py", "a", [{"filename": "torch/a.py", "patch": "@@ -1 +1 @@\n-a\n+b"}])]
+    commits = [
+        classify("1" * 40, "py", "a", [{"filename": "torch/a.py", "patch": "@@ -1 +1 @@\n-a\n+b"}])
+    ]
     base = answer(_search([(0, BAD, 2)], 1, True), commits, "0" * 40, "1" * 40, True)
     assert base["outcome"] == "fails_at_base" and "culprit" not in base
     top = answer(_search([(0, GOOD, 2), (1, GOOD, 2)], 1, True), commits, "0" * 40, "1" * 40, True)

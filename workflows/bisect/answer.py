@@ -41,9 +41,7 @@ def answer(
     def after(point: int) -> str:
         return commits[point - 1].sha if point > 0 else last_good
 
-    steps = [
-        {**s.to_json(), "after": after(s.point), "applied": s.point} for s in search.steps
-    ]
+    steps = [{**s.to_json(), "after": after(s.point), "applied": s.point} for s in search.steps]
     clean = all(s.clean for s in search.steps)
     flaky = any(s.decision == UNDECIDABLE for s in search.steps)
     confidence = "low" if flaky else "high" if clean else "medium"

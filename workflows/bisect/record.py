@@ -49,7 +49,7 @@ def save(state_dir: Path, key: str, found: Mapping[str, Any]) -> Path:
         for w in kept.get("windows") or []
         if (w.get("last_good"), w.get("first_bad")) != (found["last_good"], found["first_bad"])
     ]
-    previous = next(
+    previous: Mapping[str, Any] = next(
         (
             w
             for w in kept.get("windows") or []

@@ -59,7 +59,9 @@ def classify(sha: str, message: str, author: str, entries: Sequence[Mapping[str,
     for entry in entries:
         path = str(entry.get("filename") or "")
         kinds = {file_kind(path)} | (
-            {file_kind(str(entry["previous_filename"]))} if entry.get("previous_filename") else set()
+            {file_kind(str(entry["previous_filename"]))}
+            if entry.get("previous_filename")
+            else set()
         )
         if kinds <= {"outside"}:
             continue
@@ -127,12 +129,9 @@ def _apply(commit: Commit, texts: dict[str, str | None], root: Path) -> None:
         raise PatchError(f"commit {commit.sha[:12]}: {exc}") from None
     for patch in parsed.files:
         source = patch.previous_path or patch.path
-        if patch.status == "added":
-            current: str | None = ""
-        else:
-            current = texts[source] if source in texts else _installed(root, source)
-            if current is None:
-                raise PatchError(f"{source}: not in the installed torch")
+        current = "" if patch.status == "added" else texts.get(source, _installed(root, source))
+        if current is None:
+            raise PatchError(f"{source}: not in the installed torch (or removed before)")
         new_text = apply_patch(current, patch) if patch.hunks else current
         if patch.status == "removed":
             texts[patch.path] = None

@@ -233,8 +233,9 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
     summary = dict(state.run.summary)
     kept = dict(summary.get("forensics") or {})
     kept["failures"] = list(
-        record.with_bisect({str(f.get("id")): f for f in kept.get("failures") or []}, answers)
-        .values()
+        record.with_bisect(
+            {str(f.get("id")): f for f in kept.get("failures") or []}, answers
+        ).values()
     )
     if verdict:
         kept.update(triage=verdict.get("category"), confidence=verdict.get("confidence"))
