@@ -85,6 +85,7 @@ def main() -> int:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "load_average_1m": round(os.getloadavg()[0], 2),
+            "notes": "each point starts its own zygote (its torch differs)",
         },
         "median_wall_s": round(statistics.median(walls), 2),
         "per_point_s": round(statistics.median(walls) / max(1, runs[0]["points"]), 2),

@@ -320,14 +320,7 @@ class GitHubAPIServer:
         # GitHub lists files on the first page only, at most 300 for the whole comparison.
         if page == 1:
             body["files"] = comparison.files[:COMPARE_FILE_CAP]
-        headers = {}
-        last = max(1, -(-total // per_page))
-        if page < last:
-            base_link = f"{api}/compare/{base}...{head}?per_page={per_page}"
-            headers["Link"] = (
-                f'<{base_link}&page={page + 1}>; rel="next", <{base_link}&page={last}>; rel="last"'
-            )
-        return 200, body, headers
+        return 200, body, _pages(f"{api}/compare/{base}...{head}", page, per_page, total)
 
     def _commit(
         self, req: RecordedRequest, owner: str, repo: str, sha: str
@@ -349,14 +342,7 @@ class GitHubAPIServer:
             "deletions": sum(f["deletions"] for f in commit.files),
             "total": sum(f["changes"] for f in commit.files),
         }
-        headers = {}
-        last = max(1, -(-len(commit.files) // per_page))
-        if page < last:
-            link = f"{api}/commits/{sha}?per_page={per_page}"
-            headers["Link"] = (
-                f'<{link}&page={page + 1}>; rel="next", <{link}&page={last}>; rel="last"'
-            )
-        return 200, body, headers
+        return 200, body, _pages(f"{api}/commits/{sha}", page, per_page, len(commit.files))
 
     def _contents(
         self, req: RecordedRequest, owner: str, repo: str, path: str
@@ -994,6 +980,15 @@ def _content_object(
             "html": f"{web}/{repo}/blob/{ref}/{path}",
         },
     }
+
+
+def _pages(url: str, page: int, per_page: int, total: int) -> dict[str, str]:
+    """GitHub's `Link` header of a paginated answer (none on its last page)."""
+    last = max(1, -(-total // per_page))
+    if page >= last:
+        return {}
+    link = f"{url}?per_page={per_page}"
+    return {"Link": f'<{link}&page={page + 1}>; rel="next", <{link}&page={last}>; rel="last"'}
 
 
 def _sha(text: str) -> str:

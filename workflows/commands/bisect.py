@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -175,15 +176,9 @@ def _run_targets(args: argparse.Namespace, limits: Any) -> tuple[list[Any], _Run
             "give the window with --last-good, --first-bad and --variant"
         ) from None
     specs: Sequence[str] = tuple(args.specs)
-    if not specs:
-        try:
-            planned = load_planned(out_dir, args.run)
-            specs = planned.request.specs
-            limits = type(limits)(
-                test_timeout_s=planned.request.test_timeout_s, memory_mb=limits.memory_mb
-            )
-        except PipelineError:
-            pass
+    if not specs:  # the specs the run ran its variants from
+        with contextlib.suppress(PipelineError):
+            specs = load_planned(out_dir, args.run).request.specs
     wanted = set(args.variant)
     windows: dict[tuple[str, str], list[str]] = {}
     for vid, entry in sorted(record.forensics.items()):
