@@ -24,6 +24,7 @@ from workflows import pipeline
 from workflows.bisect.answer import answer
 from workflows.bisect.search import BAD, GOOD, UNDECIDABLE, WINDOW, Search, Step, decide
 from workflows.bisect.window import classify, replayable_prefix, state_diff
+from workflows.commands.run import print_summary
 from workflows.history import SQLiteHistory
 from workflows.sources import installed_torch
 from workflows.under_test import torch_git_sha
@@ -146,7 +147,7 @@ def bisect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def _finish(
     history: SQLiteHistory, inventory: Path, out: Path, run_id: str, sha: str, fail: bool
-) -> None:
+) -> pipeline.FinishedRun:
     """A run recorded as the pipeline records it; GLU fails as the broken glu makes it."""
     event = TriggerEvent(kind="push", delivery_id=run_id, repo=REPO, head_sha=sha, source="cli")
     request = pipeline.RunRequest(
@@ -162,7 +163,7 @@ def _finish(
         return Outcome(vid, Status.PASSED, 0.1, "")
 
     ids = [v for shard in planned.shards for v in shard]
-    pipeline.finish(
+    return pipeline.finish(
         planned,
         [outcome(v) for v in ids],
         history,
@@ -174,6 +175,7 @@ def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
     github_api: GitHubAPIServer,  # noqa: F811
     glu_inventory: Path,
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     window = Window()
     harmless(window, 1)
@@ -187,7 +189,10 @@ def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
     state = tmp_path / "state"
     history = SQLiteHistory(state / "history.sqlite3")
     _finish(history, glu_inventory, tmp_path / "good", "push-good", BASE, fail=False)
-    _finish(history, glu_inventory, tmp_path / "bad", "push-bad", bad, fail=True)
+    finished = _finish(history, glu_inventory, tmp_path / "bad", "push-bad", bad, fail=True)
+    print_summary(finished)  # what `spyre-ci run` prints at its end: where to go next
+    hint = "next: `spyre-ci bisect --run push-bad` names the upstream commit in the window of 1"
+    assert hint in capsys.readouterr().out
     env = env_for(github_api, state)
 
     done = bisect(env, "--run", "push-bad")
