@@ -58,6 +58,8 @@ class VariantPage:
     last_good_run: str | None = None
     first_bad_run: str | None = None
     compare_url: str | None = None
+    # `spyre-ci bisect --run`'s answer for the failing run: culprit or window, confidence.
+    bisect: str | None = None
 
 
 def page_name(variant_id: str) -> str:
@@ -167,6 +169,8 @@ def render_variant(v: VariantPage) -> str:
             url = escape(v.compare_url, quote=True)
             text = escape(v.compare_url)
             facts.append(f'<li>commits in between: <a href="{url}">{text}</a></li>')
+        if v.bisect:
+            facts.append(f"<li>bisect: {escape(v.bisect)}</li>")
     rows = [
         [_run_link(r.run_id), escape(r.event), escape(when(r.created_at)), _status(r.status)]
         for r in v.runs

@@ -347,8 +347,9 @@ def render_markdown(
 
 
 def forensics_line(entry: Mapping[str, Any] | None) -> str:
-    """The line `last good X / first bad Y (compare: URL); triage: class (category)`, or
-    "" without an entry."""
+    """The line `last good X / first bad Y (compare: URL); triage: class (category)`, with
+    `; bisect: <culprit or window> (<confidence> confidence)` once `spyre-ci bisect` answered
+    it, or "" without an entry."""
     if not entry:
         return ""
     good = entry.get("last_good_sha") or "unknown (never seen passing)"
@@ -357,6 +358,9 @@ def forensics_line(entry: Mapping[str, Any] | None) -> str:
         line += f" (compare: {entry['compare_url']})"
     if entry.get("class"):
         line += f"; triage: {entry['class']} ({entry.get('category')})"
+    bisect = entry.get("bisect")
+    if isinstance(bisect, Mapping) and bisect.get("summary"):
+        line += f"; bisect: {bisect['summary']} ({bisect.get('confidence')} confidence)"
     return line
 
 

@@ -30,8 +30,9 @@ A run whose tests could not run (an infrastructure fault, a device that failed i
 probe) is `infra` (`crcr.infra_verdict`). The run's verdict takes the category most of its
 new failures share (ties: upstream, backend, unknown), confidence `high` when all agree,
 `medium` for a majority, `low` otherwise. `suspected_upstream` on an `upstream` verdict
-names the commit: the culprit a bisect found (`with_culprit`), else the first run where it
-failed. Shape and caps are pytorch/test-infra's relay's (`utils/triage_verdict.py`).
+names the commit: the culprit a bisect found (`with_culprit`, `spyre-ci bisect --run`), else
+the first run where it failed. Shape and caps are pytorch/test-infra's relay's
+(`utils/triage_verdict.py`).
 """
 
 from __future__ import annotations
@@ -236,18 +237,30 @@ def run_verdict(
     return verdict
 
 
-def with_culprit(verdict: Mapping[str, Any], commit: str, reason: str = "") -> dict[str, Any]:
-    """The verdict naming `commit` as `suspected_upstream.commit` (a bisect's culprit: it
-    replaces the first-bad suspicion). Only an `upstream` verdict suspects a commit (the
-    relay drops a verdict that has one otherwise): any other comes back unchanged."""
+def with_culprit(
+    verdict: Mapping[str, Any], commit: str, reason: str = "", confidence: str | None = None
+) -> dict[str, Any]:
+    """The verdict naming `commit` as `suspected_upstream.commit`: the culprit a bisect found
+    by replaying upstream's commits alone (it replaces the first-bad suspicion). An
+    `upstream` or `unknown` verdict becomes `upstream` with it (and the bisect's
+    `confidence`, when given); a `backend`, `flake` or `infra` verdict rests on stronger
+    evidence (a rule refusal, the base torch failing too, a rerun passing, a fault) and comes
+    back unchanged: the relay drops a suspected commit on any category but upstream."""
     if not _COMMIT.fullmatch(commit):
         raise ValueError(f"culprit commit {commit!r}: not a hex git sha (7 to 40 digits)")
     out = dict(verdict)
-    if out.get("category") != "upstream":
+    if out.get("category") not in ("upstream", "unknown"):
         return out
     suspected: dict[str, Any] = {"commit": commit}
-    if reason.strip():
-        suspected["reason"] = reason.strip()[:REASON_MAX]
+    said = reason.strip()
+    if said:
+        said = said if said.startswith("bisect:") else f"bisect: {said}"
+        suspected["reason"] = said[:REASON_MAX]
+        summary = f"{out.get('summary', '')}; {said}".lstrip("; ")
+        out["summary"] = summary[:SUMMARY_MAX]
+    out["category"] = "upstream"
+    if confidence is not None:
+        out["confidence"] = confidence
     out["suspected_upstream"] = suspected
     return out
 

@@ -57,6 +57,23 @@ class Comparison:
     entries: tuple[Mapping[str, Any], ...] = ()
 
 
+@dataclass(frozen=True)
+class UpstreamCommit:
+    """One commit of a compare: its sha, message and author (name, else login)."""
+
+    sha: str
+    message: str
+    author: str
+
+
+def _upstream_commit(item: Mapping[str, Any]) -> UpstreamCommit:
+    detail: Mapping[str, Any] = item["commit"] if isinstance(item.get("commit"), dict) else {}
+    author: Mapping[str, Any] = detail["author"] if isinstance(detail.get("author"), dict) else {}
+    login: Mapping[str, Any] = item["author"] if isinstance(item.get("author"), dict) else {}
+    name = str(author.get("name") or login.get("login") or "unknown")
+    return UpstreamCommit(str(item["sha"]), str(detail.get("message") or ""), name)
+
+
 class GitHubUnavailable(RelayUnavailable):
     """GitHub answered 5xx or could not be reached; the call may succeed if retried."""
 
@@ -148,6 +165,42 @@ class GitHubAdapter:
         )
         entries = tuple({k: f[k] for k in _ENTRY_KEYS if k in f} for f in raw_files)
         return Comparison(files, len(raw_files) >= COMPARE_FILE_CAP, tuple(messages), entries)
+
+    def window_commits(self, repo: str, base: str, head: str) -> tuple[UpstreamCommit, ...]:
+        """The commits after `base` up to `head`, oldest first (the compare's `commits`,
+        every page): sha, first line of the message, author. Files are not in them: ask
+        `commit_entries` per commit."""
+        client = self._client()
+        url: str | None = f"{self._api_root(client)}/repos/{repo}/compare/{base}...{head}"
+        params: dict[str, Any] | None = {"per_page": COMPARE_PAGE_SIZE, "page": 1}
+        what = f"compare {repo} {base[:12]}...{head[:12]}"
+        found: list[UpstreamCommit] = []
+        while url:
+            page = self._request(client, "GET", url, what, params=params)
+            params = None  # the next link carries them
+            for item in page.json().get("commits") or []:
+                if isinstance(item, dict) and isinstance(item.get("sha"), str):
+                    found.append(_upstream_commit(item))
+            url = page.links.get("next", {}).get("url")
+        return tuple(found)
+
+    def commit_entries(self, repo: str, sha: str) -> tuple[Mapping[str, Any], ...]:
+        """The file entries of one commit (`GET /repos/{repo}/commits/{sha}`, every page of
+        its files) as the compare gives them: `filename`, `status`, `previous_filename`,
+        `patch` when GitHub sent one."""
+        client = self._client()
+        url: str | None = f"{self._api_root(client)}/repos/{repo}/commits/{sha}"
+        params: dict[str, Any] | None = {"per_page": 100, "page": 1}
+        what = f"commit {repo} {sha[:12]}"
+        entries: list[Mapping[str, Any]] = []
+        while url:
+            page = self._request(client, "GET", url, what, params=params)
+            params = None
+            for f in page.json().get("files") or []:
+                if isinstance(f, dict) and isinstance(f.get("filename"), str):
+                    entries.append({k: f[k] for k in _ENTRY_KEYS if k in f})
+            url = page.links.get("next", {}).get("url")
+        return tuple(entries)
 
     # -- contents -------------------------------------------------------------------------------
 

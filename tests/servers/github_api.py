@@ -8,6 +8,9 @@ examples so `github3.GitHubEnterprise(server.url)` parses them:
   for the whole comparison, each with its `patch` (hunks only, no file header; left out for
   an entry registered with `"patch": None`, as GitHub leaves it out of binary and very
   large files); commits paginated by `per_page`/`page` with a `Link` header
+- `GET  /repos/{owner}/{repo}/commits/{sha}`                  a commit registered with
+  `add_commits`: the commit object with its `files` (each with its `patch`), paginated by
+  `per_page`/`page` with a `Link` header; unknown sha: 422 "No commit found", as GitHub
 - `GET  /repos/{owner}/{repo}/contents/{path}?ref={ref}`     a file registered with
   `add_file`: the JSON object (`type: file`, base64 `content` in 60-column lines; over 1 MB
   `encoding: none` and empty content, as GitHub does), or its bytes with
@@ -86,6 +89,17 @@ class _Comparison:
     files: list[dict[str, Any]]
     commits: list[str]
     status: str = "ahead"
+    # Registered by `add_commits`: the commits' own shas and authors (else made up).
+    shas: list[str] = field(default_factory=list)
+    authors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Commit:
+    sha: str
+    message: str
+    author: str
+    files: list[dict[str, Any]]
 
 
 @dataclass
@@ -119,6 +133,7 @@ class GitHubAPIServer:
         )
         self._public_key = key.public_key()
         self._comparisons: dict[tuple[str, str, str], _Comparison] = {}
+        self._commits: dict[tuple[str, str], _Commit] = {}
         self._files: dict[tuple[str, str, str], bytes] = {}
         self.pulls: list[dict[str, Any]] = []
         self._failures: list[_Failure] = []
@@ -174,6 +189,28 @@ class GitHubAPIServer:
             entry = {"filename": item, "status": "modified"} if isinstance(item, str) else item
             entries.append(_file_object(repo, head, entry))
         self._comparisons[(repo, base, head)] = _Comparison(entries, list(commits))
+
+    def add_commits(
+        self, repo: str, base: str, head: str, commits: Sequence[dict[str, Any]]
+    ) -> None:
+        """Register a window of real-looking commits, oldest first, each `{"sha", "message",
+        "author", "files": [GitHub file objects with their "patch"]}`: the compare of
+        `base...head` lists them (its files: every commit's, the last status of each path)
+        and `GET commits/{sha}` answers each with its own files."""
+        combined: dict[str, dict[str, Any]] = {}
+        for commit in commits:
+            entries = [_file_object(repo, commit["sha"], dict(f)) for f in commit["files"]]
+            self._commits[(repo, commit["sha"])] = _Commit(
+                commit["sha"], commit["message"], commit.get("author", "Upstream Dev"), entries
+            )
+            for entry in entries:
+                combined[entry["filename"]] = entry
+        self._comparisons[(repo, base, head)] = _Comparison(
+            list(combined.values()),
+            [c["message"] for c in commits],
+            shas=[c["sha"] for c in commits],
+            authors=[c.get("author", "Upstream Dev") for c in commits],
+        )
 
     def add_file(self, repo: str, ref: str, path: str, content: str | bytes) -> None:
         """Register the file `path` at `ref` (a sha or a branch) for the contents API."""
@@ -276,21 +313,36 @@ class GitHubAPIServer:
             "behind_by": 0,
             "total_commits": total,
             "commits": [
-                commit_object(api, _sha(f"{head}-{(page - 1) * per_page + i}"), message)
-                for i, message in enumerate(chunk)
+                commit_object(api, *_commit_of(comparison, (page - 1) * per_page + i, head))
+                for i in range(len(chunk))
             ],
         }
         # GitHub lists files on the first page only, at most 300 for the whole comparison.
         if page == 1:
             body["files"] = comparison.files[:COMPARE_FILE_CAP]
-        headers = {}
-        last = max(1, -(-total // per_page))
-        if page < last:
-            base_link = f"{api}/compare/{base}...{head}?per_page={per_page}"
-            headers["Link"] = (
-                f'<{base_link}&page={page + 1}>; rel="next", <{base_link}&page={last}>; rel="last"'
-            )
-        return 200, body, headers
+        return 200, body, _pages(f"{api}/compare/{base}...{head}", page, per_page, total)
+
+    def _commit(
+        self, req: RecordedRequest, owner: str, repo: str, sha: str
+    ) -> tuple[int, Any, dict]:
+        denied = self._auth(req)
+        if denied:
+            return (*denied, {})
+        commit = self._commits.get((f"{owner}/{repo}", sha))
+        if commit is None:
+            return 422, {"message": f"No commit found for SHA: {sha}"}, {}
+        per_page = min(int(req.query.get("per_page", ["300"])[0]), 300)
+        page = int(req.query.get("page", ["1"])[0])
+        api = f"{self.api_url}/repos/{owner}/{repo}"
+        body = commit_object(api, commit.sha, commit.message, commit.author)
+        files = commit.files[(page - 1) * per_page : page * per_page]
+        body["files"] = files
+        body["stats"] = {
+            "additions": sum(f["additions"] for f in commit.files),
+            "deletions": sum(f["deletions"] for f in commit.files),
+            "total": sum(f["changes"] for f in commit.files),
+        }
+        return 200, body, _pages(f"{api}/commits/{sha}", page, per_page, len(commit.files))
 
     def _contents(
         self, req: RecordedRequest, owner: str, repo: str, path: str
@@ -539,6 +591,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ),
     (
         "GET",
+        re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/commits/(?P<sha>[^/]+)"),
+        "_commit",
+    ),
+    (
+        "GET",
         re.compile(r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/contents/(?P<path>.+)"),
         "_contents",
     ),
@@ -756,8 +813,16 @@ def repository_object(api: str, full_name: str) -> dict[str, Any]:
     return repo
 
 
-def commit_object(api: str, sha: str, message: str) -> dict[str, Any]:
-    author = {"name": "Upstream Dev", "email": "dev@example.com", "date": "2026-11-01T00:00:00Z"}
+def _commit_of(comparison: _Comparison, index: int, head: str) -> tuple[str, str, str]:
+    """(sha, message, author) of a compare's commit `index`: registered, else made up."""
+    if index < len(comparison.shas):
+        return comparison.shas[index], comparison.commits[index], comparison.authors[index]
+    return _sha(f"{head}-{index}"), comparison.commits[index], "Upstream Dev"
+
+
+def commit_object(api: str, sha: str, message: str, name: str = "Upstream Dev") -> dict[str, Any]:
+    email = f"{name.lower().replace(' ', '.')}@example.com"
+    author = {"name": name, "email": email, "date": "2026-11-01T00:00:00Z"}
     return {
         "sha": sha,
         "node_id": f"C_{sha[:10]}",
@@ -915,6 +980,15 @@ def _content_object(
             "html": f"{web}/{repo}/blob/{ref}/{path}",
         },
     }
+
+
+def _pages(url: str, page: int, per_page: int, total: int) -> dict[str, str]:
+    """GitHub's `Link` header of a paginated answer (none on its last page)."""
+    last = max(1, -(-total // per_page))
+    if page >= last:
+        return {}
+    link = f"{url}?per_page={per_page}"
+    return {"Link": f'<{link}&page={page + 1}>; rel="next", <{link}&page={last}>; rel="last"'}
 
 
 def _sha(text: str) -> str:

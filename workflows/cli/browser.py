@@ -103,6 +103,7 @@ def variant_pages(history: HistoryStore, runs: list[RunRecord]) -> list[VariantP
                 window.last_good_run if window else None,
                 window.first_bad_run if window else None,
                 window.compare_url if window else None,
+                _bisected(latest.summary, vid) if window and latest else None,
             )
         )
     return pages
@@ -129,3 +130,14 @@ def write_pages(history: HistoryStore, out: Path, limit: int = 50) -> list[Path]
         part.write_text(text, encoding="utf-8")
         part.replace(path)
     return list(files)
+
+
+def _bisected(summary: Mapping[str, Any], vid: str) -> str | None:
+    """The bisect's answer for `vid` kept in a run's forensics (`spyre-ci bisect --run`)."""
+    forensics = summary.get("forensics")
+    failures = forensics.get("failures") if isinstance(forensics, Mapping) else None
+    for entry in failures if isinstance(failures, list) else ():
+        found = entry.get("bisect") if isinstance(entry, Mapping) else None
+        if entry.get("id") == vid and isinstance(found, Mapping) and found.get("summary"):
+            return f"{found['summary']} ({found.get('confidence')} confidence)"
+    return None

@@ -292,6 +292,16 @@ def print_summary(finished: Any) -> None:
             f"    if these failures are real: `spyre-ci history confirm {run_id}`; if they "
             f"are the tool's: `spyre-ci history forget {run_id}`"
         )
+    windows = [
+        f
+        for f in (s.get("forensics") or {}).get("failures") or ()
+        if f.get("last_good_sha") and f.get("first_bad_sha") != f.get("last_good_sha")
+    ]
+    if windows and not finished.faults:
+        print(
+            f"  next: `spyre-ci bisect --run {finished.planned.request.run_id}` names the "
+            f"upstream commit in the window of {len(windows)} new failure(s), without a build"
+        )
     out = finished.out_dir
     print(f"  report: {out / 'report.html'}  ({out / 'report.md'})")
     sys.stdout.flush()
