@@ -16,7 +16,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Upstream-style device-generic test files that suites run through the plugin (one of them
 # hangs on purpose): data for those tests, never collected on their own.
-collect_ignore = ["suites/upstream_like"]
+collect_ignore = ["suites/upstream_like", "suites/upstream_renamed"]
 TINY_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "tiny.yaml"
 
 
