@@ -4,10 +4,12 @@ HTML page (inline CSS, no scripts), all rendered from one `Readiness` (pure)."""
 from __future__ import annotations
 
 import datetime as dt
-from html import escape
 
+from markupsafe import Markup
+
+from dashboard_export.pages import render
 from dashboard_export.readiness import WINDOW_DAYS, Criterion, Readiness
-from dashboard_export.report import _CSS, _html_table, _md, _md_table
+from dashboard_export.report import _md, _md_table
 
 TITLE = "Promotion readiness (L2 -> L3)"
 
@@ -133,72 +135,41 @@ def render_markdown(r: Readiness) -> str:
 
 
 def render_html(r: Readiness) -> str:
-    """A self-contained page: what `spyre-ci serve` answers at /readiness."""
-    e = escape
-    kind = "success" if r.ready else "failure"
+    """A self-contained page (`templates/readiness.html`): what `spyre-ci serve` answers at
+    /readiness."""
     rows = [
         [
-            e(c.title),
-            f'<span class="{"" if c.passed else "hot"}">{e(_result(c))}</span>',
-            e(_evidence(c)),
-            e(shown(c.value, c.unit)),
-            e(_bound(c)),
+            c.title,
+            Markup('<span class="{}">{}</span>').format("" if c.passed else "hot", _result(c)),
+            _evidence(c),
+            shown(c.value, c.unit),
+            _bound(c),
             str(c.measured),
         ]
         for c in r.criteria
     ]
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{e(TITLE)}: {e(r.verdict)}</title>",
-        f"<style>{_CSS}</style></head><body><main>",
-        "<header>",
-        f'<h1>{e(TITLE)} <span class="badge {kind}">{e(r.verdict)}</span></h1>',
-        f'<div class="muted">{e(_window(r))}</div>',
-        '<div class="cards">',
-        *(
-            f'<div class="card {"good" if c.passed else "bad"}"><b>{e(shown(c.value, c.unit))}'
-            f'</b><span class="muted">{e(c.title)} ({e(_bound(c))})</span></div>'
-            for c in r.criteria
-        ),
-        "</div></header>",
-        "<section><h2>Criteria</h2>",
-        _html_table(["criterion", "result", "evidence", "value", "needed", "runs"], rows, 3),
-        "</section>",
+    criteria = [
+        {
+            "title": c.title,
+            "passed": c.passed,
+            "value": shown(c.value, c.unit),
+            "bound": _bound(c),
+            "worst": [
+                (Markup("<code>{}</code>").format(w.run_id), w.note, duration(w.value))
+                for w in c.worst
+            ],
+            "against": c.against,
+            "against_ids": c.against_ids,
+            "more": c.against - len(c.against_ids),
+        }
+        for c in r.criteria
     ]
-    for c in r.criteria:
-        if not (c.worst or c.against):
-            continue
-        parts.append(f"<section><h2>{e(c.title)}</h2>")
-        if c.worst:
-            parts.append(
-                _html_table(
-                    ["worst runs", "verdict", "time"],
-                    [
-                        [f"<code>{e(w.run_id)}</code>", e(w.note), e(duration(w.value))]
-                        for w in c.worst
-                    ],
-                    1,
-                )
-            )
-        if c.against:
-            ids = ", ".join(f"<code>{e(i)}</code>" for i in c.against_ids)
-            more = c.against - len(c.against_ids)
-            parts.append(
-                f"<p>Counted against it: {c.against} runs: {ids}"
-                + (f" and {more} more" if more > 0 else "")
-                + "</p>"
-            )
-        parts.append("</section>")
-    extra = _not_counted(r)
-    if extra:
-        parts.append("<section><h2>Not counted</h2><ul>")
-        parts += [f"<li>{e(line)}</li>" for line in extra]
-        parts.append("</ul></section>")
-    parts.append(
-        '<section class="muted">Criteria of pytorch/rfcs PR #102 (CI relay, L2 to L3); how '
-        "each is measured here: docs/workflows.md, Promotion readiness.</section>"
+    return render(
+        "readiness.html",
+        title=TITLE,
+        r=r,
+        window=_window(r),
+        criteria=criteria,
+        rows=rows,
+        not_counted=_not_counted(r),
     )
-    parts.append("</main></body></html>")
-    return "\n".join(parts) + "\n"

@@ -11,8 +11,9 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
+
+from markupsafe import Markup
 
 from dashboard_export.crcr import ci_metrics, result_counts
 from dashboard_export.model import (
@@ -23,6 +24,7 @@ from dashboard_export.model import (
     RunRecord,
     VariantResult,
 )
+from dashboard_export.pages import render
 from suites.model import Status
 
 FILES_SHOWN = 30  # changed files listed before "and N more"
@@ -153,15 +155,6 @@ def _env_line(record: RunRecord) -> str:
         f"torch {env.torch_version} ({env.torch_git_version[:12]}{source}), "
         f"{env.backend} {env.backend_version} on {env.device}"
     )
-
-
-def _tested_html(record: RunRecord) -> list[str]:
-    lines = tested_lines(record)
-    if not lines:
-        return []
-    kind = {"tested": "good", "partial": "warn", "not_tested": "bad"}[record.environment.tested]
-    items = "".join(f"<li>{escape(line[2:].replace('`', ''))}</li>" for line in lines[1:])
-    return [f'<div class="tested {kind}"><strong>{escape(lines[0])}</strong><ul>{items}</ul></div>']
 
 
 def tested_lines(record: RunRecord) -> list[str]:
@@ -411,48 +404,6 @@ def _first_line(message: str) -> str:
 
 # ---------------------------------------------------------------- HTML
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
-  color:#1f2328;background:#f6f8fa}
-main{max-width:1180px;margin:0 auto;padding:24px}
-header,section{background:#fff;border:1px solid #d0d7de;border-radius:8px;margin-bottom:16px}
-header{padding:16px 20px}section{padding:14px 20px}
-section.infra{border-color:#cf222e;border-width:2px}
-h1{font-size:22px;margin:0 0 6px}
-h2{font-size:17px;margin:0 0 10px}
-.badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff;
-  font-size:13px;vertical-align:middle}
-.success{background:#1a7f37}.failure{background:#cf222e}.cancelled,.timed_out{background:#6e7781}
-.neutral{background:#9a6700}
-.tested{margin-top:10px;padding:6px 10px;border-left:4px solid #d0d7de}
-.tested.good{border-color:#1a7f37}.tested.warn{border-color:#9a6700}.tested.bad{border-color:#cf222e}
-.tested ul{margin:4px 0 0;padding-left:18px}
-.muted{color:#57606a}
-.cards{display:flex;gap:12px;flex-wrap:wrap;margin-top:12px}
-.card{flex:1;min-width:110px;border:1px solid #d0d7de;border-radius:6px;padding:8px 12px}
-.card b{display:block;font-size:22px}
-.card.bad b{color:#cf222e}.card.good b{color:#1a7f37}.card.warn b{color:#9a6700}
-table{border-collapse:collapse;width:100%;margin:6px 0 10px}
-th,td{border-bottom:1px solid #d8dee4;padding:5px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa;font-weight:600}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-td.zero{color:#afb8c1}
-.hot{color:#cf222e;font-weight:600}
-table.narrow{width:auto;min-width:50%}
-code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f6f8fa;
-  padding:1px 4px;border-radius:4px;word-break:break-all}
-pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff8f8;
-  border:1px solid #ffcecb;border-radius:6px;padding:8px 10px;white-space:pre-wrap;
-  word-break:break-word;margin:4px 0 12px;max-height:320px;overflow:auto}
-.failure-item h3{font-size:14px;margin:12px 0 2px}
-.tag{font-size:12px;border-radius:10px;padding:1px 8px;background:#eaeef2;color:#424a53}
-.tag.new{background:#ffebe9;color:#a40e26}.tag.flaky{background:#fff8c5;color:#7d4e00}
-.tag.regressed{background:#ffebe9;color:#a40e26}.tag.fixed{background:#dafbe1;color:#116329}
-ul{margin:4px 0;padding-left:22px}
-.bar{display:flex;height:10px;border-radius:5px;overflow:hidden;margin-top:10px;background:#eaeef2}
-.bar span{display:block}
-"""
-
 _BAR_COLOURS = {
     Status.PASSED: "#2da44e",
     Status.XPASSED: "#8fd19e",
@@ -466,125 +417,140 @@ _BAR_COLOURS = {
 
 
 def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """A self-contained page (inline CSS, no scripts, no external assets); `forensics` as
-    for `render_markdown`."""
+    """A self-contained page (inline CSS, no scripts, no external assets; the markup in
+    `templates/report.html`); `forensics` as for `render_markdown`."""
     s = summarize(record)
-    e = escape
-    verdict = record.effective_conclusion
     c = s.statuses
-    parts: list[str] = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{e(_title(record))}: {e(verdict)}</title>",
-        f"<style>{_CSS}</style></head><body><main>",
-        "<header>",
-        f'<h1>{e(_title(record))} <span class="badge {e(verdict)}">{e(verdict)}</span></h1>',
-        f'<div class="muted">run {e(record.run_id)} attempt {record.attempt}'
-        + (f' · <a href="{e(record.run_url)}">run log</a>' if record.run_url else "")
-        + f" · {e(_env_line(record))}</div>",
-        *_tested_html(record),
-        '<div class="cards">',
-        _card("variants", sum(c.values()), ""),
-        _card("passed", c["passed"], "good"),
-        _card("new failures", len(s.new), "bad" if s.new else "good"),
-        _card("pre-existing", len(s.pre_existing), "warn" if s.pre_existing else ""),
-        _card("flaky", len(s.flaky), "warn" if s.flaky else ""),
-        *(_card(str(st), c[st], "") for st in (Status.XFAILED, Status.XPASSED) if c[st]),
-        _card("skipped", c["skipped"], ""),
-        "</div>",
-        _bar(c),
-        "</header>",
-    ]
-    if record.infrastructure:
-        parts += [
-            '<section class="infra"><h2>Infrastructure error: the tests could not run</h2>',
-            "<p>These results say nothing about the change: the test processes failed "
-            "before their first test, in a fresh process too. Nothing was learned from "
-            "this run.</p>",
-        ]
-        parts += [f"<pre>{e(cause)}</pre>" for cause in record.infrastructure]
-        parts.append("</section>")
-    if record.held_back:
-        parts.append(
-            f'<section class="infra"><p><b>Held back from History</b>: '
-            f"{e(record.held_back)}. Check the failures, then <code>spyre-ci history "
-            f"confirm {e(record.run_id)}</code> (or <code>spyre-ci history forget "
-            f"{e(record.run_id)}</code>).</p></section>"
-        )
-    parts += _html_change(record)
-    parts += _html_plan(record)
-    parts += _html_suites(s)
-    parts += _html_failures(s, record.forensics if forensics is None else forensics)
-    parts += _html_timings(s)
-    parts += _html_upgrade(record)
-    parts.append("</main></body></html>")
-    return "\n".join(parts) + "\n"
-
-
-def _card(label: str, value: int, kind: str) -> str:
-    label_html = f'<span class="muted">{escape(label)}</span>'
-    return f'<div class="card {kind}"><b>{value}</b>{label_html}</div>'
-
-
-def _bar(counts: dict[str, int]) -> str:
-    total = sum(counts.values()) or 1
-    spans = "".join(
-        f'<span style="width:{100 * counts[k] / total:.2f}%;background:{colour}" '
-        f'title="{k}: {counts[k]}"></span>'
-        for k, colour in _BAR_COLOURS.items()
-        if counts[k]
-    )
-    return f'<div class="bar">{spans}</div>'
-
-
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: int = 0) -> str:
-    """Rows of already-escaped cells; the last `numeric` columns are right-aligned numbers."""
-    if not rows:
-        return '<p class="muted">None.</p>'
-    first_num = len(header) - numeric
-    head = "".join(
-        f'<th class="n">{escape(h)}</th>' if i >= first_num else f"<th>{escape(h)}</th>"
-        for i, h in enumerate(header)
-    )
-    body = []
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            if i >= first_num:
-                cls = "n zero" if str(cell) in ("0", "0 ms") else "n"
-                cells.append(f'<td class="{cls}">{cell}</td>')
-            else:
-                cells.append(f"<td>{cell}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    narrow = ' class="narrow"' if len(header) <= 2 else ""
-    return f"<table{narrow}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _html_change(record: RunRecord) -> list[str]:
+    plan = record.plan
+    found = record.forensics if forensics is None else forensics
     event = record.event
-    out = [
-        "<section><h2>What changed</h2>",
-        f"<p>{escape(_change_line(record))}</p>",
-        f"<p>{escape(_files_line(record))}</p>",
-    ]
-    if event.files:
-        out.append("<ul>")
-        for changed in event.files[:FILES_SHOWN]:
-            out.append(
-                f"<li><code>{escape(changed.path)}</code> "
-                f'<span class="muted">{escape(changed.status)}</span></li>'
+    total = sum(c.values()) or 1
+    return render(
+        "report.html",
+        record=record,
+        title=_title(record),
+        verdict=record.effective_conclusion,
+        env_line=_env_line(record),
+        tested=_tested_view(record),
+        cards=[
+            ("variants", sum(c.values()), ""),
+            ("passed", c["passed"], "good"),
+            ("new failures", len(s.new), "bad" if s.new else "good"),
+            ("pre-existing", len(s.pre_existing), "warn" if s.pre_existing else ""),
+            ("flaky", len(s.flaky), "warn" if s.flaky else ""),
+            *((str(st), c[st], "") for st in (Status.XFAILED, Status.XPASSED) if c[st]),
+            ("skipped", c["skipped"], ""),
+        ],
+        bar=[
+            (str(k), f"{100 * c[k] / total:.2f}", colour, c[k])
+            for k, colour in _BAR_COLOURS.items()
+            if c[k]
+        ],
+        change_line=_change_line(record),
+        files_line=_files_line(record),
+        files=event.files[:FILES_SHOWN],
+        more_files=max(0, len(event.files) - FILES_SHOWN),
+        commits=[m.strip().splitlines()[0] for m in event.commit_messages[:5] if m.strip()],
+        plan=plan,
+        relatives_text=_relatives_text(plan) if plan else "",
+        holdout_text=_holdout_text(plan) if plan else "",
+        reasons=reason_rows(plan) if plan else [],
+        metrics=[(k, f"{v:.4g}") for k, v in sorted(plan.metrics.items())] if plan else [],
+        misses_title=_misses_title(plan),
+        sample_name=_sample_name(plan),
+        **_suites_view(s),
+        new=s.new,
+        new_shown=[_failure_view(r, found.get(r.id)) for r in s.new[:NEW_SHOWN]],
+        more_new=max(0, len(s.new) - NEW_SHOWN),
+        pre_existing=[
+            (_code(r.id), str(r.status), _first_line(r.outcome.message)) for r in s.pre_existing
+        ],
+        flaky=[
+            (
+                Markup('<code>{}</code> <span class="tag flaky">flaky</span>').format(r.id),
+                str(r.status),
+                _first_line(r.outcome.message),
             )
-        if len(event.files) > FILES_SHOWN:
-            out.append(f"<li>and {len(event.files) - FILES_SHOWN} more</li>")
-        out.append("</ul>")
-    messages = [m.strip().splitlines()[0] for m in event.commit_messages[:5] if m.strip()]
-    if messages:
-        out.append("<p>Commits:</p><ul>")
-        out += [f"<li>{escape(m)}</li>" for m in messages]
-        out.append("</ul>")
-    out.append("</section>")
-    return out
+            for r in s.flaky
+        ],
+        queued=_seconds(s.metrics["queue_time"]),
+        ran=_seconds(s.metrics["execution_time"]),
+        test_time=_seconds(s.test_seconds),
+        slowest=[(_code(r.id), str(r.status), _seconds(r.outcome.duration_s)) for r in s.slowest],
+        upgrade=_upgrade_view(record),
+    )
+
+
+def _code(text: str) -> Markup:
+    return Markup("<code>{}</code>").format(text)
+
+
+def _tested_view(record: RunRecord) -> dict[str, Any] | None:
+    lines = tested_lines(record)
+    if not lines:
+        return None
+    kind = {"tested": "good", "partial": "warn", "not_tested": "bad"}[record.environment.tested]
+    return {
+        "kind": kind,
+        "lead": lines[0],
+        "lines": [line[2:].replace("`", "") for line in lines[1:]],
+    }
+
+
+def _suites_view(s: Summary) -> dict[str, Any]:
+    shown = [st for st in STATUS_COLUMNS if any(line.counts[str(st)] for line in s.suites)]
+    rows = []
+    for line in s.suites:
+        cells: list[Any] = [line.suite]
+        for st in shown:
+            n = line.counts[str(st)]
+            cells.append(
+                Markup('<span class="hot">{}</span>').format(n) if st.is_failure and n else n
+            )
+        rows.append([*cells, line.total, _seconds(line.seconds)])
+    return {
+        "suite_header": ["suite", *(str(st) for st in shown), "total", "time"],
+        "suite_rows": rows,
+        "suite_numeric": len(shown) + 2,
+    }
+
+
+def _failure_view(result: VariantResult, entry: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {
+        "id": result.id,
+        "holdout": result.holdout,
+        "status": str(result.status),
+        "seconds": _seconds(result.outcome.duration_s),
+        "base_status": result.base_status,
+        "forensics": forensics_line(entry),
+        "compare_url": (entry.get("compare_url") if entry else None) or "",
+        "message": _short(result.outcome.message) or "(no message)",
+    }
+
+
+def _upgrade_view(record: RunRecord) -> dict[str, Any] | None:
+    if record.upgrade is None:
+        return None
+    groups = _diff_groups(record)
+    return {
+        "from_version": record.upgrade.from_version,
+        "to_version": record.upgrade.to_version,
+        "categories": [
+            (Markup('<span class="tag {0}">{0}</span>').format(str(cat)), len(rows))
+            for cat, rows in groups
+        ],
+        "groups": [
+            (
+                str(category).capitalize(),
+                [
+                    (_code(r.id), str(r.before or "-"), str(r.after or "-"), _first_line(r.message))
+                    for r in rows
+                ],
+            )
+            for category, rows in groups
+            if rows and category is not DiffCategory.UNCHANGED_FAILING
+        ],
+    }
 
 
 # A first reason of this kind is no evidence about the variant itself: it only shares an op
@@ -652,198 +618,3 @@ def _sample_name(plan: PlanSummary | None) -> str:
     if plan is not None and plan.canaries:
         return "the canaries or the random holdout sample"
     return "the random holdout sample"
-
-
-def _html_plan(record: RunRecord) -> list[str]:
-    plan = record.plan
-    out = ["<section><h2>What the selector concluded</h2>"]
-    if plan is None:
-        out.append('<p class="muted">No plan recorded (every requested variant ran).</p>')
-        return [*out, "</section>"]
-    fallback = (
-        f" <b>Fell back to a full run:</b> {escape(plan.fallback_reason)}."
-        if plan.fallback_reason
-        else ""
-    )
-    out.append(
-        f"<p>Selected <b>{plan.selected}</b> of {plan.inventory or '?'} variants"
-        f"{escape(_relatives_text(plan))};"
-        f" {escape(_holdout_text(plan))}.{fallback}</p>"
-    )
-    out.append(
-        _html_table(
-            ["top reason", "variants"], [[escape(r), n] for r, n in reason_rows(plan)], numeric=1
-        )
-    )
-    if plan.skipped:
-        out.append(
-            _html_table(
-                ["not run because", "variants"],
-                [[escape(r), n] for r, n in plan.skipped.items()],
-                numeric=1,
-            )
-        )
-    if plan.metrics:
-        out.append(
-            _html_table(
-                ["metric", "value"],
-                [[escape(k), f"{v:.4g}"] for k, v in sorted(plan.metrics.items())],
-                numeric=1,
-            )
-        )
-    misses = plan.holdout_misses
-    out.append(f"<h2>{_misses_title(plan)} ({len(misses)})</h2>")
-    if misses:
-        out.append(
-            f"<p>Failures found only by {escape(_sample_name(plan))}: "
-            "the selector missed them.</p><ul>"
-        )
-        out += [f"<li><code>{escape(v)}</code></li>" for v in misses]
-        out.append("</ul>")
-    else:
-        out.append(
-            f'<p class="muted">None: {escape(_sample_name(plan))} found nothing the '
-            "plan missed.</p>"
-        )
-    out.append("</section>")
-    return out
-
-
-def _html_suites(s: Summary) -> list[str]:
-    shown = [st for st in STATUS_COLUMNS if any(line.counts[str(st)] for line in s.suites)]
-    rows = []
-    for line in s.suites:
-        cells: list[Any] = [escape(line.suite)]
-        for st in shown:
-            n = line.counts[str(st)]
-            cells.append(f'<span class="hot">{n}</span>' if st.is_failure and n else n)
-        rows.append([*cells, line.total, _seconds(line.seconds)])
-    table = _html_table(
-        ["suite", *(str(st) for st in shown), "total", "time"], rows, numeric=len(shown) + 2
-    )
-    return ["<section><h2>Results by suite</h2>", table, "</section>"]
-
-
-def _html_failures(s: Summary, forensics: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    out = [f"<section><h2>New failures ({len(s.new)})</h2>"]
-    if not s.new:
-        out.append('<p class="muted">None.</p>')
-    for result in s.new[:NEW_SHOWN]:
-        tag = '<span class="tag new">new</span>'
-        if result.holdout:
-            tag += ' <span class="tag">holdout</span>'
-        out += [
-            '<div class="failure-item">',
-            f"<h3><code>{escape(result.id)}</code> {tag} "
-            f'<span class="muted">{escape(str(result.status))}, '
-            f"{_seconds(result.outcome.duration_s)}"
-            + (f"; without the change: {escape(result.base_status)}" if result.base_status else "")
-            + "</span></h3>",
-            *_html_forensics(forensics.get(result.id)),
-            f"<pre>{escape(_short(result.outcome.message) or '(no message)')}</pre>",
-            "</div>",
-        ]
-    if len(s.new) > NEW_SHOWN:
-        out.append(
-            f'<p class="muted">... and {len(s.new) - NEW_SHOWN} more '
-            "(see hud/failed_test_runs).</p>"
-        )
-    out.append(f"<h2>Pre-existing failures ({len(s.pre_existing)})</h2>")
-    out.append(
-        _html_table(
-            ["variant", "status", "message"],
-            [
-                [
-                    f"<code>{escape(r.id)}</code>",
-                    escape(str(r.status)),
-                    escape(_first_line(r.outcome.message)),
-                ]
-                for r in s.pre_existing
-            ],
-        )
-    )
-    out.append(f"<h2>Flaky ({len(s.flaky)})</h2>")
-    out.append(
-        _html_table(
-            ["variant", "final status", "message"],
-            [
-                [
-                    f'<code>{escape(r.id)}</code> <span class="tag flaky">flaky</span>',
-                    escape(str(r.status)),
-                    escape(_first_line(r.outcome.message)),
-                ]
-                for r in s.flaky
-            ],
-        )
-    )
-    out.append("</section>")
-    return out
-
-
-def _html_forensics(entry: Mapping[str, Any] | None) -> list[str]:
-    line = forensics_line(entry)
-    if not line:
-        return []
-    url = entry.get("compare_url") if entry else None
-    link = f' <a href="{escape(url)}">compare</a>' if url else ""
-    return [f'<p class="muted forensics">{escape(line)}{link}</p>']
-
-
-def _html_timings(s: Summary) -> list[str]:
-    m = s.metrics
-    return [
-        "<section><h2>Timings</h2>",
-        f"<p>Queued {_seconds(m['queue_time'])} · ran {_seconds(m['execution_time'])} · "
-        f"test time {_seconds(s.test_seconds)}</p>",
-        _html_table(
-            ["slowest variants", "status", "time"],
-            [
-                [
-                    f"<code>{escape(r.id)}</code>",
-                    escape(str(r.status)),
-                    _seconds(r.outcome.duration_s),
-                ]
-                for r in s.slowest
-            ],
-            numeric=1,
-        ),
-        "</section>",
-    ]
-
-
-def _html_upgrade(record: RunRecord) -> list[str]:
-    if record.upgrade is None:
-        return []
-    up = record.upgrade
-    groups = _diff_groups(record)
-    out = [
-        f"<section><h2>Upgrade {escape(up.from_version)} → {escape(up.to_version)}</h2>",
-        _html_table(
-            ["category", "variants"],
-            [
-                [f'<span class="tag {cat}">{escape(str(cat))}</span>', len(rows)]
-                for cat, rows in groups
-            ],
-            numeric=1,
-        ),
-    ]
-    for category, rows in groups:
-        if not rows or category is DiffCategory.UNCHANGED_FAILING:
-            continue
-        out.append(f"<h2>{escape(str(category)).capitalize()} ({len(rows)})</h2>")
-        out.append(
-            _html_table(
-                ["variant", "before", "after", "message"],
-                [
-                    [
-                        f"<code>{escape(r.id)}</code>",
-                        escape(str(r.before or "-")),
-                        escape(str(r.after or "-")),
-                        escape(_first_line(r.message)),
-                    ]
-                    for r in rows
-                ],
-            )
-        )
-    out.append("</section>")
-    return out

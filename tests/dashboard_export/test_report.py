@@ -157,3 +157,18 @@ def test_family_only_picks_come_after_the_direct_evidence_and_are_named(
         "Selected 163 of 8498 variants (15 on direct evidence; 148 only as relatives in a "
         "touched op's family, ranked after them);" in text
     )
+
+
+def test_every_page_escapes_what_it_is_given(record: RunRecord) -> None:
+    # The templates autoescape: text from a commit, a message or a run id is never markup.
+    hostile = "<script>alert(1)</script>"
+    event = dataclasses.replace(record.event, commit_messages=(hostile,))
+    page = render_html(dataclasses.replace(record, event=event, held_back=hostile))
+    assert hostile not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count("<script") == 0
+
+    from dashboard_export.browser import RunRow, render_index
+
+    row = RunRow(hostile, "completed", hostile, 0.0, selected=1, failed=0, new_failures=0)
+    index = render_index([row], [hostile], 0.0)
+    assert "<script" not in index and "&lt;script&gt;" in index
