@@ -219,3 +219,44 @@ def test_a_widened_variant_runs_from_its_own_module(tmp_path: Path) -> None:
         if r["event"] == "end"
     }
     assert ends == {i: "passed" for i in ids.read_text().split()}
+
+
+def test_an_edit_of_a_device_generic_helper_method_selects_its_users_variants() -> None:
+    # As `self.is_view_of` in test_view_ops.py: a method of the generic class, called by
+    # some of its tests; each test has a variant per op and dtype.
+    import difflib
+
+    from selector.changeset import ChangeSet
+    from selector.heuristics import REGISTRY
+    from selector.heuristics.base import RetrieveContext
+    from selector.history import History
+    from selector.index import InventoryIndex
+    from selector.scout import scout
+    from suites.model import Inventory
+
+    path = "test/test_tiny_widen.py"
+    old = (UPSTREAM_LIKE / path).read_text()
+    inventory = Inventory("2.13.0", "x", tuple(_expand(WIDEN).variants))
+    index = InventoryIndex.build(inventory)
+
+    def selected(new: str) -> set[str]:
+        assert new != old
+        diff = "".join(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                f"a/{path}",
+                f"b/{path}",
+            )
+        )
+        changes = ChangeSet.from_diff(diff).with_sources({path: old})
+        facts = scout(changes, index)
+        ctx = RetrieveContext(facts=facts, index=index, history=History())
+        return set(REGISTRY["upstream_test"].score(ctx))
+
+    users = {v.id for v in inventory.variants if "::test_not_widened_" in v.id}
+    assert len(users) == 4  # abs and neg, float32 and float64
+    helper = old.replace("self.assertEqual(t.cpu().dtype, dtype)", "assert t.cpu().dtype == dtype")
+    assert selected(helper) == users
+    own = old.replace("sample = next(iter(", "sample = next(iter(  # first sample\n            ")
+    assert selected(own) == {v.id for v in inventory.variants} - users
