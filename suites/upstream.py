@@ -182,7 +182,9 @@ def _instantiate(
 @contextlib.contextmanager
 def _widened(test: Any, member: str, widening: FileWidening) -> Iterator[None]:
     """While an `@ops` test is instantiated: what torch-spyre's `_OOTDtypePatcher` and
-    `_OOTOpDtypeExpander` do, and the widening half of its OpInfo dtype override. The
+    `_OOTOpDtypeExpander` do, and the widening half of its OpInfo dtype override; the op_db
+    OpInfos a test's `edits.ops.include` names join its `@ops` list (the RFC's meaning:
+    torch-spyre's code reads these includes only for their tags). The
     `@ops` allowed dtypes take the listed dtypes of its ops and the test's included dtypes;
     each op's dtypes (and its dtypes for this device) take the included dtypes and its own
     listed ones. The OpInfos are shared by every suite of the process: they are restored
@@ -196,13 +198,27 @@ def _widened(test: Any, member: str, widening: FileWidening) -> Iterator[None]:
     if not widening or not isinstance(owner, ops):
         yield
         return
+    from torch.testing._internal.common_methods_invocations import op_db
+
     extra = {_torch_dtype(d) for d in widening.for_test(member)} - {None}
-    own = {op.name: {_torch_dtype(d) for d in widening.for_op(op.name)} - {None}
-           for op in owner.op_list}
+    listed = owner.op_list
+    included = widening.ops_for_test(member)
+    present = {(op.name, op.variant_test_name) for op in listed}
+    added = [
+        op
+        for op in op_db
+        if op.name in included and (op.name, op.variant_test_name) not in present
+    ]
+    own = {
+        op.name: {_torch_dtype(d) for d in widening.for_op(op.name)} - {None}
+        for op in [*listed, *added]
+    }
     allowed = owner.allowed_dtypes
     saved: list[tuple[Any, Any, dict[str, Any]]] = []
     device = torch._C._get_privateuse1_backend_name()
     try:
+        if added:
+            owner.op_list = [*listed, *added]
         if allowed is not None:
             owner.allowed_dtypes = set(allowed) | extra | set().union(*own.values())
         for op in owner.op_list:
@@ -215,6 +231,7 @@ def _widened(test: Any, member: str, widening: FileWidening) -> Iterator[None]:
                 op.dtypesIf[device] = set(op.dtypesIf[device]) | add
         yield
     finally:
+        owner.op_list = listed
         owner.allowed_dtypes = allowed
         for op, dtypes, per_device in saved:
             op.__dict__["dtypes"] = dtypes

@@ -163,8 +163,12 @@ def test_dtype_includes_and_listed_op_dtypes_widen_what_upstream_generates(
     assert {(t, d) for s, t, d in got if s == "plain_widen"} == native
     # edits.dtypes.include float16 reaches both ops of that test only; abs lists float64,
     # which widens the @ops allowed dtypes of every test using abs (neg supports float64
-    # itself, so it is generated too, as torch-spyre's _OOTDtypePatcher does).
+    # itself, so it is generated too, as torch-spyre's _OOTDtypePatcher does); sin, which
+    # edits.ops.include adds to one test's @ops list, gets that test's dtypes.
     assert {(t, d) for s, t, d in got if s == "widen"} == native | {
+        ("test_float32_only_sin", "float16"),
+        ("test_float32_only_sin", "float32"),
+        ("test_float32_only_sin", "float64"),
         ("test_float32_only_abs", "float16"),
         ("test_float32_only_neg", "float16"),
         ("test_float32_only_abs", "float64"),
