@@ -65,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                 defined = _defined_tests(path)
                 with contextlib.suppress(UpstreamError):
                     tests = list(enumerate_tests(path, file_widening(spec, where)))
-            known = defined | {t.base_name for t in tests} | {
-                t.written_name for t in tests if t.written_name
-            }
+            known = (
+                defined
+                | {t.base_name for t in tests}
+                | {t.written_name for t in tests if t.written_name}
+            )
             for test in entry.get("tests") or ():
                 names = test.get("names")
                 for name in [names] if isinstance(names, str) else names or ():
@@ -145,8 +147,7 @@ def _defined_tests(path: Path) -> set[str]:
         for cls in ast.walk(tree)
         if isinstance(cls, ast.ClassDef)
         for node in cls.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.name.startswith("test")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
     }
 
 

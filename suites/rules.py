@@ -465,7 +465,9 @@ class FileWidening:
         return _union(self.test_ops, member)
 
 
-def _union(pairs: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...], member: str) -> tuple[str, ...]:
+def _union(
+    pairs: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...], member: str
+) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for names, values in pairs:
         if any(_entry_matches({"names": list(names)}, member)):

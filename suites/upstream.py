@@ -205,9 +205,7 @@ def _widened(test: Any, member: str, widening: FileWidening) -> Iterator[None]:
     included = widening.ops_for_test(member)
     present = {(op.name, op.variant_test_name) for op in listed}
     added = [
-        op
-        for op in op_db
-        if op.name in included and (op.name, op.variant_test_name) not in present
+        op for op in op_db if op.name in included and (op.name, op.variant_test_name) not in present
     ]
     own = {
         op.name: {_torch_dtype(d) for d in widening.for_op(op.name)} - {None}
