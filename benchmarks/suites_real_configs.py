@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import json
 import os
 import platform
@@ -56,15 +55,19 @@ def main(argv: list[str] | None = None) -> int:
         each[spec.suite_name] = planned | set(expansion.excluded)
         listed = present = 0
         lost: list[str] = []
+        unimportable: list[str] = []
         for fi, entry in enumerate(spec.get(("test_suite_config", "files")) or ()):
             where = ("test_suite_config", "files", fi)
             path, _ = file_suite_unavailable(spec, where)
             tests = []
             defined: set[str] = set()
+            imported = True
             if path is not None:
                 defined = _defined_tests(path)
-                with contextlib.suppress(UpstreamError):
+                try:
                     tests = list(enumerate_tests(path, file_widening(spec, where)))
+                except UpstreamError:
+                    imported = False
             known = (
                 defined
                 | {t.base_name for t in tests}
@@ -92,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                             and any(_entry_matches({"names": [name]}, t.written_name))
                         )
                     ]
-                    if not ids or any(i not in each[spec.suite_name] for i in ids):
+                    if not imported:
+                        unimportable.append(name)
+                    elif not ids or any(i not in each[spec.suite_name] for i in ids):
                         lost.append(name)
         rows[str(spec.path.relative_to(args.configs))] = {
             "entries_listed": listed,
@@ -100,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             "variants": len(expansion.planned),
             "excluded": len(expansion.excluded),
             "present_but_lost": lost,
+            # Named tests of a file that does not import on this torch (see `unavailable`).
+            "present_in_unimportable_file": len(unimportable),
             "unavailable": expansion.unavailable.get(spec.suite_name, ""),
         }
         if args.run and expansion.planned:
@@ -129,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for k, v in refused.items()
         },
+        "torch_root_files": _assembled(os.environ.get("TORCH_ROOT", "")),
         "configs": rows,
         "one_inventory_reversed_differs": differ,
     }
@@ -137,6 +145,15 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(text)
     print(text)
     return 0
+
+
+def _assembled(root: str) -> list[str]:
+    """`path commit characters` of each file of the TORCH_ROOT, from its ASSEMBLED.txt (the
+    public copy's repository path and commit, to fetch it again), when there is one."""
+    listing = Path(root) / "ASSEMBLED.txt" if root else None
+    if listing is None or not listing.exists():
+        return []
+    return [" ".join(line.split()[:3]) for line in listing.read_text().splitlines() if line]
 
 
 def _defined_tests(path: Path) -> set[str]:
