@@ -37,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sample", type=int, default=0, help="with --run: at most this many variants a config"
     )
+    parser.add_argument("--ids-reversed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.ids_reversed:
+        return _ids_reversed(args.configs.resolve())
 
     from suites.expand import expand, file_suite_unavailable, load_suites_each
     from suites.model import variant_id
@@ -113,10 +116,17 @@ def main(argv: list[str] | None = None) -> int:
             rows[str(spec.path.relative_to(args.configs))]["outcomes"] = _run(
                 spec.path, sorted(planned), args.sample
             )
-    # Every config in one Inventory, in the reverse order: the same variants and exclusions.
-    together = expand(list(reversed(specs)))
+    # Every config in one Inventory, in the reverse order, in a fresh process (every file
+    # imported anew, in another order): the same variants and exclusions as each alone.
+    fresh = subprocess.run(
+        [sys.executable, __file__, str(args.configs), "--ids-reversed"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
     by_suite: dict[str, set[str]] = {}
-    for vid in [p.variant.id for p in together.planned] + list(together.excluded):
+    for vid in json.loads(fresh.stdout.splitlines()[-1]):
         by_suite.setdefault(vid.split("::", 1)[0], set()).add(vid)
     differ = sorted(s for s in each if each[s] != by_suite.get(s, set()))
     result = {
@@ -144,6 +154,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(text)
     print(text)
+    return 0
+
+
+def _ids_reversed(configs: Path) -> int:
+    """Print, as one JSON line, the ids (variants and exclusions) of every config expanded
+    together in one Inventory, in the reverse order."""
+    from suites.expand import expand, load_suites_each
+
+    specs, _ = load_suites_each(sorted(configs.rglob("*.yaml")))
+    together = expand(list(reversed(specs)))
+    print(json.dumps(sorted([p.variant.id for p in together.planned] + list(together.excluded))))
     return 0
 
 
