@@ -264,3 +264,14 @@ def test_an_edit_of_a_device_generic_helper_method_selects_its_users_variants() 
     assert selected(helper) == users
     own = old.replace("sample = next(iter(", "sample = next(iter(  # first sample\n            ")
     assert selected(own) == {v.id for v in inventory.variants} - users
+
+
+def test_a_file_that_does_not_import_leaves_the_other_files_of_its_suite() -> None:
+    # As profiler/test_profiler.py next to test_execution_trace.py in one real config.
+    expansion = _expand(UPSTREAM_LIKE / "mixed.yaml")
+    assert {v.id for v in expansion.variants} == {
+        "mixed::test_tiny_plain::TestPlain::test_ones_sum::none"
+    }
+    why = expansion.unavailable["mixed"]
+    assert "test_tiny_newer.py: import failed: ImportError" in why
+    assert "skipIfNoSuchHelper" in why
