@@ -28,6 +28,7 @@ from suites.rules import (
     MODES,
     TEMPLATE_UPSTREAM,
     Decision,
+    FileWidening,
     Rule,
     Tolerance,
     VariantKey,
@@ -35,6 +36,7 @@ from suites.rules import (
     decide,
     decide_file_variant,
     expectation_rules,
+    file_widening,
     spec_rules,
 )
 
@@ -59,6 +61,7 @@ class Planned:
     cpu_move: tuple[str, ...] = ()
     no_grad: bool = False
     tags: tuple[str, ...] = ()
+    widening: FileWidening = field(default_factory=FileWidening)
     matched: tuple[Rule, ...] = field(default=(), compare=False)
 
 
@@ -394,7 +397,8 @@ def _expand_file(
     test_type = (env if env is not None else os.environ).get("TORCH_SPYRE_TEST_TYPE", "full")
     template = path.stem
     try:
-        tests = list(enumerate_tests(path))
+        widening = file_widening(spec, where)
+        tests = list(enumerate_tests(path, widening))
     except UpstreamError as exc:
         result.unavailable[suite] = _join(result.unavailable.get(suite), str(exc))
         return
@@ -480,6 +484,7 @@ def _expand_file(
                 cpu_move=decision.cpu_move,
                 no_grad=decision.no_grad,
                 tags=decision.tags,
+                widening=widening,
             )
         )
 

@@ -458,6 +458,7 @@ def run_variant(plan: Any) -> str | None:
             no_grad=plan.no_grad,
             atol=precision.atol if precision else None,
             rtol=precision.rtol if precision else None,
+            widening=plan.widening,
         )
         if outcome.status in ("failed", "error"):
             raise AssertionError(outcome.message.strip())

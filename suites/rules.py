@@ -435,3 +435,65 @@ def _named(items: Any, name: str) -> dict[str, Any]:
 
 def _comment_free_reason(mode: str) -> str:
     return "" if mode == "mandatory_success" else f"listed with mode {mode}"
+
+
+@dataclass(frozen=True)
+class FileWidening:
+    """What a file suite adds to what upstream's `@ops` tests generate, as torch-spyre's
+    patchers do before a test is instantiated: `global.supported_ops[].dtypes` widen that
+    op's dtypes and the test's `allowed_dtypes`; a test entry's `edits.dtypes.include` widens
+    every op of the tests its names match, and their `allowed_dtypes`; its `edits.ops.include`
+    adds op_db's OpInfos of those names to their `@ops` list (the RFC's meaning)."""
+
+    op_dtypes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (OpInfo name, dtypes)
+    test_dtypes: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()  # (names, dtypes)
+    test_ops: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()  # (names, op names)
+
+    def __bool__(self) -> bool:
+        return bool(self.op_dtypes or self.test_dtypes or self.test_ops)
+
+    def for_op(self, op: str) -> tuple[str, ...]:
+        return next((d for name, d in self.op_dtypes if name == op), ())
+
+    def for_test(self, member: str) -> tuple[str, ...]:
+        """The union of the includes of every entry naming this member (torch-spyre unions
+        the entries a name matches, exact and regex)."""
+        return _union(self.test_dtypes, member)
+
+    def ops_for_test(self, member: str) -> tuple[str, ...]:
+        """The union of the op includes of every entry naming this member."""
+        return _union(self.test_ops, member)
+
+
+def _union(
+    pairs: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...], member: str
+) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for names, values in pairs:
+        if any(_entry_matches({"names": list(names)}, member)):
+            out.update(dict.fromkeys(values))
+    return tuple(out)
+
+
+def file_widening(spec: SpecFile, file_where: Path_) -> FileWidening:
+    """The widening a file entry asks for (empty when it asks for none)."""
+    entry = spec.get(file_where) or {}
+    glob = (spec.get(("test_suite_config",)) or {}).get("global") or {}
+    op_dtypes = []
+    for _, name in item_names(glob.get("supported_ops")):
+        dtypes = tuple(_dtype_items(_named(glob.get("supported_ops"), name).get("dtypes")))
+        if dtypes:
+            op_dtypes.append((name, dtypes))
+    test_dtypes = []
+    test_ops = []
+    for test in entry.get("tests") or ():
+        if not isinstance(test, dict):
+            continue
+        names = tuple(as_names(test.get("names")))
+        dtypes = tuple(_dtype_items(_edits(test, "dtypes").get("include")))
+        if dtypes:
+            test_dtypes.append((names, dtypes))
+        ops = tuple(n for _, n in item_names(_edits(test, "ops").get("include")))
+        if ops:
+            test_ops.append((names, ops))
+    return FileWidening(tuple(op_dtypes), tuple(test_dtypes), tuple(test_ops))

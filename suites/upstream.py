@@ -7,6 +7,7 @@ such as `TestFooPRIVATEUSE1` with methods `test_bar_<op>_spyre_<dtype>`. Imports
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from suites.rules import FileWidening
 
 DEVICE_CLASS_SUFFIX = "PRIVATEUSE1"
 
@@ -56,8 +59,9 @@ _MEMBER: dict[tuple[type, str], str] = {}
 
 
 @cache
-def import_test_file(path: Path) -> Any:
-    """Import an upstream test file once, instantiating its test classes for `spyre` only.
+def import_test_file(path: Path, widening: FileWidening = FileWidening()) -> Any:  # noqa: B008
+    """Import an upstream test file once per widening, instantiating its test classes for
+    `spyre` only.
 
     As torch-spyre's runner does with its generated wrapper files: classes that upstream
     instantiates `only_for` other devices are instantiated for privateuse1 too, and plain
@@ -65,11 +69,14 @@ def import_test_file(path: Path) -> Any:
     privateuse1 after the file ran, so that every test of the file is governed by its YAML.
     Any number of files may be imported in one process: generated classes are always named
     `...PRIVATEUSE1` (upstream renames them `...SPYRE` once a test class set itself up).
+    A config that widens dtypes (`FileWidening`) gets its own copy of the file's module, so
+    two configs over one file in one process each see what torch-spyre generates for them.
     """
     from torch.testing._internal import common_device_type as cdt
 
     path = path.resolve()
-    name = "spyre_upstream_" + path.stem + "_" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    key = str(path) + (repr(widening) if widening else "")
+    name = "spyre_upstream_" + path.stem + "_" + hashlib.sha1(key.encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise UpstreamError(f"{path}: not an importable Python file")
@@ -90,7 +97,7 @@ def import_test_file(path: Path) -> Any:
         kwargs.pop("only_for", None)  # torch-spyre re-instantiates these for privateuse1
         if len(args) >= 2:
             args = (args[0], None, *args[2:])
-        _instantiate(real, generic, scope, *args, **kwargs)
+        _instantiate(real, generic, scope, widening, *args, **kwargs)
 
     cdt.instantiate_device_type_tests = instantiate  # type: ignore[assignment]
     try:
@@ -107,7 +114,7 @@ def import_test_file(path: Path) -> Any:
                 and any(m.startswith("test") for m in vars(cls))
             ):
                 _drop_parametrize_copies(cls)
-                _instantiate(real, cls, vars(module))
+                _instantiate(real, cls, vars(module), widening)
     except unittest.SkipTest as exc:
         raise UpstreamError(f"{path}: skipped at import: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any import failure makes the file unavailable
@@ -136,10 +143,16 @@ def _drop_parametrize_copies(cls: type) -> None:
 
 
 def _instantiate(
-    real: Callable[..., Any], generic: type, scope: dict[str, Any], *args: Any, **kwargs: Any
+    real: Callable[..., Any],
+    generic: type,
+    scope: dict[str, Any],
+    widening: FileWidening,
+    *args: Any,
+    **kwargs: Any,
 ) -> None:
     """Upstream's instantiate_device_type_tests, with the generated class named
-    `<generic>PRIVATEUSE1` and each generated method's generic member name recorded."""
+    `<generic>PRIVATEUSE1`, each generated method's generic member name recorded and the
+    config's dtype widening applied to each `@ops` test while it is instantiated."""
     from torch.testing._internal.common_device_type import PrivateUse1TestBase
 
     # PrivateUse1TestBase.setUpClass sets the base's device_type to the backend name, which
@@ -150,7 +163,8 @@ def _instantiate(
 
     def recording(cls: type, name: str, test: Any, *, generic_cls: Any = None) -> None:
         before = set(vars(cls))
-        original(cls, name, test, generic_cls=generic_cls)
+        with _widened(test, name, widening):
+            original(cls, name, test, generic_cls=generic_cls)
         for method in set(vars(cls)) - before:
             _MEMBER[(cls, method)] = name
 
@@ -163,6 +177,68 @@ def _instantiate(
         else:
             PrivateUse1TestBase.instantiate_test = own  # type: ignore[method-assign]
         PrivateUse1TestBase.device_type = "privateuse1"
+
+
+@contextlib.contextmanager
+def _widened(test: Any, member: str, widening: FileWidening) -> Iterator[None]:
+    """While an `@ops` test is instantiated: what torch-spyre's `_OOTDtypePatcher` and
+    `_OOTOpDtypeExpander` do, and the widening half of its OpInfo dtype override; the op_db
+    OpInfos a test's `edits.ops.include` names join its `@ops` list (the RFC's meaning:
+    torch-spyre's code reads these includes only for their tags). The
+    `@ops` allowed dtypes take the listed dtypes of its ops and the test's included dtypes;
+    each op's dtypes (and its dtypes for this device) take the included dtypes and its own
+    listed ones. The OpInfos are shared by every suite of the process: they are restored
+    afterwards (torch-spyre leaves them changed). Narrowing to the listed dtypes stays a
+    rule (`decide_file_variant`), so `explain` names the line.
+    """
+    from torch.testing._internal.common_device_type import ops
+
+    fn = getattr(test, "__func__", test)
+    owner = getattr(getattr(fn, "parametrize_fn", None), "__self__", None)
+    if not widening or not isinstance(owner, ops):
+        yield
+        return
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    extra = {_torch_dtype(d) for d in widening.for_test(member)} - {None}
+    listed = owner.op_list
+    included = widening.ops_for_test(member)
+    present = {(op.name, op.variant_test_name) for op in listed}
+    added = [
+        op for op in op_db if op.name in included and (op.name, op.variant_test_name) not in present
+    ]
+    own = {
+        op.name: {_torch_dtype(d) for d in widening.for_op(op.name)} - {None}
+        for op in [*listed, *added]
+    }
+    allowed = owner.allowed_dtypes
+    saved: list[tuple[Any, Any, dict[str, Any]]] = []
+    device = torch._C._get_privateuse1_backend_name()
+    try:
+        if added:
+            owner.op_list = [*listed, *added]
+        if allowed is not None:
+            owner.allowed_dtypes = set(allowed) | extra | set().union(*own.values())
+        for op in owner.op_list:
+            add = extra | own[op.name]
+            if not add:
+                continue
+            saved.append((op, op.dtypes, dict(op.dtypesIf)))
+            op.__dict__["dtypes"] = set(op.dtypes) | add
+            if device in op.dtypesIf:
+                op.dtypesIf[device] = set(op.dtypesIf[device]) | add
+        yield
+    finally:
+        owner.op_list = listed
+        owner.allowed_dtypes = allowed
+        for op, dtypes, per_device in saved:
+            op.__dict__["dtypes"] = dtypes
+            op.__dict__["dtypesIf"] = per_device
+
+
+def _torch_dtype(name: str) -> Any:
+    value = getattr(torch, name, None)
+    return value if isinstance(value, torch.dtype) else None
 
 
 def _dtype_name(value: Any) -> str | None:
@@ -223,12 +299,15 @@ def test_function(fn: Callable[..., Any], path: Path) -> Callable[..., Any]:
     return found
 
 
-def enumerate_tests(path: Path) -> Iterator[UpstreamTest]:
+def enumerate_tests(
+    path: Path,
+    widening: FileWidening = FileWidening(),  # noqa: B008
+) -> Iterator[UpstreamTest]:
     """Every instantiated privateuse1 test of an upstream file (sorted by class and name)."""
     from torch.testing._internal.common_device_type import PrivateUse1TestBase
 
     path = path.resolve()
-    module = import_test_file(path)
+    module = import_test_file(path, widening)
     device = torch._C._get_privateuse1_backend_name()
     # Sorted: upstream instantiates from a set of names, so definition order varies per process.
     for cls_name, cls in sorted(vars(module).items()):
@@ -316,9 +395,10 @@ def run_upstream_test(
     no_grad: bool = False,
     atol: float | None = None,
     rtol: float | None = None,
+    widening: FileWidening = FileWidening(),  # noqa: B008
 ) -> UnittestOutcome:
     """Run one instantiated test the way unittest would, with torch-spyre's edits applied."""
-    module = import_test_file(path)
+    module = import_test_file(path, widening)
     cls = getattr(module, device_class)
     if cls not in _CLASS_READY:
         _allow_device(cls)

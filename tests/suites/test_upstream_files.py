@@ -5,7 +5,11 @@ per-test fingerprints from the test's own source."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +134,144 @@ def test_fingerprints_are_per_test_and_follow_its_source(tmp_path: Path) -> None
         "test/test_tiny_plain.py:TestPlain.test_uses_helper",
         "test/test_tiny_plain.py:_double",
     )
+
+
+WIDEN = UPSTREAM_LIKE / "widen.yaml"
+PLAIN_WIDEN = UPSTREAM_LIKE / "plain_widen.yaml"
+
+
+def test_dtype_includes_and_listed_op_dtypes_widen_what_upstream_generates(
+    tmp_path: Path,
+) -> None:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    abs_info = next(op for op in op_db if op.name == "abs")
+    own = (abs_info.dtypes, abs_info.dtypesIf)
+    root = _tree(tmp_path, "widen")  # a fresh import, whatever ran before
+    # One process, two configs over one file: each gets what torch-spyre generates for it.
+    expansion = _expand(root / "plain_widen.yaml", root / "widen.yaml", root=root)
+    got = {(v.suite, v.subject.rsplit("::", 1)[1], v.dtype) for v in expansion.variants}
+    native = {
+        (test, "float32")
+        for test in (
+            "test_float32_only_abs",
+            "test_float32_only_neg",
+            "test_not_widened_abs",
+            "test_not_widened_neg",
+        )
+    }
+    assert {(t, d) for s, t, d in got if s == "plain_widen"} == native
+    # edits.dtypes.include float16 reaches both ops of that test only; abs lists float64,
+    # which widens the @ops allowed dtypes of every test using abs (neg supports float64
+    # itself, so it is generated too, as torch-spyre's _OOTDtypePatcher does); sin, which
+    # edits.ops.include adds to one test's @ops list, gets that test's dtypes.
+    assert {(t, d) for s, t, d in got if s == "widen"} == native | {
+        ("test_float32_only_sin", "float16"),
+        ("test_float32_only_sin", "float32"),
+        ("test_float32_only_sin", "float64"),
+        ("test_float32_only_abs", "float16"),
+        ("test_float32_only_neg", "float16"),
+        ("test_float32_only_abs", "float64"),
+        ("test_float32_only_neg", "float64"),
+        ("test_not_widened_abs", "float64"),
+        ("test_not_widened_neg", "float64"),
+    }
+    # The OpInfo, shared with every other suite of the process, is given back as it was.
+    assert abs_info.dtypes is own[0] and abs_info.dtypesIf is not own[1]
+    assert abs_info.dtypesIf == own[1]
+
+
+def test_a_widened_variant_runs_from_its_own_module(tmp_path: Path) -> None:
+    ids = tmp_path / "ids.txt"
+    ids.write_text(
+        "widen::test_tiny_widen::TestWiden::test_float32_only_abs::float16\n"
+        "plain_widen::test_tiny_widen::TestWiden::test_float32_only_abs::float32\n"
+    )
+    out = tmp_path / "r.jsonl"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "suites.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--spyre-specs",
+            str(PLAIN_WIDEN),
+            "--spyre-specs",
+            str(WIDEN),
+            "--spyre-ids",
+            str(ids),
+            "--spyre-results",
+            str(out),
+            "-q",
+            "-o",
+            "addopts=",
+        ],
+        cwd=tmp_path,
+        # This checkout's code, whatever the installed package points at.
+        env={**os.environ, "TORCH_ROOT": str(UPSTREAM_LIKE), "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    ends = {
+        r["id"]: r["status"]
+        for r in map(json.loads, out.read_text().splitlines())
+        if r["event"] == "end"
+    }
+    assert ends == {i: "passed" for i in ids.read_text().split()}
+
+
+def test_an_edit_of_a_device_generic_helper_method_selects_its_users_variants() -> None:
+    # As `self.is_view_of` in test_view_ops.py: a method of the generic class, called by
+    # some of its tests; each test has a variant per op and dtype.
+    import difflib
+
+    from selector.changeset import ChangeSet
+    from selector.heuristics import REGISTRY
+    from selector.heuristics.base import RetrieveContext
+    from selector.history import History
+    from selector.index import InventoryIndex
+    from selector.scout import scout
+    from suites.model import Inventory
+
+    path = "test/test_tiny_widen.py"
+    old = (UPSTREAM_LIKE / path).read_text()
+    inventory = Inventory("2.13.0", "x", tuple(_expand(WIDEN).variants))
+    index = InventoryIndex.build(inventory)
+
+    def selected(new: str) -> set[str]:
+        assert new != old
+        diff = "".join(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                f"a/{path}",
+                f"b/{path}",
+            )
+        )
+        changes = ChangeSet.from_diff(diff).with_sources({path: old})
+        facts = scout(changes, index)
+        ctx = RetrieveContext(facts=facts, index=index, history=History())
+        return set(REGISTRY["upstream_test"].score(ctx))
+
+    users = {v.id for v in inventory.variants if "::test_not_widened_" in v.id}
+    assert len(users) == 4  # abs and neg, float32 and float64
+    helper = old.replace("self.assertEqual(t.cpu().dtype, dtype)", "assert t.cpu().dtype == dtype")
+    assert selected(helper) == users
+    own = old.replace("sample = next(iter(", "sample = next(iter(  # first sample\n            ")
+    assert selected(own) == {v.id for v in inventory.variants} - users
+
+
+def test_a_file_that_does_not_import_leaves_the_other_files_of_its_suite() -> None:
+    # As profiler/test_profiler.py next to test_execution_trace.py in one real config.
+    expansion = _expand(UPSTREAM_LIKE / "mixed.yaml")
+    assert {v.id for v in expansion.variants} == {
+        "mixed::test_tiny_plain::TestPlain::test_ones_sum::none"
+    }
+    why = expansion.unavailable["mixed"]
+    assert "test_tiny_newer.py: import failed: ImportError" in why
+    assert "skipIfNoSuchHelper" in why
