@@ -1,5 +1,9 @@
 """The kernels of the `spyre` device: a few explicit ones and one boxed fallback.
 
+Long on purpose: every kernel shares the host-alias machinery and the per-op plan cache
+(`OpPlan`), and the small-op path (`fallback` -> `plan_for` -> `_fast_call`) is one call chain
+whose cost benchmarks/device_small_op.py measures; it stays readable in one place.
+
 Every device tensor's bytes live in a CPU storage (see `memory.py`), so a kernel runs the
 CPU implementation on CPU *aliases* of its device arguments: in-place ops and views need no
 copies, and a fresh CPU result is adopted as device memory without copying either. The

@@ -32,9 +32,9 @@ RESULT = REPO / "benchmarks" / "results" / "impact_map_selection.json"
 
 def changes() -> list[tuple[str, object]]:
     """(name, ChangeSet) for the example events with a patch and the replay mutations."""
+    from benchmarks.selection.mutations.model import load_mutations
     from relay.events import load_event_file
     from selector import ChangeSet
-    from workflows.bench.mutations.model import load_mutations
 
     out: list[tuple[str, object]] = []
     for patch in sorted((REPO / "examples" / "events").glob("*.patch")):

@@ -1,5 +1,10 @@
 """`POST /github/callback`: downstream CI reports a job's progress (CRCR schema_version "1").
 
+Long on purpose: the endpoint's steps run in one order (auth, JSON, allowlist, rate limit,
+fields, transition, HUD, commit, check run), each with its own answer, as methods of one
+`CallbackService`; reading the module top to bottom reads the protocol, which a split by step
+would scatter.
+
 Steps, each with its own answer: bearer auth (401) -> JSON (400) -> allowlist (a repo not on
 it, at L1, or not taking part in the callback's event, is ignored: 200 and nothing written, as
 the reference relay does) -> per-repo

@@ -1,5 +1,9 @@
 """Stages 2 and 3: score every variant with the heuristics, then decide what runs.
 
+Long on purpose: it holds stages 2 and 3 with the records they fill (`PlanConfig`, `Reason`,
+`Selected`, `Plan`): the records are the selector's contract with the workflows, and the stages
+are the only code that builds them.
+
 `plan()` is the entry point the workflows call. It never reads files: the caller hands in the
 ChangeSet, the Inventory, the History snapshot and, when it has them, the previous inventory
 and an impact map.

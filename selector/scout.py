@@ -1,4 +1,9 @@
-"""Stage 1, Scout: what a change touches (areas, ops, templates) and whether it can be narrowed."""
+"""Stage 1, Scout: what a change touches (areas, ops, templates) and whether it can be narrowed.
+
+Long on purpose: stage 1 is one function (`scout`), the facts it returns (`PathFact`, `TouchedOp`,
+`ChangeFacts`) and the helpers only it calls; what it shares with other stages already has its own
+module (areas, definitions, diff, opnames, globs).
+"""
 
 from __future__ import annotations
 

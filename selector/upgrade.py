@@ -1,5 +1,10 @@
 """The version-upgrade diff: what moved between the Inventories of two torch versions.
 
+Long on purpose: the steps of one upgrade diff (diff, select, classify, validate, replay) are
+pure functions over the same two Inventories and share its records (`VariantChange`,
+`InventoryDiff`, `UpgradeSelection`, `Moved`); split apart, each file would import the others'
+records and a reader would follow one data flow across several files.
+
 Pure functions over plain data (no I/O, never torch):
 
     diff = diff_inventories(old, new, details_old, details_new)   # -> InventoryDiff

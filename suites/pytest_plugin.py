@@ -1,5 +1,9 @@
 """pytest plugin that runs suite variants on `spyre`.
 
+Long on purpose: pytest loads a plugin as one module (`-p suites.pytest_plugin`) and finds its
+hooks on it; the hooks, the items and the per-session state (`_State`) they share belong
+together, and a split would only move hooks behind imports pytest does not see.
+
 Load it explicitly (it is not an auto-loaded entry point):
 
     python -m pytest -p suites.pytest_plugin --spyre-ids IDS.txt [--spyre-specs PATH ...]

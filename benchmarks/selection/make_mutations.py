@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import cast
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from workflows.bench.mutations.author import python_diff  # noqa: E402
+from benchmarks.selection.mutations.author import python_diff  # noqa: E402
 
 NF = "torch/nn/functional.py"
 REFS = "torch/_refs/__init__.py"
@@ -853,11 +854,11 @@ def _literal(dumper: yaml.SafeDumper, value: _Literal) -> yaml.ScalarNode:
 
 def main() -> int:
     data = build()
-    for entry in data["mutations"]:  # type: ignore[union-attr]
+    for entry in cast(list[dict[str, object]], data["mutations"]):
         # Blank context lines lose their leading space (as many tools write them, and the
         # diff parser accepts): a literal block cannot hold trailing whitespace.
         text = "\n".join(line.rstrip() for line in str(entry["diff"]).splitlines()) + "\n"
-        entry["diff"] = _Literal(text)  # type: ignore[index]
+        entry["diff"] = _Literal(text)
     yaml.add_representer(_Literal, _literal, Dumper=yaml.SafeDumper)
     out = Path(__file__).with_name("mutations.yaml")
     header = (

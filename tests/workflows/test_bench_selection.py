@@ -12,11 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from selector import ChangeSet
-from selector.impact import ImpactMap
-from tests.conftest import REPO_ROOT
-from tests.workflows.conftest import spyre_ci
-from workflows.bench.mutations import (
+from benchmarks.selection.mutations import (
     Mutation,
     MutationError,
     apply_patch,
@@ -24,8 +20,12 @@ from workflows.bench.mutations import (
     subprocess_env,
     torch_root,
 )
-from workflows.bench.mutations.author import git_diff, python_diff
-from workflows.bench.mutations.impact import changed_functions, touched_variants
+from benchmarks.selection.mutations.author import git_diff, python_diff
+from benchmarks.selection.mutations.impact import changed_functions, touched_variants
+from selector import ChangeSet
+from selector.impact import ImpactMap
+from tests.conftest import REPO_ROOT
+from tests.workflows.conftest import spyre_ci
 
 SHIPPED = REPO_ROOT / "benchmarks" / "selection" / "mutations.yaml"
 MICRO_SPEC = Path(__file__).parent / "data" / "selection" / "micro.yaml"
@@ -79,7 +79,7 @@ def _kernel_entry(
 
 
 def test_shipped_set_is_large_mixed_and_applies() -> None:
-    from workflows.bench.mutations.model import check_all
+    from benchmarks.selection.mutations.model import check_all
 
     mutations = load_mutations(SHIPPED)
     check_all(mutations)  # every python diff applies to the installed torch
@@ -187,7 +187,7 @@ def test_python_mutation_changes_the_function_only_in_the_subprocess(tmp_path: P
     env = subprocess_env(mutation, tmp_path / "work")
     code = (
         "import torch, torch.nn.functional as F\n"
-        "from workflows.bench.mutations import overlay\n"
+        "from benchmarks.selection.mutations import overlay\n"
         "print(F.softsign(torch.tensor([1.0])).item(), overlay.status()['loaded'])"
     )
     mutated = _python(code, env)
@@ -285,6 +285,17 @@ def test_changed_functions_and_touched_variants(tmp_path: Path) -> None:
 # --- end to end ---------------------------------------------------------------------------
 
 
+def bench_selection(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """The benchmark as its documentation runs it, from the checkout's root."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.selection", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @pytest.mark.slow
 def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
     """A perturbed sigmoid kernel fails the sigmoid variant, which the selector picks; an
@@ -298,9 +309,7 @@ def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
         ],
     )
     out = tmp_path / "out"
-    done = spyre_ci(
-        "bench",
-        "selection",
+    done = bench_selection(
         "--mutations",
         str(mutations),
         "--out",
@@ -338,9 +347,7 @@ def test_replay_end_to_end_with_the_restriction_checked(tmp_path: Path) -> None:
 
     # Re-judging the recorded ground truth (no tests run) gives the same figures, and the
     # selector given the impact map as well.
-    again = spyre_ci(
-        "bench",
-        "selection",
+    again = bench_selection(
         "--mutations",
         str(mutations),
         "--out",

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 import selector
+from benchmarks.selection.mutations import load_mutations
+from benchmarks.selection.mutations.model import torch_root
+from benchmarks.selection.results import DEFAULT_MUTATIONS
 from selector.definitions import apply_patch
 from selector.diff import as_form, parse_unified_diff
 from suites.model import Inventory
-from workflows.bench.mutations import load_mutations
-from workflows.bench.mutations.model import torch_root
-from workflows.bench.results import DEFAULT_MUTATIONS
 from workflows.stores.sources import with_old_sources
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "inventory-2.13.0.json.gz"

@@ -1,5 +1,5 @@
-"""The layout of `workflows/`: its layers in order, benchmark code apart from the product, no
-import cycles."""
+"""The layout of `workflows/`: its layers in order, only entry modules at its root, no import
+cycles. (That no product module imports benchmark code is tests/test_boundaries.py's.)"""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 WORKFLOWS = REPO_ROOT / "workflows"
-BENCH = WORKFLOWS / "bench"
-# The one product module allowed to reach the benchmark engines (lazily, inside the command).
-BENCH_ENTRY = WORKFLOWS / "cli" / "commands" / "bench.py"
 # The layers, top first: a module may import its own layer and the ones below it, never one
 # above (docs/workflows.md, "Layout"). `settings` sits under them all.
 LAYERS = ("cli", "drivers", "run", "tracing", "runner", "stores")
@@ -33,22 +30,6 @@ def _imports(path: Path) -> set[str]:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
-
-
-def _product_files() -> list[Path]:
-    return [
-        p
-        for p in sorted(WORKFLOWS.rglob("*.py"))
-        if not p.is_relative_to(BENCH) and p != BENCH_ENTRY
-    ]
-
-
-def test_no_product_module_imports_benchmark_code() -> None:
-    offenders = {
-        _module(path): sorted(m for m in _imports(path) if m.startswith("workflows.bench"))
-        for path in _product_files()
-    }
-    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def _workflows_graph() -> dict[str, set[str]]:
@@ -121,4 +102,4 @@ def test_only_entry_modules_sit_at_the_root_of_workflows() -> None:
     loose = {p.name for p in WORKFLOWS.glob("*.py")} - ROOT_MODULES
     folders = {p.name for p in WORKFLOWS.iterdir() if (p / "__init__.py").is_file()}
     assert loose == set()
-    assert folders == {*LAYERS, "bench"}
+    assert folders == set(LAYERS)

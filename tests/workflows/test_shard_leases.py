@@ -11,6 +11,7 @@ import redis
 
 from suites.model import Outcome, Status
 from workflows.drivers import distributed
+from workflows.drivers.distributed import celery_app, finish, keys, outages, shard, tasks, watch
 
 RUN = "lease-run"
 
@@ -57,7 +58,7 @@ def test_one_owner_at_a_time_and_a_taken_over_owner_records_nothing(store: redis
     assert stored["owner"] == second.token
     assert not store.exists(f"spyre-ci:run:{RUN}:lease:0", f"spyre-ci:run:{RUN}:partial:0")
     assert not store.hexists(distributed.LEASED, f"{RUN}:0")
-    assert lease(store, "c").acquire() == distributed._DONE  # a late delivery: done
+    assert lease(store, "c").acquire() == keys.DONE  # a late delivery: done
 
 
 def test_an_expired_lease_nobody_took_is_taken_back_by_its_owner(store: redis.Redis) -> None:
@@ -84,7 +85,7 @@ def test_the_sweep_sends_again_only_shards_whose_lease_expired(
     def apply_async(args: tuple[str, int], **options: object) -> None:
         sent.append((args, options))
 
-    monkeypatch.setattr(distributed.shard_task, "apply_async", apply_async)
+    monkeypatch.setattr(watch.shard_task, "apply_async", apply_async)
     held = lease(store, "a")
     assert held.acquire() is None
     assert distributed.sweep(store) == []  # alive: left alone
@@ -116,7 +117,7 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
     restart lost its run. They wait for Redis instead (and give up after a bound)."""
     from workflows.stores.history import HistoryError
 
-    monkeypatch.setattr(distributed.time, "sleep", lambda s: None)
+    monkeypatch.setattr(outages.time, "sleep", lambda s: None)
     calls: list[int] = []
 
     def flaky() -> str:
@@ -145,7 +146,7 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
             raise redis.ConnectionError("Connection refused")
         return "run-x"
 
-    monkeypatch.setattr(distributed, "_plan", plan_once)
+    monkeypatch.setattr(tasks, "plan", plan_once)
     from contracts.event import TriggerEvent
     from workflows.run import pipeline
 
@@ -189,14 +190,14 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     """Every shard recorded, no finish: the sweep sends it after two leases, once; a finish
     of a finished run returns the stored summary, and one of a run being finished stays out."""
     sent: list[tuple[object, ...]] = []
-    monkeypatch.setattr(distributed.finish_task, "apply_async", lambda args: sent.append(args))
+    monkeypatch.setattr(watch.finish_task, "apply_async", lambda args: sent.append(args))
     run = "open-run"
     store.set(f"spyre-ci:run:{run}:planned", json.dumps({"shards": [["a"], ["b"]]}))
     store.hset(distributed.OPEN_RUNS, run, "1000.0")
     store.hset(f"spyre-ci:run:{run}:shards", "0", "{}")
 
     def swept(now: float) -> list[str]:
-        store.delete(distributed._SWEEP_LOCK)  # one sweep at a time: each call its own
+        store.delete(keys.SWEEP_LOCK)  # one sweep at a time: each call its own
         return distributed.sweep(store, now=now)
 
     assert swept(1010.0) == []  # a shard left: the chord may still fire
@@ -207,17 +208,17 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     assert swept(1012.0) == []  # sent: not again before two leases
     assert swept(1020.0) == [f"{run}:finish"]  # still not finished: sent again
     # The finish itself: once. A second, while the first holds the run, leaves it alone.
-    monkeypatch.setattr(distributed, "_store", lambda: store)
+    monkeypatch.setattr(celery_app, "store", lambda: store)
     calls: list[str] = []
-    monkeypatch.setattr(distributed, "_finish", lambda run_id: calls.append(run_id) or {"n": 1})
+    monkeypatch.setattr(finish, "finish", lambda run_id: calls.append(run_id) or {"n": 1})
     store.set(f"spyre-ci:run:{run}:finishing", "another")
     from celery.exceptions import Ignore
 
     with pytest.raises(Ignore):
-        distributed._finish_once(run, "mine")
+        finish.finish_once(run, "mine")
     store.delete(f"spyre-ci:run:{run}:finishing")
-    assert distributed._finish_once(run, "mine") == {"n": 1}
-    assert distributed._finish_once(run, "late") == {"n": 1} and calls == [run]
+    assert finish.finish_once(run, "mine") == {"n": 1}
+    assert finish.finish_once(run, "late") == {"n": 1} and calls == [run]
     assert not store.hexists(distributed.OPEN_RUNS, run)
     assert not store.exists(f"spyre-ci:run:{run}:finishing")
 
@@ -251,10 +252,10 @@ def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
             id, hostname, retries = "t-1", "celery@other", 0
             group, group_index, chord = "g", 0, None
 
-    monkeypatch.setattr(distributed, "_store", lambda: store)
-    monkeypatch.setattr(distributed, "_owner_token", lambda _request: "new@host/2/def")
-    monkeypatch.setattr(distributed, "_task_options", lambda _task: {"task_id": "t-1"})
-    begun = distributed._begin(Task(), store, RUN, 0)
+    monkeypatch.setattr(celery_app, "store", lambda: store)
+    monkeypatch.setattr(shard, "owner_token", lambda _request: "new@host/2/def")
+    monkeypatch.setattr(shard, "task_options", lambda _task: {"task_id": "t-1"})
+    begun = shard.begin(Task(), store, RUN, 0)
     assert begun is not None
     got_plan, new, kept = begun
     assert new.token == "new@host/2/def"
@@ -273,9 +274,40 @@ def test_plans_wait_behind_shards_and_finishes(
     distributed.submit(_request(tiny_inventory, tmp_path / "out", "p-1"), broker_url=redis_server)
     with distributed.app.connection_for_write(redis_server) as connection:
         distributed.finish_task.apply_async(([], "p-0"), connection=connection)
-    assert store.llen(distributed._PLAN_QUEUE) == 1
-    assert store.llen(distributed._QUEUE) == 1  # the finish
-    popped = store.brpop([distributed._QUEUE, distributed._PLAN_QUEUE], timeout=1)
+    assert store.llen(keys.PLAN_QUEUE) == 1
+    assert store.llen(keys.QUEUE) == 1  # the finish
+    popped = store.brpop([keys.QUEUE, keys.PLAN_QUEUE], timeout=1)
     assert popped is not None and json.loads(popped[1])["headers"]["task"] == "spyre_ci.finish"
     state = distributed.status(redis_server)
     assert state["queue"] == 1 and state["queued_plans"] == 1
+
+
+def test_the_package_builds_no_celery_app_until_one_is_asked_for() -> None:
+    """`status` reads Redis only: importing the driver for it builds no app; asking for
+    `app` (what `celery -A` and `spyre-ci worker` do) loads the tasks and the watch with it,
+    under the names Celery routes by."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from workflows.drivers import distributed\n"
+        "distributed.status, distributed.intake_alive, distributed.ShardLease\n"
+        "pkg = 'workflows.drivers.distributed.'\n"
+        "print(sorted(m for m in sys.modules if m.startswith(pkg)))\n"
+        "app = distributed.app\n"
+        "print(sorted(n for n in app.tasks if n.startswith('spyre_ci.')))\n"
+        "print(pkg + 'watch' in sys.modules)\n"
+        "print(all(getattr(distributed, n) is not None for n in distributed.__all__))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout.splitlines()
+    loaded = out[0]
+    assert "celery_app" not in loaded and "tasks" not in loaded and "health" in loaded
+    assert out[1] == "['spyre_ci.finish', 'spyre_ci.plan', 'spyre_ci.shard']"
+    assert out[2:] == ["True", "True"]

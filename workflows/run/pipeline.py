@@ -1,5 +1,10 @@
 """The main job as three steps, shared by the embedded and the distributed executor.
 
+Long on purpose: it holds the three steps of a run (plan, execute, finish) and the helpers only
+those steps call (what a run traces, the A/B base outcomes, the summary). The run's data is in
+`run_model` and its folder in `run_folder`; the summary is still a dict built here, and leaves
+when it becomes a typed record.
+
 plan (selector stages 1-3) -> execute_shard, once per shard -> finish (stage 4: reruns,
 baseline comparison, expansion; History; export). Each step takes plain, JSON-serializable
 input so a Celery task can carry it; each is idempotent by run id and shard index.
@@ -15,9 +20,7 @@ have comes back from its shard as `Status.REMOVED`: finish takes it out of the r
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
-import re
 import shutil
 import sys
 import threading
@@ -27,11 +30,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from contracts.event import TriggerEvent
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
-from suites.results_file import read_outcomes
 from workflows.run import exporting, planning, under_test, verification
+from workflows.run.run_folder import (
+    claim_out_dir,
+    first_start,
+    load_planned,
+    mark_started,
+    recorded_outcomes,
+    run_dir,
+    run_id_for,
+    trace_ids_file,
+    work_dir,
+)
 from workflows.run.run_model import (
     PLANNED_FILE,
     FinishedRun,
@@ -45,19 +57,18 @@ from workflows.runner.shard_runner import (
     ProgressCallback,
     ShardRun,
     run_shard,
-    short_message,
 )
 from workflows.stores.history import HistoryError, HistoryStore, RunRecord, RunState
 from workflows.tracing.trace_store import (
     TRACE_FILE,
-    TRACE_IDS,
     refresh_ids,
     trace_store_for,
     tracing_env,
 )
 from workflows.tracing.trace_store import learn as learn_traces
 
-__all__ = [  # the run's data lives in workflows.run.run_model; callers reach it from here too
+# The run's data (run_model) and its folder (run_folder) live apart; callers reach them here too.
+__all__ = [
     "PLANNED_FILE",
     "FinishedRun",
     "PipelineError",
@@ -77,37 +88,6 @@ __all__ = [  # the run's data lives in workflows.run.run_model; callers reach it
     "run_id_for",
     "work_dir",
 ]
-
-
-def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = None) -> str:
-    """Stable per delivery: a redelivered or retried task lands on the same run.
-
-    A run started by hand (`started`, a timestamp) is a new run each time, even for the
-    same recorded event. The id names folders and Redis keys, so it is built only from a
-    safe alphabet whatever the payload said: the kind and the sha are kept only when they
-    are a known word and hex, the rest is a digest.
-    """
-    key = f"{event.delivery_id}:{attempt}:{started or ''}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
-    kind = event.kind if _WORD.fullmatch(event.kind) else "event"
-    sha = event.head_sha[:8] if _HEX.fullmatch(event.head_sha[:8]) else "nosha"
-    return f"{kind}-{sha}-{digest}"
-
-
-_WORD = re.compile(r"[a-z_]{1,20}")
-_HEX = re.compile(r"[0-9a-f]{8}")
-
-
-def run_dir(out_root: str | Path, run_id: str) -> Path:
-    """`out_root/run_id`, proved to stay under `out_root` (PipelineError otherwise)."""
-    root = Path(out_root).resolve()
-    path = (root / run_id).resolve()
-    if path.parent != root or not _SAFE_ID.fullmatch(run_id):
-        raise PipelineError(f"run id {run_id!r} does not name a folder under {root}")
-    return path
-
-
-_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 
 def now_iso() -> str:
@@ -200,41 +180,6 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     return planned
 
 
-def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
-    """Make `out` this run's: refuse it while it holds another unfinished run, else clear
-    what an earlier, finished run left in it (its work files and JUnit)."""
-    path = out / PLANNED_FILE
-    if out.exists() and not out.is_dir():
-        raise PipelineError(f"{out}: not a directory; pass another --out")
-    try:
-        previous = json.loads(path.read_text(encoding="utf-8"))["request"]["run_id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        previous = None
-    if previous is not None and previous != run_id:
-        run = history.get_run(previous)
-        if run is not None and not run.state.final:
-            raise PipelineError(
-                f"{out} holds run {previous}, which has not finished ({run.state}): resume it "
-                f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
-                f"{out} to give that run up)"
-            )
-    if previous is not None and previous != run_id:
-        # Only a folder an earlier run of ours planned in (it has our planned.json) is
-        # cleared: a user's own `work/` elsewhere is never touched.
-        for stale in ("work", "junit"):
-            shutil.rmtree(out / stale, ignore_errors=True)
-
-
-def work_dir(request: RunRequest, name: str) -> Path:
-    """A shard's files, under its run's id: nothing another run wrote is ever read as ours."""
-    return Path(request.out_dir) / "work" / request.run_id / name
-
-
-def trace_ids_file(request: RunRequest) -> Path:
-    """The ids this run's shards trace (`workflows.tracing.trace_store.refresh_ids`)."""
-    return Path(request.out_dir) / "work" / request.run_id / TRACE_IDS
-
-
 def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.PlanResult) -> None:
     """Choose what the run traces: variants the joined trace lacks or has stale, and a
     rotating share of the rest (`SPYRE_CI_TRACE_SHARE`); their traces are stored at finish."""
@@ -281,7 +226,7 @@ def execute_shard(
     """
     if changed is None:
         changed = name != BASE_SHARD
-    _mark_started(work_dir(request, name))
+    mark_started(work_dir(request, name))
     return execute_ids(
         claims.token if claims is not None else name,
         ids,
@@ -314,30 +259,6 @@ def change_env(request: RunRequest) -> dict[str, str]:
     """What makes a test process of `request` import the changed torch (empty when the run
     applies nothing). The overlay is prepared on the machine that runs the shard."""
     return under_test.applied_change(request).env()
-
-
-STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)
-
-
-def _mark_started(work: Path) -> None:
-    """Note when a shard first started (a resumed shard keeps its first start): `finish`
-    records the run's earliest as its start of execution, the end of its queue time."""
-    path = work / STARTED_FILE
-    if not path.exists():
-        work.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{time.time():.3f}\n", encoding="utf-8")
-
-
-def first_start(request: RunRequest) -> float | None:
-    """The earliest start a shard of this run noted here; None when none did (a run planned
-    before starts were noted, or shards that ran on other machines only)."""
-    starts = []
-    for path in (Path(request.out_dir) / "work" / request.run_id).glob(f"*/{STARTED_FILE}"):
-        try:
-            starts.append(float(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return min(starts, default=None)
 
 
 def execute_ids(
@@ -376,29 +297,6 @@ def execute_ids(
         for path in result.junit_paths:
             shutil.copyfile(path, junit_dir / path.name)
     return ShardRun(result.outcomes, result.fault, tuple(result.junit_paths))
-
-
-def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
-    """The planned run an out directory holds; with `run_id`, it must be that run's."""
-    path = Path(out_dir) / PLANNED_FILE
-    try:
-        planned = PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise PipelineError(f"{path}: the run left no plan there; start it again") from None
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise PipelineError(f"{path}: not a readable plan: {exc}") from exc
-    if run_id is not None and planned.request.run_id != run_id:
-        raise PipelineError(
-            f"{path} now holds run {planned.request.run_id}, not {run_id}: the out directory "
-            f"was reused, so run {run_id} cannot be resumed; start it again"
-        )
-    return planned
-
-
-def recorded_outcomes(request: RunRequest, shard: str) -> dict[str, Outcome]:
-    """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
-    done = read_outcomes(sorted(work_dir(request, shard).glob("*.jsonl")))
-    return {vid: replace(o, message=short_message(o.message)) for vid, o in done.items()}
 
 
 ShardExecutor = Callable[[str, Sequence[str]], ShardRun]

@@ -1,5 +1,10 @@
 """Run one shard of variant tests as pytest subprocesses that may crash or hang.
 
+Long on purpose: it is one subprocess lifecycle (start cold or from the zygote, watch, time out,
+kill the group, attribute a crash to the running test, retry a process that cannot start once)
+whose parts share the state of the process they run; the records it returns (`Limits`,
+`InfraFault`, `ShardRun`) are small.
+
 The pytest plugin (`suites.pytest_plugin`) writes a JSON line when each test starts and
 ends. A subprocess that dies (segfault, abort, memory limit) or stops answering leaves one
 started test without an end: that test is recorded as crashed or timeout, and a fresh

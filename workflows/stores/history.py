@@ -1,14 +1,14 @@
 """History: what past runs learned, behind one interface with two stores.
 
+Long on purpose: the interface and both stores stay side by side because each
+operation (apply, hold, forget, snapshot) must mean the same on both, keyed by (run, variant,
+attempt); reading the two implementations of one operation together is how that is checked.
+
 `SQLiteHistory` (a file in the state directory) is the embedded default and needs no
 server; `RedisHistory` is shared by every worker when Redis is configured. Both hand the
 selector a `selector.History` snapshot and record the `selector.HistoryUpdate` that Verify
 produces, with the semantics of `selector.apply_update`. Every write is idempotent by run:
 applying the same run's update twice (a redelivered task) changes nothing.
-
-Over 400 lines on purpose: the interface and both stores stay side by side because each
-operation (apply, hold, forget, snapshot) must mean the same on both, keyed by (run, variant,
-attempt); reading the two implementations of one operation together is how that is checked.
 """
 
 from __future__ import annotations

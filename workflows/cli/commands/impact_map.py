@@ -2,7 +2,7 @@
 
 The output is the ImpactMap JSON `selector.ImpactMap.from_json` reads (`spyre-ci select
 --impact-map`), plus `session` (what ran outside any test) and `untraced` (variants that
-crashed or hung, whose trace is incomplete). `spyre-ci bench selection` uses it to restrict
+crashed or hung, whose trace is incomplete). `python -m benchmarks.selection` uses it to restrict
 ground-truth runs (docs/selection-benchmark.md).
 """
 

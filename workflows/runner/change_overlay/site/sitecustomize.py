@@ -1,14 +1,16 @@
 """Started by Python when this folder is on PYTHONPATH (test processes of a run that applies
-a change): applies the change named by $SPYRE_CI_CHANGE before anything imports torch, and,
-for the selection benchmark, the mutation named by $SPYRE_CI_MUTATION. Does nothing without
-those variables."""
+a change): applies the change named by $SPYRE_CI_CHANGE before anything imports torch, and
+then calls `activate()` of the module $SPYRE_CI_OVERLAY_MODULE names, when it names one (the
+selection benchmark names its mutation overlay there and puts its folder on PYTHONPATH: the
+product imports no benchmark code). Does nothing without those variables."""
 
 import os
 
-for _var, _module in (
-    ("SPYRE_CI_CHANGE", "workflows.runner.change_overlay.finder"),
-    ("SPYRE_CI_MUTATION", "workflows.bench.mutations.overlay"),
-):
+_ACTIVATIONS = [("SPYRE_CI_CHANGE", "workflows.runner.change_overlay.finder")]
+if os.environ.get("SPYRE_CI_OVERLAY_MODULE"):
+    _ACTIVATIONS.append(("SPYRE_CI_OVERLAY_MODULE", os.environ["SPYRE_CI_OVERLAY_MODULE"]))
+
+for _var, _module in _ACTIVATIONS:
     if os.environ.get(_var):
         try:
             import importlib

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from benchmarks.selection.mutations.model import Mutation, torch_root
 from selector.definitions import COSMETIC, FUNCTION, Located, locate
 from selector.impact import ImpactMap
-from workflows.bench.mutations.model import Mutation, torch_root
 
 
 def changed_functions(mutation: Mutation, root: Path | None = None) -> set[str] | None:

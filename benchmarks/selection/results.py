@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.selection.mutations import Mutation
 from selector.holdout import HoldoutStratum, uniform_holdout
 from selector.verify import HoldoutBound, holdout_bound
 from suites.model import Inventory, Outcome
-from workflows.bench.mutations import Mutation
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MUTATIONS = REPO / "benchmarks" / "selection" / "mutations.yaml"

@@ -1,5 +1,6 @@
 """Applies a mutation inside the current (test) process; the sitecustomize of
 `workflows/runner/change_overlay/site/` calls `activate()` at interpreter start when
+`SPYRE_CI_OVERLAY_MODULE` names this module (`subprocess_env` sets it) and
 `SPYRE_CI_MUTATION` names an activation file.
 
 Python mutations: the finder a run uses to apply a change (`workflows.runner.change_overlay`)

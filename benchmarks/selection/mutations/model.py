@@ -32,14 +32,19 @@ from typing import Any
 
 import yaml
 
+from benchmarks.selection.mutations.patch import PatchError, apply_patch
 from selector.diff import FilePatch, parse_unified_diff
 from selector.errors import SelectorError
-from workflows.bench.mutations.patch import PatchError, apply_patch
 from workflows.runner.change_overlay.prepare import (
     SITE_DIR,  # its sitecustomize activates mutations
 )
 
 ENV_VAR = "SPYRE_CI_MUTATION"  # path of the activation JSON a test subprocess reads
+# The product's sitecustomize calls `activate()` of the module this names (it imports no
+# benchmark code itself); the folder holding `benchmarks/` goes on PYTHONPATH for it.
+OVERLAY_VAR = "SPYRE_CI_OVERLAY_MODULE"
+OVERLAY_MODULE = "benchmarks.selection.mutations.overlay"
+CHECKOUT = Path(__file__).resolve().parents[3]
 KINDS = ("python", "kernel")
 FORMAT_VERSION = 1
 
@@ -296,8 +301,13 @@ def subprocess_env(
     path = workdir / "mutation.json"
     path.write_text(json.dumps(activation, indent=1) + "\n", encoding="utf-8")
     environ = os.environ if base is None else base
-    pythonpath = [str(SITE_DIR)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {ENV_VAR: str(path), "PYTHONPATH": os.pathsep.join(pythonpath)}
+    inherited = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    pythonpath = [str(SITE_DIR), str(CHECKOUT), *inherited]
+    return {
+        ENV_VAR: str(path),
+        OVERLAY_VAR: OVERLAY_MODULE,
+        "PYTHONPATH": os.pathsep.join(pythonpath),
+    }
 
 
 def check_all(mutations: Sequence[Mutation]) -> None:

@@ -1,93 +1,111 @@
-"""`spyre-ci bench selection`: the mutation replay benchmark (docs/selection-benchmark.md)."""
+"""`python -m benchmarks.selection`: the mutation replay benchmark (docs/selection-benchmark.md).
+
+Run from the checkout's root (the folder holding `benchmarks/`). Exit codes as the CLI's: 0
+done, 2 bad input (an option out of range, a mutation set or spec that does not load), 130
+interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from workflows.cli.change_input import absolute_path, checked
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
-
-# Same defaults as workflows.bench.selection, without importing it (the CLI starts cheaply).
-_REPO = Path(__file__).resolve().parents[3]
-DEFAULT_MUTATIONS = _REPO / "benchmarks" / "selection" / "mutations.yaml"
-DEFAULT_SPECS = _REPO / "benchmarks" / "selection" / "specs"
+from benchmarks.selection.results import DEFAULT_MUTATIONS, DEFAULT_SPECS
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="benchmarks of the test selection",
-        description="Benchmarks that measure the selector by running tests.",
-    )
-    kinds = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
-    sel = kinds.add_parser(
-        "selection",
-        help="replay mutations of PyTorch: recall and selection ratio",
+def _path(text: str) -> Path:
+    """The path as given, absolute against the current directory."""
+    if not text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a path")
+    return Path(os.path.abspath(os.path.expanduser(text)))
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a number of seconds more than 0")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(
+        prog="python -m benchmarks.selection",
+        allow_abbrev=False,
         description="For every mutation of the set: plan from its diff, run the benchmark "
         "inventory with the mutation applied (test subprocesses only), and compare the "
         "selection with the variants whose outcome changed.",
     )
-    sel.add_argument(
+    add = parse.add_argument
+    add(
         "--mutations",
-        type=absolute_path,
+        type=_path,
         default=DEFAULT_MUTATIONS,
         metavar="FILE",
         help="mutation set YAML (default: the shipped set)",
     )
-    sel.add_argument(
+    add(
         "--out",
-        type=absolute_path,
+        type=_path,
         default="out/bench-selection",
         metavar="DIR",
-        help="where the record, the baseline, the impact map and the test "
-        "artifacts go (default out/bench-selection)",
+        help="where the record, the baseline, the impact map and the test artifacts go "
+        "(default out/bench-selection)",
     )
-    add_options(
-        sel,
-        "specs",
-        help={
-            "specs": "benchmark inventory specs (repeatable; default benchmarks/selection/specs)"
-        },
+    add(
+        "--specs",
+        type=lambda text: str(_path(text)),
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="benchmark inventory specs (repeatable; default benchmarks/selection/specs)",
     )
-    sel.add_argument(
+    add(
         "--only",
         action="append",
         default=[],
         metavar="ID",
         help="replay only this mutation (repeatable)",
     )
-    sel.add_argument(
+    add(
         "--jobs",
-        type=int,
+        type=_at_least_one,
         default=1,
         metavar="N",  # mutations, not test processes
         help="mutations replayed at the same time (default 1)",
     )
-    sel.add_argument(
+    add(
         "--no-restrict",
         action="store_true",
-        help="ground truth on every variant, not only those the impact map "
-        "says the mutation can reach",
+        help="ground truth on every variant, not only those the impact map says the "
+        "mutation can reach",
     )
-    sel.add_argument(
+    add(
         "--check-restriction",
         action="append",
         default=[],
         metavar="ID",
-        help="also run this mutation unrestricted and record whether the "
-        "restricted ground truth was the same (repeatable)",
+        help="also run this mutation unrestricted and record whether the restricted "
+        "ground truth was the same (repeatable)",
     )
-    add_options(
-        sel,
-        "impact_map",
-        help={"impact_map": "a trace from `spyre-ci impact-map` (default: record one)"},
+    add(
+        "--impact-map",
+        type=_path,
+        metavar="FILE.json[.gz]",
+        help="a trace from `spyre-ci impact-map` (default: record one)",
     )
-    sel.add_argument(
+    add(
         "--check-sample",
         type=int,
         default=0,
@@ -95,41 +113,43 @@ def register(subparsers: Any) -> None:
         help="with --check-restriction: run the restricted variants and N others drawn at "
         "random instead of every variant (a change among them refutes the restriction)",
     )
-    sel.add_argument(
+    add(
         "--diff-form",
         choices=("plain", "git", "github"),
         default="plain",
         help="how the selector sees each diff: plain `diff -u` (default), git with "
         "function context, or GitHub compare patches",
     )
-    sel.add_argument(
+    add(
         "--no-trace",
         action="store_true",
         help="plans join no trace (the alternative plan then joins it)",
     )
-    sel.add_argument(
+    add(
         "--record",
-        type=absolute_path,
+        type=_path,
         metavar="FILE.json",
         help="also write the record here (benchmarks/results/selection.json)",
     )
-    add_options(
-        sel,
-        "test_timeout",
-        default={"test_timeout": 120.0},
-        help={"test_timeout": "per-test time limit (default 120)"},
+    add(
+        "--test-timeout",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="per-test time limit (default 120)",
     )
-    sel.add_argument(
+    add(
         "--rescore",
         action="store_true",
-        help="run no tests: judge the selector again against the ground truth "
-        "recorded in --out by an earlier run (after a selector change)",
+        help="run no tests: judge the selector again against the ground truth recorded in "
+        "--out by an earlier run (after a selector change)",
     )
-    sel.set_defaults(func=checked(bench_selection))
+    return parse
 
 
-def bench_selection(args: argparse.Namespace) -> int:
-    from workflows.bench.selection import (
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from benchmarks.selection.engine import (
         BenchConfig,
         BenchError,
         command_line,
@@ -138,8 +158,6 @@ def bench_selection(args: argparse.Namespace) -> int:
         summary_lines,
     )
 
-    if args.jobs < 1:
-        raise CommandError("--jobs: give at least 1")
     config = BenchConfig(
         mutations=args.mutations,
         out=args.out,
@@ -150,7 +168,7 @@ def bench_selection(args: argparse.Namespace) -> int:
         impact_map=args.impact_map,
         jobs=args.jobs,
         test_timeout_s=args.test_timeout,
-        command=command_line(),
+        command=command_line(argv),
         diff_form=args.diff_form,
         check_sample=max(0, args.check_sample),
         trace=not args.no_trace,
@@ -162,7 +180,11 @@ def bench_selection(args: argparse.Namespace) -> int:
     try:
         record = rescore(config, log) if args.rescore else run_benchmark(config, log)
     except BenchError as exc:
-        raise CommandError(str(exc)) from exc
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     if args.record:
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -170,3 +192,7 @@ def bench_selection(args: argparse.Namespace) -> int:
         print(line)
     print(f"record: {args.out / 'selection.json'}" + (f", {args.record}" if args.record else ""))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,12 +1,12 @@
 """The mutation replay benchmark: selection quality measured by execution.
 
-For each mutation of a mutation set (`workflows.bench.mutations`), the selector plans from
+For each mutation of a mutation set (`benchmarks.selection.mutations`), the selector plans from
 what it would see upstream (the unified diff, the Inventory, a History holding the baseline
 run's statuses and durations); the ground truth is the set of variants whose outcome changes when
 they run with the mutation applied (one pytest subprocess per mutation through the shard
 runner, so a crash or hang costs one variant, not the run). Optionally the ground-truth run
 is restricted to the variants whose impact map touches the mutated code (exact; see
-`workflows.bench.mutations.impact` and docs/selection-benchmark.md).
+`benchmarks.selection.mutations.impact` and docs/selection-benchmark.md).
 
     record = run_benchmark(BenchConfig(mutations=..., out=..., specs=[...]))
 """
@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selector.impact import ImpactMap
-from suites.model import Expectation, Inventory, Outcome, Status
-from workflows.bench.mutations import Mutation, MutationError, load_mutations, subprocess_env
-from workflows.bench.mutations.impact import touched_variants
-from workflows.bench.mutations.model import check_all
-from workflows.bench.results import (
+from benchmarks.selection.mutations import Mutation, MutationError, load_mutations, subprocess_env
+from benchmarks.selection.mutations.impact import touched_variants
+from benchmarks.selection.mutations.model import check_all
+from benchmarks.selection.results import (
     BenchConfig,
     BenchError,
     Log,
@@ -36,6 +34,8 @@ from workflows.bench.results import (
     build_record,
     summary_lines,
 )
+from selector.impact import ImpactMap
+from suites.model import Expectation, Inventory, Outcome, Status
 from workflows.runner.scheduling import InOrder, Pool, Work, slices
 from workflows.runner.shard_runner import Limits, run_shard, short_message
 from workflows.tracing.impact_recorder import record_impact_map
@@ -326,7 +326,7 @@ class Judge:
                     f"{mutation.location} only: the trace links them, the op names do not"
                 )
         else:
-            from workflows.bench.mutations.impact import changed_functions
+            from benchmarks.selection.mutations.impact import changed_functions
 
             functions = changed_functions(mutation) or set()
             ran = sorted(f for f in self.impact.functions.get(vid, ()) if f in functions)
@@ -379,7 +379,7 @@ def rescore(config: BenchConfig, log: Log = print) -> dict[str, Any]:
     except (OSError, ValueError, KeyError) as exc:
         raise BenchError(
             f"{out}: no complete earlier run to rescore ({exc}); run "
-            "`spyre-ci bench selection --out DIR` first"
+            "`python -m benchmarks.selection --out DIR` first"
         ) from None
     try:
         mutations = {m.id: m for m in load_mutations(config.mutations)}
@@ -483,5 +483,7 @@ def _save_outcomes(path: Path, outcomes: Mapping[str, Outcome]) -> None:
     )
 
 
-def command_line() -> str:
-    return " ".join(["spyre-ci", *sys.argv[1:]]) if sys.argv else "spyre-ci bench selection"
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command that made the record: this module with its options."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python -m benchmarks.selection", *given])

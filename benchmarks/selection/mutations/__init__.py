@@ -1,4 +1,4 @@
-"""Mutations of PyTorch for the selection benchmark (`spyre-ci bench selection`).
+"""Mutations of PyTorch for the selection benchmark (`python -m benchmarks.selection`).
 
 A mutation is a real upstream-style edit: a unified diff in PyTorch's repository layout
 (what the selector sees) plus how to make it happen in a test subprocess, and only there:
@@ -11,12 +11,12 @@ A mutation is a real upstream-style edit: a unified diff in PyTorch's repository
   result (`overlay.py`). The diff shows the corresponding `aten/src/ATen/native/...` or
   `native_functions.yaml` edit.
 
-    from workflows.bench.mutations import load_mutations, subprocess_env
+    from benchmarks.selection.mutations import load_mutations, subprocess_env
     mutations = load_mutations("benchmarks/selection/mutations.yaml")
     env = subprocess_env(mutations[0], workdir)   # pass to workflows.runner.shard_runner.run_shard
 """
 
-from workflows.bench.mutations.model import (
+from benchmarks.selection.mutations.model import (
     ENV_VAR,
     Mutation,
     MutationError,
@@ -26,7 +26,7 @@ from workflows.bench.mutations.model import (
     subprocess_env,
     torch_root,
 )
-from workflows.bench.mutations.patch import apply_patch
+from benchmarks.selection.mutations.patch import apply_patch
 
 __all__ = [
     "ENV_VAR",

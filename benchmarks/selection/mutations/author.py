@@ -10,7 +10,7 @@ import difflib
 import re
 from pathlib import Path
 
-from workflows.bench.mutations.model import MutationError, torch_root
+from benchmarks.selection.mutations.model import MutationError, torch_root
 
 _PY_FUNCNAME = re.compile(r"^[ \t]*((class|(async[ \t]+)?def)[ \t].*)$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

@@ -1,0 +1,136 @@
+"""The run's folder: its id, where it lives, who holds it, its shards' work folders, when they
+started, the plan it keeps and the outcomes a resumed run keeps.
+
+    out/<run>/planned.json, work/<run>/<shard>/ (the test processes' files, `started_at`)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from contracts.event import TriggerEvent
+from suites.model import Outcome
+from suites.results_file import read_outcomes
+from workflows.run.run_model import PLANNED_FILE, PipelineError, PlannedRun, RunRequest
+from workflows.runner.shard_runner import short_message
+from workflows.stores.history import HistoryStore
+from workflows.tracing.trace_store import TRACE_IDS
+
+
+def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = None) -> str:
+    """Stable per delivery: a redelivered or retried task lands on the same run.
+
+    A run started by hand (`started`, a timestamp) is a new run each time, even for the
+    same recorded event. The id names folders and Redis keys, so it is built only from a
+    safe alphabet whatever the payload said: the kind and the sha are kept only when they
+    are a known word and hex, the rest is a digest.
+    """
+    key = f"{event.delivery_id}:{attempt}:{started or ''}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    kind = event.kind if _WORD.fullmatch(event.kind) else "event"
+    sha = event.head_sha[:8] if _HEX.fullmatch(event.head_sha[:8]) else "nosha"
+    return f"{kind}-{sha}-{digest}"
+
+
+_WORD = re.compile(r"[a-z_]{1,20}")
+_HEX = re.compile(r"[0-9a-f]{8}")
+
+
+def run_dir(out_root: str | Path, run_id: str) -> Path:
+    """`out_root/run_id`, proved to stay under `out_root` (PipelineError otherwise)."""
+    root = Path(out_root).resolve()
+    path = (root / run_id).resolve()
+    if path.parent != root or not _SAFE_ID.fullmatch(run_id):
+        raise PipelineError(f"run id {run_id!r} does not name a folder under {root}")
+    return path
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+
+
+def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
+    """Make `out` this run's: refuse it while it holds another unfinished run, else clear
+    what an earlier, finished run left in it (its work files and JUnit)."""
+    path = out / PLANNED_FILE
+    if out.exists() and not out.is_dir():
+        raise PipelineError(f"{out}: not a directory; pass another --out")
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))["request"]["run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None
+    if previous is not None and previous != run_id:
+        run = history.get_run(previous)
+        if run is not None and not run.state.final:
+            raise PipelineError(
+                f"{out} holds run {previous}, which has not finished ({run.state}): resume it "
+                f"with `spyre-ci runs resume {previous}`, or pass another --out (or remove "
+                f"{out} to give that run up)"
+            )
+    if previous is not None and previous != run_id:
+        # Only a folder an earlier run of ours planned in (it has our planned.json) is
+        # cleared: a user's own `work/` elsewhere is never touched.
+        for stale in ("work", "junit"):
+            shutil.rmtree(out / stale, ignore_errors=True)
+
+
+def work_dir(request: RunRequest, name: str) -> Path:
+    """A shard's files, under its run's id: nothing another run wrote is ever read as ours."""
+    return Path(request.out_dir) / "work" / request.run_id / name
+
+
+def trace_ids_file(request: RunRequest) -> Path:
+    """The ids this run's shards trace (`workflows.tracing.trace_store.refresh_ids`)."""
+    return Path(request.out_dir) / "work" / request.run_id / TRACE_IDS
+
+
+STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)
+
+
+def mark_started(work: Path) -> None:
+    """Note when a shard first started (a resumed shard keeps its first start): `finish`
+    records the run's earliest as its start of execution, the end of its queue time."""
+    path = work / STARTED_FILE
+    if not path.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{time.time():.3f}\n", encoding="utf-8")
+
+
+def first_start(request: RunRequest) -> float | None:
+    """The earliest start a shard of this run noted here; None when none did (a run planned
+    before starts were noted, or shards that ran on other machines only)."""
+    starts = []
+    for path in (Path(request.out_dir) / "work" / request.run_id).glob(f"*/{STARTED_FILE}"):
+        try:
+            starts.append(float(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return min(starts, default=None)
+
+
+def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
+    """The planned run an out directory holds; with `run_id`, it must be that run's."""
+    path = Path(out_dir) / PLANNED_FILE
+    try:
+        planned = PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: the run left no plan there; start it again") from None
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"{path}: not a readable plan: {exc}") from exc
+    if run_id is not None and planned.request.run_id != run_id:
+        raise PipelineError(
+            f"{path} now holds run {planned.request.run_id}, not {run_id}: the out directory "
+            f"was reused, so run {run_id} cannot be resumed; start it again"
+        )
+    return planned
+
+
+def recorded_outcomes(request: RunRequest, shard: str) -> dict[str, Outcome]:
+    """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
+    done = read_outcomes(sorted(work_dir(request, shard).glob("*.jsonl")))
+    return {vid: replace(o, message=short_message(o.message)) for vid, o in done.items()}
