@@ -1,5 +1,9 @@
 """The input record of every exporter: one finished run, as plain frozen data with JSON round trip.
 
+Long on purpose: it is the one exported record, every dataclass with its JSON round trip
+beside it, so that a field added to one side cannot be forgotten on the other; the exporters
+read only this module.
+
 The workflows layer builds a `RunRecord` once a run is verified; every builder in this package
 is a pure function of it (plus JUnit files for per-test rows).
 """

@@ -5,6 +5,10 @@ plain data (pure): 30 days at L2, and over the fixed 14-day promotion window a C
 rate of at least 90 %, an average queue time under 30 min, under 1 % of jobs running over
 3 h, a median end-to-end time under 3 h and a timeout rate under 1 %.
 
+Long on purpose: each criterion of the relay's rules is a short function with the evidence it
+needs beside its bound, and they share one job-facts reading; split, the rules would no
+longer read as the one table the relay publishes.
+
 Each criterion knows the evidence it needs, and below it says "not enough data" with what
 is missing instead of a verdict (a share or a mean over one 19-second run says nothing):
 

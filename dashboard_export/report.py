@@ -1,5 +1,9 @@
 """The per-run report people read: a self-contained HTML page and a Markdown summary.
 
+Long on purpose: both renderings (Markdown and the HTML page's values; the markup is in
+`templates/report.html`) are views of the same `Summary`, and keeping them side by side keeps
+their sections, wording and limits the same.
+
 Both render one `Summary`, computed once from the RunRecord: what changed, what the
 selector concluded, results by suite, new failures with their messages, flaky, holdout
 misses, timings, and for upgrade runs the regression / fix table.

@@ -1,5 +1,10 @@
 """The GitHub adapter: every GitHub call spyre-ci makes, over github3.py.
 
+Long on purpose: one adapter is the only code that speaks to GitHub, so every call has the
+same client, the same error translation (404, 422, rate limits, a server down) and the same
+test server; its methods are short and independent, and splitting them by endpoint would
+spread that handling over several modules.
+
 Two identities: a token (compare, contents, commit statuses, repository_dispatch) and a GitHub App
 installation (check runs: GitHub only lets Apps write them). `base_url` selects a GitHub
 Enterprise server (tests point it at a local implementation of the same REST endpoints);

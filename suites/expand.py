@@ -1,5 +1,10 @@
 """Expansion: spec files -> variant tests with expectations, fingerprints and run details.
 
+Long on purpose: expansion is one pass that torch-spyre's semantics define in order (suites,
+their files, classes, tests, dtypes, edits, rules) over torch's own databases, and the
+stages share the same loaded modules and caches; torch-spyre's framework keeps the same steps
+in one place.
+
 Imports torch (lazily, inside the functions): it enumerates torch's test databases and, for
 file suites, imports upstream test files.
 """

@@ -1,5 +1,9 @@
 """Lint spec files: every problem of a file at once, as `file:line:col: message`.
 
+Long on purpose: lint reports every problem of a file in one pass over the schema's sections,
+each check a short function keyed to the YAML path it guards, so that `file:line:col` and
+the message stay next to the rule they enforce.
+
 Lint runs no code from the specs and never imports torch. Op and module names are checked
 against `suites/data/known_names.json`, recorded from torch's test databases (refresh it with
 `spyre-ci suites names --refresh` inside a torch environment).

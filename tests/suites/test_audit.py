@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from selector.history import HistoryUpdate, OutcomeRecord
-from suites.audit import removal_patch, same_failure, version_condition
+from suites.audit import same_failure, version_condition
 from suites.model import Status
+from suites.spec_patch import removal_patch
 from tests.conftest import REPO_ROOT, free_port
 from workflows.cli.main import main
 from workflows.settings import Settings

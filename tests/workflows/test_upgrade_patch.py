@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from suites.audit import NewEntry, expectations_patch
 from suites.expand import expand, load_suites
 from suites.model import Expectation
+from suites.spec_patch import NewEntry, expectations_patch
 from tests.conftest import REPO_ROOT
 from workflows.cli.main import main
 from workflows.drivers.upgrade.patch import upgrade_patch, write_upgrade_patch

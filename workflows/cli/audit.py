@@ -145,7 +145,7 @@ def _renames(
     """Expand the file suites over the old tree too and put the renames into `report`."""
     import os
 
-    from suites import audit
+    from suites import audit, spec_patch
     from suites.expand import expand, load_suites
     from suites.loader import SpecError
     from suites.renames import find_renames
@@ -166,7 +166,7 @@ def _renames(
         vid: Outcome(vid, seen.latest, message=seen.message) for vid, seen in observed.items()
     }
     renames = find_renames(list(before.records.values()), list(expansion.records.values()), latest)
-    edits = audit.rename_edits(loaded, renames.renamed)
+    edits = spec_patch.rename_edits(loaded, renames.renamed)
     report.findings = audit.rename_findings(renames, edits, report.findings)
     report.renames = renames
     report.rename_edits = edits
@@ -298,8 +298,9 @@ def _read_results(path: Path) -> list[Outcome]:
 
 
 def _write_patch(report: Report, args: argparse.Namespace, out: Path) -> None:
-    from suites.audit import audit_rules, removal_patch, rename_patch
+    from suites.audit import audit_rules
     from suites.expand import load_suites
+    from suites.spec_patch import removal_patch, rename_patch
 
     by_source = {r.source: r for r in audit_rules(load_suites(args.specs))}
     remove: dict[Path, set[int]] = {}

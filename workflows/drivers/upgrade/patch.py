@@ -5,10 +5,10 @@ on the new version, gets an exact-id entry in its suite's expectations file (xfa
 failure or an error, skip for a hang or a crash, as `suites record` writes them; the reason
 is the failure's summary line, a comment above names the upgrade run); each fixed variant
 whose expectation is an exact-id xfail entry loses that entry. Edits are textual
-(`suites.audit.expectations_patch`): comments and formatting stay. What it cannot edit
+(`suites.spec_patch.expectations_patch`): comments and formatting stay. What it cannot edit
 (file suites, flow-style lists, globs and spec rules) is returned as notes: edit by hand.
 What upstream renamed (upgrade.json `renamed`) is renamed in the specs and expectations files
-(`suites.audit.rename_edits`), with a comment citing the evidence.
+(`suites.spec_patch.rename_edits`), with a comment citing the evidence.
 """
 
 from __future__ import annotations
@@ -18,18 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from suites.audit import (
-    AuditRule,
-    NewEntry,
-    audit_rules,
-    expectations_patch,
-    rename_edits,
-    rename_patch,
-)
+from suites.audit import AuditRule, audit_rules
 from suites.model import Expectation, Status, split_variant_id
 from suites.record import summarize
 from suites.renames import Rename
 from suites.rules import MODES
+from suites.spec_patch import NewEntry, expectations_patch, rename_edits, rename_patch
 
 _XFAILS = (Expectation.XFAIL, Expectation.XFAIL_STRICT)
 _TO_ADD = ("regressed", "new-failing")
