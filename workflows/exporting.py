@@ -19,6 +19,7 @@ from suites.backend import BUNDLED_BACKEND, BUNDLED_DEVICE
 from workflows import forensics
 from workflows.history import HistoryStore
 from workflows.run_model import FinishedRun
+from workflows.under_test import same_sha
 from workflows.verification import VerifiedRun
 
 FORENSICS_FILE = layout.FORENSICS_FILE
@@ -181,22 +182,32 @@ def run_record(
 def failure_forensics(
     finished: FinishedRun, history: HistoryStore, created_at: float
 ) -> dict[str, Any]:
-    """Per new failure its window (last good / first bad sha, compare URL) and triage class,
-    and the run's `triage_verdict`: `{"failures": {id: {...}}, "triage_verdict": {...}}`.
+    """Per failure that is not flaky (new or pre-existing) its window (last good / first bad
+    sha, compare URL) and triage class, and the run's `triage_verdict` over its new failures:
+    `{"failures": {id: {...}}, "triage_verdict": {...}}`.
 
     `created_at`: when the run was planned (its place among History's runs)."""
     request = finished.planned.request
     trigger = request.trigger
+    failing = sorted(
+        v for v, c in finished.classification.items() if c != "flaky" and v in finished.outcomes
+    )
     new = [v for v in finished.new_failures if v in finished.outcomes]
-    current = forensics.RunPoint(request.run_id, created_at, trigger.kind, trigger.head_sha)
-    found = forensics.windows(history, current, new, trigger.repo or forensics.UPSTREAM_REPO)
+    environment = finished.planned.environment or {}
+    backend = environment.get("backend") or None
+    current = forensics.RunPoint(
+        request.run_id, created_at, trigger.kind, trigger.head_sha, backend
+    )
+    found = forensics.windows(history, current, failing, trigger.repo or forensics.UPSTREAM_REPO)
     related = triage.related_ids(finished.planned.plan.get("selected", ()))
-    messages = {v: finished.outcomes[v].message for v in new}
+    messages = {v: finished.outcomes[v].message for v in failing}
+    under_test = str((environment.get("torch") or {}).get("git_sha") or "")
+    under_test = "" if under_test == "unknown" else under_test
     failures = {}
     triaged = []
     base = finished.base_outcomes
-    tested = (finished.planned.environment or {}).get("tested") or None
-    for vid in new:
+    tested = environment.get("tested") or None
+    for vid in failing:
         one = triage.triage(
             vid,
             messages[vid],
@@ -204,8 +215,10 @@ def failure_forensics(
             finished.classification.get(vid),
             base_status=str(base[vid].status) if vid in base else None,
             tested=tested,
+            passed_before=passed_before(found[vid], backend, under_test),
         )
-        triaged.append(one)
+        if vid in new:
+            triaged.append(one)
         failures[vid] = {**found[vid].to_json(), **one.to_json()}
     first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)
     verdict = triage.run_verdict(
@@ -216,6 +229,26 @@ def failure_forensics(
         version=_version("spyre-ci"),
     )
     return {"failures": failures, "triage_verdict": verdict}
+
+
+def passed_before(
+    window: forensics.Window, backend: Mapping[str, Any] | None, under_test: str
+) -> str | None:
+    """The upstream sha where the failure last passed, when History ran it there with the
+    backend under test (same package, version, device) on another torch than `under_test`
+    (the git sha of the torch the failing run tested): then only upstream moved since. None
+    otherwise (never seen passing, another or an unrecorded backend or torch, the same
+    torch: nothing upstream moved)."""
+    good, then, torch_then = window.last_good, window.last_good_backend, window.last_good_torch
+    if not good or not backend or not then or torch_then in ("", "unknown") or not under_test:
+        return None
+    if any(
+        str(then.get(k, "")) != str(backend.get(k, "")) for k in ("package", "version", "device")
+    ):
+        return None
+    if same_sha(torch_then, under_test):
+        return None
+    return good
 
 
 FORENSICS_SHOWN = 20  # new failures whose window the run's summary keeps
