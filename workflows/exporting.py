@@ -208,6 +208,7 @@ def failure_forensics(
     base = finished.base_outcomes
     tested = environment.get("tested") or None
     for vid in failing:
+        earlier = passed_before(found[vid], backend, under_test)
         one = triage.triage(
             vid,
             messages[vid],
@@ -215,11 +216,11 @@ def failure_forensics(
             finished.classification.get(vid),
             base_status=str(base[vid].status) if vid in base else None,
             tested=tested,
-            passed_before=passed_before(found[vid], backend, under_test),
+            passed_before=earlier,
         )
         if vid in new:
             triaged.append(one)
-        failures[vid] = {**found[vid].to_json(), **one.to_json()}
+        failures[vid] = {**found[vid].to_json(), **one.to_json(), "passed_before": earlier}
     first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)
     verdict = triage.run_verdict(
         triaged,
