@@ -20,7 +20,7 @@ from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 from workflows import exporting, forensics, pipeline
 from workflows.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.sources import installed_torch
-from workflows.under_test import torch_git_sha
+from workflows.under_test import backend, torch_git_sha
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"
@@ -162,9 +162,14 @@ PRECISION = (
 
 
 def _finish(
-    history: HistoryStore, request: pipeline.RunRequest, failing: str | None
+    history: HistoryStore,
+    request: pipeline.RunRequest,
+    failing: str | None,
+    *,
+    fails_on_base: bool = False,
 ) -> pipeline.FinishedRun:
-    """Plan and finish one run whose variants pass, but `failing` misses a tolerance."""
+    """Plan and finish one run whose variants pass, but `failing` misses a tolerance (on the
+    base torch too when `fails_on_base`)."""
     planned = pipeline.plan(request, history)
     ids = [v for shard in planned.shards for v in shard]
     assert failing is None or failing in ids
@@ -175,7 +180,7 @@ def _finish(
         return Outcome(vid, Status.PASSED, 0.1, "")
 
     def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
-        if name == pipeline.BASE_SHARD:  # the base torch, without the change: all pass
+        if name == pipeline.BASE_SHARD and not fails_on_base:  # the base torch: all pass
             return pipeline.ShardRun([Outcome(v, Status.PASSED, 0.1, "") for v in rerun_ids])
         return pipeline.ShardRun([outcome(v) for v in rerun_ids])
 
@@ -329,3 +334,39 @@ def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
     exported = spyre_ci("export", str(out))
     assert exported.returncode == 0, exported.stderr
     assert {n: (out / n).read_bytes() for n in before} == before
+
+
+def test_failing_on_the_base_too_after_passing_on_another_torch_is_upstreams(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    # History: VID passed at A, on torch A, with the backend under test now. A Python edit
+    # of softmax at C, applied on the installed torch (its base): VID fails there and on the
+    # base without the change. Not this change's (pre-existing, the run is green), and not
+    # the backend's either: an upstream commit between A and the base broke it.
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    _record(history, "push-a", 1.0, "push", A, {VID: Status.PASSED}, backend=backend(), torch_sha=A)
+    request = _request(tiny_inventory, tmp_path / "push-c", "push-c", C)
+    event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
+    request = dataclasses.replace(
+        request, event=event.to_json(), diff_text=_softmax_edit(), full=False
+    )
+    finished = _finish(history, request, VID, fails_on_base=True)
+    assert finished.classification[VID] == "pre-existing" and finished.new_failures == []
+    found = json.loads((tmp_path / "push-c" / "forensics.json").read_text())
+    entry = found["failures"][VID]
+    assert (entry["category"], entry["passed_before"], entry["last_good_sha"]) == (
+        "upstream",
+        A,
+        A,
+    )
+    assert "on the base torch without the change" in entry["why"]
+    assert found["triage_verdict"] is None  # no new failure: the run sends no verdict
+
+    # The same History, but the run that passed had another backend version: the backend's.
+    other = SQLiteHistory(tmp_path / "other" / "history.sqlite3")
+    moved = {**backend(), "version": "0.0.1-older"}
+    _record(other, "push-a", 1.0, "push", A, {VID: Status.PASSED}, backend=moved, torch_sha=A)
+    request = dataclasses.replace(request, out_dir=str(tmp_path / "push-c2"))
+    _finish(other, request, VID, fails_on_base=True)
+    entry = json.loads((tmp_path / "push-c2" / "forensics.json").read_text())["failures"][VID]
+    assert (entry["category"], entry["passed_before"]) == ("backend", None)
