@@ -236,16 +236,18 @@ def passed_before(
     window: forensics.Window, backend: Mapping[str, Any] | None, under_test: str
 ) -> str | None:
     """The upstream sha where the failure last passed, when History ran it there with the
-    backend under test (same package, version, device) on another torch than `under_test`
+    backend under test (same package, version, device, and digest of its files when
+    recorded) on another torch than `under_test`
     (the git sha of the torch the failing run tested): then only upstream moved since. None
     otherwise (never seen passing, another or an unrecorded backend or torch, the same
     torch: nothing upstream moved)."""
     good, then, torch_then = window.last_good, window.last_good_backend, window.last_good_torch
     if not good or not backend or not then or torch_then in ("", "unknown") or not under_test:
         return None
-    if any(
-        str(then.get(k, "")) != str(backend.get(k, "")) for k in ("package", "version", "device")
-    ):
+    keys = ["package", "version", "device"]
+    if then.get("digest") or backend.get("digest"):
+        keys.append("digest")  # recorded on either side: both must name the same files
+    if any(str(then.get(k, "")) != str(backend.get(k, "")) for k in keys):
         return None
     if same_sha(torch_then, under_test):
         return None

@@ -17,7 +17,7 @@ from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
-from workflows import exporting, forensics, pipeline
+from workflows import exporting, forensics, pipeline, under_test
 from workflows.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.sources import installed_torch
 from workflows.under_test import backend, torch_git_sha
@@ -118,6 +118,7 @@ def test_the_window_names_the_backend_and_torch_it_passed_with(store: HistorySto
         (SPYRE, "", B, None),  # a run that did not record its torch
         (SPYRE, A, "", None),  # the torch under test is unknown
         (None, A, B, None),  # a run that did not record its backend
+        ({**SPYRE, "digest": "0123abcd"}, A, B, None),  # its files named, ours not
     ],
 )
 def test_passed_before_needs_the_same_backend_on_another_torch(
@@ -127,6 +128,12 @@ def test_passed_before_needs_the_same_backend_on_another_torch(
     assert exporting.passed_before(window, SPYRE, under_test) == passed
     never = dataclasses.replace(window, last_good=None, last_good_run=None)
     assert exporting.passed_before(never, SPYRE, under_test) is None
+
+
+def test_a_backend_edited_without_a_new_version_is_another_backend() -> None:
+    window = forensics.Window(VID, A, C, "r1", "r3", None, {**SPYRE, "digest": "d1"}, A)
+    assert exporting.passed_before(window, {**SPYRE, "digest": "d1"}, B) == A
+    assert exporting.passed_before(window, {**SPYRE, "digest": "d2"}, B) is None
 
 
 def test_runs_recorded_before_head_sha_was_kept_are_read_from_their_event_label(
@@ -370,3 +377,23 @@ def test_failing_on_the_base_too_after_passing_on_another_torch_is_upstreams(
     _finish(other, request, VID, fails_on_base=True)
     entry = json.loads((tmp_path / "push-c2" / "forensics.json").read_text())["failures"][VID]
     assert (entry["category"], entry["passed_before"]) == ("backend", None)
+
+
+def test_the_backend_digest_follows_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "digest_probe_backend"
+    package.mkdir()
+    (package / "__init__.py").write_text("KERNEL = 1\n")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = under_test.backend_digest("digest_probe_backend")
+    assert len(first) == 16 and first == under_test.backend_digest("digest_probe_backend")
+    (package / "__pycache__" / "x.pyc").write_bytes(b"\1")  # bytecode is left out
+    under_test._folder_digest.cache_clear()
+    assert under_test.backend_digest("digest_probe_backend") == first
+    (package / "__init__.py").write_text("KERNEL = 2\n")  # the same version, edited
+    under_test._folder_digest.cache_clear()
+    assert under_test.backend_digest("digest_probe_backend") not in ("", first)
+    assert under_test.backend_digest("no_such_backend_package") == ""
