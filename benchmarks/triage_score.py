@@ -25,7 +25,11 @@ comes from how each run was made, never from the classifier:
   pushes (pushes.py writes the events): G passes (`earlier-g`), B is the breaking commit as
   the torch under test (`earlier-b`, torch_at.py builds it, no A/B run), H a harmless commit
   on top of B (`earlier-h`): there they fail on the base torch B too, and only History shows
-  they passed at G with the same backend.
+  they passed at G with the same backend;
+- `backend`, related and failing on the base torch too: the backend regresses without a new
+  version (its glu kernel raises: a copy of backend_under_test first on PYTHONPATH) and the
+  harmless glu commit lands on G (`backend-regressed`): History saw glu pass at H, on another
+  torch, with the same backend version but other files (the backend's digest).
 
 `unknown` is never a truth: it is the classifier's abstention, scored as a miss. Scored per
 failure and per failed run (the run's verdict): precision and recall per category.
@@ -106,6 +110,15 @@ SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
         "PYTHONPATH=<torch_at.py B autograd_batch_of_one.patch> spyre-ci run "
         "--event <push B -> H: glu_int_dim.patch> --specs benchmarks/triage/ops.yaml --full",
         _SHARED_HELPER,
+    ),
+    # then the backend regresses without a new version (a copy of backend_under_test whose
+    # glu kernel fails, first on PYTHONPATH) and the harmless glu commit lands on G as C:
+    # glu's variants are related to it, fail on the base torch G too, and History saw them
+    # pass on another torch (B) with the same backend version, not the same files
+    "backend-regressed": (
+        "PYTHONPATH=<backend_under_test, glu's kernel raising> spyre-ci run "
+        "--event <push G -> C: glu_int_dim.patch> --specs benchmarks/triage/ops.yaml --full",
+        {"softmax.with_dtype": "backend", "nn.functional.glu": "backend"},
     ),
 }
 
@@ -301,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "harmless push H (earlier-h: fails on the base torch too; "
             "data.upstream_unrelated_failing_on_base); per_failure_without_history scores "
             "the same set with History's evidence removed",
+            "related backend failing on the base torch too (backend-regressed, 9 glu "
+            "failures): History saw them pass at H on torch B with backend 0.1.0, the version "
+            "they fail with; only the backend's digest (its files) tells the backend moved, "
+            "identified by version alone they would read upstream",
             "the holdout itself is not exercised: the selector cannot name the ops of a "
             "change in torch/autograd/__init__.py and falls back to a full run (plan.json "
             "'cannot name the ops changed in kernel code'), so shared-helper's failures were "

@@ -18,10 +18,12 @@ A run that is not `tested` and has no new failure concludes `neutral`, never `su
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
 from importlib import metadata
+from importlib.machinery import PathFinder
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -81,18 +83,23 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     except metadata.PackageNotFoundError:
         version = "unknown"
     found = {"package": package, "version": version, "device": device}
-    digest = backend_digest(package)
+    digest = backend_digest(package, environ)
     if digest:
         found["digest"] = digest
     return found
 
 
-def backend_digest(package: str) -> str:
+def backend_digest(package: str, environ: Mapping[str, str] | None = None) -> str:
     """sha256 (16 hex digits) over the paths and bytes of the files of the backend's package
-    as this process would import it (caches and bytecode left out); "" when it is not found
-    or not a folder."""
+    as a test process imports it (caches and bytecode left out); "" when it is not found or
+    not a folder. A test process finds it on its PYTHONPATH first: this process's own
+    working directory (first on its path under `python -m`) is not on the test's."""
+    env = os.environ if environ is None else environ
+    top = package.split(".", 1)[0]
+    entries = [str(Path(e).resolve()) for e in env.get("PYTHONPATH", "").split(os.pathsep) if e]
     try:
-        spec = find_spec(package.split(".", 1)[0])
+        spec = PathFinder.find_spec(top, entries) if entries else None
+        spec = spec or find_spec(top)
     except (ImportError, ValueError):
         return ""
     locations = list(spec.submodule_search_locations or ()) if spec is not None else []

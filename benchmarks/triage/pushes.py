@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/triage/pushes.py DIR
 
-writes DIR/push_{g,b,h}.json with their sibling .patch: G is the installed torch's sha (a
+writes DIR/push_{g,b,h,c}.json with their sibling .patch: G is the installed torch's sha (a
 docs edit), B = G + autograd_batch_of_one.patch (a commit that breaks the backward of ops it
-does not name), H = B + glu_int_dim.patch (a harmless commit). B and H are made-up shas: the
-torch at B is built by torch_at.py, H is B with its change applied by the run.
+does not name), H = B + glu_int_dim.patch (a harmless commit), C = G + glu_int_dim.patch (the
+same harmless commit on G). B, H and C are made-up shas: the torch at B is built by
+torch_at.py, H and C are their base with the change applied by the run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ G_PARENT, B, H = (
     made_up_sha("autograd batch of one"),
     made_up_sha("glu int dim"),
 )
+C = made_up_sha("glu int dim on G")
 
 
 def push(out: Path, name: str, before: str, after: str, files: list[str], diff: str) -> None:
@@ -84,7 +86,8 @@ def main() -> int:
     push(out, "push_g", G_PARENT, g, ["docs/source/notes/autograd.rst"], DOCS_EDIT)
     push(out, "push_b", g, B, ["torch/autograd/__init__.py"], breaking)
     push(out, "push_h", B, H, ["torch/nn/functional.py"], harmless)
-    print(f"G {g}\nB {B}\nH {H}")
+    push(out, "push_c", g, C, ["torch/nn/functional.py"], harmless)
+    print(f"G {g}\nB {B}\nH {H}\nC {C}")
     return 0
 
 

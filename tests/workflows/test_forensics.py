@@ -397,3 +397,9 @@ def test_the_backend_digest_follows_its_files(
     under_test._folder_digest.cache_clear()
     assert under_test.backend_digest("digest_probe_backend") not in ("", first)
     assert under_test.backend_digest("no_such_backend_package") == ""
+    # A copy first on PYTHONPATH is what a test process imports: its files are digested.
+    copy = tmp_path / "first" / "digest_probe_backend"
+    copy.mkdir(parents=True)
+    (copy / "__init__.py").write_text("KERNEL = 3\n")
+    env = {"PYTHONPATH": str(tmp_path / "first")}
+    assert under_test.backend_digest("digest_probe_backend", env) not in ("", first)
