@@ -14,16 +14,22 @@ Its wire category comes from the evidence the run holds, strongest first (`categ
 1. flaky (failed, passed on rerun) -> `flake`;
 2. a Spyre rule refused it -> `backend`: the backend chose not to lower the op, even when
    the change led the test there; the fix is on our side;
-3. it fails on the base torch too, without the change (the A/B run's `base_status`), or
-   History's baseline had it failing already (`pre-existing`) -> `backend`: the change is not
-   what breaks it;
-4. the change was not tested (nothing of it could be applied) -> `unknown`: the run cannot
-   pin the failure on it;
-5. it passes on the base torch without the change (A/B), with the same backend and device
+3. it passes on the base torch without the change (A/B), with the same backend and device
    -> `upstream`, whether or not the plan related the variant to the change: the change is
    the only difference;
-6. no A/B outcome, but the plan selected it for what the change touched -> `upstream`;
-7. otherwise `unknown`. A tolerance miss alone says nothing about who moved: the change's
+4. History saw it pass at an earlier upstream sha with the same backend (package, version,
+   device), and it fails on the torch under test (`passed_before`, from the forensics
+   window) -> `upstream`, even when it fails on the base torch too or History's baseline
+   already had it failing: only upstream moved since, so an earlier upstream commit (in the
+   window, before this change) broke it;
+5. it fails on the base torch too, without the change (the A/B run's `base_status`), or
+   History's baseline had it failing already (`pre-existing`), and History never saw it
+   pass with this backend -> `backend`: the change is not what breaks it, and nothing shows
+   upstream did;
+6. the change was not tested (nothing of it could be applied) -> `unknown`: the run cannot
+   pin the failure on it;
+7. no A/B outcome, but the plan selected it for what the change touched -> `upstream`;
+8. otherwise `unknown`. A tolerance miss alone says nothing about who moved: the change's
    numerics and our kernels read alike.
 
 A run whose tests could not run (an infrastructure fault, a device that failed its health
@@ -116,24 +122,33 @@ def category_of(
     *,
     base_status: str | None = None,
     tested: str | None = None,
+    passed_before: str | None = None,
 ) -> tuple[str, str]:
     """The wire category of one failure and why, from the strongest evidence the run holds
     (the module's list): `classification` new | pre-existing | flaky, `base_status` its
     outcome on the base torch without the change (None when it was not run there),
-    `tested` the environment's verdict (tested | partial | not_tested)."""
+    `tested` the environment's verdict (tested | partial | not_tested), `passed_before` the
+    upstream sha where History last saw it pass with the same backend, when that is not the
+    torch under test (None: never seen passing, or with another backend)."""
     if classification == "flaky":
         return "flake", "failed, then passed on rerun"
     if failure_class == DEVICE_RULE:
         return "backend", "a Spyre rule refused the op or dtype"
     on_base = _status(base_status)
+    if on_base is False and tested != NOT_TESTED:
+        return "upstream", f"passes without the change ({base_status} on the base torch)"
+    if passed_before:
+        where = " and on the base torch without the change" if on_base else ""
+        return "upstream", (
+            f"passed at upstream {passed_before[:12]} with the same backend, fails on the torch "
+            f"under test{where}: an upstream commit since broke it"
+        )
     if on_base is True:
         return "backend", f"fails without the change too ({base_status} on the base torch)"
     if classification == "pre-existing":
         return "backend", "failing on the baseline before this change"
     if tested == NOT_TESTED:
         return "unknown", "the change was not tested: the failure cannot be pinned on it"
-    if on_base is False:
-        return "upstream", f"passes without the change ({base_status} on the base torch)"
     if related:
         return "upstream", "selected for what the change touched (no run without the change)"
     return "unknown", "no run without the change and not related to it"
@@ -169,11 +184,17 @@ def triage(
     *,
     base_status: str | None = None,
     tested: str | None = None,
+    passed_before: str | None = None,
 ) -> FailureTriage:
     """Class, category and why of one failure (`category_of` for the evidence)."""
     failure_class = classify(message, related)
     category, why = category_of(
-        failure_class, related, classification, base_status=base_status, tested=tested
+        failure_class,
+        related,
+        classification,
+        base_status=base_status,
+        tested=tested,
+        passed_before=passed_before,
     )
     return FailureTriage(failure_id, failure_class, category, related, why)
 

@@ -89,6 +89,53 @@ def test_the_evidence_decides_the_category(
     assert one.why and one.to_json()["why"] == one.why
 
 
+GOOD = "a" * 40
+
+
+@pytest.mark.parametrize(
+    ("message", "related", "classification", "base_status", "tested", "category"),
+    [
+        # fails on the base torch too, but passed upstream earlier with the same backend:
+        # an earlier upstream commit, not the backend, even though the plan did not relate it
+        (SCHEMA, False, "pre-existing", "failed", "tested", "upstream"),
+        (CLOSE, False, "pre-existing", None, None, "upstream"),  # History's baseline
+        # no A/B outcome, not related, even untested: only upstream moved since it passed
+        (SCHEMA, False, "new", None, "not_tested", "upstream"),
+        # passes on the base torch: this change's, whatever History says
+        (SCHEMA, False, "new", "passed", "tested", "upstream"),
+        # a rule refusal and a flake keep their evidence
+        (LOWER, False, "pre-existing", "failed", "tested", "backend"),
+        (CLOSE, False, "flaky", None, "tested", "flake"),
+    ],
+)
+def test_passed_at_an_earlier_upstream_sha_with_the_same_backend(
+    message: str,
+    related: bool,
+    classification: str,
+    base_status: str | None,
+    tested: str | None,
+    category: str,
+) -> None:
+    one = triage.triage(
+        "v",
+        message,
+        related,
+        classification,
+        base_status=base_status,
+        tested=tested,
+        passed_before=GOOD,
+    )
+    assert one.category == category
+    if category == "upstream" and base_status != "passed":
+        assert GOOD[:12] in one.why
+    # Without that evidence the same failure is not called upstream.
+    without = triage.triage(
+        "v", message, related, classification, base_status=base_status, tested=tested
+    )
+    if base_status != "passed" and classification != "flaky":
+        assert without.category != "upstream"
+
+
 def test_a_bisect_culprit_replaces_the_first_bad_suspicion() -> None:
     failures = [triage.triage("a", SCHEMA, False, "new", base_status="passed")]
     made = triage.run_verdict(failures, {"a": SCHEMA}, first_bad="abc1234", job="j", version="1")

@@ -4,6 +4,7 @@ shown in forensics.json, the report and `spyre-ci runs show`."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from collections.abc import Sequence
@@ -16,8 +17,10 @@ from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
-from workflows.run import forensics, pipeline
+from workflows.run import exporting, forensics, pipeline, under_test
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
+from workflows.stores.sources import installed_torch
+from workflows.run.under_test import backend, torch_git_sha
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"
@@ -34,11 +37,15 @@ def _record(
     *,
     legacy: bool = False,
     state: RunState = RunState.COMPLETED,
+    backend: dict[str, str] | None = None,
+    torch_sha: str = "",
 ) -> None:
     """One run written as the pipeline writes it: its record, then its outcomes."""
-    summary = {"event": f"{kind} {sha[:12]}"}
+    summary: dict[str, object] = {"event": f"{kind} {sha[:12]}"}
     if not legacy:  # runs recorded before head_sha was kept have only the event label
         summary.update(kind=kind, head_sha=sha)
+    if backend is not None:
+        summary.update(backend=backend, torch_sha=torch_sha)
     history.save_run(RunRecord(run_id, state, created_at=at, summary=summary))
     outcomes = tuple(OutcomeRecord(v, s, 0.1) for v, s in statuses.items())
     history.apply(run_id, HistoryUpdate(outcomes=outcomes))
@@ -90,6 +97,45 @@ def test_a_variant_never_seen_passing_has_no_last_good(store: HistoryStore) -> N
     assert (window[OTHER].last_good, window[OTHER].first_bad) == (None, C)  # new to History
 
 
+SPYRE = {"package": "backend_under_test", "version": "0.4.0", "device": "spyre"}
+
+
+def test_the_window_names_the_backend_and_torch_it_passed_with(store: HistoryStore) -> None:
+    _record(store, "r1", 1.0, "push", A, {VID: Status.PASSED}, backend=SPYRE, torch_sha=A)
+    _record(store, "r2", 2.0, "push", B, {VID: Status.FAILED}, backend=SPYRE, torch_sha=B)
+    window = forensics.windows(store, _current("r3", 3.0, C), [VID])[VID]
+    assert (window.last_good, window.first_bad) == (A, B)
+    assert window.last_good_backend == SPYRE and window.last_good_torch == A
+
+
+@pytest.mark.parametrize(
+    ("backend", "torch_then", "under_test", "passed"),
+    [
+        (SPYRE, A, B, A),  # same backend, another torch: only upstream moved
+        ({**SPYRE, "version": "0.5.0"}, A, B, None),  # the backend moved too
+        ({**SPYRE, "device": "spyre:1"}, A, B, None),
+        (SPYRE, A, A[:12], None),  # the same torch: nothing upstream moved
+        (SPYRE, "", B, None),  # a run that did not record its torch
+        (SPYRE, A, "", None),  # the torch under test is unknown
+        (None, A, B, None),  # a run that did not record its backend
+        ({**SPYRE, "digest": "0123abcd"}, A, B, None),  # its files named, ours not
+    ],
+)
+def test_passed_before_needs_the_same_backend_on_another_torch(
+    backend: dict[str, str] | None, torch_then: str, under_test: str, passed: str | None
+) -> None:
+    window = forensics.Window(VID, A, C, "r1", "r3", None, backend, torch_then)
+    assert exporting.passed_before(window, SPYRE, under_test) == passed
+    never = dataclasses.replace(window, last_good=None, last_good_run=None)
+    assert exporting.passed_before(never, SPYRE, under_test) is None
+
+
+def test_a_backend_edited_without_a_new_version_is_another_backend() -> None:
+    window = forensics.Window(VID, A, C, "r1", "r3", None, {**SPYRE, "digest": "d1"}, A)
+    assert exporting.passed_before(window, {**SPYRE, "digest": "d1"}, B) == A
+    assert exporting.passed_before(window, {**SPYRE, "digest": "d2"}, B) is None
+
+
 def test_runs_recorded_before_head_sha_was_kept_are_read_from_their_event_label(
     tmp_path: Path,
 ) -> None:
@@ -123,9 +169,14 @@ PRECISION = (
 
 
 def _finish(
-    history: HistoryStore, request: pipeline.RunRequest, failing: str | None
+    history: HistoryStore,
+    request: pipeline.RunRequest,
+    failing: str | None,
+    *,
+    fails_on_base: bool = False,
 ) -> pipeline.FinishedRun:
-    """Plan and finish one run whose variants pass, but `failing` misses a tolerance."""
+    """Plan and finish one run whose variants pass, but `failing` misses a tolerance (on the
+    base torch too when `fails_on_base`)."""
     planned = pipeline.plan(request, history)
     ids = [v for shard in planned.shards for v in shard]
     assert failing is None or failing in ids
@@ -136,6 +187,8 @@ def _finish(
         return Outcome(vid, Status.PASSED, 0.1, "")
 
     def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
+        if name == pipeline.BASE_SHARD and not fails_on_base:  # the base torch: all pass
+            return pipeline.ShardRun([Outcome(v, Status.PASSED, 0.1, "") for v in rerun_ids])
         return pipeline.ShardRun([outcome(v) for v in rerun_ids])
 
     return pipeline.finish(planned, [outcome(v) for v in ids], history, rerun)
@@ -161,11 +214,12 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     assert (entry["last_good_sha"], entry["first_bad_sha"]) == (B, C)
     assert entry["last_good_run"] == "push-b"
     assert entry["compare_url"] == f"https://github.com/pytorch/pytorch/compare/{B}...{C}"
-    # A full run has no op_match/impact_map reasons: a tolerance miss it cannot tie to the
-    # change is the backend's.
-    assert (entry["class"], entry["category"], entry["related"]) == ("precision", "backend", False)
+    # A full run has no op_match/impact_map reasons, and every run tested the installed
+    # torch (none is the sha its event names): History saw it pass on this same torch, so
+    # nothing shows upstream moved; a tolerance miss alone names nobody.
+    assert (entry["class"], entry["category"], entry["related"]) == ("precision", "unknown", False)
     verdict = found["triage_verdict"]
-    assert verdict["category"] == "backend" and verdict["confidence"] == "high"
+    assert verdict["category"] == "unknown" and verdict["confidence"] == "high"
     assert "suspected_upstream" not in verdict
     assert verdict["evidence"][0]["test"] == VID
 
@@ -177,12 +231,13 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     record = history.get_run("push-c")
     assert record is not None
     assert record.summary["head_sha"] == C and record.summary["kind"] == "push"
-    assert record.summary["forensics"]["triage"] == "backend"
+    assert record.summary["forensics"]["triage"] == "unknown"
+    assert record.summary["backend"]["device"] and record.summary["torch_sha"]
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     shown = spyre_ci("runs", "show", "push-c", env=env)
     assert shown.returncode == 0, shown.stderr
-    assert "triage: backend (high confidence)" in shown.stdout
-    assert f"{VID}: {line}" in shown.stdout and "triage: precision (backend)" in shown.stdout
+    assert "triage: unknown (high confidence)" in shown.stdout
+    assert f"{VID}: {line}" in shown.stdout and "triage: precision (unknown)" in shown.stdout
     # A green run writes no forensics.
     assert not (tmp_path / "push-b" / "forensics.json").exists()
 
@@ -226,22 +281,40 @@ def test_a_real_run_refused_by_a_spyre_rule_is_the_backends(
     assert "triage: device-rule (backend)" in (out / "report.md").read_text()
 
 
+def _softmax_edit() -> str:
+    """A Python edit of `softmax` in the installed torch (same behaviour), as a git diff."""
+    root, _version = installed_torch()
+    assert root is not None
+    lines = (root / "torch/nn/functional.py").read_text(encoding="utf-8").splitlines(True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("def softmax("))
+    at = next(i for i in range(start, len(lines)) if lines[i] == "    if dtype is None:\n")
+    edited = [*lines[:at], "    dim = dim if dim is None else int(dim)\n", *lines[at:]]
+    diff = difflib.unified_diff(
+        lines, edited, "a/torch/nn/functional.py", "b/torch/nn/functional.py"
+    )
+    return "diff --git a/torch/nn/functional.py b/torch/nn/functional.py\n" + "".join(diff)
+
+
 def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:
-    # Passed at A and B (full runs); the softmax change at C selects VID by op_match and
-    # misses a tolerance there: the change's numerics, so upstream, first bad C.
+    # Passed at A and B (full runs); a Python edit of softmax at C, applied on its base (the
+    # installed torch), selects VID by op_match and misses a tolerance there: the change's
+    # numerics, so upstream, first bad C.
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
 
     def run(run_id: str, sha: str, failing: str | None, diff: str | None) -> pipeline.FinishedRun:
         request = _request(tiny_inventory, tmp_path / run_id, run_id, sha)
+        if diff is not None:
+            event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
+            request = dataclasses.replace(request, event=event.to_json())
         return _finish(
             history, dataclasses.replace(request, diff_text=diff, full=diff is None), failing
         )
 
     run("push-a", A, None, None)
     run("push-b", B, None, None)
-    assert run("push-c", C, VID, SOFTMAX_PATCH.read_text()).new_failures == [VID]
+    assert run("push-c", C, VID, _softmax_edit()).new_failures == [VID]
 
     out = tmp_path / "push-c"
     workflow = json.loads((out / "callback.json").read_text())["workflow"]
@@ -268,3 +341,65 @@ def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
     exported = spyre_ci("export", str(out))
     assert exported.returncode == 0, exported.stderr
     assert {n: (out / n).read_bytes() for n in before} == before
+
+
+def test_failing_on_the_base_too_after_passing_on_another_torch_is_upstreams(
+    tiny_inventory: Path, tmp_path: Path
+) -> None:
+    # History: VID passed at A, on torch A, with the backend under test now. A Python edit
+    # of softmax at C, applied on the installed torch (its base): VID fails there and on the
+    # base without the change. Not this change's (pre-existing, the run is green), and not
+    # the backend's either: an upstream commit between A and the base broke it.
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    _record(history, "push-a", 1.0, "push", A, {VID: Status.PASSED}, backend=backend(), torch_sha=A)
+    request = _request(tiny_inventory, tmp_path / "push-c", "push-c", C)
+    event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
+    request = dataclasses.replace(
+        request, event=event.to_json(), diff_text=_softmax_edit(), full=False
+    )
+    finished = _finish(history, request, VID, fails_on_base=True)
+    assert finished.classification[VID] == "pre-existing" and finished.new_failures == []
+    found = json.loads((tmp_path / "push-c" / "forensics.json").read_text())
+    entry = found["failures"][VID]
+    assert (entry["category"], entry["passed_before"], entry["last_good_sha"]) == (
+        "upstream",
+        A,
+        A,
+    )
+    assert "on the base torch without the change" in entry["why"]
+    assert found["triage_verdict"] is None  # no new failure: the run sends no verdict
+
+    # The same History, but the run that passed had another backend version: the backend's.
+    other = SQLiteHistory(tmp_path / "other" / "history.sqlite3")
+    moved = {**backend(), "version": "0.0.1-older"}
+    _record(other, "push-a", 1.0, "push", A, {VID: Status.PASSED}, backend=moved, torch_sha=A)
+    request = dataclasses.replace(request, out_dir=str(tmp_path / "push-c2"))
+    _finish(other, request, VID, fails_on_base=True)
+    entry = json.loads((tmp_path / "push-c2" / "forensics.json").read_text())["failures"][VID]
+    assert (entry["category"], entry["passed_before"]) == ("backend", None)
+
+
+def test_the_backend_digest_follows_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "digest_probe_backend"
+    package.mkdir()
+    (package / "__init__.py").write_text("KERNEL = 1\n")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = under_test.backend_digest("digest_probe_backend")
+    assert len(first) == 16 and first == under_test.backend_digest("digest_probe_backend")
+    (package / "__pycache__" / "x.pyc").write_bytes(b"\1")  # bytecode is left out
+    under_test._folder_digest.cache_clear()
+    assert under_test.backend_digest("digest_probe_backend") == first
+    (package / "__init__.py").write_text("KERNEL = 2\n")  # the same version, edited
+    under_test._folder_digest.cache_clear()
+    assert under_test.backend_digest("digest_probe_backend") not in ("", first)
+    assert under_test.backend_digest("no_such_backend_package") == ""
+    # A copy first on PYTHONPATH is what a test process imports: its files are digested.
+    copy = tmp_path / "first" / "digest_probe_backend"
+    copy.mkdir(parents=True)
+    (copy / "__init__.py").write_text("KERNEL = 3\n")
+    env = {"PYTHONPATH": str(tmp_path / "first")}
+    assert under_test.backend_digest("digest_probe_backend", env) not in ("", first)

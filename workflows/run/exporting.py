@@ -20,6 +20,7 @@ from workflows.run import forensics
 from workflows.run.run_model import FinishedRun
 from workflows.run.verification import VerifiedRun
 from workflows.stores.history import HistoryStore
+from workflows.run.under_test import same_sha
 
 FORENSICS_FILE = layout.FORENSICS_FILE
 
@@ -181,22 +182,33 @@ def run_record(
 def failure_forensics(
     finished: FinishedRun, history: HistoryStore, created_at: float
 ) -> dict[str, Any]:
-    """Per new failure its window (last good / first bad sha, compare URL) and triage class,
-    and the run's `triage_verdict`: `{"failures": {id: {...}}, "triage_verdict": {...}}`.
+    """Per failure that is not flaky (new or pre-existing) its window (last good / first bad
+    sha, compare URL) and triage class, and the run's `triage_verdict` over its new failures:
+    `{"failures": {id: {...}}, "triage_verdict": {...}}`.
 
     `created_at`: when the run was planned (its place among History's runs)."""
     request = finished.planned.request
     trigger = request.trigger
+    failing = sorted(
+        v for v, c in finished.classification.items() if c != "flaky" and v in finished.outcomes
+    )
     new = [v for v in finished.new_failures if v in finished.outcomes]
-    current = forensics.RunPoint(request.run_id, created_at, trigger.kind, trigger.head_sha)
-    found = forensics.windows(history, current, new, trigger.repo or forensics.UPSTREAM_REPO)
+    environment = finished.planned.environment or {}
+    backend = environment.get("backend") or None
+    current = forensics.RunPoint(
+        request.run_id, created_at, trigger.kind, trigger.head_sha, backend
+    )
+    found = forensics.windows(history, current, failing, trigger.repo or forensics.UPSTREAM_REPO)
     related = triage.related_ids(finished.planned.plan.get("selected", ()))
-    messages = {v: finished.outcomes[v].message for v in new}
+    messages = {v: finished.outcomes[v].message for v in failing}
+    under_test = str((environment.get("torch") or {}).get("git_sha") or "")
+    under_test = "" if under_test == "unknown" else under_test
     failures = {}
     triaged = []
     base = finished.base_outcomes
-    tested = (finished.planned.environment or {}).get("tested") or None
-    for vid in new:
+    tested = environment.get("tested") or None
+    for vid in failing:
+        earlier = passed_before(found[vid], backend, under_test)
         one = triage.triage(
             vid,
             messages[vid],
@@ -204,9 +216,11 @@ def failure_forensics(
             finished.classification.get(vid),
             base_status=str(base[vid].status) if vid in base else None,
             tested=tested,
+            passed_before=earlier,
         )
-        triaged.append(one)
-        failures[vid] = {**found[vid].to_json(), **one.to_json()}
+        if vid in new:
+            triaged.append(one)
+        failures[vid] = {**found[vid].to_json(), **one.to_json(), "passed_before": earlier}
     first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)
     verdict = triage.run_verdict(
         triaged,
@@ -216,6 +230,28 @@ def failure_forensics(
         version=_version("spyre-ci"),
     )
     return {"failures": failures, "triage_verdict": verdict}
+
+
+def passed_before(
+    window: forensics.Window, backend: Mapping[str, Any] | None, under_test: str
+) -> str | None:
+    """The upstream sha where the failure last passed, when History ran it there with the
+    backend under test (same package, version, device, and digest of its files when
+    recorded) on another torch than `under_test`
+    (the git sha of the torch the failing run tested): then only upstream moved since. None
+    otherwise (never seen passing, another or an unrecorded backend or torch, the same
+    torch: nothing upstream moved)."""
+    good, then, torch_then = window.last_good, window.last_good_backend, window.last_good_torch
+    if not good or not backend or not then or torch_then in ("", "unknown") or not under_test:
+        return None
+    keys = ["package", "version", "device"]
+    if then.get("digest") or backend.get("digest"):
+        keys.append("digest")  # recorded on either side: both must name the same files
+    if any(str(then.get(k, "")) != str(backend.get(k, "")) for k in keys):
+        return None
+    if same_sha(torch_then, under_test):
+        return None
+    return good
 
 
 FORENSICS_SHOWN = 20  # new failures whose window the run's summary keeps

@@ -8,7 +8,10 @@ variant failed move "first bad" back to them (the earliest of the consecutive fa
 the first run where it passed is "last good"; runs that did not run it are stepped over (the
 window then spans them). A pull request's failure is located the same way, against the main
 line. When the two shas differ, `compare_url` is GitHub's compare of `last_good...first_bad`,
-the commits that may have caused it (a nightly spans many).
+the commits that may have caused it (a nightly spans many). Each run also names the backend
+and the torch it ran with (`summary.backend`, `summary.torch_sha`): a window whose last good
+run had the backend under test now, on another torch, says only upstream moved
+(`dashboard_export.triage`).
 
 History's stores keep outcomes keyed by (run, variant, attempt); this module reads them
 (`outcomes_by_run`) from the same SQLite file or Redis keys, read-only.
@@ -48,6 +51,8 @@ class RunPoint:
     created_at: float
     kind: str
     head_sha: str
+    backend: Mapping[str, str] | None = None  # package, version, device (None: not recorded)
+    torch_sha: str = ""  # the git sha of the torch its tests ran on ("": not recorded)
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class Window:
     last_good_run: str | None
     first_bad_run: str
     compare_url: str | None
+    last_good_backend: Mapping[str, str] | None = None  # the backend it passed with
+    last_good_torch: str = ""  # the torch it passed on ("": not recorded)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,7 +87,15 @@ def point_of(run_id: str, created_at: float, summary: Mapping[str, Any]) -> RunP
     sha = str(summary.get("head_sha") or "")
     if not sha and _SHA.fullmatch(rest):
         sha = rest
-    return RunPoint(run_id, created_at, str(summary.get("kind") or kind), sha)
+    backend = summary.get("backend")
+    return RunPoint(
+        run_id,
+        created_at,
+        str(summary.get("kind") or kind),
+        sha,
+        {str(k): str(v) for k, v in backend.items()} if isinstance(backend, Mapping) else None,
+        str(summary.get("torch_sha") or ""),
+    )
 
 
 def main_line(history: HistoryStore, exclude: str) -> list[RunPoint]:
@@ -154,6 +169,8 @@ def locate(
         last_good.run_id if last_good else None,
         first_bad.run_id,
         compare,
+        last_good.backend if last_good else None,
+        last_good.torch_sha if last_good else "",
     )
 
 

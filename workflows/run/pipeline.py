@@ -170,6 +170,12 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
                 # Where the run sits on upstream's line (`workflows.run.forensics`).
                 "kind": request.trigger.kind,
                 "head_sha": request.trigger.head_sha,
+                # With which backend and torch: a failure that passed on another torch with
+                # the same backend was broken upstream (`dashboard_export.triage`).
+                "backend": dict((planned.environment or {}).get("backend") or {}),
+                "torch_sha": str(
+                    ((planned.environment or {}).get("torch") or {}).get("git_sha", "")
+                ),
                 "selected": len(result.selected_ids),
                 "holdout": len(planned.holdout),
                 "fallback": planned.plan.get("fallback"),
@@ -364,7 +370,7 @@ def finish(
     # when it was planned; updated_at moves again when `history` commands change its state.
     finished.summary["started_at"] = first_start(request)
     found = None
-    if verdict is not None and finished.new_failures:
+    if verdict is not None and any(c != "flaky" for c in finished.classification.values()):
         run = history.get_run(request.run_id)
         created = run.created_at if run is not None else time.time()
         try:
