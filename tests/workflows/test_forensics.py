@@ -18,9 +18,9 @@ from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 from workflows.run import exporting, forensics, pipeline, under_test
+from workflows.run.under_test import backend, torch_git_sha
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.sources import installed_torch
-from workflows.run.under_test import backend, torch_git_sha
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"

@@ -23,7 +23,7 @@ from tests.workflows.conftest import spyre_ci
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
-from workflows.run import pipeline
+from workflows.run import run_folder
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 
 H = 3600.0
@@ -125,7 +125,8 @@ def test_a_real_run_records_when_it_started_and_finished(real_history: Path) -> 
     started, finished = run.summary["started_at"], run.summary["finished_at"]
     assert run.created_at <= started <= finished <= run.updated_at
     assert run.summary["new_timeouts"] == 0
-    assert (real_history / "out" / "work" / "real-1" / "shard-0" / pipeline.STARTED_FILE).is_file()
+    shard = real_history / "out" / "work" / "real-1" / "shard-0"
+    assert (shard / run_folder.STARTED_FILE).is_file()
     job = job_facts(run.to_json())
     assert job.verdict == ("fail" if run.summary["new_failures"] else "pass")
     assert job.queue_s is not None and 0 <= job.queue_s < 600

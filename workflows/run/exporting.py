@@ -18,9 +18,9 @@ from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantR
 from suites.backend import BUNDLED_BACKEND, BUNDLED_DEVICE
 from workflows.run import forensics
 from workflows.run.run_model import FinishedRun
+from workflows.run.under_test import same_sha
 from workflows.run.verification import VerifiedRun
 from workflows.stores.history import HistoryStore
-from workflows.run.under_test import same_sha
 
 FORENSICS_FILE = layout.FORENSICS_FILE
 
