@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from contracts.classification import Classification
 from dashboard_export.crcr import ci_metrics, result_counts
 from dashboard_export.model import (
-    Classification,
     DiffCategory,
     DiffRow,
     PlanSummary,

@@ -18,6 +18,7 @@ from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 from workflows.run import forensics, pipeline
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
+from workflows.stores.run_summary import RunSummary
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"
@@ -39,7 +40,8 @@ def _record(
     summary = {"event": f"{kind} {sha[:12]}"}
     if not legacy:  # runs recorded before head_sha was kept have only the event label
         summary.update(kind=kind, head_sha=sha)
-    history.save_run(RunRecord(run_id, state, created_at=at, summary=summary))
+    row = RunSummary.from_json(summary)  # as History reads a stored row
+    history.save_run(RunRecord(run_id, state, created_at=at, summary=row))
     outcomes = tuple(OutcomeRecord(v, s, 0.1) for v, s in statuses.items())
     history.apply(run_id, HistoryUpdate(outcomes=outcomes))
 
@@ -176,8 +178,9 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
 
     record = history.get_run("push-c")
     assert record is not None
-    assert record.summary["head_sha"] == C and record.summary["kind"] == "push"
-    assert record.summary["forensics"]["triage"] == "backend"
+    assert record.summary.plan is not None and record.summary.forensics is not None
+    assert record.summary.plan.head_sha == C and record.summary.plan.kind == "push"
+    assert record.summary.forensics.triage == "backend"
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     shown = spyre_ci("runs", "show", "push-c", env=env)
     assert shown.returncode == 0, shown.stderr

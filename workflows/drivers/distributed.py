@@ -327,7 +327,7 @@ def _finish(run_id: str) -> dict[str, Any]:
         return pipeline.execute_shard(planned.request, name, ids, parallel=1)
 
     finished = pipeline.finish(planned, outcomes, _history(), execute, faults)
-    return finished.summary
+    return finished.summary.to_json()
 
 
 def submit(request: pipeline.RunRequest, broker_url: str | None = None) -> str:
