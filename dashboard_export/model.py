@@ -18,6 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from dashboard_export import ExportError
 from dashboard_export.validation import errors
@@ -30,14 +31,6 @@ LEVELS = ("L1", "L2", "L3", "L4")
 # but the change was tested only in part, or not at all (`Environment.tested`).
 CONCLUSIONS = ("success", "failure", "neutral", "cancelled", "timed_out")
 TESTED_STATES = ("tested", "partial", "not_tested")
-
-
-class Classification(StrEnum):
-    """Why a failing variant failed, as Verify decided."""
-
-    NEW = "new"  # passes on the baseline, fails here: a regression
-    PRE_EXISTING = "pre-existing"  # fails on the baseline too
-    FLAKY = "flaky"  # failed, then passed on rerun
 
 
 class DiffCategory(StrEnum):

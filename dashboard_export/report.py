@@ -19,9 +19,9 @@ from typing import Any
 
 from markupsafe import Markup
 
+from contracts.classification import Classification
 from dashboard_export.crcr import ci_metrics, result_counts
 from dashboard_export.model import (
-    Classification,
     DiffCategory,
     DiffRow,
     PlanSummary,

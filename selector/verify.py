@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from contracts.classification import Classification
 from selector.history import History, HistoryUpdate, OutcomeRecord
 from selector.holdout import HoldoutStratum
 from selector.index import InventoryIndex
@@ -46,6 +47,13 @@ class FailureVerdict:
     @property
     def confirmed_new(self) -> bool:
         return self.kind != "flaky" and self.novelty == "new"
+
+    @property
+    def classification(self) -> Classification:
+        """flaky when a rerun passed, else new or pre-existing against the baseline."""
+        if self.kind == "flaky":
+            return Classification.FLAKY
+        return Classification.NEW if self.novelty == "new" else Classification.PRE_EXISTING
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -146,7 +146,7 @@ def test_served_delivery_runs_through_celery_to_exported_results(
     runs = wait_for(lambda: completed_runs(services["redis"]), 420, "the run to complete")
     time.sleep(3)  # a duplicate run, were there one, would have been planned by now
     assert len(RedisHistory(services["redis"]).list_runs()) == 1
-    out = Path(runs[0].summary["out_dir"])
+    out = Path(runs[0].summary.out_dir)
     record = json.loads((out / "run.json").read_text())
     ids = [r["id"] for r in record["results"]]
     assert ids and len(ids) == len(set(ids))
@@ -202,7 +202,7 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     os.kill(victim, signal.SIGKILL)  # the pool child running the shard task
 
     runs = wait_for(lambda: completed_runs(services["redis"]), 420, "the run to complete")
-    record = json.loads((Path(runs[0].summary["out_dir"]) / "run.json").read_text())
+    record = json.loads((Path(runs[0].summary.out_dir) / "run.json").read_text())
     ids = [r["id"] for r in record["results"]]
     assert len(ids) == len(set(ids)) == 16  # every tiny variant, each exactly once
     log = (services["logs"] / "worker.log").read_text(errors="replace")

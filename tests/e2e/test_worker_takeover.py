@@ -115,7 +115,7 @@ def running_under(services: dict[str, Any], node: str) -> Callable[[], bool]:
 def finished_once(services: dict[str, Any]) -> dict[str, Any]:
     """The run completed with every variant exactly once; returns the stored shard body."""
     runs = wait_for(lambda: completed_runs(services["redis"]), 300, "the run to complete")
-    record = json.loads((Path(runs[0].summary["out_dir"]) / "run.json").read_text())
+    record = json.loads((Path(runs[0].summary.out_dir) / "run.json").read_text())
     ids = [r["id"] for r in record["results"]]
     assert len(ids) == len(set(ids)) == VARIANTS
     body = json.loads(str(client(services).hget(f"spyre-ci:run:{RUN}:shards", "0")))

@@ -19,6 +19,7 @@ from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
+from workflows.stores.run_summary import RunSummary
 
 NIGHTLY = "c" * 40
 
@@ -42,16 +43,18 @@ def browsed(tiny_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         RunRecord(
             "nightly-3",
             RunState.COMPLETED,
-            summary={
-                "event": f"nightly {NIGHTLY[:12]}",
-                "kind": "nightly",
-                "head_sha": NIGHTLY,
-                "selected": 10,
-                "holdout": 4,
-                "failed": 1,
-                "new_failures": 1,
-                "metrics": {"miss_rate": 0.25, "false_green": True},
-            },
+            summary=RunSummary.from_json(
+                {
+                    "event": f"nightly {NIGHTLY[:12]}",
+                    "kind": "nightly",
+                    "head_sha": NIGHTLY,
+                    "selected": 10,
+                    "holdout": 4,
+                    "failed": 1,
+                    "new_failures": 1,
+                    "metrics": {"miss_rate": 0.25, "false_green": True},
+                }
+            ),
         )
     )
     history.apply(

@@ -21,6 +21,7 @@ from workflows.run import exporting, forensics, pipeline, under_test
 from workflows.run.under_test import backend, torch_git_sha
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.sources import installed_torch
+from workflows.stores.run_summary import RunSummary
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"
@@ -46,7 +47,8 @@ def _record(
         summary.update(kind=kind, head_sha=sha)
     if backend is not None:
         summary.update(backend=backend, torch_sha=torch_sha)
-    history.save_run(RunRecord(run_id, state, created_at=at, summary=summary))
+    row = RunSummary.from_json(summary)  # as History reads a stored row
+    history.save_run(RunRecord(run_id, state, created_at=at, summary=row))
     outcomes = tuple(OutcomeRecord(v, s, 0.1) for v, s in statuses.items())
     history.apply(run_id, HistoryUpdate(outcomes=outcomes))
 
@@ -230,9 +232,10 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
 
     record = history.get_run("push-c")
     assert record is not None
-    assert record.summary["head_sha"] == C and record.summary["kind"] == "push"
-    assert record.summary["forensics"]["triage"] == "unknown"
-    assert record.summary["backend"]["device"] and record.summary["torch_sha"]
+    assert record.summary.plan is not None and record.summary.forensics is not None
+    assert record.summary.plan.head_sha == C and record.summary.plan.kind == "push"
+    assert record.summary.forensics.triage == "unknown"
+    assert record.summary.plan.backend["device"] and record.summary.plan.torch_sha
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     shown = spyre_ci("runs", "show", "push-c", env=env)
     assert shown.returncode == 0, shown.stderr

@@ -13,9 +13,11 @@ from workflows.stores.history import (
     HistoryStore,
     RedisHistory,
     RunRecord,
+    RunState,
     SQLiteHistory,
     open_history,
 )
+from workflows.stores.run_summary import RunResults, RunSummary
 
 FIRST = HistoryUpdate(
     outcomes=(
@@ -67,11 +69,12 @@ def test_applying_the_same_run_twice_changes_nothing(store: HistoryStore) -> Non
 
 
 def test_runs_listed_newest_first(store: HistoryStore) -> None:
-    store.save_run(RunRecord("run-1", "completed", summary={"failed": 0}))
-    store.save_run(RunRecord("run-2", "planned"))
+    summary = RunSummary(results=RunResults(failed=0))
+    store.save_run(RunRecord("run-1", RunState.COMPLETED, summary=summary))
+    store.save_run(RunRecord("run-2", RunState.PLANNED))
     assert [r.run_id for r in store.list_runs()] == ["run-2", "run-1"]
     run = store.get_run("run-1")
-    assert run is not None and run.summary == {"failed": 0}
+    assert run is not None and run.summary == summary
     assert store.get_run("nope") is None
 
 

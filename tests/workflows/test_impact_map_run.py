@@ -62,14 +62,12 @@ def test_a_mul_kernel_change_reaches_what_dispatches_mul(
 ) -> None:
     history = SQLiteHistory(tmp_path / "history.sqlite3")
     plain = pipeline.plan(_request(tmp_path, tiny_inventory, None), history)
-    by_name = {s["id"] for s in plain.plan["selected"]}
+    by_name = set(plain.plan.selected_ids)
     assert by_name and all("::mul::" in vid for vid in by_name)
-    assert "impact_map" not in plain.plan
+    assert plain.notes.impact_map is None
 
     traced = pipeline.plan(_request(tmp_path, tiny_inventory, tiny_impact_map), history)
-    reasons = {
-        s["id"]: " | ".join(r["reason"] for r in s["reasons"]) for s in traced.plan["selected"]
-    }
+    reasons = {s.id: " | ".join(r.reason for r in s.reasons) for s in traced.plan.selected}
     trace = json.loads(tiny_impact_map.read_text())["variants"]
     dispatching = {
         vid
@@ -82,10 +80,11 @@ def test_a_mul_kernel_change_reaches_what_dispatches_mul(
     assert set(reasons) == by_name | dispatching
     for vid in dispatching - by_name:
         assert "dispatches touched aten::mul" in reasons[vid], reasons[vid]
-    about = traced.plan["impact_map"]
-    assert about["path"] == str(tiny_impact_map) and about["inventory_variants_traced"] == 16
+    about = traced.notes.impact_map
+    assert about is not None
+    assert about.path == str(tiny_impact_map) and about.inventory_variants_traced == 16
     saved = json.loads((Path(traced.request.out_dir) / "plan.json").read_text())
-    assert saved["impact_map"] == about
+    assert saved["impact_map"] == about.to_json()
 
 
 def test_impact_map_errors_name_the_file(tiny_inventory: Path, tmp_path: Path) -> None:

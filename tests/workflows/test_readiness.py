@@ -25,6 +25,7 @@ from workflows.cli.main import main
 from workflows.drivers import embedded
 from workflows.run import run_folder
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
+from workflows.stores.run_summary import RunSummary
 
 H = 3600.0
 DAY = 86400.0
@@ -47,7 +48,7 @@ def _record(
     started = None if queue_s is None else created + queue_s
     finished = (started or created) + run_s
     body = {"new_failures": 0, "new_timeouts": 0, "started_at": started, "finished_at": finished}
-    return RunRecord(run_id, state, created, finished, {**body, **summary})
+    return RunRecord(run_id, state, created, finished, RunSummary.from_json({**body, **summary}))
 
 
 def _healthy(n: int = 100, prefix: str = "ok") -> list[RunRecord]:
@@ -122,24 +123,30 @@ def test_a_real_run_records_when_it_started_and_finished(real_history: Path) -> 
     history = SQLiteHistory(real_history / "history.sqlite3")
     run = history.get_run("real-1")
     assert run is not None and run.state.final
-    started, finished = run.summary["started_at"], run.summary["finished_at"]
-    assert run.created_at <= started <= finished <= run.updated_at
-    assert run.summary["new_timeouts"] == 0
+    results, finished = run.summary.results, run.summary.finished_at
+    assert results is not None and results.started_at is not None and finished is not None
+    assert run.created_at <= results.started_at <= finished <= run.updated_at
+    assert results.new_timeouts == 0
     shard = real_history / "out" / "work" / "real-1" / "shard-0"
     assert (shard / run_folder.STARTED_FILE).is_file()
     job = job_facts(run.to_json())
-    assert job.verdict == ("fail" if run.summary["new_failures"] else "pass")
+    assert job.verdict == ("fail" if results.new_failures else "pass")
     assert job.queue_s is not None and 0 <= job.queue_s < 600
     assert job.end_to_end_s == pytest.approx(finished - run.created_at)
 
 
 def test_records_written_before_start_times_are_still_assessed() -> None:
-    old = RunRecord("old-form", RunState.COMPLETED, NOW - 2 * H, NOW - H, {"new_failures": 0})
+    old_form = RunSummary.from_json({"new_failures": 0})
+    old = RunRecord("old-form", RunState.COMPLETED, NOW - 2 * H, NOW - H, old_form)
     job = job_facts(old.to_json())
     assert job.verdict == "pass" and job.queue_s is None
     assert job.end_to_end_s == H and job.run_s == H  # finish = updated_at, from creation
     failed = RunRecord(
-        "old-timeout", RunState.COMPLETED, NOW, NOW, {"new_failures": 2, "counts": {"timeout": 1}}
+        "old-timeout",
+        RunState.COMPLETED,
+        NOW,
+        NOW,
+        RunSummary.from_json({"new_failures": 2, "counts": {"timeout": 1}}),
     )
     assert job_facts(failed.to_json()).timed_out
 
@@ -209,8 +216,8 @@ def test_stopped_and_unfinished_runs() -> None:
             stopped_because="TimeLimitExceeded: time limit (10800 s) exceeded",
         ),
         # still planned after a day: a job running over 3 hours; one started now: unknown yet
-        RunRecord("hung-1", RunState.PLANNED, NOW - DAY, NOW - DAY, {}),
-        RunRecord("fresh-1", RunState.PLANNED, NOW - 60, NOW - 60, {}),
+        RunRecord("hung-1", RunState.PLANNED, NOW - DAY, NOW - DAY),
+        RunRecord("fresh-1", RunState.PLANNED, NOW - 60, NOW - 60),
     ]
     result = _assessed(_healthy() + extra)
     assert result["verdicts"] == {

@@ -76,11 +76,11 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
     assert finished.exit_code == 0  # not 3 (a fault), not 1 (a failure)
     assert not finished.faults and not finished.new_failures
     assert set(finished.outcomes) == {ADD, MUL}  # the removed id is no result of the run
-    s = finished.summary
-    assert s["removed"] == 1 and s["removed_ids"] == [GONE]
-    assert s["failed"] == 0 and s["counts"] == {"passed": 2, "removed": 1} and s["ran"] == 2
+    s = finished.summary.results
+    assert s is not None and s.removed == 1 and s.removed_ids == (GONE,)
+    assert s.failed == 0 and s.counts == {"passed": 2, "removed": 1} and s.ran == 2
     run = history.get_run("removed-1")
-    assert run is not None and run.state == RunState.COMPLETED and run.summary["removed"] == 1
+    assert run is not None and run.state == RunState.COMPLETED and run.summary.results == s
     learned = history.snapshot()
     assert GONE not in learned.variants and {ADD, MUL} <= set(learned.variants)
 
@@ -113,4 +113,5 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
     passed = [Outcome(v, Status.PASSED, 0.1) for v in ids]
     again = pipeline.finish(planned, passed, history, no_reruns)
     assert again.exit_code == 0
-    assert again.summary["new_variants"] == 1 and again.summary["removed"] == 0
+    assert again.summary.results is not None
+    assert again.summary.results.new_variants == 1 and again.summary.results.removed == 0

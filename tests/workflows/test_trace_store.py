@@ -14,6 +14,7 @@ from suites.model import Inventory, Outcome, Status
 from tests.workflows.test_infra_faults import _request as infra_request
 from workflows.drivers import embedded
 from workflows.run import pipeline
+from workflows.run.run_model import PlanNotes
 from workflows.stores.history import RedisHistory, SQLiteHistory
 from workflows.tracing.trace_store import (
     TRACE_FILE,
@@ -144,7 +145,7 @@ def test_a_run_traces_what_lacks_a_trace_and_the_next_plan_joins_it(
     joined = joined_trace(inventory, store)
     assert joined is not None
     trace, about = joined
-    assert about["source"] in ("History", "shipped + History") and about["stored"] == len(stored)
+    assert about.source in ("History", "shipped + History") and about.stored == len(stored)
     assert trace.functions[softmax] == stored[softmax].functions
     # A second run traces nothing new (every variant has a fresh trace, share 0).
     embedded.run(
@@ -159,7 +160,7 @@ def test_tracing_off_chooses_nothing(tiny_inventory: Path, tmp_path: Path) -> No
     inventory = Inventory.load(tiny_inventory)
     request = replace(_request(tiny_inventory, tmp_path / "off", "off"), record_traces=False)
     ids = [v.id for v in inventory.variants]
-    result = pipeline.planning.PlanResult(None, {}, [ids], [], None)  # type: ignore[arg-type]
+    result = pipeline.planning.PlanResult(None, PlanNotes(), [ids], [], None)  # type: ignore[arg-type]
     pipeline._plan_tracing(request, inventory, result)
     assert not pipeline.trace_ids_file(request).exists()
     pipeline._plan_tracing(replace(request, record_traces=True), inventory, result)

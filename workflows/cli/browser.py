@@ -21,6 +21,7 @@ from dashboard_export.browser import (
 from selector.history import FAILURES
 from workflows.run import forensics
 from workflows.stores.history import HistoryStore, RunRecord
+from workflows.stores.run_summary import RunSummary
 
 _FAILED = frozenset(str(s) for s in FAILURES)
 
@@ -31,10 +32,9 @@ def _int(value: Any) -> int | None:
 
 def run_row(run: RunRecord) -> RunRow:
     """A run record's row: counts from its summary, quality from its summary's metrics."""
-    s = run.summary
-    found = s.get("metrics")
-    metrics: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    holdout = _int(s.get("holdout"))
+    facts, results = run.summary.plan, run.summary.results
+    metrics: Mapping[str, Any] = results.metrics if results is not None else {}
+    holdout = facts.holdout if facts is not None else None
     miss_rate = metrics.get("miss_rate")
     miss_rate = float(miss_rate) if isinstance(miss_rate, int | float) else None
     # The summary keeps the metrics' numbers, not the list of missed ids: the count is the
@@ -47,11 +47,11 @@ def run_row(run: RunRecord) -> RunRow:
     return RunRow(
         run.run_id,
         str(run.state),
-        str(s.get("event", "")),
+        run.summary.event,
         run.updated_at,
-        _int(s.get("selected")),
-        _int(s.get("failed")),
-        _int(s.get("new_failures")),
+        facts.selected if facts is not None else None,
+        results.failed if results is not None else None,
+        results.new_failures if results is not None else None,
         holdout,
         count,
         miss_rate,
@@ -80,15 +80,13 @@ def variant_pages(history: HistoryStore, runs: list[RunRecord]) -> list[VariantP
         if not (failed or h.flaky):
             continue
         line = [
-            VariantRun(
-                r.run_id, str(r.summary.get("event", "")), r.created_at, statuses.get(r.run_id)
-            )
+            VariantRun(r.run_id, r.summary.event, r.created_at, statuses.get(r.run_id))
             for r in newest_first
         ]
         window: forensics.Window | None = None
         latest = next((r for r in newest_first if r.run_id in statuses), None)
         if latest is not None and statuses[latest.run_id] in _FAILED:
-            current = forensics.point_of(latest.run_id, latest.created_at, latest.summary)
+            current = forensics.point_of(latest)
             main = forensics.main_line(history, exclude=latest.run_id)
             window = forensics.locate(vid, current, main, statuses)
         pages.append(
@@ -132,12 +130,6 @@ def write_pages(history: HistoryStore, out: Path, limit: int = 50) -> list[Path]
     return list(files)
 
 
-def _bisected(summary: Mapping[str, Any], vid: str) -> str | None:
+def _bisected(summary: RunSummary, vid: str) -> str | None:
     """The bisect's answer for `vid` kept in a run's forensics (`spyre-ci bisect --run`)."""
-    forensics = summary.get("forensics")
-    failures = forensics.get("failures") if isinstance(forensics, Mapping) else None
-    for entry in failures if isinstance(failures, list) else ():
-        found = entry.get("bisect") if isinstance(entry, Mapping) else None
-        if entry.get("id") == vid and isinstance(found, Mapping) and found.get("summary"):
-            return f"{found['summary']} ({found.get('confidence')} confidence)"
-    return None
+    return summary.forensics.bisected(vid) if summary.forensics is not None else None

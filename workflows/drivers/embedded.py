@@ -47,7 +47,7 @@ def resume(
         )
     if run.state.final:
         raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
-    planned = pipeline.load_planned(run.summary["out_dir"], run_id)
+    planned = pipeline.load_planned(run.summary.out_dir, run_id)
     _warm_up(planned.request)
     done = {
         f"shard-{i}": pipeline.recorded_outcomes(planned.request, f"shard-{i}")
@@ -63,10 +63,7 @@ def _warm_up(request: pipeline.RunRequest) -> None:
 
 def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
     """(name, ids, estimated seconds) of each shard: the plan's History estimates."""
-    estimates: dict[int, float] = {}
-    for shard in planned.plan.get("shards") or ():
-        if isinstance(shard, dict) and isinstance(shard.get("estimated_s"), int | float):
-            estimates[int(shard.get("index", -1))] = float(shard["estimated_s"])
+    estimates = {shard.index: shard.estimated_s for shard in planned.plan.shards}
     return [
         (f"shard-{i}", list(ids), estimates.get(i, float(len(ids))))
         for i, ids in enumerate(planned.shards)

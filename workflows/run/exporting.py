@@ -12,6 +12,7 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
+import selector
 from dashboard_export import layout, triage
 from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
@@ -21,6 +22,7 @@ from workflows.run.run_model import FinishedRun
 from workflows.run.under_test import same_sha
 from workflows.run.verification import VerifiedRun
 from workflows.stores.history import HistoryStore
+from workflows.stores.run_summary import ForensicsNote, RunResults
 
 FORENSICS_FILE = layout.FORENSICS_FILE
 
@@ -85,12 +87,12 @@ def _torch_git_version() -> str:
     return torch_git_sha() or "unknown"
 
 
-def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[str, int], ...]:
+def top_reasons(plan: selector.Plan, limit: int = 10) -> tuple[tuple[str, int], ...]:
     """The first reason of every selected variant, counted: the report's 'why these tests'."""
     reasons: dict[str, int] = {}
-    for selected in plan_json.get("selected", ()):
-        for reason in selected.get("reasons", ())[:1]:
-            key = f"{reason['heuristic']}: {reason['reason']}"
+    for selected in plan.selected:
+        for reason in selected.reasons[:1]:
+            key = f"{reason.heuristic}: {reason.reason}"
             reasons[key] = reasons.get(key, 0) + 1
     return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
 
@@ -98,13 +100,13 @@ def top_reasons(plan_json: Mapping[str, Any], limit: int = 10) -> tuple[tuple[st
 REMOVED_NAMED = 5  # removed ids the report's line names
 
 
-def removed_reason(summary: Mapping[str, Any]) -> dict[str, int]:
+def removed_reason(results: RunResults | None) -> dict[str, int]:
     """The report's "not run because" line for the planned ids the specs no longer have
     (`pipeline.summarize`'s `removed`), naming the first few; empty when there are none."""
-    count = int(summary.get("removed") or 0)
-    if not count:
+    count = results.removed if results is not None else 0
+    if not count or results is None:
         return {}
-    ids = list(summary.get("removed_ids") or ())[:REMOVED_NAMED]
+    ids = list(results.removed_ids)[:REMOVED_NAMED]
     more = ", ..." if count > len(ids) else ""
     return {f"removed: no longer in the specs ({', '.join(ids)}{more})": count}
 
@@ -120,7 +122,7 @@ def run_record(
     `found`: the run's `failure_forensics`, kept in the record (`forensics`,
     `triage_verdict`) so every format, and a re-export from run.json, carries them."""
     request = finished.planned.request
-    plan_json = finished.planned.plan
+    plan = finished.planned.plan
     holdout = set(finished.planned.holdout)
     base = finished.base_outcomes
     outcomes = finished.outcomes
@@ -140,13 +142,13 @@ def run_record(
     )
     metrics = verified.verdict.metrics if verified is not None else None
     summary = PlanSummary(
-        selected=len(plan_json.get("selected", ())),
-        inventory=int(plan_json.get("totals", {}).get("variants", 0)),
-        fallback_reason=plan_json.get("fallback"),
-        top_reasons=top_reasons(plan_json),
+        selected=len(plan.selected),
+        inventory=int(plan.totals.get("variants", 0)),
+        fallback_reason=plan.fallback,
+        top_reasons=top_reasons(plan),
         skipped={
-            **{str(k): int(v) for k, v in plan_json.get("skipped", {}).items()},
-            **removed_reason(finished.summary),
+            **{str(k): int(v) for k, v in plan.skipped.items()},
+            **removed_reason(finished.summary.results),
         },
         holdout=len(holdout),
         holdout_misses=tuple(metrics.holdout_misses) if metrics else (),
@@ -199,7 +201,7 @@ def failure_forensics(
         request.run_id, created_at, trigger.kind, trigger.head_sha, backend
     )
     found = forensics.windows(history, current, failing, trigger.repo or forensics.UPSTREAM_REPO)
-    related = triage.related_ids(finished.planned.plan.get("selected", ()))
+    related = triage.related_ids(s.to_json() for s in finished.planned.plan.selected)
     messages = {v: finished.outcomes[v].message for v in failing}
     under_test = str((environment.get("torch") or {}).get("git_sha") or "")
     under_test = "" if under_test == "unknown" else under_test
@@ -257,17 +259,17 @@ def passed_before(
 FORENSICS_SHOWN = 20  # new failures whose window the run's summary keeps
 
 
-def forensics_summary(found: Mapping[str, Any]) -> dict[str, Any]:
+def forensics_summary(found: Mapping[str, Any]) -> ForensicsNote:
     """What History's run summary keeps of `failure_forensics` (`runs show`): the verdict's
     category and confidence, and the first failures' windows and classes."""
     verdict = found.get("triage_verdict") or {}
     failures = list(found.get("failures", {}).values())
-    return {
-        "triage": verdict.get("category"),
-        "confidence": verdict.get("confidence"),
-        "failures": failures[:FORENSICS_SHOWN],
-        "more": max(0, len(failures) - FORENSICS_SHOWN),
-    }
+    return ForensicsNote(
+        triage=verdict.get("category"),
+        confidence=verdict.get("confidence"),
+        failures=tuple(failures[:FORENSICS_SHOWN]),
+        more=max(0, len(failures) - FORENSICS_SHOWN),
+    )
 
 
 def export(

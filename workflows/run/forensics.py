@@ -30,6 +30,7 @@ from workflows.stores.history import (
     HistoryError,
     HistoryStore,
     RedisHistory,
+    RunRecord,
     RunState,
     SQLiteHistory,
 )
@@ -80,28 +81,22 @@ class Window:
         }
 
 
-def point_of(run_id: str, created_at: float, summary: Mapping[str, Any]) -> RunPoint:
-    """A run record's place on the time line; runs recorded before `head_sha` was kept give
-    the 12-character sha of their event label (`push 0123456789ab`)."""
-    kind, _, rest = str(summary.get("event", "")).partition(" ")
-    sha = str(summary.get("head_sha") or "")
-    if not sha and _SHA.fullmatch(rest):
-        sha = rest
-    backend = summary.get("backend")
+def point_of(run: RunRecord) -> RunPoint:
+    """A run record's place on the time line (a run not planned yet has none: no kind, no
+    sha), with the backend and torch it ran on when the record keeps them."""
+    facts = run.summary.plan
+    if facts is None:
+        return RunPoint(run.run_id, run.created_at, "", "")
+    backend = {str(k): str(v) for k, v in facts.backend.items()} if facts.backend else None
     return RunPoint(
-        run_id,
-        created_at,
-        str(summary.get("kind") or kind),
-        sha,
-        {str(k): str(v) for k, v in backend.items()} if isinstance(backend, Mapping) else None,
-        str(summary.get("torch_sha") or ""),
+        run.run_id, run.created_at, facts.kind, facts.head_sha, backend, facts.torch_sha
     )
 
 
 def main_line(history: HistoryStore, exclude: str) -> list[RunPoint]:
     """Completed main-line runs with a sha, oldest first, without run `exclude`."""
     points = [
-        point_of(run.run_id, run.created_at, run.summary)
+        point_of(run)
         for run in history.list_runs(RUNS_READ)
         if run.run_id != exclude and run.state is RunState.COMPLETED
     ]

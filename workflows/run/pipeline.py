@@ -30,6 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from contracts.classification import Classification
+from contracts.event import TriggerEvent
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from workflows.run import exporting, planning, under_test, verification
@@ -59,6 +61,7 @@ from workflows.runner.shard_runner import (
     run_shard,
 )
 from workflows.stores.history import HistoryError, HistoryStore, RunRecord, RunState
+from workflows.stores.run_summary import PlanFacts, RunResults, RunSummary, UnderTestNote
 from workflows.tracing.trace_store import (
     TRACE_FILE,
     refresh_ids,
@@ -150,40 +153,41 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     result = planning.make_plan(request, inventory, snapshot, traces)
     planned = PlannedRun(
         request,
-        result.plan_json,
+        result.plan,
         result.shards,
         result.holdout,
         now_iso(),
         snapshot.to_json(),
         under_test.resolve(request, change),
+        result.notes,
     )
     out.mkdir(parents=True, exist_ok=True)
     _plan_tracing(request, inventory, result)
-    (out / "plan.json").write_text(json.dumps(planned.plan, indent=1) + "\n", encoding="utf-8")
+    (out / "plan.json").write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
     (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
     history.save_run(
-        RunRecord(
-            request.run_id,
-            RunState.PLANNED,
-            summary={
-                "event": _event_label(request),
-                # Where the run sits on upstream's line (`workflows.run.forensics`).
-                "kind": request.trigger.kind,
-                "head_sha": request.trigger.head_sha,
-                # With which backend and torch: a failure that passed on another torch with
-                # the same backend was broken upstream (`dashboard_export.triage`).
-                "backend": dict((planned.environment or {}).get("backend") or {}),
-                "torch_sha": str(
-                    ((planned.environment or {}).get("torch") or {}).get("git_sha", "")
-                ),
-                "selected": len(result.selected_ids),
-                "holdout": len(planned.holdout),
-                "fallback": planned.plan.get("fallback"),
-                "out_dir": str(out),
-            },
-        )
+        RunRecord(request.run_id, RunState.PLANNED, summary=RunSummary(plan_facts(planned)))
     )
     return planned
+
+
+def plan_facts(planned: PlannedRun) -> PlanFacts:
+    """What History's summary keeps of a plan; `kind` and `head_sha` place the run on
+    upstream's line (`workflows.run.forensics`)."""
+    trigger = planned.request.trigger
+    return PlanFacts(
+        event=f"{trigger.kind} {trigger.head_sha[:12] or trigger.delivery_id}",
+        kind=trigger.kind,
+        head_sha=trigger.head_sha,
+        selected=len(planned.plan.selected),
+        holdout=len(planned.holdout),
+        fallback=planned.plan.fallback,
+        out_dir=str(Path(planned.request.out_dir)),
+        # With which backend and torch: a failure that passed on another torch with the same
+        # backend was broken upstream (`dashboard_export.triage`).
+        backend=dict((planned.environment or {}).get("backend") or {}),
+        torch_sha=str(((planned.environment or {}).get("torch") or {}).get("git_sha", "")),
+    )
 
 
 def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.PlanResult) -> None:
@@ -330,7 +334,11 @@ def finish(
     faults = [f for f in faults if not _change_failure(planned, f, outcomes)]
     removed: dict[str, None] = {}  # ids the specs no longer have, in the order reported
     finished = FinishedRun(
-        planned, {o.id: o for o in _results(outcomes, removed)}, {}, {}, Path(request.out_dir)
+        planned,
+        {o.id: o for o in _results(outcomes, removed)},
+        {},
+        RunSummary(),
+        Path(request.out_dir),
     )
     verdict = None
     if not faults:
@@ -365,10 +373,11 @@ def finish(
         finished.outcomes, finished.classification = verdict.outcomes, verdict.classification
         finished.held_back = suspect_learning(finished, request.mass_failure_share)
         state = RunState.HELD if finished.held_back else RunState.COMPLETED
-    finished.summary = summarize(finished, verdict.metrics if verdict else {}, list(removed))
     # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
     # when it was planned; updated_at moves again when `history` commands change its state.
-    finished.summary["started_at"] = first_start(request)
+    finished.summary = summarize(
+        finished, verdict.metrics if verdict else {}, list(removed), first_start(request)
+    )
     found = None
     if verdict is not None and any(c != "flaky" for c in finished.classification.values()):
         run = history.get_run(request.run_id)
@@ -378,7 +387,9 @@ def finish(
         except HistoryError as exc:  # forensics are lost, never the run
             print(f"spyre-ci: forensics of run {request.run_id} not made: {exc}", file=sys.stderr)
         else:
-            finished.summary["forensics"] = exporting.forensics_summary(found)
+            finished.summary = replace(
+                finished.summary, forensics=exporting.forensics_summary(found)
+            )
     exporting.export(finished, now_iso(), verdict, found)
     # Learn last: only a run whose exports were written teaches History anything. A crash
     # before this line (a full disk, an export that fails) leaves History as it was and the
@@ -389,7 +400,7 @@ def finish(
         history.apply(request.run_id, update)
     if state in (RunState.HELD, RunState.COMPLETED):
         _learn_traces(history, request, finished)
-    finished.summary["finished_at"] = time.time()
+    finished.summary = replace(finished.summary, finished_at=time.time())
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
 
@@ -474,7 +485,7 @@ def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
     """Why this run's failures look like the tool's fault rather than the tests', if they do."""
     from selector.verify import mass_failure
 
-    failing = {v for v, c in finished.classification.items() if c != "flaky"}
+    failing = {v for v, c in finished.classification.items() if c is not Classification.FLAKY}
     return mass_failure(
         finished.outcomes.values(), finished.planned.shards, failing, max_share=max_share
     )
@@ -484,87 +495,77 @@ REMOVED_SHOWN = 20  # removed ids the summary lists; the count covers them all
 
 
 def summarize(
-    finished: FinishedRun, metrics: Mapping[str, Any], removed: Sequence[str] = ()
-) -> dict[str, Any]:
+    finished: FinishedRun,
+    metrics: Mapping[str, Any],
+    removed: Sequence[str] = (),
+    started_at: float | None = None,
+) -> RunSummary:
     """The run's summary (History's run record, `runs show`, the CLI's closing lines).
 
     `removed`: planned ids the specs no longer have (counted under `counts` too, so the
     CLI lists them, but never as failed); `new_variants`: selected ids the `new` heuristic
-    marked as new to History (or to the previous Inventory).
+    marked as new to History (or to the previous Inventory); `started_at`: when its first
+    shard started.
     """
     counts: dict[str, int] = {}
     for outcome in finished.outcomes.values():
         counts[str(outcome.status)] = counts.get(str(outcome.status), 0) + 1
     if removed:
         counts[str(Status.REMOVED)] = len(removed)
-    return {
-        "event": _event_label(finished.planned.request),
-        "selected": len(finished.planned.plan.get("selected", [])),
-        "holdout": len(finished.planned.holdout),
-        "ran": len(finished.outcomes),
-        "failed": sum(n for s, n in counts.items() if Status(s).is_failure),
-        "new_failures": len(finished.new_failures),
-        "new_timeouts": sum(  # new failures that were a test (or its shard) out of time
+    plan = finished.planned.plan
+    results = RunResults(
+        ran=len(finished.outcomes),
+        failed=sum(n for s, n in counts.items() if Status(s).is_failure),
+        new_failures=len(finished.new_failures),
+        new_timeouts=sum(
             1
             for v in finished.new_failures
             if v in finished.outcomes and finished.outcomes[v].status is Status.TIMEOUT
         ),
-        "counts": counts,
-        "metrics": {k: v for k, v in metrics.items() if not isinstance(v, list | tuple)},
-        "fallback": finished.planned.plan.get("fallback"),
-        "decision": finished.planned.plan.get("decision"),
-        "why": "; ".join(finished.planned.plan.get("change_facts", {}).get("reasons", [])),
-        "out_dir": str(finished.out_dir),
-        "infrastructure": [f.summary for f in finished.faults],
-        "held_back": finished.held_back,
-        "removed": len(removed),
-        "removed_ids": list(removed[:REMOVED_SHOWN]),
-        "new_variants": _new_variants(finished.planned.plan),
-        **_under_test_summary(finished.planned.environment),
-    }
+        counts=counts,
+        metrics={k: v for k, v in metrics.items() if not isinstance(v, list | tuple)},
+        decision=plan.decision,
+        why="; ".join(plan.facts.reasons),
+        infrastructure=tuple(f.summary for f in finished.faults),
+        held_back=finished.held_back,
+        removed=len(removed),
+        removed_ids=tuple(removed[:REMOVED_SHOWN]),
+        new_variants=sum(
+            1 for chosen in plan.selected if any(r.heuristic == "new" for r in chosen.reasons)
+        ),
+        started_at=started_at,
+    )
+    return RunSummary(
+        plan_facts(finished.planned), results, _under_test_note(finished.planned.environment)
+    )
 
 
-def _under_test_summary(resolved: Mapping[str, Any]) -> dict[str, Any]:
+def _under_test_note(resolved: Mapping[str, Any]) -> UnderTestNote | None:
     """What History's run summary keeps of the environment under test (`runs show`)."""
     if not resolved:
-        return {}
+        return None
     change = resolved.get("change") or {}
-    return {
-        "tested": resolved.get("tested"),
-        "torch": f"{resolved.get('torch', {}).get('version')} "
-        f"({str(resolved.get('torch', {}).get('git_sha'))[:12]})",
-        "change": {
+    torch = resolved.get("torch", {})
+    return UnderTestNote(
+        tested=resolved.get("tested"),
+        torch=f"{torch.get('version')} ({str(torch.get('git_sha'))[:12]})",
+        change={
             "state": change.get("state"),
             "applied": [f.get("path") for f in change.get("applied") or ()][:20],
             "not_applied": [f.get("path") for f in change.get("not_applied") or ()][:20],
         },
-        "under_test_notes": list(resolved.get("notes") or ())[:10],
-    }
-
-
-def _new_variants(plan_json: Mapping[str, Any]) -> int:
-    """Selected ids the selector's `new` heuristic marked as unknown to History (or to the
-    previous Inventory): the ids that appeared upstream since."""
-    return sum(
-        1
-        for selected in plan_json.get("selected", ())
-        if any(r.get("heuristic") == "new" for r in selected.get("reasons", ()))
+        notes=tuple(resolved.get("notes") or ())[:10],
     )
-
-
-def _event_label(request: RunRequest) -> str:
-    trigger = request.trigger
-    return f"{trigger.kind} {trigger.head_sha[:12] or trigger.delivery_id}"
 
 
 def _with_state(
     history: HistoryStore,
     run_id: str,
     state: RunState,
-    summary: Mapping[str, Any] | None = None,
+    summary: RunSummary | None = None,
 ) -> RunRecord:
     run = history.get_run(run_id) or RunRecord(run_id, state)
-    merged = {**run.summary, **(summary or {})}
+    merged = run.summary.merged(summary) if summary is not None else run.summary
     return replace(run, state=state, summary=merged)
 
 
@@ -578,7 +579,7 @@ def mark_stopped(history: HistoryStore, run_id: str, exc: BaseException) -> None
                 replace(
                     run,
                     state=RunState.STOPPED,
-                    summary={**run.summary, "stopped_because": why[:500]},
+                    summary=replace(run.summary, stopped_because=why[:500]),
                 )
             )
     except Exception:  # noqa: BLE001 - History may be what failed; the original error wins

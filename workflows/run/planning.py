@@ -16,18 +16,18 @@ from typing import Any
 
 import selector
 from suites.model import Inventory
-from workflows.run.run_model import PipelineError, RunRequest
+from workflows.run.run_model import Hub, PipelineError, PlanNotes, RunRequest, plan_json
 from workflows.stores.sources import with_old_sources
 from workflows.tracing.trace_store import TraceStore, joined_trace
-from workflows.tracing.traces import TraceError, describe, read_trace
+from workflows.tracing.traces import ImpactNote, TraceError, describe, read_trace
 
-ImpactInfo = tuple[selector.ImpactMap, dict[str, Any]]  # the map, what plan.json says of it
+ImpactInfo = tuple[selector.ImpactMap, ImpactNote]  # the map, what plan.json says of it
 
 
 @dataclass(frozen=True)
 class PlanResult:
     plan: selector.Plan
-    plan_json: dict[str, Any]
+    notes: PlanNotes
     shards: list[list[str]]
     holdout: list[str]
     trace: selector.ImpactMap | None = None  # the trace the plan joined
@@ -35,6 +35,10 @@ class PlanResult:
     @property
     def selected_ids(self) -> tuple[str, ...]:
         return self.plan.selected_ids
+
+    def to_json(self) -> dict[str, Any]:
+        """plan.json."""
+        return plan_json(self.plan, self.notes)
 
 
 def plan_config(request: RunRequest) -> selector.PlanConfig:
@@ -77,38 +81,33 @@ def plan_change(
     result = selector.plan(
         changes, inventory, history, config, previous=previous, impact=impact[0] if impact else None
     )
-    plan_json = result.to_json()
-    if impact is not None:
-        plan_json["impact_map"] = impact[1]
-    hubs = _hubs(result)
-    if hubs:
-        plan_json["hubs"] = hubs
-    shards = [list(shard["ids"]) for shard in plan_json["shards"]]
+    notes = PlanNotes(impact[1] if impact else None, _hubs(result))
+    shards = [list(shard.ids) for shard in result.shards]
     return PlanResult(
         result,
-        plan_json,
+        notes,
         [s for s in shards if s],
         list(result.holdout),
         impact[0] if impact else None,
     )
 
 
-def _hubs(plan: selector.Plan) -> list[dict[str, Any]]:
+def _hubs(plan: selector.Plan) -> tuple[Hub, ...]:
     """What most of the inventory reaches (`impact_map` reasons marked a hub): how many
     variants each reached, how many the plan kept, and how many a budget left out."""
-    found: dict[str, dict[str, Any]] = {}
+    selected: dict[str, int] = {}
+    left_out: dict[str, dict[str, int]] = {}
     for chosen in plan.selected:
         for reason in chosen.reasons:
             if "(a hub:" in reason.reason:
-                entry = found.setdefault(reason.reason, {"reason": reason.reason, "selected": 0})
-                entry["selected"] += 1
+                selected[reason.reason] = selected.get(reason.reason, 0) + 1
     for reasons, why in plan.unselected.values():
         for reason in reasons:
             if "(a hub:" in reason.reason:
-                entry = found.setdefault(reason.reason, {"reason": reason.reason, "selected": 0})
-                entry.setdefault("left_out", {})
-                entry["left_out"][why] = entry["left_out"].get(why, 0) + 1
-    return list(found.values())
+                selected.setdefault(reason.reason, 0)
+                counts = left_out.setdefault(reason.reason, {})
+                counts[why] = counts.get(why, 0) + 1
+    return tuple(Hub(r, n, left_out.get(r, {})) for r, n in selected.items())
 
 
 def make_plan(

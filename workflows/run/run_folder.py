@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.event import TriggerEvent
+from selector import SelectorError
 from suites.model import Outcome
 from suites.results_file import read_outcomes
 from workflows.run.run_model import PLANNED_FILE, PipelineError, PlannedRun, RunRequest
@@ -120,8 +121,15 @@ def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
         planned = PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise PipelineError(f"{path}: the run left no plan there; start it again") from None
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise PipelineError(f"{path}: not a readable plan: {exc}") from exc
+    except (
+        json.JSONDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        UnicodeDecodeError,
+        SelectorError,
+    ) as exc:
+        raise PipelineError(f"{path}: not a readable plan: {exc}; start the run again") from exc
     if run_id is not None and planned.request.run_id != run_id:
         raise PipelineError(
             f"{path} now holds run {planned.request.run_id}, not {run_id}: the out directory "

@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import selector
+from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from suites.model import Outcome
 from workflows.runner.shard_runner import InfraFault, Limits
+from workflows.stores.run_summary import RunSummary
+from workflows.tracing.traces import ImpactNote
 
 PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run
 
@@ -84,21 +88,78 @@ class RunRequest:
         return cls(**{**data, "specs": tuple(data.get("specs", ()))})
 
 
+@dataclass(frozen=True)
+class Hub:
+    """A reason that reaches most of the inventory (`selector`'s hub share): how many
+    variants it brought into the plan, and how many a budget left out, by why."""
+
+    reason: str
+    selected: int = 0
+    left_out: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"reason": self.reason, "selected": self.selected}
+        if self.left_out:
+            data["left_out"] = dict(self.left_out)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Hub:
+        left_out = data.get("left_out") or {}
+        return cls(
+            str(data["reason"]),
+            int(data.get("selected") or 0),
+            {str(k): int(v) for k, v in left_out.items()},
+        )
+
+
+@dataclass(frozen=True)
+class PlanNotes:
+    """What workflows adds to the selector's Plan in plan.json: the impact map it joined,
+    and the hubs among its reasons."""
+
+    impact_map: ImpactNote | None = None
+    hubs: tuple[Hub, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.impact_map is not None:
+            data["impact_map"] = self.impact_map.to_json()
+        if self.hubs:
+            data["hubs"] = [h.to_json() for h in self.hubs]
+        return data
+
+    @classmethod
+    def from_json(cls, plan_json: Mapping[str, Any]) -> PlanNotes:
+        """The notes in a plan.json (the Plan's own keys are `selector.Plan.from_json`'s)."""
+        impact = plan_json.get("impact_map")
+        return cls(
+            ImpactNote.from_json(impact) if impact else None,
+            tuple(Hub.from_json(h) for h in plan_json.get("hubs") or ()),
+        )
+
+
+def plan_json(plan: selector.Plan, notes: PlanNotes) -> dict[str, Any]:
+    """plan.json: the selector's Plan and workflows' notes, in one object."""
+    return {**plan.to_json(), **notes.to_json()}
+
+
 @dataclass
 class PlannedRun:
     request: RunRequest
-    plan: dict[str, Any]  # the selector's Plan as JSON
+    plan: selector.Plan  # what runs and why, as the selector planned it
     shards: list[list[str]]
     holdout: list[str]
     started_at: str
     history: dict[str, Any]  # the History snapshot the plan was made from (selector JSON)
     # The environment under test (`workflows.run.under_test.resolve`): torch, change, backend.
     environment: dict[str, Any] = field(default_factory=dict)
+    notes: PlanNotes = field(default_factory=PlanNotes)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "request": self.request.to_json(),
-            "plan": self.plan,
+            "plan": plan_json(self.plan, self.notes),
             "shards": self.shards,
             "holdout": self.holdout,
             "started_at": self.started_at,
@@ -108,14 +169,17 @@ class PlannedRun:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PlannedRun:
+        """A planned run back (planned.json, a Celery argument); a plan in a format this
+        version does not read is a `selector.SelectorError`."""
         return cls(
             RunRequest.from_json(data["request"]),
-            dict(data["plan"]),
+            selector.Plan.from_json(data["plan"]),
             [list(s) for s in data["shards"]],
             list(data["holdout"]),
             data["started_at"],
             dict(data["history"]),
             dict(data.get("environment") or {}),
+            PlanNotes.from_json(data["plan"]),
         )
 
 
@@ -123,8 +187,8 @@ class PlannedRun:
 class FinishedRun:
     planned: PlannedRun
     outcomes: dict[str, Outcome]
-    classification: dict[str, str]  # failing id -> new | pre-existing | flaky
-    summary: dict[str, Any]
+    classification: dict[str, Classification]  # failing id -> new | pre-existing | flaky
+    summary: RunSummary
     out_dir: Path
     faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
     held_back: str | None = None  # why History did not learn this run, when it did not
@@ -134,7 +198,7 @@ class FinishedRun:
 
     @property
     def new_failures(self) -> list[str]:
-        return sorted(v for v, c in self.classification.items() if c == "new")
+        return sorted(v for v, c in self.classification.items() if c is Classification.NEW)
 
     @property
     def exit_code(self) -> int:

@@ -1,6 +1,6 @@
 """Verification (selector stage 4) of a planned run: reruns, baseline, expansion.
 
-It judges the plan that ran, as stored at plan time (`Plan.from_json` with the History
+It judges the plan that ran, as stored at plan time (the planned run's Plan with the History
 snapshot taken then), so a finish task on another machine never plans again.
 """
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import selector
-from dashboard_export.model import Classification
+from contracts.classification import Classification
 from suites.model import Inventory, Outcome
-from workflows.run.run_model import PipelineError, PlannedRun
+from workflows.run.run_model import PlannedRun
 
 Execute = Callable[[str, Sequence[str]], list[Outcome]]
 BaseExecute = Callable[[Sequence[str]], dict[str, Outcome]]
@@ -25,7 +25,7 @@ class VerifiedRun:
     """The selector's Verdict with the outcomes and classification it implies."""
 
     outcomes: dict[str, Outcome]  # final per variant (a flaky failure shows its passing rerun)
-    classification: dict[str, str]
+    classification: dict[str, Classification]
     verdict: selector.Verdict
     base: dict[str, Outcome] = field(default_factory=dict)  # A/B: failures on the base torch
 
@@ -48,12 +48,7 @@ def verify(
     when it fails there too (the A/B comparison), whatever History's baseline says."""
     request = planned.request
     history = selector.History.from_json(planned.history)
-    try:  # the plan that ran, as stored at plan time: finish never plans again
-        plan = selector.Plan.from_json(planned.plan)
-    except (selector.SelectorError, KeyError, TypeError, ValueError) as exc:
-        raise PipelineError(
-            f"run {request.run_id}: its stored plan is unreadable: {exc}; start the run again"
-        ) from None
+    plan = planned.plan  # the plan that ran, as stored at plan time: finish never plans again
     on_baseline = (
         request.trigger.kind in BASELINE_KINDS if request.baseline is None else request.baseline
     )
@@ -87,27 +82,21 @@ def verify(
         verdict = judge()
     final = dict(outcomes)
     rerun_by_id = {r.id: r for r in reruns}
-    classification: dict[str, str] = {}
+    classification: dict[str, Classification] = {}
     for failure in verdict.failures:
-        if failure.kind == "flaky":
-            classification[failure.id] = str(Classification.FLAKY)
+        classification[failure.id] = failure.classification
+        if failure.classification is Classification.FLAKY:
             final[failure.id] = rerun_by_id.get(failure.id, final[failure.id])
-        else:
-            classification[failure.id] = (
-                str(Classification.NEW)
-                if failure.novelty == "new"
-                else str(Classification.PRE_EXISTING)
-            )
     base_outcomes: dict[str, Outcome] = {}
     if base is not None:
-        failing = sorted(v for v, c in classification.items() if c != str(Classification.FLAKY))
+        failing = sorted(v for v, c in classification.items() if c is not Classification.FLAKY)
         if failing:
             base_outcomes = base(failing)
         for vid in failing:
             on_base = base_outcomes.get(vid)
             if on_base is None:
                 continue  # not run on the base (removed there): History's judgement stands
-            classification[vid] = str(
+            classification[vid] = (
                 Classification.PRE_EXISTING if on_base.status.is_failure else Classification.NEW
             )
     return (

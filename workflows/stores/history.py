@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
+from workflows.stores.run_summary import RunSummary
 
 
 def masked(url: str) -> str:
@@ -81,7 +82,7 @@ class RunRecord:
     state: RunState
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary = field(default_factory=RunSummary)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,7 +90,7 @@ class RunRecord:
             "state": str(self.state),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "summary": self.summary,
+            "summary": self.summary.to_json(),
         }
 
     @classmethod
@@ -99,7 +100,7 @@ class RunRecord:
             RunState(data["state"]),
             data["created_at"],
             data["updated_at"],
-            dict(data.get("summary", {})),
+            RunSummary.from_json(data.get("summary") or {}),
         )
 
 

@@ -22,15 +22,15 @@ import sqlite3
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import selector
 from suites.model import Inventory, Outcome, Status
 from workflows.runner.impact_tracer import IDS_VAR, OUT_VAR, SESSION
 from workflows.stores.history import HistoryError, HistoryStore, RedisHistory, SQLiteHistory, masked
-from workflows.tracing.traces import describe, shipped_trace, shipped_trace_path
+from workflows.tracing.traces import ImpactNote, describe, shipped_trace, shipped_trace_path
 
 TRACE_FILE = "trace.ndjson"  # per shard work directory (not *.jsonl: those are results files)
 TRACE_IDS = "trace-ids.txt"  # per run: the ids its shards trace
@@ -258,7 +258,7 @@ def learn(
 
 def joined_trace(
     inventory: Inventory, store: TraceStore | None
-) -> tuple[selector.ImpactMap, dict[str, Any]] | None:
+) -> tuple[selector.ImpactMap, ImpactNote] | None:
     """The trace a plan joins by default: the shipped one, overlaid by stored traces (newer
     recordings of the same torch); and what plan.json says of it."""
     base = shipped_trace(inventory.torch_version)
@@ -266,10 +266,8 @@ def joined_trace(
     if trace_map is None:
         return None
     path = str(shipped_trace_path(inventory.torch_version)) if base else "(History)"
-    about = describe(trace_map, path, inventory)
-    about["source"] = "shipped + History" if base and stored else "shipped" if base else "History"
-    about["stored"] = stored
-    return trace_map, about
+    source = "shipped + History" if base and stored else "shipped" if base else "History"
+    return trace_map, replace(describe(trace_map, path, inventory), source=source, stored=stored)
 
 
 # Joined traces built in this process: a worker plans many runs between two changes of the

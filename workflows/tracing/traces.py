@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -103,20 +105,62 @@ def shipped_trace(torch_version: str) -> selector.ImpactMap | None:
     return _shipped(str(path), mtime)
 
 
-def describe(trace: selector.ImpactMap, path: str, inventory: Inventory) -> dict[str, Any]:
-    """plan.json's `impact_map`: which trace, recorded on which torch, how much it covers."""
+@dataclass(frozen=True)
+class ImpactNote:
+    """plan.json's `impact_map`: which trace, recorded on which torch, how much it covers;
+    for the default trace also its `source` and how many `stored` traces it joins."""
+
+    path: str
+    torch_version: str
+    variants: int
+    inventory_variants_traced: int
+    stale: int
+    warning: str | None = None  # recorded on another torch than the Inventory's
+    source: str | None = None  # "shipped", "History" or "shipped + History"
+    stored: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "path": self.path,
+            "torch_version": self.torch_version,
+            "variants": self.variants,
+            "inventory_variants_traced": self.inventory_variants_traced,
+            "stale": self.stale,
+        }
+        for key in ("warning", "source", "stored"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImpactNote:
+        return cls(
+            str(data["path"]),
+            str(data.get("torch_version") or ""),
+            int(data.get("variants") or 0),
+            int(data.get("inventory_variants_traced") or 0),
+            int(data.get("stale") or 0),
+            data.get("warning"),
+            data.get("source"),
+            data.get("stored"),
+        )
+
+
+def describe(trace: selector.ImpactMap, path: str, inventory: Inventory) -> ImpactNote:
+    """plan.json's `impact_map` of `trace`, read from `path`, for `inventory`."""
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
     traced = set(trace.functions) | set(trace.aten_ops)
-    about: dict[str, Any] = {
-        "path": path,
-        "torch_version": trace.torch_version,
-        "variants": len(traced),
-        "inventory_variants_traced": len(traced & fingerprints.keys()),
-        "stale": len(trace.stale(fingerprints)),
-    }
+    warning = None
     if trace.torch_version and trace.torch_version != inventory.torch_version:
-        about["warning"] = (
+        warning = (
             f"recorded on torch {trace.torch_version}, the Inventory is torch "
             f"{inventory.torch_version}: record it again with `spyre-ci impact-map`"
         )
-    return about
+    return ImpactNote(
+        path,
+        trace.torch_version,
+        len(traced),
+        len(traced & fingerprints.keys()),
+        len(trace.stale(fingerprints)),
+        warning,
+    )

@@ -166,7 +166,7 @@ def _run_targets(args: argparse.Namespace, limits: Any) -> tuple[list[Any], _Run
         raise InfrastructureError(str(exc)) from exc
     if run is None:
         raise CommandError(f"no run {args.run!r} in History; `spyre-ci runs list` shows the ids")
-    out_dir = Path(str(run.summary.get("out_dir") or ""))
+    out_dir = Path(run.summary.out_dir)
     try:
         data = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
         record = RunRecord.from_json(data)
@@ -218,6 +218,7 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
 
     from dashboard_export.layout import write_run
     from workflows.drivers.bisect import record
+    from workflows.stores.run_summary import ForensicsNote
 
     rec = state.record
     verdict = record.verdict_with_bisect(rec.triage_verdict, answers)
@@ -225,16 +226,15 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
         rec, forensics=record.with_bisect(rec.forensics, answers), triage_verdict=verdict
     )
     write_run(updated, state.out_dir)
-    summary = dict(state.run.summary)
-    kept = dict(summary.get("forensics") or {})
-    kept["failures"] = list(
-        record.with_bisect(
-            {str(f.get("id")): f for f in kept.get("failures") or []}, answers
-        ).values()
+    kept = state.run.summary.forensics or ForensicsNote()
+    kept = replace(
+        kept,
+        failures=tuple(
+            record.with_bisect({str(f.get("id")): f for f in kept.failures}, answers).values()
+        ),
     )
     if verdict:
-        kept.update(triage=verdict.get("category"), confidence=verdict.get("confidence"))
-    summary["forensics"] = kept
-    state.run.summary = summary
+        kept = replace(kept, triage=verdict.get("category"), confidence=verdict.get("confidence"))
+    state.run.summary = replace(state.run.summary, forensics=kept)
     state.history.save_run(state.run)
     print(f"added to run {state.run.run_id}: {state.out_dir / 'forensics.json'}, report, callback")

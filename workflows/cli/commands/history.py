@@ -9,6 +9,7 @@ from typing import Any
 
 from workflows.cli.change_input import checked
 from workflows.cli.main import CommandError
+from workflows.stores.run_summary import RunSummary
 
 # Messages the tool itself writes when it, not a test, failed (earlier versions recorded
 # them as test errors).
@@ -78,7 +79,7 @@ def forget_run(args: argparse.Namespace) -> int:
                 replace(
                     run,
                     state=RunState.FORGOTTEN,
-                    summary={**run.summary, "was": run.summary.get("was", run.state)},
+                    summary=replace(run.summary, was=run.summary.was or str(run.state)),
                 )
             )
         )
@@ -113,7 +114,7 @@ def check_runs(args: argparse.Namespace) -> int:
     suspects: list[tuple[str, str, str]] = []
     for run in runs:
         if run.state == RunState.HELD:
-            suspects.append((run.run_id, run.state, f"held back: {run.summary.get('held_back')}"))
+            suspects.append((run.run_id, run.state, f"held back: {_held_back(run.summary)}"))
         elif run.state == RunState.COMPLETED:
             why = suspicion(run.summary, args.max_share)
             if why:
@@ -125,10 +126,11 @@ def check_runs(args: argparse.Namespace) -> int:
         print(f"{len(unlearned)} run(s) that taught History nothing:")
         for run in unlearned:
             if run.state == RunState.STOPPED:
-                why = f"stopped: {run.summary.get('stopped_because') or 'unknown'}"
+                why = f"stopped: {run.summary.stopped_because or 'unknown'}"
                 hint = f"`spyre-ci runs resume {run.run_id}`"
             else:
-                causes = run.summary.get("infrastructure") or ["unknown"]
+                results = run.summary.results
+                causes = (results.infrastructure if results is not None else ()) or ("unknown",)
                 why = f"infrastructure error: {str(causes[0])[:200]}"
                 hint = "fix the cause and run it again"
             print(f"  {run.run_id}  [{run.state}]  {why}")
@@ -147,18 +149,23 @@ def check_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def suspicion(summary: dict[str, Any], max_share: float) -> str | None:
+def _held_back(summary: RunSummary) -> str | None:
+    return summary.results.held_back if summary.results is not None else None
+
+
+def suspicion(summary: RunSummary, max_share: float) -> str | None:
     """Why a learned run looks like the tool's fault, from what it left in its out directory."""
     from selector.verify import mass_failure
 
-    out = Path(str(summary.get("out_dir", "")))
+    out = Path(summary.out_dir)
     try:
         record = json.loads((out / "run.json").read_text(encoding="utf-8"))
         shards = json.loads((out / "planned.json").read_text(encoding="utf-8"))["shards"]
     except (OSError, ValueError, KeyError, TypeError):
         record, shards = None, []
     if record is None:
-        ran, count = int(summary.get("ran") or 0), int(summary.get("new_failures") or 0)
+        results = summary.results
+        ran, count = (results.ran, results.new_failures) if results is not None else (0, 0)
         if ran and count >= 20 and count / ran > max_share:
             return f"{count} of {ran} variants failed new (its out directory is gone)"
         return None

@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.cli.change_input import (
     absolute_path,
@@ -24,6 +24,10 @@ from workflows.cli.change_input import (
 from workflows.cli.commands.select import COUNT_BUDGET_HELP, check_budget
 from workflows.cli.main import CommandError
 from workflows.cli.options import add_options
+from workflows.stores.run_summary import RunResults
+
+if TYPE_CHECKING:
+    from workflows.run.run_model import FinishedRun
 
 
 def register(subparsers: Any) -> None:
@@ -249,26 +253,27 @@ def under_test_lines(resolved: Any) -> list[str]:
     return lines
 
 
-def print_summary(finished: Any) -> None:
-    s = finished.summary
-    print(f"\nrun {finished.planned.request.run_id}  ({s['event']})")
+def print_summary(finished: FinishedRun) -> None:
+    plan, summary = finished.planned.plan, finished.summary
+    results = summary.results or RunResults()
+    print(f"\nrun {finished.planned.request.run_id}  ({summary.event})")
     for line in under_test_lines(finished.planned.environment):
         print(f"  {line}")
-    if s.get("fallback"):
-        budget = finished.planned.plan.get("budget", {})
-        unbounded = f" ({budget['not_applied']})" if budget.get("not_applied") else ""
-        print(f"  full run: {s['fallback']}{unbounded}")
-    elif s.get("decision") == "none":
-        print(f"  nothing to run: {s.get('why') or 'no variant is affected'}")
-    print(f"  selected {s['selected']}, holdout {s['holdout']}, ran {s['ran']}")
-    impact = finished.planned.plan.get("impact_map")
-    if impact:
+    if plan.fallback:
+        unbounded = plan.budget.get("not_applied")
+        print(f"  full run: {plan.fallback}" + (f" ({unbounded})" if unbounded else ""))
+    elif plan.decision == "none":
+        print(f"  nothing to run: {results.why or 'no variant is affected'}")
+    holdout = len(finished.planned.holdout)
+    print(f"  selected {len(plan.selected)}, holdout {holdout}, ran {results.ran}")
+    impact = finished.planned.notes.impact_map
+    if impact is not None:
         print(
-            f"  impact map: {impact['path']} ({impact['inventory_variants_traced']} of the "
-            f"inventory's variants traced)" + (f"; {impact['note']}" if "note" in impact else "")
+            f"  impact map: {impact.path} ({impact.inventory_variants_traced} of the "
+            "inventory's variants traced)"
         )
-    width = max((len(k) for k in s["counts"]), default=6)
-    for status, count in sorted(s["counts"].items(), key=lambda kv: -kv[1]):
+    width = max((len(k) for k in results.counts), default=6)
+    for status, count in sorted(results.counts.items(), key=lambda kv: -kv[1]):
         print(f"  {status:<{width}}  {count:>6}")
     new = finished.new_failures
     if new:
@@ -292,11 +297,7 @@ def print_summary(finished: Any) -> None:
             f"    if these failures are real: `spyre-ci history confirm {run_id}`; if they "
             f"are the tool's: `spyre-ci history forget {run_id}`"
         )
-    windows = [
-        f
-        for f in (s.get("forensics") or {}).get("failures") or ()
-        if f.get("last_good_sha") and f.get("first_bad_sha") != f.get("last_good_sha")
-    ]
+    windows = summary.forensics.windows() if summary.forensics is not None else []
     if windows and not finished.faults:
         print(
             f"  next: `spyre-ci bisect --run {finished.planned.request.run_id}` names the "

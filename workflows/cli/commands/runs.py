@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from workflows.cli.change_input import checked
 from workflows.cli.main import CommandError
 from workflows.cli.options import add_options
+from workflows.stores.run_summary import ForensicsNote
 
 if TYPE_CHECKING:
     from workflows.stores.history import RunState
@@ -81,15 +82,15 @@ def list_runs(args: argparse.Namespace) -> int:
     row = "{:<28} {:<10} {:<20} {:>8} {:>6} {:>4}"
     print(row.format("run", "state", "updated (UTC)", "selected", "failed", "new"))
     for run in runs:
-        s = run.summary
+        facts, results = run.summary.plan, run.summary.results
         print(
             row.format(
                 run.run_id,
                 run.state,
                 _when(run.updated_at),
-                s.get("selected", "-"),
-                s.get("failed", "-"),
-                s.get("new_failures", "-"),
+                facts.selected if facts is not None else "-",
+                results.failed if results is not None else "-",
+                results.new_failures if results is not None else "-",
             )
         )
     return 0
@@ -122,11 +123,11 @@ def show_run(args: argparse.Namespace) -> int:
         print(json.dumps(run.to_json(), indent=2, sort_keys=True))
         return 0
     print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
-    for key, value in sorted(run.summary.items()):
+    for key, value in sorted(run.summary.to_json().items()):
         if key != "forensics":
             for line in field_lines(key, value):
                 print(f"  {line}")
-    for line in forensics_lines(run.summary.get("forensics")):
+    for line in forensics_lines(run.summary.forensics):
         print(f"  {line}")
     from workflows.stores.history import RunState
 
@@ -173,17 +174,17 @@ def _plain(key: str, value: Any) -> str:
     return str(value)
 
 
-def forensics_lines(found: Any) -> list[str]:
+def forensics_lines(found: ForensicsNote | None) -> list[str]:
     """`runs show`'s lines for the run's new failures: triage, last good / first bad."""
-    if not isinstance(found, dict) or not found.get("failures"):
+    if found is None or not found.failures:
         return []
     from dashboard_export.report import forensics_line
 
-    lines = [f"triage: {found.get('triage')} ({found.get('confidence')} confidence)"]
-    for entry in found["failures"]:
+    lines = [f"triage: {found.triage} ({found.confidence} confidence)"]
+    for entry in found.failures:
         lines.append(f"  {entry.get('id')}: {forensics_line(entry)}")
-    if found.get("more"):
-        lines.append(f"  ... and {found['more']} more (see forensics.json in the out directory)")
+    if found.more:
+        lines.append(f"  ... and {found.more} more (see forensics.json in the out directory)")
     return lines
 
 

@@ -165,7 +165,7 @@ def select(args: argparse.Namespace) -> int:
         try:
             args.plan_out.parent.mkdir(parents=True, exist_ok=True)
             args.plan_out.write_text(
-                json.dumps(result.plan_json, indent=1) + "\n", encoding="utf-8"
+                json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8"
             )
         except OSError as exc:
             raise CommandError(f"{args.plan_out}: cannot write the plan: {exc.strerror}") from exc

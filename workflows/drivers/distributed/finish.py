@@ -99,4 +99,4 @@ def finish(run_id: str) -> dict[str, Any]:
         return pipeline.execute_shard(planned.request, name, ids, parallel=1)
 
     finished = pipeline.finish(planned, outcomes, celery_app.history(), execute, faults)
-    return finished.summary
+    return finished.summary.to_json()

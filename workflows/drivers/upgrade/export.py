@@ -36,10 +36,10 @@ def export_report(
     completed_at: str,
 ) -> dict[str, Path]:
     """HUD formats and the report of the run on the new version, with `RunRecord.upgrade`."""
+    from contracts.classification import Classification
     from contracts.event import TriggerEvent
     from dashboard_export.layout import write_run
     from dashboard_export.model import (
-        Classification,
         DiffCategory,
         DiffRow,
         PlanSummary,
