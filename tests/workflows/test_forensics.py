@@ -20,8 +20,8 @@ from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 from workflows.run import exporting, forensics, pipeline, under_test
 from workflows.run.under_test import backend, torch_git_sha
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
-from workflows.stores.sources import installed_torch
 from workflows.stores.run_summary import RunSummary
+from workflows.stores.sources import installed_torch
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 VID = "tiny::compare_cpu::softmax.with_dtype::float32"

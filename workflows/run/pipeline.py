@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from contracts.classification import Classification
-from contracts.event import TriggerEvent
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from workflows.run import exporting, planning, under_test, verification
