@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +13,10 @@ import redis
 from suites.model import Outcome, Status
 from workflows.drivers import distributed
 from workflows.drivers.distributed import celery_app, finish, keys, outages, shard, tasks, watch
+from workflows.run.layout import RunLayout
 
 RUN = "lease-run"
+RECORDS = Path(__file__).parent / "data" / "records"  # a plan as an earlier version saved it
 
 
 @pytest.fixture()
@@ -233,12 +236,15 @@ def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
     from workflows.run import pipeline
 
     request = _request(tiny_inventory, tmp_path / "out", RUN)
-    planned = pipeline.PlannedRun(request, {}, [["k", "a", "b", "c"]], [], "now", {})
+    recorded = json.loads((RECORDS / "planned.json").read_text(encoding="utf-8"))
+    planned = dataclasses.replace(
+        pipeline.PlannedRun.from_json(recorded), request=request, shards=[["k", "a", "b", "c"]]
+    )
     store.set(f"spyre-ci:run:{RUN}:planned", json.dumps(planned.to_json()))
     dead = lease(store, "dead")
     assert dead.acquire() is None
     dead.keep(outcome("k"))
-    folder = pipeline.work_dir(request, "shard-0")
+    folder = RunLayout.of(request).shard("shard-0")
     folder.mkdir(parents=True)
     (folder / "shard-0.111.0.jsonl").write_text(
         start_line("k") + end_line(outcome("k")) + start_line("a") + end_line(outcome("a"))

@@ -14,6 +14,7 @@ from suites.model import Inventory, Outcome, Status
 from tests.workflows.test_infra_faults import _request as infra_request
 from workflows.drivers import embedded
 from workflows.run import pipeline
+from workflows.run.layout import RunLayout
 from workflows.run.run_model import PlanNotes
 from workflows.stores.history import RedisHistory, SQLiteHistory
 from workflows.tracing.trace_store import (
@@ -162,9 +163,9 @@ def test_tracing_off_chooses_nothing(tiny_inventory: Path, tmp_path: Path) -> No
     ids = [v.id for v in inventory.variants]
     result = pipeline.planning.PlanResult(None, PlanNotes(), [ids], [], None)  # type: ignore[arg-type]
     pipeline._plan_tracing(request, inventory, result)
-    assert not pipeline.trace_ids_file(request).exists()
+    assert not RunLayout.of(request).trace_ids.exists()
     pipeline._plan_tracing(replace(request, record_traces=True), inventory, result)
-    assert pipeline.trace_ids_file(request).read_text().split() == ids
+    assert RunLayout.of(request).trace_ids.read_text().split() == ids
 
 
 def test_trace_settings_are_checked() -> None:

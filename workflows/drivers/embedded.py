@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from suites.claims import Claims
 from suites.model import Outcome
 from workflows.drivers.progress import Progress
 from workflows.run import pipeline
+from workflows.run.layout import RunLayout, shard_name
 from workflows.runner import stealing, zygote
 from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun
 from workflows.settings import zygote_enabled
@@ -49,10 +49,8 @@ def resume(
         raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
     planned = pipeline.load_planned(run.summary.out_dir, run_id)
     _warm_up(planned.request)
-    done = {
-        f"shard-{i}": pipeline.recorded_outcomes(planned.request, f"shard-{i}")
-        for i in range(len(planned.shards))
-    }
+    names = RunLayout.of(planned.request).shard_names(len(planned.shards))
+    done = {name: pipeline.recorded_outcomes(planned.request, name) for name in names}
     return _execute(planned, history, jobs, show_progress, done)
 
 
@@ -65,7 +63,7 @@ def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
     """(name, ids, estimated seconds) of each shard: the plan's History estimates."""
     estimates = {shard.index: shard.estimated_s for shard in planned.plan.shards}
     return [
-        (f"shard-{i}", list(ids), estimates.get(i, float(len(ids))))
+        (shard_name(i), list(ids), estimates.get(i, float(len(ids))))
         for i, ids in enumerate(planned.shards)
     ]
 
@@ -117,7 +115,7 @@ def _execute(
         )
 
     try:
-        work = Path(request.out_dir) / "work" / request.run_id
+        work = RunLayout.of(request).work
         work.mkdir(parents=True, exist_ok=True)
         pooled = stealing.run_pool(
             _shards(planned),

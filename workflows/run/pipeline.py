@@ -34,6 +34,7 @@ from contracts.classification import Classification
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from workflows.run import exporting, planning, under_test, verification
+from workflows.run.layout import BASE_SHARD, RunLayout
 from workflows.run.run_folder import (
     claim_out_dir,
     first_start,
@@ -42,8 +43,6 @@ from workflows.run.run_folder import (
     recorded_outcomes,
     run_dir,
     run_id_for,
-    trace_ids_file,
-    work_dir,
 )
 from workflows.run.run_model import (
     PLANNED_FILE,
@@ -71,6 +70,7 @@ from workflows.tracing.trace_store import learn as learn_traces
 
 # The run's data (run_model) and its folder (run_folder) live apart; callers reach them here too.
 __all__ = [
+    "BASE_SHARD",
     "PLANNED_FILE",
     "FinishedRun",
     "PipelineError",
@@ -88,7 +88,6 @@ __all__ = [
     "recorded_outcomes",
     "run_dir",
     "run_id_for",
-    "work_dir",
 ]
 
 
@@ -162,8 +161,9 @@ def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
     )
     out.mkdir(parents=True, exist_ok=True)
     _plan_tracing(request, inventory, result)
-    (out / "plan.json").write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
-    (out / PLANNED_FILE).write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
+    layout = RunLayout.of(request)
+    layout.plan_file.write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
+    layout.planned_file.write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
     history.save_run(
         RunRecord(request.run_id, RunState.PLANNED, summary=RunSummary(plan_facts(planned)))
     )
@@ -197,7 +197,7 @@ def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.Pl
     run_ids = [vid for shard in result.shards for vid in shard]
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
     chosen = refresh_ids(run_ids, result.trace, fingerprints, request.trace_share, request.run_id)
-    path = trace_ids_file(request)
+    path = RunLayout.of(request).trace_ids
     if chosen:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(f"{vid}\n" for vid in chosen), encoding="utf-8")
@@ -206,11 +206,12 @@ def _plan_tracing(request: RunRequest, inventory: Inventory, result: planning.Pl
 def _trace_env(request: RunRequest, name: str, runner: str | None = None) -> dict[str, str] | None:
     """Tracing into the shard's folder: `trace.ndjson`, or `<runner>.trace.ndjson` for another
     runner of the same shard (a thief), so no two processes write one file."""
-    ids = trace_ids_file(request)
+    layout = RunLayout.of(request)
+    ids = layout.trace_ids
     if not ids.exists() or ids.stat().st_size == 0:
         return None
     file = TRACE_FILE if runner is None or runner == name else f"{runner}.{TRACE_FILE}"
-    return tracing_env(ids, work_dir(request, name) / file)
+    return tracing_env(ids, layout.shard(name) / file)
 
 
 def execute_shard(
@@ -235,17 +236,18 @@ def execute_shard(
     """
     if changed is None:
         changed = name != BASE_SHARD
-    mark_started(work_dir(request, name))
+    layout = RunLayout.of(request)
+    mark_started(layout.shard(name))
     return execute_ids(
         claims.token if claims is not None else name,
         ids,
-        work_dir(request, name),
+        layout.shard(name),
         limits=request.limits,
         specs=request.specs,
         progress=progress,
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
-        junit_dir=Path(request.out_dir) / "junit",
+        junit_dir=layout.junit,
         python=_python(request, changed),
         env={
             **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
@@ -423,9 +425,6 @@ def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outco
     return True
 
 
-BASE_SHARD = "base"  # the shard name of the A/B comparison's runs on the base torch
-
-
 def _base_outcomes(
     planned: PlannedRun,
     inventory: Inventory,
@@ -452,7 +451,7 @@ def _learn_traces(history: HistoryStore, request: RunRequest, finished: Finished
     """Store what the run's shards traced. A trace is a fact of execution, not a verdict: a
     held run's traces are kept too. A store that fails loses traces only, never the run."""
     store = trace_store_for(history)
-    files = sorted((Path(request.out_dir) / "work" / request.run_id).glob(f"*/*{TRACE_FILE}"))
+    files = RunLayout.of(request).trace_files()
     if store is None or not files:
         return
     try:

@@ -1,7 +1,7 @@
 """The run's folder: its id, where it lives, who holds it, its shards' work folders, when they
 started, the plan it keeps and the outcomes a resumed run keeps.
 
-    out/<run>/planned.json, work/<run>/<shard>/ (the test processes' files, `started_at`)
+    where each file is: `workflows.run.layout.RunLayout`
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from contracts.event import TriggerEvent
 from selector import SelectorError
 from suites.model import Outcome
 from suites.results_file import read_outcomes
-from workflows.run.run_model import PLANNED_FILE, PipelineError, PlannedRun, RunRequest
+from workflows.run.layout import RunLayout
+from workflows.run.run_model import PipelineError, PlannedRun, RunRequest
 from workflows.runner.shard_runner import short_message
 from workflows.stores.history import HistoryStore
-from workflows.tracing.trace_store import TRACE_IDS
 
 
 def run_id_for(event: TriggerEvent, attempt: int = 1, *, started: str | None = None) -> str:
@@ -58,7 +58,7 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
     """Make `out` this run's: refuse it while it holds another unfinished run, else clear
     what an earlier, finished run left in it (its work files and JUnit)."""
-    path = out / PLANNED_FILE
+    path = RunLayout(out, run_id).planned_file
     if out.exists() and not out.is_dir():
         raise PipelineError(f"{out}: not a directory; pass another --out")
     try:
@@ -76,18 +76,8 @@ def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
     if previous is not None and previous != run_id:
         # Only a folder an earlier run of ours planned in (it has our planned.json) is
         # cleared: a user's own `work/` elsewhere is never touched.
-        for stale in ("work", "junit"):
-            shutil.rmtree(out / stale, ignore_errors=True)
-
-
-def work_dir(request: RunRequest, name: str) -> Path:
-    """A shard's files, under its run's id: nothing another run wrote is ever read as ours."""
-    return Path(request.out_dir) / "work" / request.run_id / name
-
-
-def trace_ids_file(request: RunRequest) -> Path:
-    """The ids this run's shards trace (`workflows.tracing.trace_store.refresh_ids`)."""
-    return Path(request.out_dir) / "work" / request.run_id / TRACE_IDS
+        for stale in RunLayout(out, run_id).stale:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)
@@ -106,7 +96,7 @@ def first_start(request: RunRequest) -> float | None:
     """The earliest start a shard of this run noted here; None when none did (a run planned
     before starts were noted, or shards that ran on other machines only)."""
     starts = []
-    for path in (Path(request.out_dir) / "work" / request.run_id).glob(f"*/{STARTED_FILE}"):
+    for path in RunLayout.of(request).started_files(STARTED_FILE):
         try:
             starts.append(float(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
@@ -116,7 +106,7 @@ def first_start(request: RunRequest) -> float | None:
 
 def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
     """The planned run an out directory holds; with `run_id`, it must be that run's."""
-    path = Path(out_dir) / PLANNED_FILE
+    path = RunLayout(Path(out_dir), run_id or "").planned_file
     try:
         planned = PlannedRun.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
@@ -140,5 +130,5 @@ def load_planned(out_dir: str | Path, run_id: str | None = None) -> PlannedRun:
 
 def recorded_outcomes(request: RunRequest, shard: str) -> dict[str, Outcome]:
     """Outcomes a shard's test processes already reported (what a resumed run keeps)."""
-    done = read_outcomes(sorted(work_dir(request, shard).glob("*.jsonl")))
+    done = read_outcomes(sorted(RunLayout.of(request).shard(shard).glob("*.jsonl")))
     return {vid: replace(o, message=short_message(o.message)) for vid, o in done.items()}

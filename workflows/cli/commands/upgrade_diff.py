@@ -16,6 +16,7 @@ from typing import Any
 from workflows.cli.change_input import absolute_path, check_out_dir, check_specs, checked
 from workflows.cli.main import CommandError
 from workflows.cli.options import add_options
+from workflows.run.layout import work_root
 
 
 def register(subparsers: Any) -> None:
@@ -236,13 +237,14 @@ def _online(args: argparse.Namespace) -> int:
             "show_progress": not args.no_progress,
             "log": log,
         }
+        work = work_root(out)
         runs = [
-            upgrade.run_version(envs[0], selection.run_on_old(old), out / "work" / "from", **kw),
-            upgrade.run_version(envs[1], selection.run_on_new(), out / "work" / "to", **kw),
+            upgrade.run_version(envs[0], selection.run_on_old(old), work / "from", **kw),
+            upgrade.run_version(envs[1], selection.run_on_new(), work / "to", **kw),
         ]
         moved = upgrade.moved_rows(diff, runs[0], runs[1])
         runs, moved, grown = upgrade.expand_misses(
-            diff, selection, old, new, envs, runs, moved, out / "work", **kw
+            diff, selection, old, new, envs, runs, moved, work, **kw
         )
         data["run"] = upgrade.run_section(moved, runs[0], runs[1])
         if data.get("new_exposed"):
@@ -252,7 +254,7 @@ def _online(args: argparse.Namespace) -> int:
         data["run"]["expansion"] = grown
         if args.validate:
             data["validate"] = upgrade.validate_full(
-                diff, selection, envs, (old, new), runs, out / "work", **kw
+                diff, selection, envs, (old, new), runs, work, **kw
             )
         written = upgrade.export_report(
             out, diff, selection, moved, old, new, envs[1], runs[1], started_at, _now()

@@ -18,6 +18,7 @@ from celery.exceptions import Ignore
 
 from suites.model import Outcome
 from workflows.run import pipeline
+from workflows.run.layout import shard_name
 
 from . import celery_app
 from .drain import DRAINING
@@ -41,7 +42,7 @@ def run(task: Any, run_id: str, index: int) -> int:
     todo = [vid for vid in planned.shards[index] if vid not in kept]
     with lease.held() as stop:
         shard = pipeline.execute_shard(
-            planned.request, f"shard-{index}", todo, lease.keep, stop=stop
+            planned.request, shard_name(index), todo, lease.keep, stop=stop
         )
     if lease.lost:
         log.warning(
@@ -102,7 +103,7 @@ def begin(
     # An earlier owner's finished tests: those it kept in Redis, and those its test processes
     # wrote into the shard's folder when this worker shares it (the tests that ended between
     # the last keep and its death, which Redis never heard of). Neither runs again.
-    on_disk = pipeline.recorded_outcomes(planned.request, f"shard-{index}")
+    on_disk = pipeline.recorded_outcomes(planned.request, shard_name(index))
     return planned, lease, {**on_disk, **lease.kept_outcomes()}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from suites.model import Inventory, Outcome
 from workflows.drivers.upgrade.environments import Log, TorchEnv, stderr_log
+from workflows.run.layout import shard_name
 from workflows.run.pipeline import execute_ids
 from workflows.runner.scheduling import InOrder, Pool, Work, slices
 from workflows.runner.shard_runner import InfrastructureError, Limits, ProgressCallback, ShardRun
@@ -35,7 +36,7 @@ def run_ids(
         return {}, [], 0.0
     works = slices(f"torch-{env.version}", ids, jobs)
     spec_paths = [str(Path(s).resolve()) for s in specs]
-    folder = {work.token: work_dir / f"shard-{i}" for i, work in enumerate(works)}
+    folder = {work.token: work_dir / shard_name(i) for i, work in enumerate(works)}
 
     def execute(work: Work) -> ShardRun:
         return execute_ids(

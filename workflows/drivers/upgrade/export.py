@@ -14,6 +14,7 @@ from suites.model import Inventory
 from workflows.drivers.upgrade.diff_run import VersionRun
 from workflows.drivers.upgrade.environments import TorchEnv
 from workflows.run.exporting import environment
+from workflows.run.layout import junit_dir
 
 
 def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
@@ -132,7 +133,7 @@ def export_report(
         plan=summary,
         upgrade=UpgradeDiff(diff.from_version, diff.to_version, rows),
     )
-    junit = out_dir / "junit"
+    junit = junit_dir(out_dir)
     junit.mkdir(parents=True, exist_ok=True)
     for path in new_run.junit:
         shutil.copyfile(path, junit / path.name)
