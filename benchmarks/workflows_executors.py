@@ -77,12 +77,15 @@ def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: igno
 
 def time_embedded(inventory: Path, work: Path, jobs: int, tag: str) -> tuple[float, int]:
     from workflows.drivers import embedded
+    from workflows.run.context import RunContext
+    from workflows.settings import Settings
     from workflows.stores.history import SQLiteHistory
 
     history = SQLiteHistory(work / f"state-{tag}" / "history.sqlite3")
+    ctx = RunContext.open(Settings.from_env(), history)
     started = time.perf_counter()
     finished = embedded.run(
-        request(tag, inventory, work / tag, jobs), history, jobs=jobs, show_progress=False
+        request(tag, inventory, work / tag, jobs), ctx, jobs=jobs, show_progress=False
     )
     return time.perf_counter() - started, len(finished.outcomes)
 

@@ -41,6 +41,10 @@ class Settings:
     record_traces: bool = True
     # SPYRE_CI_TRACE_SHARE: the share of the other variants a run traces again (rotating).
     trace_share: float = 0.05
+    # SPYRE_CI_GITHUB_URL, SPYRE_CI_GITHUB_TOKEN: the GitHub a plan asks for the old side of
+    # a changed file this machine lacks (`workflows.stores.sources`); no token, no GitHub.
+    github_url: str | None = None
+    github_token: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -62,6 +66,8 @@ class Settings:
             trace_share=_number(
                 env, "SPYRE_CI_TRACE_SHARE", 0.05, lambda v: 0.0 <= v <= 1.0, "a share in [0, 1]"
             ),
+            github_url=env.get("SPYRE_CI_GITHUB_URL") or None,
+            github_token=env.get("SPYRE_CI_GITHUB_TOKEN", ""),
         )
 
 

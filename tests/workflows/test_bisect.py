@@ -20,6 +20,7 @@ from relay.triage import checked_verdict
 from suites.model import Outcome, Status
 from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - fixture
 from tests.workflows.conftest import GLU_SPEC, spyre_ci
+from tests.workflows.run_context import run_context
 from workflows.cli.commands.run import print_summary
 from workflows.drivers.bisect.answer import answer
 from workflows.drivers.bisect.search import BAD, GOOD, UNDECIDABLE, WINDOW, Search, Step, decide
@@ -154,7 +155,7 @@ def _finish(
         run_id=run_id, event=event.to_json(), out_dir=str(out), inventory=str(inventory),
         specs=(str(GLU_SPEC),), full=True, holdout=0.0, expand=False,
     )  # fmt: skip
-    planned = pipeline.plan(request, history)
+    planned = pipeline.plan(request, run_context(history))
     message = "RuntimeError: glu expects an input with a batch dimension (2-D or more), got 1-D"
 
     def outcome(vid: str) -> Outcome:
@@ -166,7 +167,7 @@ def _finish(
     return pipeline.finish(
         planned,
         [outcome(v) for v in ids],
-        history,
+        run_context(history),
         lambda _name, rerun: pipeline.ShardRun([outcome(v) for v in rerun]),
     )
 

@@ -15,6 +15,7 @@ import pytest
 from dashboard_export.browser import RunRow, page_name, render_index
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Status
+from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
@@ -32,7 +33,10 @@ def browsed(tiny_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     history = SQLiteHistory(state / "history.sqlite3")
     for run_id in ("real-1", "real-2"):
         embedded.run(
-            _request(tiny_inventory, state / run_id, run_id), history, jobs=1, show_progress=False
+            _request(tiny_inventory, state / run_id, run_id),
+            run_context(history),
+            jobs=1,
+            show_progress=False,
         )
     passed = sorted(
         vid for vid, h in history.snapshot().variants.items() if h.recent[-1:] == (Status.PASSED,)

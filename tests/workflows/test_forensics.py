@@ -17,6 +17,7 @@ from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.workflows.run_context import run_context
 from workflows.run import exporting, forensics, pipeline, under_test
 from workflows.run.under_test import backend, torch_git_sha
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
@@ -179,7 +180,7 @@ def _finish(
 ) -> pipeline.FinishedRun:
     """Plan and finish one run whose variants pass, but `failing` misses a tolerance (on the
     base torch too when `fails_on_base`)."""
-    planned = pipeline.plan(request, history)
+    planned = pipeline.plan(request, run_context(history))
     ids = [v for shard in planned.shards for v in shard]
     assert failing is None or failing in ids
 
@@ -193,7 +194,7 @@ def _finish(
             return pipeline.ShardRun([Outcome(v, Status.PASSED, 0.1, "") for v in rerun_ids])
         return pipeline.ShardRun([outcome(v) for v in rerun_ids])
 
-    return pipeline.finish(planned, [outcome(v) for v in ids], history, rerun)
+    return pipeline.finish(planned, [outcome(v) for v in ids], run_context(history), rerun)
 
 
 def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(

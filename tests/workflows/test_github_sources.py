@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,8 @@ from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 -
 from workflows.drivers.intake_bridge import request_for_event
 from workflows.run.pipeline import load_inventory
 from workflows.run.planning import change_set, plan_change, plan_config
-from workflows.stores.sources import GitHubSources, with_old_sources
+from workflows.settings import Settings
+from workflows.stores.sources import GitHubSources, github_sources, with_old_sources
 
 REPO = "pytorch/pytorch"
 BASE = "0e5bc7d4a106b7827070c51f385b31b3487c01da"
@@ -97,11 +97,10 @@ def test_the_intake_plans_a_kernel_change_by_its_old_source_from_github(
     github_api: GitHubAPIServer,  # noqa: F811
     tiny_inventory: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     serve_github(github_api)
-    monkeypatch.setenv("SPYRE_CI_GITHUB_URL", github_api.url)
-    monkeypatch.setenv("SPYRE_CI_GITHUB_TOKEN", github_api.token)
+    state = tmp_path / "state"
+    settings = Settings(state, None, github_url=github_api.url, github_token=github_api.token)
     request = request_for_event(
         complete_files(push_event(), adapter(github_api)), tmp_path / "runs", tiny_inventory
     )
@@ -110,9 +109,13 @@ def test_the_intake_plans_a_kernel_change_by_its_old_source_from_github(
 
     def plan() -> dict[str, Any]:
         result = plan_change(
-            change_set(request), inventory, selector.History(), plan_config(request)
+            change_set(request),
+            inventory,
+            selector.History(),
+            plan_config(request),
+            github=github_sources(settings),  # what the run's context hands the plan
         )
-        return result.plan_json
+        return result.to_json()
 
     planned = plan()
     fact = the_fact(planned)
@@ -125,17 +128,16 @@ def test_the_intake_plans_a_kernel_change_by_its_old_source_from_github(
     # Cached on disk: the next plan of the same change asks GitHub nothing.
     assert the_fact(plan())["located"] == "source"
     assert len(github_api.find("GET", "/contents/")) == 1
-    cache = Path(os.environ["SPYRE_CI_STATE_DIR"]) / "github-sources"
+    cache = state / "github-sources"
     assert len([f for f in cache.glob("*/*") if f.is_file()]) == 1
 
 
 def test_without_github_or_without_a_base_nothing_is_asked(
     github_api: GitHubAPIServer,  # noqa: F811
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     serve_github(github_api)
-    monkeypatch.delenv("SPYRE_CI_GITHUB_TOKEN", raising=False)
+    assert github_sources(Settings(tmp_path, None, github_url=github_api.url)) is None  # no token
     diff = complete_files(push_event(), adapter(github_api)).diff_text
     change = selector.ChangeSet.from_event(push_event(), diff)
     assert with_old_sources(change).sources == {}  # no GitHub configuration

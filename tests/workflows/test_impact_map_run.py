@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import spyre_ci
+from tests.workflows.run_context import run_context
 from workflows.run import pipeline
 from workflows.stores.history import SQLiteHistory
 
@@ -61,12 +62,14 @@ def test_a_mul_kernel_change_reaches_what_dispatches_mul(
     tiny_inventory: Path, tiny_impact_map: Path, tmp_path: Path
 ) -> None:
     history = SQLiteHistory(tmp_path / "history.sqlite3")
-    plain = pipeline.plan(_request(tmp_path, tiny_inventory, None), history)
+    plain = pipeline.plan(_request(tmp_path, tiny_inventory, None), run_context(history))
     by_name = set(plain.plan.selected_ids)
     assert by_name and all("::mul::" in vid for vid in by_name)
     assert plain.notes.impact_map is None
 
-    traced = pipeline.plan(_request(tmp_path, tiny_inventory, tiny_impact_map), history)
+    traced = pipeline.plan(
+        _request(tmp_path, tiny_inventory, tiny_impact_map), run_context(history)
+    )
     reasons = {s.id: " | ".join(r.reason for r in s.reasons) for s in traced.plan.selected}
     trace = json.loads(tiny_impact_map.read_text())["variants"]
     dispatching = {
@@ -112,10 +115,12 @@ def test_impact_map_errors_name_the_file(tiny_inventory: Path, tmp_path: Path) -
     broken.write_text('{"format": 1, "variants": [')
     with pytest.raises(pipeline.PipelineError, match="broken.json:1:28: invalid JSON"):
         pipeline.plan(
-            _request(tmp_path, tiny_inventory, broken), SQLiteHistory(tmp_path / "h.sqlite3")
+            _request(tmp_path, tiny_inventory, broken),
+            run_context(SQLiteHistory(tmp_path / "h.sqlite3")),
         )
     broken.write_text('{"format": 7, "variants": {}}')
     with pytest.raises(pipeline.PipelineError, match="broken.json: format 7 is not 1"):
         pipeline.plan(
-            _request(tmp_path, tiny_inventory, broken), SQLiteHistory(tmp_path / "h.sqlite3")
+            _request(tmp_path, tiny_inventory, broken),
+            run_context(SQLiteHistory(tmp_path / "h.sqlite3")),
         )

@@ -18,6 +18,7 @@ from selector.history import History
 from suites.model import Outcome, Status
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.workflows.run_context import run_context
 from workflows.run import pipeline
 from workflows.stores.history import RunState, SQLiteHistory
 
@@ -139,7 +140,9 @@ def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
 ) -> None:
     state = tmp_path / "state"
     history = SQLiteHistory(state / "history.sqlite3")
-    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "held-1"), history)
+    planned = pipeline.plan(
+        _request(tiny_inventory, tmp_path / "out", "held-1"), run_context(history)
+    )
     ids = [v for shard in planned.shards for v in shard]
     # Every variant failing with the same message (numbers aside), and again on its rerun:
     # what a broken environment looks like when it breaks inside the tests.
@@ -152,7 +155,7 @@ def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
             [Outcome(v, Status.FAILED, 0.1, "RuntimeError: device 0 lost") for v in rerun_ids]
         )
 
-    finished = pipeline.finish(planned, same, history, rerun)
+    finished = pipeline.finish(planned, same, run_context(history), rerun)
     assert finished.held_back and "same message" in finished.held_back
     assert finished.exit_code == 1  # still reported: they may be real
     assert history.snapshot() == History()
@@ -176,7 +179,9 @@ def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
-    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "rerun-dies"), history)
+    planned = pipeline.plan(
+        _request(tiny_inventory, tmp_path / "out", "rerun-dies"), run_context(history)
+    )
     first = [
         Outcome(v, Status.FAILED if i == 0 else Status.PASSED, 0.1, "boom")
         for i, v in enumerate(v for shard in planned.shards for v in shard)
@@ -189,7 +194,7 @@ def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
         spent.append(name)
         return pipeline.ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
 
-    finished = pipeline.finish(planned, first, history, broken)
+    finished = pipeline.finish(planned, first, run_context(history), broken)
     assert spent == ["rerun"]  # no expansion spent on it
     assert finished.exit_code == 3 and finished.faults[0].shard_id == "rerun"
     assert history.snapshot() == History()
@@ -201,18 +206,18 @@ def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks
 ) -> None:
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     out = tmp_path / "out"
-    pipeline.plan(_request(tiny_inventory, out, "first"), history)
+    pipeline.plan(_request(tiny_inventory, out, "first"), run_context(history))
     with pytest.raises(
         pipeline.PipelineError, match=r"holds run first, which has not finished.*runs resume first"
     ):
-        pipeline.plan(_request(tiny_inventory, out, "second"), history)
+        pipeline.plan(_request(tiny_inventory, out, "second"), run_context(history))
 
     # Given up by removing it, the folder is the second run's; the first cannot be resumed
     # from it (that would finish the second run under the first one's name).
     import shutil
 
     shutil.rmtree(out)
-    pipeline.plan(_request(tiny_inventory, out, "second"), history)
+    pipeline.plan(_request(tiny_inventory, out, "second"), run_context(history))
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
     resumed = spyre_ci("runs", "resume", "first", env=env)
     assert resumed.returncode == 2
@@ -362,7 +367,7 @@ def test_an_out_directory_that_is_not_ours_keeps_its_files(
     out = tmp_path / "project"
     (out / "work").mkdir(parents=True)
     (out / "work" / "notes.txt").write_text("mine")
-    pipeline.plan(_request(tiny_inventory, out, "into-a-user-folder"), history)
+    pipeline.plan(_request(tiny_inventory, out, "into-a-user-folder"), run_context(history))
     assert (out / "work" / "notes.txt").read_text() == "mine"
 
 
@@ -370,7 +375,9 @@ def test_history_learns_last_an_export_that_fails_leaves_it_as_it_was(
     tiny_inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
-    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "disk-full"), history)
+    planned = pipeline.plan(
+        _request(tiny_inventory, tmp_path / "out", "disk-full"), run_context(history)
+    )
     ids = [v for shard in planned.shards for v in shard]
     first = [
         Outcome(v, Status.FAILED if i == 0 else Status.PASSED, 0.1, f"AssertionError: {i}")
@@ -387,13 +394,13 @@ def test_history_learns_last_an_export_that_fails_leaves_it_as_it_was(
 
     monkeypatch.setattr(pipeline.exporting, "export", full_disk)
     with pytest.raises(OSError):
-        pipeline.finish(planned, first, history, again)
+        pipeline.finish(planned, first, run_context(history), again)
     # Nothing learned: no outcomes, baselines, co-failures or flaky marks; not finished.
     assert history.snapshot() == History()
     assert not history.get_run("disk-full").state.final  # type: ignore[union-attr]
 
     monkeypatch.undo()
-    finished = pipeline.finish(planned, first, history, again)
+    finished = pipeline.finish(planned, first, run_context(history), again)
     assert finished.exit_code == 1
     assert set(history.snapshot().variants) == set(ids)  # learned once the exports were written
 
@@ -404,11 +411,15 @@ def test_an_infrastructure_error_publishes_no_failure_rows(
     from workflows.runner.shard_runner import InfraFault
 
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
-    planned = pipeline.plan(_request(tiny_inventory, tmp_path / "out", "infra-rows"), history)
+    planned = pipeline.plan(
+        _request(tiny_inventory, tmp_path / "out", "infra-rows"), run_context(history)
+    )
     ids = [v for shard in planned.shards for v in shard]
     ran = [Outcome(ids[0], Status.FAILED, 0.1, "MemoryError"), Outcome(ids[1], Status.PASSED, 0.1)]
     fault = InfraFault("shard-1", "the zygote died", tuple(ids[2:]), 2)
-    finished = pipeline.finish(planned, ran, history, lambda n, i: pipeline.ShardRun([]), [fault])
+    finished = pipeline.finish(
+        planned, ran, run_context(history), lambda n, i: pipeline.ShardRun([]), [fault]
+    )
     assert finished.exit_code == 3
     out = tmp_path / "out"
     callback = json.loads((out / "callback.json").read_text())

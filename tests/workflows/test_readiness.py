@@ -20,6 +20,7 @@ import pytest
 from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
 from tests.workflows.conftest import spyre_ci
+from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
@@ -115,7 +116,7 @@ def real_history(tiny_inventory: Path, tmp_path_factory: pytest.TempPathFactory)
     state = tmp_path_factory.mktemp("readiness-state")
     history = SQLiteHistory(state / "history.sqlite3")
     request = _request(tiny_inventory, state / "out", "real-1")
-    embedded.run(request, history, jobs=1, show_progress=False)
+    embedded.run(request, run_context(history), jobs=1, show_progress=False)
     return state
 
 

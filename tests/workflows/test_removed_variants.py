@@ -12,6 +12,7 @@ from pathlib import Path
 from dashboard_export.layout import read_json_lines
 from suites.model import Inventory, Outcome, Status
 from tests.conftest import TINY_SPEC
+from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.drivers import embedded
 from workflows.run import pipeline
@@ -71,7 +72,7 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
     request = replace(
         _request(tiny_inventory, out, "removed-1"), inventory=str(inventory), baseline=True
     )
-    finished = embedded.run(request, history, jobs=1, show_progress=False)
+    finished = embedded.run(request, run_context(history), jobs=1, show_progress=False)
 
     assert finished.exit_code == 0  # not 3 (a fault), not 1 (a failure)
     assert not finished.faults and not finished.new_failures
@@ -103,7 +104,7 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
     request = replace(
         _request(tiny_inventory, tmp_path / "out2", "removed-2"), inventory=str(newer)
     )
-    planned = pipeline.plan(request, history)
+    planned = pipeline.plan(request, run_context(history))
     ids = [v for shard in planned.shards for v in shard]
     assert sorted(ids) == sorted([ADD, MUL, SIN])
 
@@ -111,7 +112,7 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
         raise AssertionError(f"nothing failed, yet {name} ran {rerun_ids}")
 
     passed = [Outcome(v, Status.PASSED, 0.1) for v in ids]
-    again = pipeline.finish(planned, passed, history, no_reruns)
+    again = pipeline.finish(planned, passed, run_context(history), no_reruns)
     assert again.exit_code == 0
     assert again.summary.results is not None
     assert again.summary.results.new_variants == 1 and again.summary.results.removed == 0

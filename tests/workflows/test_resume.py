@@ -13,6 +13,7 @@ import pytest
 from contracts.event import TriggerEvent
 from tests.conftest import TINY_SPEC
 from tests.workflows.conftest import spyre_ci
+from tests.workflows.run_context import run_context
 from workflows.run import pipeline
 from workflows.stores.history import SQLiteHistory
 
@@ -40,7 +41,7 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
         shards=2,
         expand=False,
     )
-    planned = pipeline.plan(request, history)
+    planned = pipeline.plan(request, run_context(history))
     assert len(planned.shards) == 2
     # The run stops after its first shard: the second never ran, nothing was verified.
     pipeline.execute_shard(request, "shard-0", planned.shards[0])

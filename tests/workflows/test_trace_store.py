@@ -11,6 +11,7 @@ import pytest
 import selector
 from selector.opnames import op_key
 from suites.model import Inventory, Outcome, Status
+from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request as infra_request
 from workflows.drivers import embedded
 from workflows.run import pipeline
@@ -130,7 +131,10 @@ def test_a_run_traces_what_lacks_a_trace_and_the_next_plan_joins_it(
     inventory = Inventory.load(tiny_inventory)
     # The tiny specs are not the bundled Inventory: the shipped trace knows none of them.
     first = embedded.run(
-        _request(tiny_inventory, tmp_path / "one", "trace-1"), history, 2, show_progress=False
+        _request(tiny_inventory, tmp_path / "one", "trace-1"),
+        run_context(history),
+        2,
+        show_progress=False,
     )
     ran = {vid for vid, o in first.outcomes.items() if o.status not in (Status.CRASHED,)}
     traced = (tmp_path / "one" / "work" / "trace-1" / "trace-ids.txt").read_text().split()
@@ -150,7 +154,10 @@ def test_a_run_traces_what_lacks_a_trace_and_the_next_plan_joins_it(
     assert trace.functions[softmax] == stored[softmax].functions
     # A second run traces nothing new (every variant has a fresh trace, share 0).
     embedded.run(
-        _request(tiny_inventory, tmp_path / "two", "trace-2"), history, 2, show_progress=False
+        _request(tiny_inventory, tmp_path / "two", "trace-2"),
+        run_context(history),
+        2,
+        show_progress=False,
     )
     assert not (tmp_path / "two" / "work" / "trace-2" / "trace-ids.txt").exists()
 

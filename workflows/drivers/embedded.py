@@ -16,31 +16,31 @@ from suites.claims import Claims
 from suites.model import Outcome
 from workflows.drivers.progress import Progress
 from workflows.run import pipeline
-from workflows.run.layout import RunLayout, shard_name
+from workflows.run.context import RunContext
+from workflows.run.layout import shard_name
 from workflows.runner import stealing, zygote
 from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun
 from workflows.settings import zygote_enabled
-from workflows.stores.history import HistoryStore
 
 
 def run(
-    request: pipeline.RunRequest, history: HistoryStore, jobs: int = 1, show_progress: bool = True
+    request: pipeline.RunRequest, ctx: RunContext, jobs: int = 1, show_progress: bool = True
 ) -> pipeline.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
     _warm_up(request)
     try:
-        planned = pipeline.plan(request, history)
+        planned = pipeline.plan(request, ctx)
     except BaseException:
         zygote.stop_all()
         raise
-    return _execute(planned, history, jobs, show_progress, done={})
+    return _execute(planned, ctx, jobs, show_progress, done={})
 
 
 def resume(
-    run_id: str, history: HistoryStore, jobs: int = 1, show_progress: bool = True
+    run_id: str, ctx: RunContext, jobs: int = 1, show_progress: bool = True
 ) -> pipeline.FinishedRun:
     """Continue a run that stopped: keep what its shards reported, run the rest, finish."""
-    run = history.get_run(run_id)
+    run = ctx.history.get_run(run_id)
     if run is None:
         raise pipeline.PipelineError(
             f"no run {run_id!r} in History; `spyre-ci runs list` shows the ids"
@@ -49,9 +49,9 @@ def resume(
         raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
     planned = pipeline.load_planned(run.summary.out_dir, run_id)
     _warm_up(planned.request)
-    names = RunLayout.of(planned.request).shard_names(len(planned.shards))
+    names = ctx.layout(planned.request).shard_names(len(planned.shards))
     done = {name: pipeline.recorded_outcomes(planned.request, name) for name in names}
-    return _execute(planned, history, jobs, show_progress, done)
+    return _execute(planned, ctx, jobs, show_progress, done)
 
 
 def _warm_up(request: pipeline.RunRequest) -> None:
@@ -70,7 +70,7 @@ def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
 
 def _execute(
     planned: pipeline.PlannedRun,
-    history: HistoryStore,
+    ctx: RunContext,
     jobs: int,
     show_progress: bool,
     done: Mapping[str, Mapping[str, Outcome]],
@@ -115,7 +115,7 @@ def _execute(
         )
 
     try:
-        work = RunLayout.of(request).work
+        work = ctx.layout(request).work
         work.mkdir(parents=True, exist_ok=True)
         pooled = stealing.run_pool(
             _shards(planned),
@@ -129,11 +129,11 @@ def _execute(
         )
         outcomes = kept + pooled.outcomes
         faults = [run.fault for run in pooled.runs if run.fault is not None]
-        finished = pipeline.finish(planned, outcomes, history, execute, faults)
+        finished = pipeline.finish(planned, outcomes, ctx, execute, faults)
     except BaseException as exc:
         stop.set()
         zygote.stop_all()
-        pipeline.mark_stopped(history, request.run_id, exc)
+        pipeline.mark_stopped(ctx.history, request.run_id, exc)
         raise
     zygote.stop_all()
     if progress is not None:

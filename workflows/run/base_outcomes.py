@@ -27,13 +27,9 @@ class BaseOutcomeCache:
         self.path = path  # None: nothing is kept (the torch's sha is unknown)
 
     @classmethod
-    def for_torch(cls, sha: str, state_dir: Path | None = None) -> BaseOutcomeCache:
+    def for_torch(cls, sha: str, state_dir: Path) -> BaseOutcomeCache:
         if not _SHA.fullmatch(sha):
             return cls(None)
-        if state_dir is None:
-            from workflows.settings import Settings
-
-            state_dir = Settings.from_env().state_dir
         return cls(state_dir / "base-outcomes" / f"{sha}.json")
 
     def _read(self) -> dict[str, dict[str, object]]:

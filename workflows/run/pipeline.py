@@ -34,6 +34,7 @@ from contracts.classification import Classification
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from workflows.run import exporting, planning, under_test, verification
+from workflows.run.context import Clock, RunContext
 from workflows.run.layout import BASE_SHARD, RunLayout
 from workflows.run.run_folder import (
     claim_out_dir,
@@ -63,7 +64,6 @@ from workflows.stores.run_summary import PlanFacts, RunResults, RunSummary, Unde
 from workflows.tracing.trace_store import (
     TRACE_FILE,
     refresh_ids,
-    trace_store_for,
     tracing_env,
 )
 from workflows.tracing.trace_store import learn as learn_traces
@@ -91,8 +91,8 @@ __all__ = [
 ]
 
 
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_iso(clock: Clock = time.time) -> str:
+    return dt.datetime.fromtimestamp(clock(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Inventories read in this process, by file and its modification: a worker plans and
@@ -136,32 +136,32 @@ def load_inventory(path: str | Path) -> Inventory:
         ) from exc
 
 
-def plan(request: RunRequest, history: HistoryStore) -> PlannedRun:
+def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     """Selector stages 1-3; the plan is saved as `out_dir/plan.json`.
 
     An out directory that holds another run which has not finished is refused: planning over
     it would lose that run's plan, and `runs resume` of it would finish this one instead.
     """
     out = Path(request.out_dir)
+    history = ctx.history
     change = under_test.applied_change(request)  # a diff that does not apply stops here
     claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
-    traces = trace_store_for(history)
-    result = planning.make_plan(request, inventory, snapshot, traces)
+    result = planning.make_plan(request, inventory, snapshot, ctx.traces, ctx.sources)
     planned = PlannedRun(
         request,
         result.plan,
         result.shards,
         result.holdout,
-        now_iso(),
+        now_iso(ctx.clock),
         snapshot.to_json(),
         under_test.resolve(request, change),
         result.notes,
     )
     out.mkdir(parents=True, exist_ok=True)
     _plan_tracing(request, inventory, result)
-    layout = RunLayout.of(request)
+    layout = ctx.layout(request)
     layout.plan_file.write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
     layout.planned_file.write_text(json.dumps(planned.to_json()) + "\n", encoding="utf-8")
     history.save_run(
@@ -320,7 +320,7 @@ class _Faulted(Exception):
 def finish(
     planned: PlannedRun,
     outcomes: Sequence[Outcome],
-    history: HistoryStore,
+    ctx: RunContext,
     execute: ShardExecutor,
     faults: Sequence[InfraFault] = (),
 ) -> FinishedRun:
@@ -330,6 +330,7 @@ def finish(
     the run ends as an infrastructure error: exported as such, nothing learned.
     """
     request = planned.request
+    history = ctx.history
     history.save_run(_with_state(history, request.run_id, RunState.FINISHING))
     outcomes = list(outcomes)
     faults = [f for f in faults if not _change_failure(planned, f, outcomes)]
@@ -357,7 +358,7 @@ def finish(
         if change_env(request):
 
             def base(ids: Sequence[str]) -> dict[str, Outcome]:
-                return _base_outcomes(planned, inventory, ids, run_more)
+                return _base_outcomes(planned, inventory, ids, run_more, ctx)
 
         try:
             verdict, update = verification.verify(
@@ -382,7 +383,7 @@ def finish(
     found = None
     if verdict is not None and any(c != "flaky" for c in finished.classification.values()):
         run = history.get_run(request.run_id)
-        created = run.created_at if run is not None else time.time()
+        created = run.created_at if run is not None else ctx.clock()
         try:
             found = exporting.failure_forensics(finished, history, created)
         except HistoryError as exc:  # forensics are lost, never the run
@@ -391,7 +392,7 @@ def finish(
             finished.summary = replace(
                 finished.summary, forensics=exporting.forensics_summary(found)
             )
-    exporting.export(finished, now_iso(), verdict, found)
+    exporting.export(finished, now_iso(ctx.clock), verdict, found)
     # Learn last: only a run whose exports were written teaches History anything. A crash
     # before this line (a full disk, an export that fails) leaves History as it was and the
     # run resumable.
@@ -400,8 +401,8 @@ def finish(
     elif state is RunState.COMPLETED:
         history.apply(request.run_id, update)
     if state in (RunState.HELD, RunState.COMPLETED):
-        _learn_traces(history, request, finished)
-    finished.summary = replace(finished.summary, finished_at=time.time())
+        _learn_traces(ctx, request, finished)
+    finished.summary = replace(finished.summary, finished_at=ctx.clock())
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
 
@@ -430,13 +431,14 @@ def _base_outcomes(
     inventory: Inventory,
     ids: Sequence[str],
     run_more: Callable[[str, Sequence[str]], list[Outcome]],
+    ctx: RunContext,
 ) -> dict[str, Outcome]:
     """`ids` on the base torch (the run's change not applied): from the cache of this torch's
     base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
     from workflows.run.base_outcomes import BaseOutcomeCache
 
     sha = str(planned.environment.get("torch", {}).get("git_sha") or "")
-    cache = BaseOutcomeCache.for_torch(sha)
+    cache = BaseOutcomeCache.for_torch(sha, ctx.settings.state_dir)
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
     found = cache.get(ids, fingerprints)
     missing = [vid for vid in ids if vid not in found]
@@ -447,11 +449,11 @@ def _base_outcomes(
     return found
 
 
-def _learn_traces(history: HistoryStore, request: RunRequest, finished: FinishedRun) -> None:
+def _learn_traces(ctx: RunContext, request: RunRequest, finished: FinishedRun) -> None:
     """Store what the run's shards traced. A trace is a fact of execution, not a verdict: a
     held run's traces are kept too. A store that fails loses traces only, never the run."""
-    store = trace_store_for(history)
-    files = RunLayout.of(request).trace_files()
+    store = ctx.traces
+    files = ctx.layout(request).trace_files()
     if store is None or not files:
         return
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import selector
 from suites.model import Inventory
 from workflows.run.run_model import Hub, PipelineError, PlanNotes, RunRequest, plan_json
-from workflows.stores.sources import with_old_sources
+from workflows.stores.sources import GitHubSources, with_old_sources
 from workflows.tracing.trace_store import TraceStore, joined_trace
 from workflows.tracing.traces import ImpactNote, TraceError, describe, read_trace
 
@@ -72,12 +72,14 @@ def plan_change(
     *,
     impact: ImpactInfo | None = None,
     previous: Inventory | None = None,
+    github: GitHubSources | None,
 ) -> PlanResult:
     """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards.
 
     The old-side sources this machine has (`workflows.stores.sources`) are added to the change, so
-    that the Scout places changed lines in their definitions whatever form the diff has."""
-    changes = with_old_sources(changes, torch_version=inventory.torch_version)
+    that the Scout places changed lines in their definitions whatever form the diff has
+    (`github`: the GitHub that gives the files this machine lacks; None: none)."""
+    changes = with_old_sources(changes, torch_version=inventory.torch_version, github=github)
     result = selector.plan(
         changes, inventory, history, config, previous=previous, impact=impact[0] if impact else None
     )
@@ -115,11 +117,13 @@ def make_plan(
     inventory: Inventory,
     history: selector.History,
     traces: TraceStore | None = None,
+    github: GitHubSources | None = None,
 ) -> PlanResult:
     """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step).
 
     Without an impact map the plan joins the shipped trace overlaid by the traces earlier
-    runs stored (`traces`, beside History)."""
+    runs stored (`traces`, beside History). `github`: where old-side sources the machine
+    lacks come from (`workflows.stores.sources`; None: nowhere)."""
     impact: ImpactInfo | None
     if request.impact_map:
         impact = load_impact(request.impact_map, inventory)
@@ -127,7 +131,9 @@ def make_plan(
         impact = joined_trace(inventory, traces)
     else:
         impact = None
-    return plan_change(change_set(request), inventory, history, plan_config(request), impact=impact)
+    return plan_change(
+        change_set(request), inventory, history, plan_config(request), impact=impact, github=github
+    )
 
 
 def plan_upgrade(

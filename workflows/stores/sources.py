@@ -40,6 +40,7 @@ from typing import Protocol
 
 import selector
 from selector.definitions import apply_patch, can_locate
+from workflows.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -168,31 +169,21 @@ def installed_source(path: str, root: Path) -> str | None:
         return None
 
 
-def github_sources_from_env(environ: Mapping[str, str] | None = None) -> GitHubSources | None:
-    """The GitHub source of the configuration in the environment (the relay's
-    `SPYRE_CI_GITHUB_*` variables, a token for the contents API), cached under the state
-    directory; None when there is none."""
-    env = os.environ if environ is None else environ
-    key = tuple(
-        env.get(name, "")
-        for name in ("SPYRE_CI_GITHUB_URL", "SPYRE_CI_GITHUB_TOKEN", "SPYRE_CI_STATE_DIR")
-    )
-    if not key[1]:
+def github_sources(settings: Settings) -> GitHubSources | None:
+    """The GitHub source the settings configure (the relay's `SPYRE_CI_GITHUB_*` variables,
+    a token for the contents API), cached under the state directory; None when there is
+    none."""
+    if not settings.github_token:
         return None
-    return _github_sources(*key)
+    return _github_sources(settings.github_url or "", settings.github_token, settings.state_dir)
 
 
 @lru_cache(maxsize=4)
-def _github_sources(base_url: str, token: str, state_dir: str) -> GitHubSources:
+def _github_sources(base_url: str, token: str, state_dir: Path) -> GitHubSources:
     from relay.github import GitHubAdapter
-    from workflows.settings import Settings
 
-    # state_dir is part of the cache key only: Settings reads the same variable.
     adapter = GitHubAdapter(base_url=base_url or None, token=token)
-    return GitHubSources(adapter, Settings.from_env().state_dir / "github-sources")
-
-
-_FROM_ENV = object()
+    return GitHubSources(adapter, state_dir / "github-sources")
 
 
 def with_old_sources(
@@ -200,19 +191,18 @@ def with_old_sources(
     *,
     torch_version: str = "",
     root: Path | None = None,
-    github: GitHubSources | None | object = _FROM_ENV,
+    github: GitHubSources | None = None,
 ) -> selector.ChangeSet:
     """`change` with the old-side texts this machine has, or GitHub gives, for its patched
     files.
 
     `torch_version`: the Inventory's torch; the installed sources are used only when the
     installed torch is that version (empty: whatever is installed). `root` overrides where
-    torch is found (tests). `github`: the GitHub source (default: the one the environment
-    configures, `github_sources_from_env`; None: no GitHub)."""
+    torch is found (tests). `github`: the GitHub source (the one the settings configure,
+    `github_sources`, handed in with the run's context); None: no GitHub."""
     if not change.patches:
         return change
-    remote = github_sources_from_env() if github is _FROM_ENV else github
-    assert remote is None or isinstance(remote, GitHubSources)
+    remote = github
     if not (change.base_sha and change.repo):
         remote = None  # a bare diff: no sha to ask for
     wanted = {

@@ -204,17 +204,16 @@ def impact_map_path(given: Path | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from workflows.drivers import embedded
     from workflows.run import pipeline
+    from workflows.run.context import RunContext
     from workflows.runner.shard_runner import InfrastructureError
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError, open_history
+    from workflows.stores.history import HistoryError
 
     request = build_request(args)
     settings = Settings.from_env()
     try:
-        history = open_history(settings.state_dir, settings.redis_url)
-        finished = embedded.run(
-            request, history, jobs=args.jobs, show_progress=not args.no_progress
-        )
+        ctx = RunContext.open(settings)  # the run's services, built once here
+        finished = embedded.run(request, ctx, jobs=args.jobs, show_progress=not args.no_progress)
     except pipeline.PipelineError as exc:
         raise CommandError(str(exc)) from exc
     except HistoryError as exc:  # the store is down or broken: no verdict is possible

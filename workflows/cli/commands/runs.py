@@ -205,6 +205,7 @@ def resume_run(args: argparse.Namespace) -> int:
     from workflows.cli.commands.run import print_summary
     from workflows.drivers import embedded
     from workflows.run import pipeline
+    from workflows.run.context import RunContext
     from workflows.settings import Settings
     from workflows.stores.history import HistoryError
 
@@ -216,7 +217,8 @@ def resume_run(args: argparse.Namespace) -> int:
             if distributed.resume(args.run_id):
                 print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
                 return 0
-        finished = embedded.resume(args.run_id, _history(), jobs=args.jobs)
+        ctx = RunContext.open(settings, _history())  # the run's services, built once here
+        finished = embedded.resume(args.run_id, ctx, jobs=args.jobs)
     except pipeline.PipelineError as exc:
         raise CommandError(str(exc)) from exc
     except HistoryError as exc:

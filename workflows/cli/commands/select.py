@@ -116,6 +116,7 @@ def select(args: argparse.Namespace) -> int:
     from selector.heuristics import REGISTRY
     from workflows.run.planning import plan_change
     from workflows.settings import Settings
+    from workflows.stores.sources import github_sources
     from workflows.tracing.trace_store import joined_trace
     from workflows.tracing.traces import describe
 
@@ -158,7 +159,15 @@ def select(args: argparse.Namespace) -> int:
             disabled=frozenset(args.disable),
             seed=args.seed,
         )
-        result = plan_change(changes, inventory, history, config, previous=previous, impact=impact)
+        result = plan_change(
+            changes,
+            inventory,
+            history,
+            config,
+            previous=previous,
+            impact=impact,
+            github=github_sources(Settings.from_env()),
+        )
     except SelectorError as exc:
         raise CommandError(str(exc)) from exc
     if args.plan_out:

@@ -7,11 +7,13 @@ by `workflows.drivers.distributed` itself nor by `status`, which read Redis only
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import redis
-from celery import Celery
+from celery import Celery, signals
 
 from workflows.run import pipeline
+from workflows.run.context import RunContext
 from workflows.settings import Settings
 from workflows.stores import redis_clients
 from workflows.stores.history import RedisHistory
@@ -62,6 +64,24 @@ def store() -> redis.Redis:
 
 def history() -> RedisHistory:
     return RedisHistory(app.conf.broker_url)
+
+
+# The run's services in this worker: built once, when the worker starts (its pool's processes
+# inherit it), and handed to every plan and finish it runs.
+_context: list[RunContext] = []
+
+
+@signals.worker_init.connect  # type: ignore[untyped-decorator]
+def _build_context(**_kwargs: Any) -> None:
+    _context[:] = [RunContext.open(Settings.from_env(), history())]
+
+
+def context() -> RunContext:
+    """This worker's run context; a process that runs a task without having started a worker
+    (an eager call) builds it on first use."""
+    if not _context:
+        _build_context()
+    return _context[0]
 
 
 def load_planned(run_id: str) -> pipeline.PlannedRun:

@@ -98,5 +98,5 @@ def finish(run_id: str) -> dict[str, Any]:
     def execute(name: str, ids: Any) -> pipeline.ShardRun:
         return pipeline.execute_shard(planned.request, name, ids, parallel=1)
 
-    finished = pipeline.finish(planned, outcomes, celery_app.history(), execute, faults)
+    finished = pipeline.finish(planned, outcomes, celery_app.context(), execute, faults)
     return finished.summary.to_json()

@@ -36,7 +36,7 @@ def plan(request: pipeline.RunRequest, token: str) -> str:
     store = celery_app.store()
     body = store.get(key(request.run_id, "planned"))
     if body is None:
-        planned = pipeline.plan(request, celery_app.history())
+        planned = pipeline.plan(request, celery_app.context())
         store.set(key(request.run_id, "planned"), json.dumps(planned.to_json()), ex=RESULT_TTL_S)
     else:  # a redelivered plan task reuses the stored plan: the same shards, the same keys
         planned = pipeline.PlannedRun.from_json(json.loads(body))
