@@ -153,6 +153,9 @@ def main() -> int:
         from relay.events import normalize
         from workflows.drivers import distributed
         from workflows.drivers.intake_bridge import request_for_event
+        from workflows.settings import Settings
+
+        settings = Settings.from_env()
 
         docs = json.loads((ROOT / "examples/events/push_docs_only.json").read_text())
         real = json.loads((ROOT / "examples/events/push_softmax_kernel.json").read_text())
@@ -164,7 +167,9 @@ def main() -> int:
             payload["after"] = payload["head_commit"]["id"] = payload["commits"][-1]["id"] = sha
             event = normalize("push", payload, f"tp-{i}-{uuid.uuid4().hex[:8]}")
             requests.append(
-                request_for_event(event, work / "runs", inventory, specs=(str(TINY_SPEC),))
+                request_for_event(
+                    event, work / "runs", inventory, specs=(str(TINY_SPEC),), settings=settings
+                )
             )
         cpu0 = sum(cpu_seconds(w.pid) for w in workers)
         t0 = time.monotonic()

@@ -102,7 +102,10 @@ def test_the_intake_plans_a_kernel_change_by_its_old_source_from_github(
     state = tmp_path / "state"
     settings = Settings(state, None, github_url=github_api.url, github_token=github_api.token)
     request = request_for_event(
-        complete_files(push_event(), adapter(github_api)), tmp_path / "runs", tiny_inventory
+        complete_files(push_event(), adapter(github_api)),
+        tmp_path / "runs",
+        tiny_inventory,
+        settings=settings,
     )
     assert request.diff_text is not None and "diff_text" not in request.event
     inventory = load_inventory(tiny_inventory)

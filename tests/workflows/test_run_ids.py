@@ -10,6 +10,7 @@ import pytest
 from contracts.event import TriggerEvent
 from workflows.drivers.intake_bridge import request_for_event
 from workflows.run import pipeline
+from workflows.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -25,7 +26,9 @@ from workflows.run import pipeline
 )
 def test_a_payloads_sha_never_reaches_a_folder_name(sha: str, tmp_path: Path) -> None:
     event = TriggerEvent(kind="push", delivery_id="d-1", repo="pytorch/pytorch", head_sha=sha)
-    request = request_for_event(event, tmp_path / "runs", tmp_path / "inv.json.gz")
+    request = request_for_event(
+        event, tmp_path / "runs", tmp_path / "inv.json.gz", settings=Settings(tmp_path, None)
+    )
     out = Path(request.out_dir)
     assert out.parent == (tmp_path / "runs").resolve()
     assert request.run_id.startswith("push-nosha-")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from contracts.event import TriggerEvent
 from workflows.run import pipeline
+from workflows.settings import Settings
 
 
 def request_for_event(
@@ -17,14 +18,13 @@ def request_for_event(
     specs: tuple[str, ...] = (),
     shards: int = 1,
     impact_map: str | None = None,
+    settings: Settings,
 ) -> pipeline.RunRequest:
     """Runs are keyed by delivery: the same delivery always maps to the same run id and folder.
 
     The diff the event brings (GitHub compare patches, `relay.changes.complete_files`) becomes
-    the run's diff; the event stored with the run does not repeat it."""
-    from workflows.settings import Settings
-
-    settings = Settings.from_env()
+    the run's diff; the event stored with the run does not repeat it. `settings`: the
+    intake's (traces, the held-back share)."""
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
         run_id=run_id,

@@ -121,6 +121,7 @@ def worker(args: argparse.Namespace) -> int:
                 specs=specs,
                 shards=args.concurrency,
                 impact_map=impact_map,
+                settings=settings,
             )
 
         threading.Thread(
