@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-
-
-def state_env(state_dir: Path) -> dict[str, str]:
-    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state_dir)}
-    for name in ("SPYRE_CI_REDIS_URL", "SPYRE_CI_IMPACT_MAP", "SPYRE_CI_INVENTORY"):
-        env.pop(name, None)
-    return env
+from tests.testing.cli import state_env
+from tests.testing.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="session")

@@ -19,9 +19,10 @@ import requests
 from contracts.event import ChangedFile, TriggerEvent
 from relay.intake import RedisIntake
 from relay.signature import sign
-from tests.conftest import REPO_ROOT, free_port
-from tests.relay.conftest import SECRET, RedisProcess
 from tests.servers.github_api import GitHubAPIServer
+from tests.testing.paths import REPO_ROOT
+from tests.testing.processes import free_port
+from tests.testing.relay import SECRET, RedisProcess
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
 

@@ -14,8 +14,8 @@ import pytest
 
 from selector import ChangeSet
 from selector.impact import ImpactMap
-from tests.conftest import REPO_ROOT
-from tests.workflows.conftest import spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import REPO_ROOT
 from workflows.bench.mutations import (
     Mutation,
     MutationError,

@@ -14,8 +14,8 @@ import pytest
 from contracts.event import TriggerEvent
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from workflows.run import forensics, pipeline
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 

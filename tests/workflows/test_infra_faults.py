@@ -16,8 +16,8 @@ from contracts.event import TriggerEvent
 from dashboard_export.layout import read_json_lines
 from selector.history import History
 from suites.model import Outcome, Status
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from workflows.run import pipeline
 from workflows.stores.history import RunState, SQLiteHistory
 
@@ -254,7 +254,7 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
     import sys
     import time
 
-    from tests.conftest import REPO_ROOT, SLOW_SPEC, SLOW_STEPS
+    from tests.testing.paths import REPO_ROOT, SLOW_SPEC, SLOW_STEPS
 
     # Twelve one-second tests in two shards: a warm shard starts in a fraction of a second,
     # so the tiny suite can end before the signal arrives.

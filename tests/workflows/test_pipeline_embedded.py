@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 
 WITH_DTYPE_FAILURES = {
     f"tiny::compare_cpu::{op}.with_dtype::{dtype}"

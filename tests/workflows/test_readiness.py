@@ -19,7 +19,7 @@ import pytest
 
 from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
-from tests.workflows.conftest import spyre_ci
+from tests.testing.cli import spyre_ci
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
@@ -386,7 +386,7 @@ def test_cli_one_real_run_is_not_enough_data(
 
 
 def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None:
-    from tests.relay.conftest import RedisProcess
+    from tests.testing.relay import RedisProcess
 
     server = RedisProcess(tmp_path)
     server.start()
@@ -410,7 +410,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
 def test_the_relay_serves_the_readiness_page_from_runs_dir(tmp_path: Path) -> None:
     from relay.app import Relay
     from relay.intake import connect
-    from tests.relay.conftest import RedisProcess, RelayHTTP, base_config
+    from tests.testing.relay import RedisProcess, RelayHTTP, base_config
 
     server = RedisProcess(tmp_path)
     server.start()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from contracts.event import TriggerEvent
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import TINY_SPEC
 from workflows.run import pipeline
 from workflows.stores.history import SQLiteHistory
 
