@@ -11,6 +11,7 @@ import pytest
 from tests.testing.cli import build_inventory
 from tests.testing.paths import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
 from tests.testing.relay import RedisProcess
+from tests.testing.shared import built_once
 
 # Upstream-style device-generic test files that suites run through the plugin (one of them
 # hangs on purpose): data for those tests, never collected on their own.
@@ -31,14 +32,16 @@ def redis_server(tmp_path: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def tiny_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Inventory of the tiny suite (16 variants) for the installed torch."""
-    return build_inventory(TINY_SPEC, tmp_path_factory.mktemp("inventory") / "tiny.json.gz")
+    return built_once(tmp_path_factory, "tiny.json.gz", lambda p: build_inventory(TINY_SPEC, p))
 
 
 @pytest.fixture(scope="session")
 def slow_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Inventory of the slow-steps suite: shards long enough to signal or kill midway."""
-    path = tmp_path_factory.mktemp("inventory") / "slow.json.gz"
-    return build_inventory(SLOW_SPEC, path, env={**os.environ, "TORCH_ROOT": str(SLOW_STEPS)})
+    env = {**os.environ, "TORCH_ROOT": str(SLOW_STEPS)}
+    return built_once(
+        tmp_path_factory, "slow.json.gz", lambda p: build_inventory(SLOW_SPEC, p, env=env)
+    )
 
 
 @pytest.fixture(autouse=True)

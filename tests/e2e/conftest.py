@@ -10,13 +10,18 @@ import pytest
 
 from tests.testing.cli import state_env
 from tests.testing.paths import REPO_ROOT
+from tests.testing.shared import built_once
 
 
 @pytest.fixture(scope="session")
 def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state directory holding only the cached Inventory of the bundled specs, built the
-    way `spyre-ci run` builds it (workflows.stores.inventory_cache), once per session."""
-    state = tmp_path_factory.mktemp("seeded-state")
+    way `spyre-ci run` builds it (workflows.stores.inventory_cache), once per test run."""
+    return built_once(tmp_path_factory, "seeded-state", _seed)
+
+
+def _seed(state: Path) -> None:
+    state.mkdir()
     probe = (
         "from workflows.stores.inventory_cache import default_inventory\n"
         "from workflows.settings import Settings\n"
@@ -31,4 +36,3 @@ def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     assert result.returncode == 0, result.stderr
-    return state

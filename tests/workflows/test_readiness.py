@@ -19,7 +19,7 @@ import pytest
 
 from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
-from tests.testing.cli import spyre_ci
+from tests.testing.cli import cli
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
@@ -394,7 +394,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
     try:
         _save(RedisHistory(server.url), BROKEN["queue_time"]())
         redis_env = {**env, "SPYRE_CI_REDIS_URL": server.url}
-        result = spyre_ci(
+        result = cli(
             "readiness", "--now", _now(), "--l2-since", _l2_since(), "--json", env=redis_env
         )
         assert result.returncode == 1, result.stderr
@@ -402,7 +402,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
         assert by_key == {key: key != "queue_time" for key in CRITERIA}
     finally:
         server.stop()
-    down = spyre_ci("readiness", env={**env, "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"})
+    down = cli("readiness", env={**env, "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"})
     assert down.returncode == 3, down.stderr
     assert "Redis History at" in down.stderr and "Traceback" not in down.stderr
 
