@@ -31,7 +31,7 @@ def cli(*args: str, env: Mapping[str, str] | None = None, cwd: Path = REPO_ROOT)
 
     As `spyre_ci` takes them, `env` is the whole environment (default: this process's) and
     `cwd` the working directory; both are restored afterwards, as are the variables the
-    command itself sets. An argparse refusal (SystemExit) is its exit code, as in a shell.
+    command itself sets. A SystemExit (argparse's refusals) ends it as it ends a process.
     """
     from workflows.cli.main import main
 
@@ -44,8 +44,12 @@ def cli(*args: str, env: Mapping[str, str] | None = None, cwd: Path = REPO_ROOT)
     ):
         try:
             code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        except SystemExit as exc:  # as the interpreter ends on it
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
     return Result(tuple(args), code, out.getvalue(), err.getvalue())
 
 
