@@ -1,13 +1,20 @@
 """Error types that cross package boundaries.
 
 Each package keeps its own error type for bad input (RelayError, ExportError, SelectorError,
-...). An outage is apart from those: the input was fine, a service it needs (GitHub, HUD,
-Redis) was down or unreachable, and the same call may succeed later. Every package's outage
-error derives from `Unavailable`, so the CLI maps them all to exit code 3 in one place and a
-caller tells an outage from a refusal by type, never by the words of a message.
+SpecError, ...), and each derives from `BadInput`. An outage is apart from those: the input
+was fine, a service it needs (GitHub, HUD, Redis, History) was down or unreachable, and the
+same call may succeed later; every package's outage error derives from `Unavailable`. The
+category is the type's, so the CLI maps them all to an exit code in one place (`BadInput` 2,
+`Unavailable` 3) with no translation in between, and a caller tells an outage from a refusal
+by type, never by the words of a message.
 """
 
 from __future__ import annotations
+
+
+class BadInput(Exception):
+    """The input as given (a file, a flag, a variable, a config, a delivery) cannot be used;
+    the message names it and says what to do. Retrying the same input fails the same way."""
 
 
 class Unavailable(Exception):
@@ -18,7 +25,7 @@ class Unavailable(Exception):
     """
 
 
-class Refused(ValueError):
+class Refused(BadInput, ValueError):
     """A service, or the adapter in front of it, refused a call as it was made (a 4xx, a
     missing credential, an argument outside the service's limits): retrying the same call
     fails the same way, so the caller reports it as bad input.

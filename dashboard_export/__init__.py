@@ -6,10 +6,10 @@ publishers; see docs/export.md. Never imports torch.
 
 from __future__ import annotations
 
-from contracts.errors import Unavailable
+from contracts.errors import BadInput, Unavailable
 
 
-class ExportError(Exception):
+class ExportError(BadInput):
     """A run cannot be exported or published; the message says which field, file or endpoint."""
 
 

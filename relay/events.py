@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import Unavailable
+from contracts.errors import BadInput, Unavailable
 from contracts.event import ChangedFile, TriggerEvent
 
 ZERO_SHA = "0" * 40
@@ -24,7 +24,7 @@ PUSH_COMMIT_LIMIT = 2048
 _FILE_KEYS = (("added", "added"), ("modified", "modified"), ("removed", "removed"))
 
 
-class RelayError(ValueError):
+class RelayError(BadInput, ValueError):
     """The relay's one error type for bad input: a delivery, event file, config or callback
     that cannot be used; the message names the delivery, file or field and what to do."""
 

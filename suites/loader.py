@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from contracts.errors import BadInput
+
 Path_ = tuple[str | int, ...]
 Mark = tuple[int, int]  # 1-based line and column
 
@@ -25,7 +27,7 @@ Mark = tuple[int, int]  # 1-based line and column
 _TOKEN = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
 
 
-class SpecError(Exception):
+class SpecError(BadInput):
     """A spec cannot be loaded, validated or expanded; the message names file:line:col."""
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 # -- the rules: adjust these when DESIGN.md's table changes ----------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 LIMIT = 500
 MARKER = "Long on purpose:"

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from workflows.errors import BadInput
+
 
 def absolute(path: str | Path) -> Path:
     """`path` with `~` expanded, absolute against the current directory (no symlinks resolved)."""
@@ -71,7 +73,7 @@ class Settings:
         )
 
 
-class SettingsError(ValueError):
+class SettingsError(BadInput, ValueError):
     """An environment variable holds a value it cannot mean; the message names it."""
 
 

@@ -12,7 +12,7 @@ import textwrap
 
 import torch
 
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:

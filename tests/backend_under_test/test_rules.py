@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from backend_under_test import rules
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 DEVICE = "spyre"
 

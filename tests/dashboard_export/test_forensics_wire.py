@@ -20,7 +20,7 @@ from dashboard_export.layout import FORENSICS_FILE, write_run
 from dashboard_export.model import RunRecord
 from dashboard_export.validation import errors
 from relay.callback import CALLBACK_SCHEMA
-from tests.dashboard_export.conftest import make_record
+from tests.testing.records import make_record
 from workflows.cli.main import main
 
 GOOD, BAD = "1" * 40, "2" * 40
@@ -234,8 +234,8 @@ def test_the_relay_takes_a_failed_nightly_and_hud_stores_the_shas(
     from dashboard_export.publish import publish_hud
     from relay.app import Relay
     from relay.intake import connect
-    from tests.relay.conftest import RedisProcess, RelayHTTP, base_config
     from tests.servers.hud import HudServer
+    from tests.testing.relay import RedisProcess, RelayHTTP, base_config
 
     record = _with_forensics(junit_dir, verdict=True)
     nightly = TriggerEvent(

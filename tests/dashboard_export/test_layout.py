@@ -6,7 +6,7 @@ from pathlib import Path
 from dashboard_export.layout import read_json_lines, write_run
 from dashboard_export.model import RunRecord
 from dashboard_export.validation import validate
-from tests.dashboard_export.conftest import CRASHED
+from tests.testing.records import CRASHED
 
 EXPECTED = {
     "run.json",

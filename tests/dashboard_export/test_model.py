@@ -9,7 +9,7 @@ import pytest
 from dashboard_export import ExportError
 from dashboard_export.model import RunRecord
 from dashboard_export.validation import validate
-from tests.dashboard_export.conftest import make_record
+from tests.testing.records import make_record
 
 
 def test_record_json_round_trip(record: RunRecord, tmp_path: Path) -> None:

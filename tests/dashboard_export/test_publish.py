@@ -18,8 +18,8 @@ from dashboard_export.hud_row import row_for, workflow_job_row
 from dashboard_export.model import RunRecord, VariantResult
 from dashboard_export.publish import post_json, publish_callback, publish_hud, publish_run_to_hud
 from suites.model import Outcome, Status
-from tests.conftest import free_port
 from tests.servers.hud import HudServer
+from tests.testing.processes import free_port
 
 KEY = "hud-test-key"
 

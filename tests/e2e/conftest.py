@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-
-
-def state_env(state_dir: Path) -> dict[str, str]:
-    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state_dir)}
-    for name in ("SPYRE_CI_REDIS_URL", "SPYRE_CI_IMPACT_MAP", "SPYRE_CI_INVENTORY"):
-        env.pop(name, None)
-    return env
+from tests.testing.cli import state_env
+from tests.testing.paths import REPO_ROOT
+from tests.testing.shared import built_once
 
 
 @pytest.fixture(scope="session")
 def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state directory holding only the cached Inventory of the bundled specs, built the
-    way `spyre-ci run` builds it (workflows.stores.inventory_cache), once per session."""
-    state = tmp_path_factory.mktemp("seeded-state")
+    way `spyre-ci run` builds it (workflows.stores.inventory_cache), once per test run."""
+    return built_once(tmp_path_factory, "seeded-state", _seed)
+
+
+def _seed(state: Path) -> None:
+    state.mkdir()
     probe = (
         "from workflows.stores.inventory_cache import default_inventory\n"
         "from workflows.settings import Settings\n"
@@ -38,4 +36,3 @@ def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     assert result.returncode == 0, result.stderr
-    return state

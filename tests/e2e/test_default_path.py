@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from selector.history import History
-from tests.conftest import REPO_ROOT
-from tests.e2e.conftest import state_env
+from tests.testing.cli import state_env
+from tests.testing.paths import REPO_ROOT
 from workflows.stores.history import RunState, SQLiteHistory
 
 EVENT = REPO_ROOT / "examples" / "events" / "push_softmax_kernel.json"

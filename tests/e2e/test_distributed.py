@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from relay.signature import sign
-from tests.conftest import REPO_ROOT, TINY_SPEC, free_port, launcher
+from tests.testing.paths import REPO_ROOT, TINY_SPEC
+from tests.testing.processes import free_port, launcher
 from workflows.stores.history import RedisHistory
 
 SECRET = "e2e-secret"

@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
-from tests.e2e.conftest import state_env
+from tests.testing.cli import state_env
+from tests.testing.paths import REPO_ROOT
 
 # Not linked into the clone-like directory: outputs and caches a fresh clone does not have.
 NOT_IN_A_FRESH_CLONE = {

@@ -15,8 +15,9 @@ import pytest
 import redis
 
 from contracts.event import TriggerEvent
-from tests.conftest import REPO_ROOT, TINY_SPEC, free_port
 from tests.e2e.test_distributed import wait_for
+from tests.testing.paths import REPO_ROOT, TINY_SPEC
+from tests.testing.processes import free_port
 from workflows.stores.history import RedisHistory
 
 

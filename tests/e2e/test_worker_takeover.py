@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import SLOW_SPEC, SLOW_STEPS, launcher
 from tests.e2e.test_distributed import completed_runs, services, wait_for
+from tests.testing.paths import SLOW_SPEC, SLOW_STEPS
+from tests.testing.processes import launcher
 from workflows.drivers import distributed
 
 __all__ = ["services"]  # the fixture, shared with test_distributed

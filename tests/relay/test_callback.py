@@ -24,9 +24,9 @@ from relay.config import OidcConfig
 from relay.crcr_state import ZOMBIE_TIMEOUT_SECONDS
 from relay.github import GitHubAdapter
 from relay.intake import connect
-from tests.relay.conftest import RedisProcess, RelayHTTP, base_config
 from tests.servers.github_api import GitHubAPIServer
 from tests.servers.hud import HudServer
+from tests.testing.relay import RedisProcess, RelayHTTP, base_config
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
 ALLOWLIST = """\

@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from relay.signature import sign
-from tests.relay.conftest import SECRET, RedisProcess
 from tests.relay.test_serve import relay_env, serving
+from tests.testing.relay import SECRET, RedisProcess
 
 HEADER_TIMEOUT, BODY_TIMEOUT = 2.0, 3.0
 LIMIT = 25 * 1024 * 1024  # the default max_body_bytes

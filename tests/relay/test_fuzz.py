@@ -17,8 +17,8 @@ from relay.app import Relay
 from relay.github import GitHubAdapter
 from relay.intake import connect
 from relay.signature import sign
-from tests.relay.conftest import SECRET, RedisProcess, RelayHTTP, base_config
 from tests.servers.github_api import GitHubAPIServer
+from tests.testing.relay import SECRET, RedisProcess, RelayHTTP, base_config
 
 HEADER_TEXT = st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=60)
 EVENTS = st.sampled_from(

@@ -21,11 +21,12 @@ import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from relay.signature import sign
-from tests.conftest import REPO_ROOT, free_port
-from tests.relay.conftest import SECRET, RedisProcess
 from tests.relay.test_serve import relay_env
 from tests.servers.github_api import GitHubAPIServer
 from tests.servers.hud import HudServer
+from tests.testing.paths import REPO_ROOT
+from tests.testing.processes import free_port
+from tests.testing.relay import SECRET, RedisProcess
 
 HEAD = "abc123" + "0" * 34
 ALLOWLIST = """\

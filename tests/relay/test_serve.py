@@ -1,4 +1,5 @@
-"""`spyre-ci serve` (gunicorn, several worker processes) and `spyre-ci trigger`, as subprocesses."""
+"""`spyre-ci serve` (gunicorn, several worker processes) as a subprocess; its refusals and
+`spyre-ci trigger`, which end before anything is served, in-process."""
 
 from __future__ import annotations
 
@@ -19,22 +20,13 @@ import requests
 from contracts.event import ChangedFile, TriggerEvent
 from relay.intake import RedisIntake
 from relay.signature import sign
-from tests.conftest import REPO_ROOT, free_port
-from tests.relay.conftest import SECRET, RedisProcess
 from tests.servers.github_api import GitHubAPIServer
+from tests.testing.cli import cli
+from tests.testing.paths import REPO_ROOT
+from tests.testing.processes import free_port
+from tests.testing.relay import SECRET, RedisProcess
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
-
-
-def spyre_ci(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "workflows", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def relay_env(redis_url: str, **extra: str) -> dict[str, str]:
@@ -129,14 +121,14 @@ def test_serve_counts_deliveries_across_worker_processes(served: str) -> None:
 def test_serve_without_a_secret_says_what_to_set(redis_proc: RedisProcess) -> None:
     env = relay_env(redis_proc.url)
     del env["SPYRE_CI_WEBHOOK_SECRET"]
-    result = spyre_ci("serve", env=env)
+    result = cli("serve", env=env)
     assert result.returncode == 2 and "SPYRE_CI_WEBHOOK_SECRET" in result.stderr
 
 
 def test_serve_config_errors_name_the_field(redis_proc: RedisProcess, tmp_path: Path) -> None:
     config = tmp_path / "relay.yaml"
     config.write_text("branches: 3\n")
-    result = spyre_ci("serve", "--config", str(config), env=relay_env(redis_proc.url))
+    result = cli("serve", "--config", str(config), env=relay_env(redis_proc.url))
     assert result.returncode == 2
     assert f"{config}: field 'branches' must be a non-empty list" in result.stderr
 
@@ -147,28 +139,28 @@ def test_serve_refuses_an_allowlist_listing_a_repo_twice(
     allowlist = tmp_path / "allowlist.yml"
     allowlist.write_text("L1:\n  - acme/backend\nL4:\n  - acme/backend\n")
     env = relay_env(redis_proc.url, SPYRE_CI_ALLOWLIST=str(allowlist))
-    result = spyre_ci("serve", env=env)
+    result = cli("serve", env=env)
     assert result.returncode == 2
     assert f"{allowlist}: acme/backend is listed in L1 and L4" in result.stderr
 
 
 def test_trigger_nightly_enqueues_once(redis_proc: RedisProcess) -> None:
     env = relay_env(redis_proc.url)
-    first = spyre_ci("trigger", "nightly", "--sha", SHA_B, env=env)
+    first = cli("trigger", "nightly", "--sha", SHA_B, env=env)
     assert first.returncode == 0 and "enqueued nightly" in first.stdout
-    second = spyre_ci("trigger", "nightly", "--sha", SHA_B, env=env)
+    second = cli("trigger", "nightly", "--sha", SHA_B, env=env)
     assert second.returncode == 0 and "already enqueued" in second.stdout
     claimed = RedisIntake.from_url(redis_proc.url).claim("w")
     assert claimed is not None
     assert claimed.event.kind == "nightly" and claimed.event.head_sha == SHA_B
     assert claimed.event.delivery_id == SHA_B  # the CRCR contract: nightly delivery = sha
-    bad = spyre_ci("trigger", "nightly", "--sha", "abc", env=env)
+    bad = cli("trigger", "nightly", "--sha", "abc", env=env)
     assert bad.returncode == 2 and "40-hex-digit" in bad.stderr
 
 
 def test_trigger_with_redis_down_is_an_infrastructure_error(redis_proc: RedisProcess) -> None:
     redis_proc.stop()
-    result = spyre_ci("trigger", "periodic", "--sha", SHA_A, env=relay_env(redis_proc.url))
+    result = cli("trigger", "periodic", "--sha", SHA_A, env=relay_env(redis_proc.url))
     # A service down is exit code 3, not bad input (2); the message names what failed.
     assert result.returncode == 3, result.stderr
     assert "infrastructure error" in result.stderr and "not enqueued" in result.stderr

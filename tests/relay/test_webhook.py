@@ -11,7 +11,7 @@ import redis
 from contracts.event import TriggerEvent
 from relay.intake import INTAKE_STREAM, QueueUnavailable, RedisIntake
 from relay.signature import sign, verify
-from tests.relay.conftest import SECRET, RedisProcess, RelayHTTP
+from tests.testing.relay import SECRET, RedisProcess, RelayHTTP
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
 
@@ -258,7 +258,7 @@ class ListQueue:
 def test_any_queue_can_take_the_triggers(redis_proc: RedisProcess) -> None:
     from relay.app import Relay
     from relay.intake import Queue, connect
-    from tests.relay.conftest import base_config
+    from tests.testing.relay import base_config
 
     queue = ListQueue()
     assert isinstance(queue, Queue)

@@ -1,17 +1,10 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from contracts.event import TriggerEvent
-from relay.events import load_event_file
-from selector import ChangeSet, InventoryIndex
+from selector import InventoryIndex
 from suites.model import Inventory
-from tests.conftest import REPO_ROOT
 from tests.selector.synthetic import small_inventory
-
-EVENTS = REPO_ROOT / "examples" / "events"
 
 
 @pytest.fixture(scope="session")
@@ -22,28 +15,3 @@ def inventory() -> Inventory:
 @pytest.fixture(scope="session")
 def index(inventory: Inventory) -> InventoryIndex:
     return InventoryIndex.build(inventory)
-
-
-def example_change(name: str) -> ChangeSet:
-    """An example event as the CLI reads it: the payload plus its sibling patch, if any."""
-    event = load_event_file(EVENTS / f"{name}.json")
-    assert isinstance(event, TriggerEvent), event
-    patch = EVENTS / f"{name}.patch"
-    text = patch.read_text(encoding="utf-8") if patch.exists() else None
-    return ChangeSet.from_event(event, text, diff_source=str(patch))
-
-
-def diff_change(*paths: str, body: str = "") -> ChangeSet:
-    """A diff touching `paths` with one trivial hunk each (or `body` as the whole diff)."""
-    if body:
-        return ChangeSet.from_diff(body, head_sha="f" * 40)
-    text = "".join(
-        f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-old\n+new\n" for p in paths
-    )
-    return ChangeSet.from_diff(text, head_sha="f" * 40)
-
-
-def write_patch(tmp: Path, name: str, text: str) -> Path:
-    path = tmp / name
-    path.write_text(text, encoding="utf-8")
-    return path

@@ -9,7 +9,7 @@ import pytest
 from contracts.event import TriggerEvent
 from relay.events import load_event_file
 from selector.diff import parse_unified_diff
-from tests.selector.conftest import EVENTS
+from tests.testing.paths import EVENTS
 
 NAMES = sorted(p.stem for p in EVENTS.glob("*.json"))
 

@@ -20,9 +20,9 @@ from selector.heuristics.base import RetrieveContext, Score
 from selector.plan import SKIP_COUNT_BUDGET, SKIP_NO_MATCH, Plan
 from selector.shard import shard_lpt
 from suites.model import Inventory, Status, split_variant_id
-from tests.conftest import REPO_ROOT
-from tests.selector.conftest import diff_change, example_change
 from tests.selector.synthetic import make_variant
+from tests.testing.changes import diff_change, example_change
+from tests.testing.paths import REPO_ROOT
 
 SOFTMAX_FAMILY = {
     "softmax",

@@ -5,7 +5,7 @@ import pytest
 from contracts.event import ChangedFile, TriggerEvent
 from selector import ChangeSet, InventoryIndex, scout
 from selector.areas import classify
-from tests.selector.conftest import diff_change, example_change
+from tests.testing.changes import diff_change, example_change
 
 
 @pytest.mark.parametrize(

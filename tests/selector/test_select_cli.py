@@ -11,8 +11,7 @@ import pytest
 
 from selector import History, VariantHistory
 from suites.model import Inventory, Status
-from tests.conftest import REPO_ROOT
-from tests.selector.conftest import EVENTS
+from tests.testing.paths import EVENTS, REPO_ROOT
 from workflows.cli.main import main
 
 

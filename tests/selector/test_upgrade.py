@@ -21,7 +21,7 @@ from selector.upgrade import (
     validation,
 )
 from suites.model import Expectation, Inventory, Outcome, Status, Variant, variant_id
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 

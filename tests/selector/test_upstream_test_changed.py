@@ -12,7 +12,7 @@ from selector.history import History
 from selector.index import InventoryIndex
 from selector.scout import scout
 from suites.model import Inventory, Variant
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 PATH = "test/test_tiny_plain.py"
 OLD = (REPO_ROOT / "tests" / "suites" / "upstream_like" / PATH).read_text()

@@ -21,7 +21,7 @@ from selector.holdout import HoldoutStratum, draw_holdout
 from selector.plan import PlanConfig
 from selector.verify import holdout_bound, wilson_upper
 from suites.model import Outcome, Status
-from tests.selector.conftest import example_change
+from tests.testing.changes import example_change
 
 SOFTMAX_F16 = "ops::compare_cpu::softmax::float16"
 LOG_SOFTMAX = "ops::compare_cpu::log_softmax::float32"

@@ -13,7 +13,8 @@ from selector.history import HistoryUpdate, OutcomeRecord
 from suites.audit import same_failure, version_condition
 from suites.model import Status
 from suites.spec_patch import removal_patch
-from tests.conftest import REPO_ROOT, free_port
+from tests.testing.paths import REPO_ROOT
+from tests.testing.processes import free_port
 from workflows.cli.main import main
 from workflows.settings import Settings
 from workflows.stores.history import open_history

@@ -12,7 +12,7 @@ import pytest
 from suites.expand import Expansion, expand, load_suites
 from suites.fingerprint import definition_text, describe_value
 from suites.model import Expectation, Inventory
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 from workflows.cli.main import main
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"

@@ -15,7 +15,8 @@ from suites import lint, loader
 from suites.expand import load_suites_each
 from suites.lint import lint_paths
 from suites.loader import SpecError, load_spec
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import SOFTMAX_PATCH
 
 TINY = Path(__file__).resolve().parents[1] / "workflows" / "data" / "tiny.yaml"
 

@@ -13,7 +13,7 @@ import pytest
 
 from suites.lint import lint_paths
 from suites.loader import SpecError, load_spec, parse_yaml, schema, spec_paths
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 TORCH_SPYRE = Path("/work/shared/reference/torch-spyre-configs")
 BUNDLED = REPO_ROOT / "suites" / "specs"

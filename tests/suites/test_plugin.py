@@ -9,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
 

@@ -12,7 +12,7 @@ import pytest
 
 from suites.model import Outcome, Status
 from suites.renames import RenameRecord, find_renames
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 from workflows.cli.main import main
 
 RENAMED = REPO_ROOT / "tests" / "suites" / "upstream_renamed"

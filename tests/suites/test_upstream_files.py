@@ -16,7 +16,7 @@ import pytest
 
 from suites.expand import Expansion, expand, load_suites
 from suites.model import Expectation
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
 MULTI = UPSTREAM_LIKE / "multi.yaml"

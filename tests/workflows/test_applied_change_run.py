@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows.conftest import GLU_PATCH, GLU_SPEC, SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import GLU_PATCH, GLU_SPEC, SOFTMAX_PATCH
 
 GLU = "glu::compare_cpu::nn.functional.glu::float32"
 

@@ -24,8 +24,8 @@ from benchmarks.selection.mutations.author import git_diff, python_diff
 from benchmarks.selection.mutations.impact import changed_functions, touched_variants
 from selector import ChangeSet
 from selector.impact import ImpactMap
-from tests.conftest import REPO_ROOT
-from tests.workflows.conftest import spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import REPO_ROOT
 
 SHIPPED = REPO_ROOT / "benchmarks" / "selection" / "mutations.yaml"
 MICRO_SPEC = Path(__file__).parent / "data" / "selection" / "micro.yaml"

@@ -19,7 +19,8 @@ from contracts.event import TriggerEvent
 from relay.triage import checked_verdict
 from suites.model import Outcome, Status
 from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - fixture
-from tests.workflows.conftest import GLU_SPEC, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import GLU_SPEC
 from tests.workflows.run_context import run_context
 from workflows.cli.commands.run import print_summary
 from workflows.drivers.bisect.answer import answer

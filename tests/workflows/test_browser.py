@@ -129,7 +129,7 @@ def test_the_relay_serves_the_pages_and_nothing_outside_them(
 ) -> None:
     from relay.app import Relay
     from relay.intake import connect
-    from tests.relay.conftest import RedisProcess, RelayHTTP, base_config
+    from tests.testing.relay import RedisProcess, RelayHTTP, base_config
 
     broken, _ = (browsed / "ids").read_text().split()
     runs = tmp_path / "runs"

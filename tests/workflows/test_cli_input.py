@@ -3,8 +3,10 @@ no traceback, and leaves the state directory (History, inventory cache) and the 
 directory as they were. Paths given relative to the directory a command starts in mean that
 directory everywhere, also to shards and to a `runs resume` started somewhere else.
 
-Every case runs the real CLI (`python -m workflows`) in a fresh directory holding the
-hostile files under `in/`, with a fresh, empty SPYRE_CI_STATE_DIR.
+Every case runs the CLI's entry point (`workflows.cli.main.main`, what `python -m workflows`
+calls) in this process, in a fresh directory holding the hostile files under `in/`, with a
+fresh, empty SPYRE_CI_STATE_DIR; one case also runs as a subprocess, for the exit code and
+the stderr a shell sees.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import cli, spyre_ci
+from tests.testing.paths import REPO_ROOT, SOFTMAX_PATCH, TINY_SPEC
 
 SOFTMAX_EVENT = REPO_ROOT / "examples" / "events" / "push_softmax_kernel.json"
 # A change to the sin kernel: the tiny suite's two sin variants, one per shard.
@@ -524,7 +526,7 @@ def test_hostile_input_is_refused_cleanly(
         "{event}": str(SOFTMAX_EVENT),
         "{patch}": str(SOFTMAX_PATCH),
     }
-    result = spyre_ci(*[subst.get(a, a) for a in argv], env=env, cwd=work, timeout=120)
+    result = cli(*[subst.get(a, a) for a in argv], env=env, cwd=work)
 
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
@@ -537,6 +539,16 @@ def test_hostile_input_is_refused_cleanly(
         assert fragment in last, (fragment, last)
     assert list(state.iterdir()) == [], "the state directory must stay untouched"
     assert sorted(p.relative_to(work) for p in work.rglob("*")) == before
+
+
+def test_a_refusal_is_exit_code_2_in_a_shell(tmp_path: Path) -> None:
+    work = tmp_path / "cwd"
+    _hostile_files(work)
+    result = spyre_ci("export", "--record", "in/binary.json", "--out", "in/export", cwd=work)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("spyre-ci: error: ") and "in/binary.json" in line, line
+    assert "not a run record: binary data" in line
 
 
 def _shard_logs(out: Path, shard: str) -> list[Path]:
@@ -557,7 +569,7 @@ def test_relative_paths_hold_across_directories(tiny_inventory: Path, tmp_path: 
     (a / "change.patch").write_text(SIN_PATCH)
     env = {**os.environ, "SPYRE_CI_STATE_DIR": "state"}
     env.pop("SPYRE_CI_IMPACT_MAP", None)
-    first = spyre_ci(
+    first = cli(
         "run",
         "--diff",
         "change.patch",
@@ -595,7 +607,7 @@ def test_relative_paths_hold_across_directories(tiny_inventory: Path, tmp_path: 
         path.unlink()
     assert dropped
 
-    resumed = spyre_ci(
+    resumed = cli(
         "runs",
         "resume",
         run.run_id,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 from workflows.cli.commands.runs import field_lines
 from workflows.cli.main import build_parser, main
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 
 WORKFLOWS = REPO_ROOT / "workflows"
 READS = re.compile(r"os\.environ|os\.getenv|\bgetenv\(|Settings\.from_env")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.servers.github_api import GitHubAPIServer
-from tests.workflows.conftest import GLU_PATCH, GLU_SPEC, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import GLU_PATCH, GLU_SPEC, REPO_ROOT
 
 BASE = "0e5bc7d4a106b7827070c51f385b31b3487c01da"
 HEAD = "b5d1c0de00000000000000000000000000000001"

@@ -15,11 +15,12 @@ import pytest
 from contracts.event import TriggerEvent
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 from tests.workflows.run_context import run_context
 from workflows.run import exporting, forensics, pipeline, under_test
 from workflows.run.under_test import backend, torch_git_sha
+from tests.testing.cli import cli
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
+from workflows.run import forensics, pipeline
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import RunSummary
 from workflows.stores.sources import installed_torch
@@ -238,7 +239,7 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     assert record.summary.forensics.triage == "unknown"
     assert record.summary.plan.backend["device"] and record.summary.plan.torch_sha
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
-    shown = spyre_ci("runs", "show", "push-c", env=env)
+    shown = cli("runs", "show", "push-c", env=env)
     assert shown.returncode == 0, shown.stderr
     assert "triage: unknown (high confidence)" in shown.stdout
     assert f"{VID}: {line}" in shown.stdout and "triage: precision (unknown)" in shown.stdout
@@ -253,7 +254,7 @@ def test_a_real_run_refused_by_a_spyre_rule_is_the_backends(
     # ask for float64, which the Spyre rules refuse: related, but a device rule (ours).
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
     out = tmp_path / "out"
-    first = spyre_ci(
+    first = cli(
         "run",
         "--diff",
         str(SOFTMAX_PATCH),
@@ -342,7 +343,7 @@ def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
     assert line in before["report.md"].decode() and line in before["report.html"].decode()
     for name in before:
         (out / name).unlink()
-    exported = spyre_ci("export", str(out))
+    exported = cli("export", str(out))
     assert exported.returncode == 0, exported.stderr
     assert {n: (out / n).read_bytes() for n in before} == before
 

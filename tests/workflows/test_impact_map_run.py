@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import spyre_ci
 from tests.workflows.run_context import run_context
+from tests.testing.cli import cli, spyre_ci
+from tests.testing.paths import TINY_SPEC
 from workflows.run import pipeline
 from workflows.stores.history import SQLiteHistory
 
@@ -104,12 +104,12 @@ def test_impact_map_errors_name_the_file(tiny_inventory: Path, tmp_path: Path) -
         str(tmp_path / "out"),
         "--no-progress",
     ]
-    missing = spyre_ci(*common, "--impact-map", str(tmp_path / "nope.json"), env=env)
+    missing = cli(*common, "--impact-map", str(tmp_path / "nope.json"), env=env)
     assert missing.returncode == 2
     assert "nope.json: no impact map there; record one with `spyre-ci impact-map" in (
         missing.stderr
     )
-    from_env = spyre_ci(*common, env={**env, "SPYRE_CI_IMPACT_MAP": str(tmp_path / "gone.json")})
+    from_env = cli(*common, env={**env, "SPYRE_CI_IMPACT_MAP": str(tmp_path / "gone.json")})
     assert from_env.returncode == 2 and "gone.json: no impact map there" in from_env.stderr
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": 1, "variants": [')

@@ -16,9 +16,9 @@ from contracts.event import TriggerEvent
 from dashboard_export.layout import read_json_lines
 from selector.history import History
 from suites.model import Outcome, Status
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
 from tests.workflows.run_context import run_context
+from tests.testing.cli import cli
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from workflows.run import pipeline
 from workflows.stores.history import RunState, SQLiteHistory
 
@@ -53,7 +53,7 @@ def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     out = tmp_path / "broken"
     # 64 MB of address space: the test processes cannot even import torch.
-    broken = spyre_ci(*_common(tiny_inventory), "--memory-mb", "64", "--out", str(out), env=env)
+    broken = cli(*_common(tiny_inventory), "--memory-mb", "64", "--out", str(out), env=env)
     assert broken.returncode == 3, broken.stdout + broken.stderr
     assert "INFRASTRUCTURE ERROR (not a test result)" in broken.stdout
     assert "before its first test" in broken.stdout
@@ -89,27 +89,27 @@ def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_
     assert history.snapshot(["aten/src/ATen/native/SoftMax.cpp"]) == History()
     run = history.get_run(record["run_id"])
     assert run is not None and run.state == RunState.INFRA_ERROR
-    listing = spyre_ci("runs", "list", env=env)
+    listing = cli("runs", "list", env=env)
     assert record["run_id"] in listing.stdout and "infra-error" in listing.stdout
-    check = spyre_ci("history", "check", env=env)  # it taught nothing, and says why
+    check = cli("history", "check", env=env)  # it taught nothing, and says why
     assert check.returncode == 0 and "taught History nothing" in check.stdout
     assert f"{record['run_id']}  [infra-error]  infrastructure error: shard-0" in check.stdout
 
     # The next run is judged as if the broken one never happened: its real failures are
     # new, not "pre-existing" against a baseline of the tool's errors.
-    good = spyre_ci(*_common(tiny_inventory), "--out", str(tmp_path / "good"), env=env)
+    good = cli(*_common(tiny_inventory), "--out", str(tmp_path / "good"), env=env)
     assert good.returncode == 1, good.stdout + good.stderr
     good_record = json.loads((tmp_path / "good" / "run.json").read_text())
     new = {r["id"] for r in good_record["results"] if r["classification"] == "new"}
     assert new == SOFTMAX_NEW
 
     # ... and `history forget` takes back what that good run taught, once.
-    forget = spyre_ci("history", "forget", good_record["run_id"], env=env)
+    forget = cli("history", "forget", good_record["run_id"], env=env)
     assert forget.returncode == 0 and "forgotten" in forget.stdout, forget.stderr
     assert history.snapshot(["aten/src/ATen/native/SoftMax.cpp"]) == History()
-    again = spyre_ci("history", "forget", good_record["run_id"], env=env)
+    again = cli("history", "forget", good_record["run_id"], env=env)
     assert again.returncode == 0 and "nothing left" in again.stdout
-    unknown = spyre_ci("history", "forget", "no-such-run", env=env)
+    unknown = cli("history", "forget", "no-such-run", env=env)
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
 
 
@@ -163,15 +163,15 @@ def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
     assert "Held back from History" in (tmp_path / "out" / "report.md").read_text()
 
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
-    check = spyre_ci("history", "check", env=env)
+    check = cli("history", "check", env=env)
     assert check.returncode == 0 and "held-1" in check.stdout and "held back" in check.stdout
-    confirm = spyre_ci("history", "confirm", "held-1", env=env)
+    confirm = cli("history", "confirm", "held-1", env=env)
     assert confirm.returncode == 0, confirm.stderr
     learned = history.snapshot()
     assert set(learned.variants) == set(ids)
     assert all(v.baseline is Status.FAILED for v in learned.variants.values())
     assert history.get_run("held-1").state == RunState.COMPLETED  # type: ignore[union-attr]
-    twice = spyre_ci("history", "confirm", "held-1", env=env)
+    twice = cli("history", "confirm", "held-1", env=env)
     assert twice.returncode == 2 and "nothing held back" in twice.stderr
 
 
@@ -219,7 +219,7 @@ def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks
     shutil.rmtree(out)
     pipeline.plan(_request(tiny_inventory, out, "second"), run_context(history))
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
-    resumed = spyre_ci("runs", "resume", "first", env=env)
+    resumed = cli("runs", "resume", "first", env=env)
     assert resumed.returncode == 2
     assert "now holds run second, not first" in resumed.stderr
 
@@ -230,7 +230,7 @@ def test_a_redis_outage_is_an_infrastructure_error(tiny_inventory: Path, tmp_pat
         "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
         "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0",
     }
-    result = spyre_ci(*_common(tiny_inventory), "--out", str(tmp_path / "out"), env=env)
+    result = cli(*_common(tiny_inventory), "--out", str(tmp_path / "out"), env=env)
     assert result.returncode == 3, result.stdout + result.stderr
     assert "infrastructure error" in result.stderr and "Redis History at" in result.stderr
     assert "Traceback" not in result.stderr
@@ -259,7 +259,7 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
     import sys
     import time
 
-    from tests.conftest import REPO_ROOT, SLOW_SPEC, SLOW_STEPS
+    from tests.testing.paths import REPO_ROOT, SLOW_SPEC, SLOW_STEPS
 
     # Twelve one-second tests in two shards: a warm shard starts in a fraction of a second,
     # so the tiny suite can end before the signal arrives.
@@ -317,7 +317,7 @@ def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
     run_id = stderr.split("run ", 1)[1].split()[0]
     run = SQLiteHistory(tmp_path / "state" / "history.sqlite3").get_run(run_id)
     assert run is not None and run.state == RunState.STOPPED
-    resumed = spyre_ci("runs", "resume", run_id, "--jobs", "2", env=env)
+    resumed = cli("runs", "resume", run_id, "--jobs", "2", env=env)
     assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
     assert len(json.loads((out / "run.json").read_text())["results"]) == 12
 
@@ -332,9 +332,9 @@ def test_a_relative_torch_root_means_the_same_folder_to_the_shards(tmp_path: Pat
         "TORCH_ROOT": "tests/suites/upstream_like",
     }  # relative, as a user types it
     inventory = tmp_path / "inv.json.gz"
-    built = spyre_ci("inventory", "--specs", spec, "--out", str(inventory), env=env)
+    built = cli("inventory", "--specs", spec, "--out", str(inventory), env=env)
     assert built.returncode == 0, built.stderr
-    ran = spyre_ci(
+    ran = cli(
         "run",
         "--diff",
         str(SOFTMAX_PATCH),

@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, build_inventory
-from tests.workflows.conftest import GLU_PATCH, GLU_SPEC, spyre_ci
+from tests.testing.cli import build_inventory, spyre_ci
+from tests.testing.paths import GLU_PATCH, GLU_SPEC, REPO_ROOT
 
 GLU = "glu::compare_cpu::nn.functional.glu::float32"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import SOFTMAX_PATCH, spyre_ci
+from tests.testing.cli import cli
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 
 WITH_DTYPE_FAILURES = {
     f"tiny::compare_cpu::{op}.with_dtype::{dtype}"
@@ -39,7 +39,7 @@ def test_softmax_change_runs_its_family_then_a_rerun_sees_failures_as_pre_existi
         "--no-progress",
     ]
 
-    first = spyre_ci(*common, "--out", str(tmp_path / "out1"), env=env)
+    first = cli(*common, "--out", str(tmp_path / "out1"), env=env)
     # `softmax.with_dtype` samples ask for float64, which Spyre refuses: real, new failures.
     assert first.returncode == 1, first.stdout + first.stderr
     out = tmp_path / "out1"
@@ -64,27 +64,27 @@ def test_softmax_change_runs_its_family_then_a_rerun_sees_failures_as_pre_existi
     assert "NEW FAILURES (4)" in first.stdout
 
     # The first run was a push to main: its results are now the baseline.
-    second = spyre_ci(*common, "--out", str(tmp_path / "out2"), env=env)
+    second = cli(*common, "--out", str(tmp_path / "out2"), env=env)
     assert second.returncode == 0, second.stdout + second.stderr
     record = json.loads((tmp_path / "out2" / "run.json").read_text())
     classes = {r["id"]: r["classification"] for r in record["results"] if r["classification"]}
     assert classes == dict.fromkeys(WITH_DTYPE_FAILURES, "pre-existing")
 
-    listing = spyre_ci("runs", "list", env=env)
+    listing = cli("runs", "list", env=env)
     assert listing.returncode == 0
     assert listing.stdout.count("completed") == 2
-    shown = spyre_ci("runs", "show", record["run_id"], "--json", env=env)
+    shown = cli("runs", "show", record["run_id"], "--json", env=env)
     summary = json.loads(shown.stdout)["summary"]
     assert summary["failed"] == 4 and summary["new_failures"] == 0
 
 
 def test_run_errors_are_clear(tmp_path: Path) -> None:
-    missing = spyre_ci("run", "--event", str(tmp_path / "nope.json"))
+    missing = cli("run", "--event", str(tmp_path / "nope.json"))
     assert missing.returncode == 2
     assert "nope.json: no such event file" in missing.stderr
     bad_inventory = tmp_path / "inv.json.gz"
     bad_inventory.write_text("not gzip")
-    result = spyre_ci(
+    result = cli(
         "run",
         "--diff",
         str(SOFTMAX_PATCH),
@@ -103,7 +103,7 @@ def test_no_baseline_run_leaves_the_baseline_alone(tiny_inventory: Path, tmp_pat
     from workflows.stores.history import SQLiteHistory
 
     state = tmp_path / "state"
-    result = spyre_ci(
+    result = cli(
         "run",
         "--diff",
         str(SOFTMAX_PATCH),

@@ -19,8 +19,8 @@ import pytest
 
 from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
-from tests.workflows.conftest import spyre_ci
 from tests.workflows.run_context import run_context
+from tests.testing.cli import cli
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
@@ -395,7 +395,7 @@ def test_cli_one_real_run_is_not_enough_data(
 
 
 def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None:
-    from tests.relay.conftest import RedisProcess
+    from tests.testing.relay import RedisProcess
 
     server = RedisProcess(tmp_path)
     server.start()
@@ -403,7 +403,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
     try:
         _save(RedisHistory(server.url), BROKEN["queue_time"]())
         redis_env = {**env, "SPYRE_CI_REDIS_URL": server.url}
-        result = spyre_ci(
+        result = cli(
             "readiness", "--now", _now(), "--l2-since", _l2_since(), "--json", env=redis_env
         )
         assert result.returncode == 1, result.stderr
@@ -411,7 +411,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
         assert by_key == {key: key != "queue_time" for key in CRITERIA}
     finally:
         server.stop()
-    down = spyre_ci("readiness", env={**env, "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"})
+    down = cli("readiness", env={**env, "SPYRE_CI_REDIS_URL": "redis://127.0.0.1:1/0"})
     assert down.returncode == 3, down.stderr
     assert "Redis History at" in down.stderr and "Traceback" not in down.stderr
 
@@ -419,7 +419,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
 def test_the_relay_serves_the_readiness_page_from_runs_dir(tmp_path: Path) -> None:
     from relay.app import Relay
     from relay.intake import connect
-    from tests.relay.conftest import RedisProcess, RelayHTTP, base_config
+    from tests.testing.relay import RedisProcess, RelayHTTP, base_config
 
     server = RedisProcess(tmp_path)
     server.start()

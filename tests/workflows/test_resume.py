@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from contracts.event import TriggerEvent
-from tests.conftest import TINY_SPEC
-from tests.workflows.conftest import spyre_ci
 from tests.workflows.run_context import run_context
+from tests.testing.cli import cli
+from tests.testing.paths import TINY_SPEC
 from workflows.run import pipeline
 from workflows.stores.history import SQLiteHistory
 
@@ -47,11 +47,11 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
     pipeline.execute_shard(request, "shard-0", planned.shards[0])
 
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
-    shown = spyre_ci("runs", "show", "resume-me", env=env)
+    shown = cli("runs", "show", "resume-me", env=env)
     assert shown.returncode == 0
     assert "planned" in shown.stdout and "spyre-ci runs resume resume-me" in shown.stdout
 
-    resumed = spyre_ci("runs", "resume", "resume-me", "--jobs", "2", env=env)
+    resumed = cli("runs", "resume", "resume-me", "--jobs", "2", env=env)
     assert resumed.returncode in (0, 1), resumed.stderr
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert len(record["results"]) == 16
@@ -66,5 +66,5 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
     run = history.get_run("resume-me")
     assert run is not None and run.state == "completed"
 
-    again = spyre_ci("runs", "resume", "resume-me", env=env)
+    again = cli("runs", "resume", "resume-me", env=env)
     assert again.returncode == 2 and "already completed" in again.stderr

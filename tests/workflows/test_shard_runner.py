@@ -318,7 +318,7 @@ def test_a_test_that_kills_its_parent_is_contained(
 def test_a_device_that_breaks_mid_shard_is_an_infrastructure_fault_not_test_failures(
     tmp_path: Path,
 ) -> None:
-    from tests.conftest import TINY_SPEC
+    from tests.testing.paths import TINY_SPEC
 
     plugins = Path(__file__).parent / "data" / "plugins"
     ids = [

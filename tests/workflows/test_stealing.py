@@ -16,7 +16,7 @@ import pytest
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from suites.results_file import read_outcomes
-from tests.conftest import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
+from tests.testing.paths import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
 from workflows.runner import zygote
 from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun, run_shard
 from workflows.runner.stealing import run_pool

@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
-from tests.workflows.conftest import GLU_SPEC, spyre_ci
+from tests.testing.cli import spyre_ci
+from tests.testing.paths import GLU_SPEC, REPO_ROOT
 from workflows.runner import torch_builds
 from workflows.stores.sources import installed_torch
 

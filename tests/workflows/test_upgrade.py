@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, TINY_SPEC
+from tests.testing.paths import REPO_ROOT, TINY_SPEC
 from workflows.cli.main import main
 from workflows.drivers import upgrade
 

@@ -12,7 +12,7 @@ import pytest
 from suites.expand import expand, load_suites
 from suites.model import Expectation
 from suites.spec_patch import NewEntry, expectations_patch
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 from workflows.cli.main import main
 from workflows.drivers.upgrade.patch import upgrade_patch, write_upgrade_patch
 

@@ -15,7 +15,7 @@ import pytest
 
 from selector.upgrade import classify
 from suites.model import Outcome, Status
-from tests.conftest import REPO_ROOT
+from tests.testing.paths import REPO_ROOT
 from workflows.cli.main import main
 
 RENAMED = REPO_ROOT / "tests" / "suites" / "upstream_renamed"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from tests.workflows.conftest import spyre_ci
+from tests.testing.cli import spyre_ci
 
 
 def worker(*args: str, redis_url: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from typing import Any
 from suites.audit import Facts, Observed, Report
 from suites.model import Outcome, Status
 from workflows.cli.change_input import check_specs, read_text
-from workflows.cli.main import CommandError
+from workflows.errors import CommandError
 from workflows.stores.sources import work_tree
 
 DATABASES = ("op_db", "python_ref_db", "module_db")
@@ -257,15 +257,11 @@ def _observed(results: Sequence[str] | None) -> tuple[dict[str, Observed], froze
                 messages[outcome.id] = outcome.message
         observed = {vid: Observed(tuple(s), messages[vid]) for vid, s in statuses.items()}
         return observed, frozenset(), "results " + ", ".join(results)
-    from workflows.runner.shard_runner import InfrastructureError
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError, open_history
+    from workflows.stores.history import open_history
 
     settings = Settings.from_env()
-    try:
-        snapshot = open_history(settings.state_dir, settings.redis_url).snapshot()
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    snapshot = open_history(settings.state_dir, settings.redis_url).snapshot()
     observed = {
         vid: Observed(h.recent, "", h.flaky) for vid, h in snapshot.variants.items() if h.recent
     }

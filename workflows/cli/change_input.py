@@ -1,10 +1,10 @@
 """The `--event FILE | --diff FILE.patch` input that `run` and `select` share, and the
 argument types and checks every command uses for paths and numbers.
 
-Paths are made absolute here, at the edge, against the directory the command was started
-in: shard subprocesses, workers and `runs resume` run elsewhere, so nothing inside ever
-sees a relative path. Numbers out of range are refused (`checked`, exit 2) before anything
-is read or written.
+Paths are made absolute at the edge (`options.absolute_path`), against the directory the
+command was started in: shard subprocesses, workers and `runs resume` run elsewhere, so
+nothing inside ever sees a relative path. Numbers out of range (`options.RANGES`) are refused
+(`checked`, exit 2) before anything is read or written.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import argparse
 import functools
 import json
 import math
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -21,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.main import CommandError
+from workflows.cli.options import RANGES, add_options
+
+# `absolute_path` is exported from here too, where it was first written (the benchmark
+# command imports it from here).
+from workflows.cli.options import absolute_path as absolute_path
+from workflows.errors import CommandError
 
 
 @dataclass(frozen=True)
@@ -31,44 +35,12 @@ class ChangeInput:
     diff_source: str
 
 
-def absolute_path(text: str) -> Path:
-    """argparse `type=`: the path as given, absolute against the current directory."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path")
-    if "\0" in text:
-        raise argparse.ArgumentTypeError(f"{text!r}: a path cannot hold a NUL byte")
-    return Path(os.path.abspath(os.path.expanduser(text)))
-
-
 def shown(path: Path) -> str:
     """`path` for a command line to type here: relative when under the current directory."""
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def absolute_str(text: str) -> str:
-    """argparse `type=` for options kept as strings (`--specs`): an absolute path."""
-    return str(absolute_path(text))
-
-
-# Numbers every command refuses out of range, by argparse `dest`: (option, lowest, lowest
-# allowed itself, highest). One table, so `run`, `select`, `upgrade-diff` and the rest agree.
-RANGES: dict[str, tuple[str, float, bool, float | None]] = {
-    "budget": ("--budget", 0, True, None),
-    "budget_time": ("--budget-time", 0, True, None),
-    "holdout": ("--holdout", 0, True, 1),
-    "jobs": ("--jobs", 1, True, None),
-    "shards": ("--shards", 1, True, None),
-    "concurrency": ("--concurrency", 1, True, None),
-    "test_timeout": ("--test-timeout", 0, False, None),
-    "memory_mb": ("--memory-mb", 1, True, None),
-    "limit": ("--limit", 1, True, None),
-    "workers": ("--workers", 1, True, None),
-    "threads": ("--threads", 1, True, None),
-    "max_share": ("--max-share", 0, False, 1),
-}
 
 
 def check_config(args: argparse.Namespace) -> None:
@@ -112,22 +84,9 @@ def checked(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 
 def add_budget_arguments(parser: argparse.ArgumentParser, count_help: str) -> None:
     """`--budget N | --budget-time SECONDS` and `--holdout SHARE` (run and select)."""
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget", type=int, metavar="N", help=count_help)
-    budget.add_argument(
-        "--budget-time",
-        type=float,
-        metavar="SECONDS",
-        help="fit the selection into this much test time",
-    )
-    parser.add_argument(
-        "--holdout",
-        type=float,
-        default=0.02,
-        metavar="SHARE",
-        help="share of unselected variants sampled to run apart to measure "
-        "misses, within [0, 1] (default 0.02)",
-    )
+    group = parser.add_mutually_exclusive_group()
+    add_options(group, "budget", "budget_time", help={"budget": count_help})
+    add_options(parser, "holdout")
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,14 +109,11 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_source(args: argparse.Namespace) -> ChangeInput:
     """Read the event (and its sibling patch) or the diff; errors name the file."""
-    from relay.events import EventError, Ignored, load_event_file
+    from relay.events import Ignored, load_event_file
 
     if args.diff is not None:
         return ChangeInput(None, read_diff(args.diff), str(args.diff))
-    try:
-        event = load_event_file(args.event)
-    except EventError as exc:
-        raise CommandError(str(exc)) from exc
+    event = load_event_file(args.event)
     if isinstance(event, Ignored):
         raise CommandError(f"{args.event}: this delivery triggers no run: {event.reason}")
     sibling = args.event.with_suffix(".patch")
@@ -167,7 +123,6 @@ def read_source(args: argparse.Namespace) -> ChangeInput:
 
 def read_diff(path: Path) -> str:
     """A unified diff that holds at least one file change; errors name the file and line."""
-    from selector import SelectorError
     from selector.diff import parse_unified_diff
 
     text = read_text(path, "diff")
@@ -176,10 +131,7 @@ def read_diff(path: Path) -> str:
             f"{path}: the diff is empty: it holds no file changes, so there "
             "is nothing to select (give the output of `git diff`)"
         )
-    try:
-        parsed = parse_unified_diff(text, str(path))
-    except SelectorError as exc:
-        raise CommandError(str(exc)) from exc
+    parsed = parse_unified_diff(text, str(path))
     if not parsed.files:
         raise CommandError(
             f"{path}: the diff holds no file changes (give the output of `git diff`)"
@@ -225,12 +177,9 @@ def read_json(path: Path, what: str = "JSON file") -> Any:
 def read_impact_map(path: Path) -> Any:
     """The selector's ImpactMap from `spyre-ci impact-map` output (JSON or the compact
     `.json.gz`); errors name the file."""
-    from workflows.tracing.traces import TraceError, read_trace
+    from workflows.tracing.traces import read_trace
 
-    try:  # the one reader of the format checks every entry
-        return read_trace(path)
-    except TraceError as exc:
-        raise CommandError(str(exc)) from exc
+    return read_trace(path)  # the one reader of the format checks every entry
 
 
 def read_inventory(path: Path, option: str = "--inventory") -> Any:

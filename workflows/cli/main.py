@@ -14,10 +14,10 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from workflows.cli import commands
+from workflows.errors import BadInput, Unavailable
 
-
-class CommandError(Exception):
-    """A command cannot go on; the message says what and where, and what to do."""
+# Command modules written before workflows/errors.py import it from here.
+from workflows.errors import CommandError as CommandError
 
 
 class Parser(argparse.ArgumentParser):
@@ -59,19 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    from contracts.errors import Unavailable
-    from workflows.runner.shard_runner import InfrastructureError
-    from workflows.settings import SettingsError
-
     _absolute_path_variables(os.environ)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
+    # The one place errors become exit codes (workflows/errors.py lists each type's category).
     try:
         return int(args.func(args))
-    except (CommandError, SettingsError) as exc:
+    except BadInput as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)
         return 2
-    except (InfrastructureError, Unavailable) as exc:  # Unavailable: a service is down
+    except Unavailable as exc:  # the tests, or a service they need, could not run
         print(f"spyre-ci: infrastructure error (not a test result): {exc}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:

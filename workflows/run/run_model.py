@@ -16,6 +16,7 @@ import selector
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from suites.model import Outcome
+from workflows.errors import BadInput
 from workflows.runner.shard_runner import InfraFault, Limits
 from workflows.stores.run_summary import RunSummary
 from workflows.tracing.traces import ImpactNote
@@ -23,8 +24,8 @@ from workflows.tracing.traces import ImpactNote
 PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run
 
 
-class PipelineError(Exception):
-    """A run cannot go on; the message names the run and the step."""
+class PipelineError(BadInput):
+    """A run cannot go on as asked; the message names the run and the step (exit 2)."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ from typing import Protocol
 from suites.claims import Claims
 from suites.model import Outcome, Status
 from suites.results_file import DeviceFault, ResultsReader, Started
+
+# Its home before workflows/errors.py; code that imports it from here still finds it.
+from workflows.errors import InfrastructureError as InfrastructureError
 from workflows.runner import zygote
 from workflows.settings import zygote_enabled
 
@@ -63,10 +66,6 @@ class Limits:
     # Extra time a subprocess gets beyond the test timeout before it is killed: the plugin's
     # own timeout should fire first and report a clean timeout from inside the process.
     kill_grace_s: float = 10.0
-
-
-class InfrastructureError(Exception):
-    """The tests could not run (their processes, environment or services failed): exit code 3."""
 
 
 @dataclass(frozen=True)

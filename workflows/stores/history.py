@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
 from workflows.stores.run_summary import RunSummary
+from workflows.errors import Unavailable
 
 
 def masked(url: str) -> str:
@@ -40,8 +41,9 @@ def masked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class HistoryError(Exception):
-    """A History store cannot be read or written; the message names the store."""
+class HistoryError(Unavailable):
+    """A History store cannot be read or written; the message names the store. An outage
+    (exit 3): without History no verdict is possible."""
 
 
 class RunState(StrEnum):

@@ -28,11 +28,12 @@ from typing import Any
 
 import selector
 from suites.model import Inventory
+from workflows.errors import BadInput
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-class TraceError(ValueError):
+class TraceError(BadInput, ValueError):
     """A trace file that cannot be read; the message names the file."""
 
 

@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from workflows.cli.main import CommandError
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.change_input import absolute_path, check_out_dir, checked, read_json
-from workflows.cli.main import CommandError
+from workflows.cli.change_input import check_out_dir, checked, read_json
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 
 CALLBACK_TOKEN_ENV = "SPYRE_CI_CALLBACK_TOKEN"
 
@@ -48,12 +49,13 @@ def register(subparsers: Any) -> None:
         default="completed",
         help="which state to publish (files always hold the completed one)",
     )
-    parser.add_argument(
-        "--config",
-        type=absolute_path,
-        metavar="FILE",
-        help="relay config (YAML) for HUD and GitHub settings; SPYRE_CI_* "
-        "environment variables override it",
+    add_options(
+        parser,
+        "config",
+        help={
+            "config": "relay config (YAML) for HUD and GitHub settings; SPYRE_CI_* "
+            "environment variables override it"
+        },
     )
     parser.add_argument(
         "--hud",
@@ -83,10 +85,8 @@ def register(subparsers: Any) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    from dashboard_export import ExportError
     from dashboard_export.layout import write_run
     from dashboard_export.model import RunRecord
-    from relay.events import RelayError
 
     if args.run_dir is None and args.record is None:
         raise CommandError("export needs RUN_DIR or --record FILE")
@@ -101,17 +101,14 @@ def export(args: argparse.Namespace) -> int:
     check_out_dir(out)
     if record_path.exists():
         read_json(record_path, "run record")  # a directory, binary or deep file is named here
-    try:
-        record = RunRecord.load(record_path)
-        written = write_run(record, out, junit_dir=args.junit)
-        print(
-            f"wrote {len(written)} files under {out} "
-            f"({record.effective_conclusion}, {len(record.results)} variants)"
-        )
-        for line in _publish(args, record, Path(out)):
-            print(line)
-    except (ExportError, RelayError) as exc:
-        raise CommandError(str(exc)) from exc
+    record = RunRecord.load(record_path)
+    written = write_run(record, out, junit_dir=args.junit)
+    print(
+        f"wrote {len(written)} files under {out} "
+        f"({record.effective_conclusion}, {len(record.results)} variants)"
+    )
+    for line in _publish(args, record, Path(out)):
+        print(line)
     return 0
 
 
@@ -171,9 +168,5 @@ def _publish(args: argparse.Namespace, record: Any, out: Path) -> list[str]:
 
 def _config(path: Path | None) -> Any:
     from relay.config import load_config
-    from relay.events import RelayError
 
-    try:
-        return load_config(path)
-    except RelayError as exc:
-        raise CommandError(str(exc)) from exc
+    return load_config(path)

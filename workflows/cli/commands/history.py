@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from workflows.cli.change_input import checked
-from workflows.cli.main import CommandError
+from workflows.cli.options import add_options
+from workflows.errors import CommandError
 from workflows.stores.run_summary import RunSummary
 
 # Messages the tool itself writes when it, not a test, failed (earlier versions recorded
@@ -33,13 +34,12 @@ def register(subparsers: Any) -> None:
     forget.add_argument("run_id")
     forget.set_defaults(func=checked(forget_run))
     check = sub.add_parser("check", help="list runs whose learning looks suspect")
-    check.add_argument("--limit", type=int, default=200, help="runs to look at (default 200)")
-    check.add_argument(
-        "--max-share",
-        type=float,
-        default=0.5,
-        metavar="SHARE",
-        help="a run failing more than this share is suspect (default 0.5)",
+    add_options(
+        check,
+        "limit",
+        "max_share",
+        help={"limit": "runs to look at (default 200)"},
+        default={"limit": 200},
     )
     check.set_defaults(func=checked(check_runs))
     confirm = sub.add_parser("confirm", help="let History learn a run that was held back")
@@ -53,34 +53,22 @@ def _store() -> Any:
     return _history()
 
 
-def _guarded(call: Any) -> Any:
-    from workflows.runner.shard_runner import InfrastructureError
-    from workflows.stores.history import HistoryError
-
-    try:
-        return call()
-    except HistoryError as exc:
-        raise InfrastructureError(str(exc)) from exc
-
-
 def forget_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from workflows.stores.history import RunState
 
     history = _store()
-    run = _guarded(lambda: history.get_run(args.run_id))
-    removed = _guarded(lambda: history.forget(args.run_id))
+    run = history.get_run(args.run_id)
+    removed = history.forget(args.run_id)
     if run is None and not any(removed.values()):
         raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
     if run is not None:
-        _guarded(
-            lambda: history.save_run(
-                replace(
-                    run,
-                    state=RunState.FORGOTTEN,
-                    summary=replace(run.summary, was=run.summary.was or str(run.state)),
-                )
+        history.save_run(
+            replace(
+                run,
+                state=RunState.FORGOTTEN,
+                summary=replace(run.summary, was=run.summary.was or str(run.state)),
             )
         )
     what = ", ".join(f"{n} {kind}" for kind, n in removed.items() if n) or "nothing left"
@@ -94,14 +82,14 @@ def confirm_run(args: argparse.Namespace) -> int:
     from workflows.stores.history import RunState
 
     history = _store()
-    if not _guarded(lambda: history.confirm(args.run_id)):
+    if not history.confirm(args.run_id):
         raise CommandError(
             f"run {args.run_id} has nothing held back (`spyre-ci history check` "
             "lists the runs that do)"
         )
-    run = _guarded(lambda: history.get_run(args.run_id))
+    run = history.get_run(args.run_id)
     if run is not None:
-        _guarded(lambda: history.save_run(replace(run, state=RunState.COMPLETED)))
+        history.save_run(replace(run, state=RunState.COMPLETED))
     print(f"run {args.run_id}: confirmed; History learned it")
     return 0
 
@@ -110,7 +98,7 @@ def check_runs(args: argparse.Namespace) -> int:
     from workflows.stores.history import RunState
 
     history = _store()
-    runs = _guarded(lambda: history.list_runs(args.limit))
+    runs = history.list_runs(args.limit)
     suspects: list[tuple[str, str, str]] = []
     for run in runs:
         if run.state == RunState.HELD:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workflows.cli.change_input import absolute_path, check_specs, checked, read_text
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
+from workflows.cli.change_input import check_specs, checked, read_text
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:

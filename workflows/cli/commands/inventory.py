@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from workflows.cli.change_input import absolute_path, check_specs
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
+from workflows.cli.change_input import check_specs
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.main import CommandError
-from workflows.runner.shard_runner import InfrastructureError
+from workflows.errors import CommandError
 
 RUNS_READ = 100_000  # run records read from History; the window is cut from them
 
@@ -86,7 +85,6 @@ def readiness(args: argparse.Namespace) -> int:
     from dashboard_export.readiness import ReadinessError, assess
     from dashboard_export.readiness_report import render_html, render_markdown, render_text
     from workflows.cli.commands.runs import _history
-    from workflows.stores.history import HistoryError
 
     days = check_days(args.days)
     now = parse_now(args.now)
@@ -96,10 +94,7 @@ def readiness(args: argparse.Namespace) -> int:
     for option, path in (("--markdown", args.markdown), ("--html", args.html)):
         if path is not None and path.is_dir():
             raise CommandError(f"{option} {path}: a directory; name a file")
-    try:
-        records = [run.to_json() for run in _history().list_runs(RUNS_READ)]
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    records = [run.to_json() for run in _history().list_runs(RUNS_READ)]  # an outage: exit 3
     try:
         result = assess(records, now, days, l2_since)
     except ReadinessError as exc:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workflows.cli.change_input import (
-    absolute_path,
     add_budget_arguments,
     add_source_arguments,
     check_out_dir,
@@ -22,8 +21,8 @@ from workflows.cli.change_input import (
     read_source,
 )
 from workflows.cli.commands.select import COUNT_BUDGET_HELP, check_budget
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 from workflows.stores.run_summary import RunResults
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ def register(subparsers: Any) -> None:
             "touched op (default $SPYRE_CI_IMPACT_MAP, else the shipped trace)"
         },
     )
-    parser.add_argument("--full", action="store_true", help="run every variant, no selection")
+    add_options(parser, "full", help={"full": "run every variant, no selection"})
     add_budget_arguments(parser, COUNT_BUDGET_HELP)
     parser.add_argument(
         "--out",
@@ -203,21 +202,14 @@ def impact_map_path(given: Path | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from workflows.drivers import embedded
-    from workflows.run import pipeline
     from workflows.run.context import RunContext
-    from workflows.runner.shard_runner import InfrastructureError
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError
 
     request = build_request(args)
     settings = Settings.from_env()
     try:
         ctx = RunContext.open(settings)  # the run's services, built once here
         finished = embedded.run(request, ctx, jobs=args.jobs, show_progress=not args.no_progress)
-    except pipeline.PipelineError as exc:
-        raise CommandError(str(exc)) from exc
-    except HistoryError as exc:  # the store is down or broken: no verdict is possible
-        raise InfrastructureError(str(exc)) from exc
     except KeyboardInterrupt:
         print(
             f"\nrun {request.run_id} stopped; the tests that finished are kept: "

@@ -6,26 +6,24 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workflows.cli.change_input import checked
-from workflows.cli.main import CommandError
 from workflows.cli.options import add_options
+from workflows.errors import CommandError
 from workflows.stores.run_summary import ForensicsNote
 
 if TYPE_CHECKING:
     from workflows.stores.history import RunState
-from workflows.runner.shard_runner import InfrastructureError
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("runs", help="inspect past runs (list, show, resume, pages)")
     sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = sub.add_parser("list", help="the most recent runs, newest first")
-    listing.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
+    add_options(listing, "limit", help={"limit": "how many (default 20)"}, default={"limit": 20})
     listing.set_defaults(func=checked(list_runs))
     show = sub.add_parser("show", help="one run: its state, counts and where its outputs are")
     show.add_argument("run_id")
@@ -42,27 +40,22 @@ def register(subparsers: Any) -> None:
     pages = sub.add_parser(
         "pages", help="write the run browser's pages (runs, variants, flaky, quality) for serve"
     )
-    pages.add_argument(
-        "--out",
-        metavar="DIR",
-        default=os.environ.get("SPYRE_CI_RUNS_DIR") or None,
-        help="folder the relay serves (default: $SPYRE_CI_RUNS_DIR)",
-    )
-    pages.add_argument(
-        "--limit", type=int, default=50, metavar="N", help="the N most recent runs (default 50)"
+    add_options(
+        pages,
+        "runs_dir",
+        "limit",
+        help={"limit": "the N most recent runs (default 50)"},
+        default={"limit": 50},
     )
     pages.set_defaults(func=checked(write_pages))
 
 
 def _history() -> Any:
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError, open_history
+    from workflows.stores.history import open_history
 
     settings = Settings.from_env()
-    try:
-        return open_history(settings.state_dir, settings.redis_url)
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    return open_history(settings.state_dir, settings.redis_url)
 
 
 def _when(timestamp: float) -> str:
@@ -70,12 +63,7 @@ def _when(timestamp: float) -> str:
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    from workflows.stores.history import HistoryError
-
-    try:
-        runs = _history().list_runs(args.limit)
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    runs = _history().list_runs(args.limit)
     if not runs:
         print("no runs yet: start one with `spyre-ci run --event FILE`")
         return 0
@@ -98,25 +86,16 @@ def list_runs(args: argparse.Namespace) -> int:
 
 def write_pages(args: argparse.Namespace) -> int:
     from workflows.cli.browser import write_pages as write
-    from workflows.stores.history import HistoryError
 
     if not args.out:
         raise CommandError("runs pages: give --out DIR or set SPYRE_CI_RUNS_DIR")
-    try:
-        written = write(_history(), Path(args.out), args.limit)
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    written = write(_history(), Path(args.out), args.limit)
     print(f"wrote {len(written)} pages under {args.out} (served at /runs/, /flaky, /quality)")
     return 0
 
 
 def show_run(args: argparse.Namespace) -> int:
-    from workflows.stores.history import HistoryError
-
-    try:
-        run = _history().get_run(args.run_id)
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    run = _history().get_run(args.run_id)
     if run is None:
         raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
     if args.json:
@@ -204,26 +183,17 @@ def _state_meaning() -> dict[RunState, str]:
 def resume_run(args: argparse.Namespace) -> int:
     from workflows.cli.commands.run import print_summary
     from workflows.drivers import embedded
-    from workflows.run import pipeline
     from workflows.run.context import RunContext
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError
 
     settings = Settings.from_env()
-    try:
-        if settings.redis_url:
-            from workflows.drivers import distributed
+    if settings.redis_url:
+        from workflows.drivers import distributed
 
-            if distributed.resume(args.run_id):
-                print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
-                return 0
-        ctx = RunContext.open(settings, _history())  # the run's services, built once here
-        finished = embedded.resume(args.run_id, ctx, jobs=args.jobs)
-    except pipeline.PipelineError as exc:
-        raise CommandError(str(exc)) from exc
-    except HistoryError as exc:
-        from workflows.runner.shard_runner import InfrastructureError
-
-        raise InfrastructureError(str(exc)) from exc
+        if distributed.resume(args.run_id):
+            print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
+            return 0
+    ctx = RunContext.open(settings, _history())  # the run's services, built once here
+    finished = embedded.resume(args.run_id, ctx, jobs=args.jobs)
     print_summary(finished)
     return int(finished.exit_code)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from workflows.cli.change_input import (
-    absolute_path,
     add_budget_arguments,
     add_source_arguments,
     checked,
@@ -21,9 +20,8 @@ from workflows.cli.change_input import (
     read_json,
     read_source,
 )
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
-from workflows.runner.shard_runner import InfrastructureError
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 
 # `--budget N` bounds what runs, the holdout included (selector.plan.holdout_room).
 COUNT_BUDGET_HELP = (
@@ -75,14 +73,7 @@ def register(subparsers: Any) -> None:
     )
     add_options(parser, "impact_map", "no_trace")
     add_budget_arguments(parser, COUNT_BUDGET_HELP)
-    parser.add_argument("--seed", help="holdout seed (default: the head sha)")
-    parser.add_argument(
-        "--shards",
-        type=int,
-        default=1,
-        metavar="N",
-        help="split the run into N shards by historical durations",
-    )
+    add_options(parser, "seed", "shards", help={"seed": "holdout seed (default: the head sha)"})
     parser.add_argument(
         "--trial",
         action="append",
@@ -97,7 +88,7 @@ def register(subparsers: Any) -> None:
         metavar="HEURISTIC",
         help="do not run this heuristic (repeat)",
     )
-    parser.add_argument("--full", action="store_true", help="select every variant")
+    add_options(parser, "full")
     parser.add_argument(
         "--plan-out", type=absolute_path, metavar="FILE", help="write the Plan as JSON"
     )
@@ -111,7 +102,7 @@ def register(subparsers: Any) -> None:
 
 
 def select(args: argparse.Namespace) -> int:
-    from selector import PlanConfig, SelectorError
+    from selector import PlanConfig
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
     from workflows.run.planning import plan_change
@@ -131,45 +122,43 @@ def select(args: argparse.Namespace) -> int:
             f"--trial/--disable: unknown heuristic(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(REGISTRY))}"
         )
-    try:  # every input is read and checked before the History store is opened
-        changes = _read_change(args)
-        inventory = read_inventory(args.inventory or _default_inventory(), "--inventory")
-        if args.why:
-            _check_variant(args.why, inventory)
-        previous = (
-            read_inventory(args.previous_inventory, "--previous-inventory")
-            if args.previous_inventory
-            else None
-        )
-        impact = None
-        given = args.impact_map or Settings.from_env().impact_map
-        if given and not args.no_trace:
-            loaded = read_impact_map(given)
-            impact = (loaded, describe(loaded, str(given), inventory))
-        elif not args.no_trace:
-            impact = joined_trace(inventory, None if args.history else _trace_store())
-        history = _read_history(args.history) if args.history else _stored_history(changes)
-        config = PlanConfig(
-            budget_count=args.budget,
-            budget_seconds=args.budget_time,
-            holdout_rate=args.holdout,
-            shards=args.shards,
-            force_full=args.full,
-            trial=frozenset(args.trial),
-            disabled=frozenset(args.disable),
-            seed=args.seed,
-        )
-        result = plan_change(
-            changes,
-            inventory,
-            history,
-            config,
-            previous=previous,
-            impact=impact,
-            github=github_sources(Settings.from_env()),
-        )
-    except SelectorError as exc:
-        raise CommandError(str(exc)) from exc
+    # every input is read and checked before the History store is opened
+    changes = _read_change(args)
+    inventory = read_inventory(args.inventory or _default_inventory(), "--inventory")
+    if args.why:
+        _check_variant(args.why, inventory)
+    previous = (
+        read_inventory(args.previous_inventory, "--previous-inventory")
+        if args.previous_inventory
+        else None
+    )
+    impact = None
+    given = args.impact_map or Settings.from_env().impact_map
+    if given and not args.no_trace:
+        loaded = read_impact_map(given)
+        impact = (loaded, describe(loaded, str(given), inventory))
+    elif not args.no_trace:
+        impact = joined_trace(inventory, None if args.history else _trace_store())
+    history = _read_history(args.history) if args.history else _stored_history(changes)
+    config = PlanConfig(
+        budget_count=args.budget,
+        budget_seconds=args.budget_time,
+        holdout_rate=args.holdout,
+        shards=args.shards,
+        force_full=args.full,
+        trial=frozenset(args.trial),
+        disabled=frozenset(args.disable),
+        seed=args.seed,
+    )
+    result = plan_change(
+        changes,
+        inventory,
+        history,
+        config,
+        previous=previous,
+        impact=impact,
+        github=github_sources(Settings.from_env()),
+    )
     if args.plan_out:
         try:
             args.plan_out.parent.mkdir(parents=True, exist_ok=True)
@@ -252,24 +241,18 @@ def _default_inventory() -> Path:
 def _trace_store() -> Any:
     """The traces stored beside History (None when History is given as a file)."""
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError, open_history
+    from workflows.stores.history import open_history
     from workflows.tracing.trace_store import trace_store_for
 
     settings = Settings.from_env()
-    try:
-        return trace_store_for(open_history(settings.state_dir, settings.redis_url))
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    return trace_store_for(open_history(settings.state_dir, settings.redis_url))
 
 
 def _stored_history(changes: Any) -> Any:
     from workflows.settings import Settings
-    from workflows.stores.history import HistoryError, open_history
+    from workflows.stores.history import open_history
 
     settings = Settings.from_env()
-    try:
-        return open_history(settings.state_dir, settings.redis_url).snapshot(
-            p.path for p in changes.paths
-        )
-    except HistoryError as exc:  # the store is down or broken: exit 3
-        raise InfrastructureError(str(exc)) from exc
+    return open_history(settings.state_dir, settings.redis_url).snapshot(
+        p.path for p in changes.paths
+    )

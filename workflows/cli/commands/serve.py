@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workflows.cli.change_input import absolute_path, checked
-from workflows.cli.main import CommandError
+from workflows.cli.change_input import checked
+from workflows.cli.options import add_options
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -21,11 +22,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
-    parser.add_argument("--config", type=absolute_path, metavar="FILE", help="relay config YAML")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument(
-        "--threads", type=int, default=4, help="application threads per worker (default 4)"
-    )
+    add_options(parser, "config", "workers", "threads")
     parser.add_argument(
         "--header-timeout",
         type=float,
@@ -68,13 +65,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from relay.app import check_config
     from relay.config import load_config
-    from relay.events import RelayError
 
-    try:
-        config = load_config(args.config)
-        check_config(config)
-    except RelayError as exc:
-        raise CommandError(str(exc)) from None
+    config = load_config(args.config)
+    check_config(config)
     if not config.webhook_secret:
         raise CommandError(
             "no webhook secret: set SPYRE_CI_WEBHOOK_SECRET or webhook_secret in --config "
@@ -96,11 +89,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
 
-    try:
-        if args.dev:
-            server.serve_dev(config, args.host, args.port)
-        else:
-            server.serve(config, args.host, args.port, args.workers, args.log_level, front)
-    except RelayError as exc:
-        raise CommandError(str(exc)) from None
+    if args.dev:
+        server.serve_dev(config, args.host, args.port)
+    else:
+        server.serve(config, args.host, args.port, args.workers, args.log_level, front)
     return 0

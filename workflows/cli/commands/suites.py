@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from workflows.cli.change_input import check_specs, read_text
-from workflows.cli.main import CommandError
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -107,10 +107,7 @@ def _expansion(specs: list[str] | None, suite: str | None = None, keep_trail: bo
     if suite is not None and suite not in {s.suite_name for s in loaded}:
         names = ", ".join(sorted(s.suite_name for s in loaded))
         raise CommandError(f"no suite named {suite!r} (loaded: {names})")
-    try:
-        return expand(loaded, suite=suite, keep_trail=keep_trail)
-    except SpecError as exc:
-        raise CommandError(str(exc)) from None
+    return expand(loaded, suite=suite, keep_trail=keep_trail)
 
 
 def cmd_expand(args: argparse.Namespace) -> int:

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from workflows.cli.change_input import checked
-from workflows.cli.main import CommandError
 from workflows.cli.options import add_options
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -35,10 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not re.fullmatch(r"[0-9a-f]{40}", args.sha):
         raise CommandError(f"--sha must be a full 40-hex-digit commit sha, not {args.sha!r}")
-    try:
-        config = load_config(args.config)
-    except RelayError as exc:
-        raise CommandError(str(exc)) from None
+    config = load_config(args.config)
     event = scheduled(args.kind, args.sha, config.upstream_repo)
     try:
         fresh = RedisIntake.from_url(config.redis_url).accept(f"{args.kind}:{args.sha}", event)

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.change_input import absolute_path, check_out_dir, check_specs, checked
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
+from workflows.cli.change_input import check_out_dir, check_specs, checked
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 from workflows.run.layout import work_root
 
 
@@ -77,26 +77,22 @@ def register(subparsers: Any) -> None:
         "what the selection caught and missed (implies --run)",
     )
     add_options(parser, "specs")
-    parser.add_argument(
-        "--cache-dir",
-        type=absolute_path,
-        metavar="DIR",
-        help="where the per-version environments live (default "
-        "$SPYRE_CI_ENV_CACHE or ~/.cache/spyre-ci/envs)",
-    )
+    add_options(parser, "env_cache")
     parser.add_argument(
         "--rebuild-inventories",
         action="store_true",
         help="build both Inventories again even when cached",
     )
-    parser.add_argument(
-        "--holdout",
-        type=float,
-        default=0.02,
-        metavar="SHARE",
-        help="share of unaffected variants run as a holdout, within [0, 1] (default 0.02)",
+    add_options(
+        parser,
+        "holdout",
+        "seed",
+        help={
+            "holdout": "share of unaffected variants run as a holdout, within [0, 1] "
+            "(default 0.02)",
+            "seed": "holdout seed (default 'FROM->TO')",
+        },
     )
-    parser.add_argument("--seed", help="holdout seed (default 'FROM->TO')")
     parser.add_argument(
         "--no-canary",
         action="store_true",
@@ -127,7 +123,6 @@ def _log(quiet: bool) -> Any:
 
 def cmd_upgrade_diff(args: argparse.Namespace) -> int:
     from workflows.drivers import upgrade
-    from workflows.run.pipeline import PipelineError
 
     offline = args.from_inventory is not None or args.to_inventory is not None
     online = args.from_version is not None or args.to_version is not None
@@ -144,12 +139,9 @@ def cmd_upgrade_diff(args: argparse.Namespace) -> int:
     check_specs(args.specs)
     if args.cache_dir is None:  # $SPYRE_CI_ENV_CACHE may be relative: fix it here, once
         args.cache_dir = absolute_path(str(upgrade.default_cache_dir()))
-    try:
-        if offline:
-            return _offline(args)
-        return _online(args)
-    except PipelineError as exc:  # an UpgradeError, or an unreadable Inventory
-        raise CommandError(str(exc)) from None
+    if offline:
+        return _offline(args)
+    return _online(args)
 
 
 def _offline(args: argparse.Namespace) -> int:

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.change_input import absolute_path, checked
-from workflows.cli.main import CommandError
-from workflows.cli.options import add_options
+from workflows.cli.change_input import checked
+from workflows.cli.options import absolute_path, add_options
+from workflows.errors import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -22,14 +22,7 @@ def register(subparsers: Any) -> None:
         description="A Celery worker for the distributed executor. Needs SPYRE_CI_REDIS_URL. "
         "With --intake it also moves deliveries the relay accepted into the pipeline.",
     )
-    parser.add_argument(
-        "--concurrency",
-        "-c",
-        type=int,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="task processes (default: CPU count)",
-    )
+    add_options(parser, "concurrency")
     parser.add_argument(
         "--intake", action="store_true", help="also consume the relay's intake queue and start runs"
     )
@@ -157,13 +150,9 @@ def _github_adapter(config_path: Path | None) -> Any:
     api.github.com anonymously, fail, and be retried forever: refused here instead.
     """
     from relay.config import load_config
-    from relay.events import RelayError
     from relay.github import GitHubAdapter
 
-    try:
-        config = load_config(config_path)
-    except RelayError as exc:
-        raise CommandError(str(exc)) from exc
+    config = load_config(config_path)
     github = config.github
     if not (github.token or (github.app_id and github.installation_id and github.private_key_path)):
         where = f"the `github` section of {config_path}" if config_path else "no --config"
