@@ -14,6 +14,7 @@ READS = re.compile(r"os\.environ|os\.getenv|\bgetenv\(|Settings\.from_env")
 ENTRY_POINTS = {
     "workflows/settings.py",  # every SPYRE_CI_* variable, read here
     "workflows/cli/main.py",  # the `spyre-ci` process
+    "workflows/cli/options.py",  # its options' defaults from their variables, at parsing
     "workflows/drivers/distributed/celery_app.py",  # a Celery worker's start
     # Processes of their own, started by the tool with the environment it set for them:
     "workflows/runner/zygote_process.py",  # the warm runner

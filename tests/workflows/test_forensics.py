@@ -15,12 +15,11 @@ import pytest
 from contracts.event import TriggerEvent
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
+from tests.testing.cli import cli
+from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
 from workflows.run import exporting, forensics, pipeline, under_test
 from workflows.run.under_test import backend, torch_git_sha
-from tests.testing.cli import cli
-from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
-from workflows.run import forensics, pipeline
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import RunSummary
 from workflows.stores.sources import installed_torch

@@ -16,9 +16,9 @@ from contracts.event import TriggerEvent
 from dashboard_export.layout import read_json_lines
 from selector.history import History
 from suites.model import Outcome, Status
-from tests.workflows.run_context import run_context
 from tests.testing.cli import cli
 from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
+from tests.workflows.run_context import run_context
 from workflows.run import pipeline
 from workflows.stores.history import RunState, SQLiteHistory
 

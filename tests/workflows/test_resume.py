@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from contracts.event import TriggerEvent
-from tests.workflows.run_context import run_context
 from tests.testing.cli import cli
 from tests.testing.paths import TINY_SPEC
+from tests.workflows.run_context import run_context
 from workflows.run import pipeline
 from workflows.stores.history import SQLiteHistory
 

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
-from workflows.stores.run_summary import RunSummary
 from workflows.errors import Unavailable
+from workflows.stores.run_summary import RunSummary
 
 
 def masked(url: str) -> str:

@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
 
 
 def bisect(args: argparse.Namespace) -> int:
-    from workflows.drivers.bisect import BisectError, BisectInfra, Target, record, run
+    from workflows.drivers.bisect import BisectInfra, Target, record, run
     from workflows.drivers.bisect.answer import FOUND
     from workflows.run.forensics import UPSTREAM_REPO
     from workflows.runner.shard_runner import Limits
@@ -104,8 +104,6 @@ def bisect(args: argparse.Namespace) -> int:
         work = state_dir / record.FOLDER / "work" / key
         try:
             found = run(target, adapter, work)
-        except BisectError as exc:
-            raise CommandError(str(exc)) from exc
         except BisectInfra as exc:
             raise InfrastructureError(f"the bisect stopped: {exc}") from exc
         path = record.save(state_dir, key, found)
@@ -157,13 +155,9 @@ def _run_targets(args: argparse.Namespace, limits: Any) -> tuple[list[Any], _Run
     from workflows.drivers.bisect import Target
     from workflows.run.forensics import UPSTREAM_REPO
     from workflows.run.pipeline import PipelineError, load_planned
-    from workflows.stores.history import HistoryError
 
     history = _history()
-    try:
-        run = history.get_run(args.run)
-    except HistoryError as exc:
-        raise InfrastructureError(str(exc)) from exc
+    run = history.get_run(args.run)  # a store that is down: exit 3, from the CLI's one mapping
     if run is None:
         raise CommandError(f"no run {args.run!r} in History; `spyre-ci runs list` shows the ids")
     out_dir = Path(run.summary.out_dir)

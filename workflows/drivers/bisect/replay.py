@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.errors import BadInput, Unavailable
 from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
 from suites.model import Status
 from workflows.drivers.bisect.answer import answer
@@ -28,12 +29,12 @@ from workflows.runner.shard_runner import Limits
 from workflows.stores.sources import installed_torch
 
 
-class BisectError(Exception):
+class BisectError(BadInput):
     """The bisect cannot start as asked (an unknown sha, an empty window, no such variant):
     bad input, exit code 2. The message names what and where."""
 
 
-class BisectInfra(Exception):
+class BisectInfra(Unavailable):
     """A point could not be run (the test processes, the device, GitHub): exit code 3. The
     bisect stops; what it found so far is no verdict."""
 

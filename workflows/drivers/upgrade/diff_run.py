@@ -14,8 +14,8 @@ from typing import Any
 
 from suites.model import Inventory, Outcome
 from workflows.drivers.upgrade.environments import Log, TorchEnv, stderr_log
-from workflows.run.layout import shard_name
 from workflows.errors import InfrastructureError
+from workflows.run.layout import shard_name
 from workflows.run.pipeline import execute_ids
 from workflows.runner.scheduling import InOrder, Pool, Work, slices
 from workflows.runner.shard_runner import Limits, ProgressCallback, ShardRun
