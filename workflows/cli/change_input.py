@@ -20,11 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.options import RANGES, add_options
-
-# `absolute_path` is exported from here too, where it was first written (the benchmark
-# command imports it from here).
-from workflows.cli.options import absolute_path as absolute_path
+from workflows.cli.options import RANGES, absolute_path, add_options
 from workflows.errors import CommandError
 
 

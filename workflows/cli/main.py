@@ -17,7 +17,6 @@ from workflows.cli import commands
 from workflows.errors import BadInput, Unavailable
 
 # Command modules written before workflows/errors.py import it from here.
-from workflows.errors import CommandError as CommandError
 
 
 class Parser(argparse.ArgumentParser):

@@ -44,9 +44,6 @@ from typing import Protocol
 from suites.claims import Claims
 from suites.model import Outcome, Status
 from suites.results_file import DeviceFault, ResultsReader, Started
-
-# Its home before workflows/errors.py; code that imports it from here still finds it.
-from workflows.errors import InfrastructureError as InfrastructureError
 from workflows.runner import zygote
 from workflows.settings import zygote_enabled
 

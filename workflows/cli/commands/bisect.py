@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from workflows.cli.change_input import checked
-from workflows.cli.main import CommandError
 from workflows.cli.options import add_options
-from workflows.runner.shard_runner import InfrastructureError
+from workflows.errors import CommandError, InfrastructureError
 
 _SHA = re.compile(r"[0-9a-fA-F]{7,40}")
 
