@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -130,14 +129,15 @@ def _print(found: Mapping[str, Any], path: Path) -> None:
 
 def _github() -> Any:
     from relay.github import GitHubAdapter
+    from workflows.settings import Settings
 
-    token = os.environ.get("SPYRE_CI_GITHUB_TOKEN")
-    if not token:
+    settings = Settings.from_env()
+    if not settings.github_token:
         raise CommandError(
             "the bisect lists the window's commits through GitHub: set SPYRE_CI_GITHUB_TOKEN "
             "(and SPYRE_CI_GITHUB_URL for a GitHub Enterprise server)"
         )
-    return GitHubAdapter(base_url=os.environ.get("SPYRE_CI_GITHUB_URL") or None, token=token)
+    return GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
 
 
 class _RunState:

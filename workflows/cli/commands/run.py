@@ -162,19 +162,17 @@ def compare_diff(event: Any) -> tuple[Any, str | None, str]:
     Scout uses) when a GitHub is configured (`SPYRE_CI_GITHUB_URL`, `SPYRE_CI_GITHUB_TOKEN`);
     an answer GitHub refuses (a 404) leaves the event without a diff, which the verdict then
     names. (event, diff text or None, where it came from)"""
-    import os
+    from workflows.settings import Settings
 
     if event.diff_text is not None:
         return event, event.diff_text, "the event's diff"
-    if not (event.base_sha and event.head_sha and os.environ.get("SPYRE_CI_GITHUB_TOKEN")):
+    settings = Settings.from_env()
+    if not (event.base_sha and event.head_sha and settings.github_token):
         return event, None, ""
     from relay.changes import complete_files
     from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
 
-    adapter = GitHubAdapter(
-        base_url=os.environ.get("SPYRE_CI_GITHUB_URL") or None,
-        token=os.environ["SPYRE_CI_GITHUB_TOKEN"],
-    )
+    adapter = GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
     try:
         completed = complete_files(event, adapter)
     except (GitHubRefused, GitHubUnavailable) as exc:
