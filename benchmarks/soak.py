@@ -193,7 +193,7 @@ def make_body(template: dict[str, Any], sha: str) -> bytes:
 
 
 def run_id_for(delivery: str, sha: str) -> str:
-    """`workflows.run.pipeline.run_id_for` of a push delivery (checked against the real runs)."""
+    """`workflows.run.run_folder.run_id_for` of a push delivery (checked against the real runs)."""
     digest = hashlib.sha256(f"{delivery}:1:".encode()).hexdigest()[:10]
     return f"push-{sha[:8]}-{digest}"
 

@@ -59,7 +59,7 @@ def start_workers(
 
 def submit(services: dict[str, Any], inventory: Path) -> None:
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     event = TriggerEvent(
         kind="nightly",
@@ -69,7 +69,7 @@ def submit(services: dict[str, Any], inventory: Path) -> None:
         files_complete=False,
         source="cli",
     )
-    request = pipeline.RunRequest(
+    request = run_model.RunRequest(
         run_id=RUN,
         event=event.to_json(),
         out_dir=str(services["runs"] / RUN),

@@ -151,12 +151,14 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(tasks, "plan", plan_once)
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     event = TriggerEvent(
         kind="push", delivery_id="d", repo="pytorch/pytorch", head_sha="a" * 40, source="cli"
     )
-    request = pipeline.RunRequest(run_id="run-x", event=event.to_json(), out_dir="o", inventory="i")
+    request = run_model.RunRequest(
+        run_id="run-x", event=event.to_json(), out_dir="o", inventory="i"
+    )
     assert distributed.plan_task(request.to_json()) == "run-x" and len(planned_calls) == 2
 
 
@@ -233,12 +235,12 @@ def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
     and kept only `k` in Redis before its worker died: the new owner runs `b` and `c` only."""
     from suites.results_file import end_line, start_line
     from tests.workflows.test_infra_faults import _request
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     request = _request(tiny_inventory, tmp_path / "out", RUN)
     recorded = json.loads((RECORDS / "planned.json").read_text(encoding="utf-8"))
     planned = dataclasses.replace(
-        pipeline.PlannedRun.from_json(recorded), request=request, shards=[["k", "a", "b", "c"]]
+        run_model.PlannedRun.from_json(recorded), request=request, shards=[["k", "a", "b", "c"]]
     )
     store.set(f"spyre-ci:run:{RUN}:planned", json.dumps(planned.to_json()))
     dead = lease(store, "dead")

@@ -153,7 +153,8 @@ def _run_targets(args: argparse.Namespace, limits: Any) -> tuple[list[Any], _Run
     from workflows.cli.commands.runs import _history
     from workflows.drivers.bisect import Target
     from workflows.run.forensics import UPSTREAM_REPO
-    from workflows.run.pipeline import PipelineError, load_planned
+    from workflows.run.run_folder import load_planned
+    from workflows.run.run_model import PipelineError
 
     history = _history()
     run = history.get_run(args.run)  # a store that is down: exit 3, from the CLI's one mapping

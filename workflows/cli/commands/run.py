@@ -79,7 +79,7 @@ def register(subparsers: Any) -> None:
 def build_request(args: argparse.Namespace) -> Any:
     """The RunRequest for `run`: reads the event or diff; every path in it is absolute."""
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
+    from workflows.run import run_folder, run_model
     from workflows.settings import Settings
 
     settings = Settings.from_env()
@@ -102,8 +102,8 @@ def build_request(args: argparse.Namespace) -> Any:
             head_sha="",
             source="cli",
         )
-    run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
-    change = pipeline.RunRequest(
+    run_id = run_folder.run_id_for(event, started=str(time.time_ns()))
+    change = run_model.RunRequest(
         run_id=run_id,
         event=event.to_json(),
         out_dir=str(args.out),

@@ -18,8 +18,8 @@ import redis
 from celery.exceptions import Ignore
 
 from suites.model import Outcome
-from workflows.run import pipeline
-from workflows.runner.shard_runner import InfraFault
+from workflows.run import pipeline, run_model
+from workflows.runner.shard_runner import InfraFault, ShardRun
 
 from . import celery_app
 from .keys import OPEN_RUNS, RESULT_TTL_S, key, lease_ttl_s
@@ -87,7 +87,7 @@ def finish(run_id: str) -> dict[str, Any]:
     stored = celery_app.store().hgetall(key(run_id, "shards"))
     missing = [i for i in range(len(planned.shards)) if str(i) not in stored]
     if missing:
-        raise pipeline.PipelineError(f"run {run_id}: shards {missing} have no stored results")
+        raise run_model.PipelineError(f"run {run_id}: shards {missing} have no stored results")
     outcomes: list[Outcome] = []
     faults: list[InfraFault] = []
     for body in map(json.loads, stored.values()):
@@ -95,7 +95,7 @@ def finish(run_id: str) -> dict[str, Any]:
         if body.get("fault"):
             faults.append(InfraFault.from_json(body["fault"]))
 
-    def execute(name: str, ids: Any) -> pipeline.ShardRun:
+    def execute(name: str, ids: Any) -> ShardRun:
         return pipeline.execute_shard(planned.request, name, ids, parallel=1)
 
     finished = pipeline.finish(planned, outcomes, celery_app.context(), execute, faults)

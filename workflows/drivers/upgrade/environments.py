@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from workflows.run.pipeline import PipelineError
+from workflows.run.run_model import PipelineError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 MARKER = ".spyre-ci-env.json"
