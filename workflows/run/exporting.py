@@ -143,7 +143,7 @@ def run_record(
     metrics = verified.verdict.metrics if verified is not None else None
     summary = PlanSummary(
         selected=len(plan.selected),
-        inventory=int(plan.totals.get("variants", 0)),
+        inventory=plan.totals.variants,
         fallback_reason=plan.fallback,
         top_reasons=top_reasons(plan),
         skipped={

@@ -249,7 +249,7 @@ def print_summary(finished: FinishedRun) -> None:
     for line in under_test_lines(finished.planned.environment):
         print(f"  {line}")
     if plan.fallback:
-        unbounded = plan.budget.get("not_applied")
+        unbounded = plan.budget.not_applied
         print(f"  full run: {plan.fallback}" + (f" ({unbounded})" if unbounded else ""))
     elif plan.decision == "none":
         print(f"  nothing to run: {results.why or 'no variant is affected'}")
