@@ -22,6 +22,8 @@ from workflows.run import forensics
 from workflows.run.run_model import Hub, PlannedRun, PlanNotes
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import (
+    BisectAnswer,
+    FailureWindow,
     ForensicsNote,
     PlanFacts,
     RunResults,
@@ -103,10 +105,31 @@ def test_a_bisect_answer_in_the_forensics_reads_as_one_line() -> None:
             {"id": "b", "bisect": {"summary": "culprit 3333333", "confidence": "medium"}},
         ),
     )
-    assert [f["id"] for f in note.windows()] == ["a"]
+    assert note.windows() == [FailureWindow("a", "1" * 40, "2" * 40)]
     assert note.bisected("b") == "culprit 3333333 (medium confidence)"
+    assert note.entries[1].bisect == BisectAnswer("culprit 3333333", "medium")
     assert note.bisected("a") is None
-    assert ForensicsNote.from_json(note.to_json()) == note
+    again = ForensicsNote.from_json(note.to_json())
+    assert again == note and again.entries == note.entries
+
+
+def test_a_forensics_entry_with_no_window_is_not_bisected() -> None:
+    note = ForensicsNote.from_json(
+        {
+            "triage": "unknown",
+            "failures": [
+                {"id": "same", "last_good_sha": "1" * 40, "first_bad_sha": "1" * 40},
+                {"id": "never-passed", "last_good_sha": None, "first_bad_sha": "2" * 40},
+                {"id": "no-answer", "bisect": {"summary": "", "confidence": "low"}},
+            ],
+        }
+    )
+    assert note.windows() == [] and [e.id for e in note.entries] == [
+        "same",
+        "never-passed",
+        "no-answer",
+    ]
+    assert note.bisected("no-answer") is None
 
 
 def test_planned_json_of_the_previous_version_loads_typed_and_writes_the_same() -> None:
