@@ -28,7 +28,7 @@ def request_for_event(
     run_id = pipeline.run_id_for(event)
     return pipeline.RunRequest(
         run_id=run_id,
-        event=replace(event, diff_text=None).to_json(),
+        event=replace(event, diff_text=None),
         out_dir=str(pipeline.run_dir(out_root, run_id)),
         inventory=str(inventory),
         diff_text=event.diff_text,

@@ -165,7 +165,7 @@ def run_record(
         downstream_repo=request.downstream_repo,
         workflow=request.workflow,
         job=request.job,
-        event=request.trigger,
+        event=request.event,
         environment=environment_under_test(finished.planned.environment),
         results=results,
         started_at=finished.planned.started_at,
@@ -190,7 +190,7 @@ def failure_forensics(
 
     `created_at`: when the run was planned (its place among History's runs)."""
     request = finished.planned.request
-    trigger = request.trigger
+    trigger = request.event
     failing = sorted(
         v for v, c in finished.classification.items() if c != "flaky" and v in finished.outcomes
     )

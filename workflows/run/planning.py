@@ -52,7 +52,7 @@ def plan_config(request: RunRequest) -> selector.PlanConfig:
 
 
 def change_set(request: RunRequest) -> selector.ChangeSet:
-    return selector.ChangeSet.from_event(request.trigger, request.diff_text)
+    return selector.ChangeSet.from_event(request.event, request.diff_text)
 
 
 def load_impact(path: str, inventory: Inventory) -> ImpactInfo:

@@ -105,7 +105,7 @@ def build_request(args: argparse.Namespace) -> Any:
     run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
     change = pipeline.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(args.out),
         inventory="",
         diff_text=diff_text,
