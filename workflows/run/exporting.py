@@ -7,7 +7,7 @@ per-variant results. The main job and the upgrade diff run both export through i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import metadata
 from typing import Any
@@ -89,12 +89,18 @@ def _torch_git_version() -> str:
 
 def top_reasons(plan: selector.Plan, limit: int = 10) -> tuple[tuple[str, int], ...]:
     """The first reason of every selected variant, counted: the report's 'why these tests'."""
-    reasons: dict[str, int] = {}
-    for selected in plan.selected:
-        for reason in selected.reasons[:1]:
-            key = f"{reason.heuristic}: {reason.reason}"
-            reasons[key] = reasons.get(key, 0) + 1
-    return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
+    return counted(
+        (f"{s.reasons[0].heuristic}: {s.reasons[0].reason}" for s in plan.selected if s.reasons),
+        limit,
+    )
+
+
+def counted(reasons: Iterable[str], limit: int = 10) -> tuple[tuple[str, int], ...]:
+    """Reason lines counted, the most frequent first (ties in the order first seen)."""
+    found: dict[str, int] = {}
+    for key in reasons:
+        found[key] = found.get(key, 0) + 1
+    return tuple(sorted(found.items(), key=lambda kv: -kv[1])[:limit])
 
 
 REMOVED_NAMED = 5  # removed ids the report's line names
