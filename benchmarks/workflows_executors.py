@@ -63,7 +63,7 @@ def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: igno
     )
     return run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(out),
         inventory=str(inventory),
         specs=(str(SPEC),),

@@ -185,7 +185,7 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     )
     request = run_model.RunRequest(
         run_id="kill-test",
-        event=event.to_json(),
+        event=event,
         out_dir=str(services["runs"] / "kill-test"),
         inventory=str(services["inventory"]),
         specs=(str(TINY_SPEC),),

@@ -108,7 +108,7 @@ def test_redis_restart_between_tasks(
         )
         request = run_model.RunRequest(
             run_id="restart-test",
-            event=event.to_json(),
+            event=event,
             out_dir=str(tmp_path / "out"),
             inventory=str(tiny_inventory),
             specs=(str(TINY_SPEC),),

@@ -71,7 +71,7 @@ def submit(services: dict[str, Any], inventory: Path) -> None:
     )
     request = run_model.RunRequest(
         run_id=RUN,
-        event=event.to_json(),
+        event=event,
         out_dir=str(services["runs"] / RUN),
         inventory=str(inventory),
         specs=(str(SPEC),),

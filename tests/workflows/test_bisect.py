@@ -154,7 +154,7 @@ def _finish(
     """A run recorded as the pipeline records it; GLU fails as the broken glu makes it."""
     event = TriggerEvent(kind="push", delivery_id=run_id, repo=REPO, head_sha=sha, source="cli")
     request = run_model.RunRequest(
-        run_id=run_id, event=event.to_json(), out_dir=str(out), inventory=str(inventory),
+        run_id=run_id, event=event, out_dir=str(out), inventory=str(inventory),
         specs=(str(GLU_SPEC),), full=True, holdout=0.0, expand=False,
     )  # fmt: skip
     planned = pipeline.plan(request, run_context(history))

@@ -157,7 +157,7 @@ def _request(inventory: Path, out: Path, run_id: str, sha: str) -> run_model.Run
     )
     return run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(out),
         inventory=str(inventory),
         specs=(str(TINY_SPEC),),
@@ -312,8 +312,8 @@ def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
     def run(run_id: str, sha: str, failing: str | None, diff: str | None) -> run_model.FinishedRun:
         request = _request(tiny_inventory, tmp_path / run_id, run_id, sha)
         if diff is not None:
-            event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
-            request = dataclasses.replace(request, event=event.to_json())
+            event = dataclasses.replace(request.event, base_sha=torch_git_sha())
+            request = dataclasses.replace(request, event=event)
         return _finish(
             history, dataclasses.replace(request, diff_text=diff, full=diff is None), failing
         )
@@ -359,10 +359,8 @@ def test_failing_on_the_base_too_after_passing_on_another_torch_is_upstreams(
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     _record(history, "push-a", 1.0, "push", A, {VID: Status.PASSED}, backend=backend(), torch_sha=A)
     request = _request(tiny_inventory, tmp_path / "push-c", "push-c", C)
-    event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
-    request = dataclasses.replace(
-        request, event=event.to_json(), diff_text=_softmax_edit(), full=False
-    )
+    event = dataclasses.replace(request.event, base_sha=torch_git_sha())
+    request = dataclasses.replace(request, event=event, diff_text=_softmax_edit(), full=False)
     finished = _finish(history, request, VID, fails_on_base=True)
     assert finished.classification[VID] == "pre-existing" and finished.new_failures == []
     found = json.loads((tmp_path / "push-c" / "forensics.json").read_text())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.event import TriggerEvent
 from tests.testing.cli import cli, spyre_ci
 from tests.testing.paths import TINY_SPEC
 from tests.workflows.run_context import run_context
@@ -38,13 +39,7 @@ def tiny_impact_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> run_model.RunRequest:
-    event = {
-        "kind": "push",
-        "delivery_id": "d-mul",
-        "repo": "pytorch/pytorch",
-        "head_sha": "a" * 40,
-        "source": "cli",
-    }
+    event = TriggerEvent("push", "d-mul", "pytorch/pytorch", "a" * 40, source="cli")
     return run_model.RunRequest(
         run_id=f"mul-{impact_map is not None}",
         event=event,

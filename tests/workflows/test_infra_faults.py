@@ -125,7 +125,7 @@ def _request(tiny_inventory: Path, out: Path, run_id: str, **extra: object) -> r
     )
     return run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(out),
         inventory=str(tiny_inventory),
         specs=(str(TINY_SPEC),),

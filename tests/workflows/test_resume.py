@@ -32,7 +32,7 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
     )
     request = run_model.RunRequest(
         run_id="resume-me",
-        event=event.to_json(),
+        event=event,
         out_dir=str(tmp_path / "out"),
         inventory=str(tiny_inventory),
         specs=(str(TINY_SPEC),),

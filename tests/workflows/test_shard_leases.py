@@ -156,9 +156,7 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
     event = TriggerEvent(
         kind="push", delivery_id="d", repo="pytorch/pytorch", head_sha="a" * 40, source="cli"
     )
-    request = run_model.RunRequest(
-        run_id="run-x", event=event.to_json(), out_dir="o", inventory="i"
-    )
+    request = run_model.RunRequest(run_id="run-x", event=event, out_dir="o", inventory="i")
     assert distributed.plan_task(request.to_json()) == "run-x" and len(planned_calls) == 2
 
 
@@ -197,7 +195,8 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     sent: list[tuple[object, ...]] = []
     monkeypatch.setattr(watch.finish_task, "apply_async", lambda args: sent.append(args))
     run = "open-run"
-    store.set(f"spyre-ci:run:{run}:planned", json.dumps({"shards": [["a"], ["b"]]}))
+    recorded = json.loads((RECORDS / "planned.json").read_text(encoding="utf-8"))
+    store.set(f"spyre-ci:run:{run}:planned", json.dumps({**recorded, "shards": [["a"], ["b"]]}))
     store.hset(distributed.OPEN_RUNS, run, "1000.0")
     store.hset(f"spyre-ci:run:{run}:shards", "0", "{}")
 
@@ -226,6 +225,20 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     assert finish.finish_once(run, "late") == {"n": 1} and calls == [run]
     assert not store.hexists(distributed.OPEN_RUNS, run)
     assert not store.exists(f"spyre-ci:run:{run}:finishing")
+
+
+def test_an_open_run_whose_stored_plan_cannot_be_read_is_not_finished(
+    store: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep reads the stored plan as a PlannedRun: one it cannot read (`finish` could
+    not either) leaves the open runs, and no finish is sent for it."""
+    sent: list[tuple[object, ...]] = []
+    monkeypatch.setattr(watch.finish_task, "apply_async", lambda args: sent.append(args))
+    store.set("spyre-ci:run:unreadable:planned", json.dumps({"shards": [["a"]]}))
+    store.hset(distributed.OPEN_RUNS, "unreadable", "1000.0")
+    store.hset("spyre-ci:run:unreadable:shards", "0", "{}")
+    assert distributed.sweep(store, now=1010.0) == [] and sent == []
+    assert not store.hexists(distributed.OPEN_RUNS, "unreadable")
 
 
 def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(

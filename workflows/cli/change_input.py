@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.event import TriggerEvent
 from workflows.cli.options import RANGES, absolute_path, add_options
 from workflows.errors import CommandError
 
 
 @dataclass(frozen=True)
 class ChangeInput:
-    event: Any  # relay.events.TriggerEvent; None for a bare diff
+    event: TriggerEvent | None  # None for a bare diff
     diff_text: str | None
     diff_source: str
 

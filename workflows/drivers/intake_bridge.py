@@ -28,7 +28,7 @@ def request_for_event(
     run_id = run_folder.run_id_for(event)
     return run_model.RunRequest(
         run_id=run_id,
-        event=replace(event, diff_text=None).to_json(),
+        event=replace(event, diff_text=None),
         out_dir=str(run_folder.run_dir(out_root, run_id)),
         inventory=str(inventory),
         diff_text=event.diff_text,

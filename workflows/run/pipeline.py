@@ -146,7 +146,7 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
 def plan_facts(planned: PlannedRun) -> PlanFacts:
     """What History's summary keeps of a plan; `kind` and `head_sha` place the run on
     upstream's line (`workflows.run.forensics`)."""
-    trigger = planned.request.trigger
+    trigger = planned.request.event
     return PlanFacts(
         event=f"{trigger.kind} {trigger.head_sha[:12] or trigger.delivery_id}",
         kind=trigger.kind,

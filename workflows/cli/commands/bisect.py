@@ -224,7 +224,9 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
     kept = replace(
         kept,
         failures=tuple(
-            record.with_bisect({str(f.get("id")): f for f in kept.failures}, answers).values()
+            record.with_bisect(
+                {w.id: f for w, f in zip(kept.entries, kept.failures, strict=True)}, answers
+            ).values()
         ),
     )
     if verdict:

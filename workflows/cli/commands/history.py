@@ -144,12 +144,14 @@ def _held_back(summary: RunSummary) -> str | None:
 def suspicion(summary: RunSummary, max_share: float) -> str | None:
     """Why a learned run looks like the tool's fault, from what it left in its out directory."""
     from selector.verify import mass_failure
+    from workflows.run.run_folder import load_planned
+    from workflows.run.run_model import PipelineError
 
     out = Path(summary.out_dir)
     try:
         record = json.loads((out / "run.json").read_text(encoding="utf-8"))
-        shards = json.loads((out / "planned.json").read_text(encoding="utf-8"))["shards"]
-    except (OSError, ValueError, KeyError, TypeError):
+        shards = load_planned(out).shards
+    except (OSError, ValueError, KeyError, TypeError, PipelineError):
         record, shards = None, []
     if record is None:
         results = summary.results

@@ -105,7 +105,7 @@ def build_request(args: argparse.Namespace) -> Any:
     run_id = run_folder.run_id_for(event, started=str(time.time_ns()))
     change = run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(args.out),
         inventory="",
         diff_text=diff_text,
@@ -249,7 +249,7 @@ def print_summary(finished: FinishedRun) -> None:
     for line in under_test_lines(finished.planned.environment):
         print(f"  {line}")
     if plan.fallback:
-        unbounded = plan.budget.get("not_applied")
+        unbounded = plan.budget.not_applied
         print(f"  full run: {plan.fallback}" + (f" ({unbounded})" if unbounded else ""))
     elif plan.decision == "none":
         print(f"  nothing to run: {results.why or 'no variant is affected'}")

@@ -178,7 +178,7 @@ def select(args: argparse.Namespace) -> int:
         t = chosen.totals
         print(f"decision: {chosen.decision}" + (f" ({chosen.fallback})" if chosen.fallback else ""))
         print(
-            f"selected {t['selected']} of {t['eligible']} variants, holdout {t['holdout']}, "
+            f"selected {t.selected} of {t.eligible} variants, holdout {t.holdout}, "
             f"{len(chosen.shards)} shard(s)"
         )
         if args.plan_out:

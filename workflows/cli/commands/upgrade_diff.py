@@ -298,6 +298,9 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
         f"runnable ({sel['share']:.1%}); {sel['removed_run_on_old']} removed run on "
         f"{data['from_version']} only"
     )
+    firsts = ", ".join(f"{k} {n}" for k, n in sel["by_heuristic"].items())
+    skipped = ", ".join(f"{k} {n}" for k, n in sel["skipped"].items())
+    print(f"selected by: {firsts or 'nothing'}; not run: {skipped or 'nothing'}")
     for item in data.get("renamed", ())[:20]:
         print(f"  {item['line']}")
     for item in data.get("ambiguous", ())[:10]:

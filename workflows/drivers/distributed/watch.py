@@ -21,6 +21,9 @@ from typing import Any
 import redis
 from celery import signals
 
+from selector import SelectorError
+from workflows.run.run_model import PipelineError
+
 from . import celery_app
 from .keys import (
     LEASED,
@@ -105,12 +108,18 @@ def _finish_forgotten(store: redis.Redis, now: float, ttl: float) -> list[str]:
     for run_id, since in hash_of(store, OPEN_RUNS).items():
         if now - float(since) < 2 * ttl or store.exists(key(run_id, "finishing")):
             continue
-        planned = store.get(key(run_id, "planned"))
-        if planned is None or store.exists(key(run_id, "finished")):
+        if not store.exists(key(run_id, "planned")) or store.exists(key(run_id, "finished")):
             store.hdel(OPEN_RUNS, run_id)
             continue
-        shards = len(json.loads(planned).get("shards") or ())
-        if store.hlen(key(run_id, "shards")) < shards:
+        try:
+            planned = celery_app.load_planned(run_id, store)
+        except (ValueError, KeyError, TypeError, SelectorError, PipelineError) as exc:
+            log.warning(
+                "run %s: its stored plan cannot be read (%s); not finishing it", run_id, exc
+            )
+            store.hdel(OPEN_RUNS, run_id)  # `finish` could not read it either
+            continue
+        if store.hlen(key(run_id, "shards")) < len(planned.shards):
             continue
         log.warning("run %s: every shard is recorded but it was not finished; finishing", run_id)
         finish_task.apply_async(([], run_id))
