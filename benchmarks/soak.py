@@ -634,8 +634,9 @@ def _healthy(port: int) -> bool:
 
 def _status(url: str) -> dict[str, Any]:
     from workflows.drivers import distributed
+    from workflows.settings import Settings
 
-    return distributed.status(url)
+    return distributed.status(url, Settings.from_env().lease_ttl_s)
 
 
 def redis_fault(

@@ -50,7 +50,7 @@ def start_workers(
         for name in names
     }
     wait_for(
-        lambda: len(distributed.status(services["redis"])["workers"]) == len(names),
+        lambda: len(distributed.status(services["redis"], _ttl())["workers"]) == len(names),
         120,
         "every worker's heartbeat",
     )

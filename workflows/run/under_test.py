@@ -40,6 +40,7 @@ from workflows.runner.change_overlay import (
     prepare,
 )
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
+from workflows.settings import child_environment
 from workflows.stores.sources import installed_torch
 
 TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
@@ -75,7 +76,9 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The backend under test: its package, version, device name (`$SPYRE_CI_BACKEND`,
     `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default, `suites.backend`) and the
     digest of its files (`backend_digest`): a backend edited without a new version is
-    another backend."""
+    another backend. As a test process sees them: in `environ`, default the environment it
+    inherits."""
+    environ = child_environment() if environ is None else environ
     package, device = backend_package(environ), device_name(environ)
     distribution = "spyre-ci" if package == BUNDLED_BACKEND else package.replace("_", "-")
     try:
@@ -92,9 +95,10 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def backend_digest(package: str, environ: Mapping[str, str] | None = None) -> str:
     """sha256 (16 hex digits) over the paths and bytes of the files of the backend's package
     as a test process imports it (caches and bytecode left out); "" when it is not found or
-    not a folder. A test process finds it on its PYTHONPATH first: this process's own
-    working directory (first on its path under `python -m`) is not on the test's."""
-    env = os.environ if environ is None else environ
+    not a folder. A test process finds it on its PYTHONPATH first (that of `environ`,
+    default the environment it inherits): this process's own working directory (first on its
+    path under `python -m`) is not on the test's."""
+    env = child_environment() if environ is None else environ
     top = package.split(".", 1)[0]
     entries = [str(Path(e).resolve()) for e in env.get("PYTHONPATH", "").split(os.pathsep) if e]
     try:

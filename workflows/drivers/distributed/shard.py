@@ -89,7 +89,8 @@ def begin(
     if store.hexists(key(run_id, "shards"), str(index)):
         return None  # already done by an earlier delivery of this task
     planned = celery_app.load_planned(run_id)
-    lease = ShardLease(store, run_id, index, owner_token(task.request), task_options(task))
+    ttl_s = celery_app.context().settings.lease_ttl_s
+    lease = ShardLease(store, run_id, index, owner_token(task.request), task_options(task), ttl_s)
     holder = lease.acquire()
     if holder == DONE:
         return None

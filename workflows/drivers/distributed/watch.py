@@ -36,7 +36,6 @@ from .keys import (
     hash_of,
     key,
     lease_key,
-    lease_ttl_s,
 )
 from .tasks import finish_task, shard_task
 
@@ -58,14 +57,14 @@ def describe_worker(**info: Any) -> None:
     _WORKER_INFO.update(info)
 
 
-def sweep(store: redis.Redis, *, now: float | None = None) -> list[str]:
+def sweep(store: redis.Redis, ttl: float, *, now: float | None = None) -> list[str]:
     """Send again every started shard whose lease expired without a result; returns them.
 
     One worker sweeps at a time (a lock of one lease). A shard sent again but not taken for
     two leases, and no longer in the queue (it was reserved by a worker that died before
-    starting it), is sent once more; duplicates are harmless: the lease admits one.
+    starting it), is sent once more; duplicates are harmless: the lease admits one. `ttl`:
+    the workers' lease in seconds (`Settings.lease_ttl_s`).
     """
-    ttl = lease_ttl_s()
     if not store.set(SWEEP_LOCK, "1", nx=True, px=int(ttl * 500)):
         return []
     now = time.time() if now is None else now
@@ -141,7 +140,7 @@ def _queued_task_ids(store: redis.Redis) -> set[str]:
 def _watch(node: str) -> None:
     """The main process's thread: its heartbeat every third of a lease, a sweep every half."""
     store = celery_app.store()
-    ttl = lease_ttl_s()
+    ttl = celery_app.context().settings.lease_ttl_s
     alive = WORKER_ALIVE.format(node=node)
     started = time.time()
     next_sweep = 0.0
@@ -151,7 +150,7 @@ def _watch(node: str) -> None:
             store.set(alive, json.dumps(info), px=int(ttl * 1000))
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + ttl / 2
-                sweep(store)
+                sweep(store, ttl)
         except Exception:  # noqa: BLE001 - the watch outlives any outage
             log.exception("worker watch: heartbeat or sweep failed; trying again")
         _WATCH_STOP.wait(ttl / 3)
