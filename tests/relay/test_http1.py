@@ -63,6 +63,16 @@ def test_ambiguous_or_malformed_heads_are_refused(fields: tuple[str, ...], statu
     assert refused.value.status == status
 
 
+def test_a_control_character_is_refused_in_any_field_and_named() -> None:
+    with pytest.raises(RequestRefused) as refused:
+        parse_head(head("X-A: fine", "X-B: also fine", "X-C: bad\x7f", "X-D: fine"))
+    assert refused.value.status == 400 and "header x-c carries" in str(refused.value)
+
+
+def test_a_tab_inside_a_value_is_not_a_control_character() -> None:
+    assert parse_head(head("X-A: one\ttwo", "X-B: b")).field("x-a") == "one\ttwo"
+
+
 def test_a_head_over_the_byte_limit_is_431_before_it_ends() -> None:
     exchange = Exchange(1024)
     exchange.receive(b"POST / HTTP/1.1\r\nHost: relay\r\nX-Big: " + b"a" * 2000)
