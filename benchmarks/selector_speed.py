@@ -192,10 +192,10 @@ def main() -> None:
         "plan_with_index_build_s": round(statistics.median(with_build), 4),
         "full_fallback_s": round(statistics.median(full), 4),
         "load_average_1m": round(os.getloadavg()[0], 2),
-        "selected": result.totals["selected"],
+        "selected": result.totals.selected,
         "holdout": len(result.holdout),
         "ops_touched": len(result.facts.ops),
-        "ratio_count": result.totals["ratio_count"],
+        "ratio_count": result.totals.ratio_count,
         "skipped": dict(result.skipped),
     }
     RESULT.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

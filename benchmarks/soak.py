@@ -193,7 +193,7 @@ def make_body(template: dict[str, Any], sha: str) -> bytes:
 
 
 def run_id_for(delivery: str, sha: str) -> str:
-    """`workflows.run.pipeline.run_id_for` of a push delivery (checked against the real runs)."""
+    """`workflows.run.run_folder.run_id_for` of a push delivery (checked against the real runs)."""
     digest = hashlib.sha256(f"{delivery}:1:".encode()).hexdigest()[:10]
     return f"push-{sha[:8]}-{digest}"
 
@@ -634,8 +634,9 @@ def _healthy(port: int) -> bool:
 
 def _status(url: str) -> dict[str, Any]:
     from workflows.drivers import distributed
+    from workflows.settings import Settings
 
-    return distributed.status(url)
+    return distributed.status(url, Settings.from_env().lease_ttl_s)
 
 
 def redis_fault(

@@ -51,7 +51,7 @@ def build_inventory(work: Path) -> Path:
 
 def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: ignore[no-untyped-def]
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     event = TriggerEvent(
         kind="nightly",
@@ -61,9 +61,9 @@ def request(run_id: str, inventory: Path, out: Path, shards: int):  # type: igno
         files_complete=False,
         source="cli",
     )
-    return pipeline.RunRequest(
+    return run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(out),
         inventory=str(inventory),
         specs=(str(SPEC),),

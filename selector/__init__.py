@@ -16,10 +16,13 @@ from selector.history import History, HistoryUpdate, OutcomeRecord, VariantHisto
 from selector.impact import ImpactMap
 from selector.index import InventoryIndex
 from selector.plan import Plan, PlanConfig, Reason, Selected, plan
+from selector.plan_parts import Budget, ChangeNote, Totals, TrialNote
 from selector.scout import ChangeFacts, scout
 from selector.verify import Metrics, Verdict, false_green_rate, to_rerun, verify
 
 __all__ = [
+    "Budget",
+    "ChangeNote",
     "ChangeFacts",
     "ChangeSet",
     "ChangedPath",
@@ -34,6 +37,8 @@ __all__ = [
     "Reason",
     "Selected",
     "SelectorError",
+    "Totals",
+    "TrialNote",
     "VariantHistory",
     "Verdict",
     "apply_update",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from contracts.event import TriggerEvent
 from selector.diff import FilePatch, parse_unified_diff
+from selector.plan_parts import ChangeNote
 
 
 @dataclass(frozen=True)
@@ -102,18 +102,18 @@ class ChangeSet:
             rerun=event.rerun,
         )
 
-    def summary(self) -> dict[str, Any]:
-        """A JSON-ready digest (the plan records it; patches are not repeated)."""
-        return {
-            "kind": self.kind,
-            "repo": self.repo,
-            "head_sha": self.head_sha,
-            "base_sha": self.base_sha,
-            "delivery_id": self.delivery_id,
-            "files": len(self.paths),
-            "files_with_patch": sum(1 for p in self.paths if p.path in self.patches),
-            "files_with_source": sum(1 for p in self.paths if p.path in self.sources),
-            "complete": self.complete,
-            "truncated": self.truncated,
-            "labels": list(self.labels),
-        }
+    def summary(self) -> ChangeNote:
+        """The digest a plan records (patches are not repeated)."""
+        return ChangeNote(
+            kind=self.kind,
+            repo=self.repo,
+            head_sha=self.head_sha,
+            base_sha=self.base_sha,
+            delivery_id=self.delivery_id,
+            files=len(self.paths),
+            files_with_patch=sum(1 for p in self.paths if p.path in self.patches),
+            files_with_source=sum(1 for p in self.paths if p.path in self.sources),
+            complete=self.complete,
+            truncated=self.truncated,
+            labels=tuple(self.labels),
+        )

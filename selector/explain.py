@@ -20,8 +20,8 @@ def explain(plan: Plan, top: int = _TOP) -> str:
     f = plan.facts
     c = plan.change
     out = [
-        f"change: {c.get('kind')} {c.get('repo')} {str(c.get('head_sha') or '')[:12]} "
-        f"({c.get('files')} file(s), {c.get('files_with_patch')} with a patch; "
+        f"change: {c.kind} {c.repo} {c.head_sha[:12]} "
+        f"({c.files} file(s), {c.files_with_patch} with a patch; "
         f"completeness {f.completeness})",
     ]
     if f.areas:
@@ -45,16 +45,16 @@ def explain(plan: Plan, top: int = _TOP) -> str:
         out.append(f"fallback: {plan.fallback}")
     t = plan.totals
     out.append(
-        f"selected {t['selected']} of {t['eligible']} runnable variants "
-        f"({100 * t['ratio_count']:.2f}% by count, {100 * t['ratio_time']:.2f}% by time, "
-        f"~{t['selected_s']:.1f} s); holdout {t['holdout']} (~{t['holdout_s']:.1f} s), "
+        f"selected {t.selected} of {t.eligible} runnable variants "
+        f"({100 * t.ratio_count:.2f}% by count, {100 * t.ratio_time:.2f}% by time, "
+        f"~{t.selected_s:.1f} s); holdout {t.holdout} (~{t.holdout_s:.1f} s), "
         f"reported apart"
     )
     b = plan.budget
-    if b.get("applied"):
-        out.append(f"budget: {b['kind']} limit {b['limit']}, used {b['used']}")
-    elif b.get("not_applied"):
-        out.append(f"budget: not applied ({b['not_applied']})")
+    if b.applied:
+        out.append(f"budget: {b.kind} limit {b.limit}, used {b.used}")
+    elif b.not_applied:
+        out.append(f"budget: not applied ({b.not_applied})")
     if plan.selected and plan.decision != "full":
         by_heuristic = Counter(r.heuristic for s in plan.selected for r in s.reasons)
         out.append(
@@ -73,7 +73,7 @@ def explain(plan: Plan, top: int = _TOP) -> str:
         for reason, n in sorted(plan.skipped.items(), key=lambda kv: -kv[1]):
             out.append(f"  {n:>7}  {reason}")
     for name, info in plan.trial.items():
-        out.append(f"trial {name}: scored {info['scored']}, would add {info['would_add']}")
+        out.append(f"trial {name}: scored {info.scored}, would add {info.would_add}")
     if plan.shards:
         out.append(
             "shards: "

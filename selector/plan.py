@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from selector.changeset import ChangeSet
@@ -24,6 +24,7 @@ from selector.history import History
 from selector.holdout import HoldoutStratum, draw_holdout, near_variants, uniform_holdout
 from selector.impact import ImpactMap
 from selector.index import InventoryIndex
+from selector.plan_parts import Budget, ChangeNote, Totals, TrialNote
 from selector.scout import FULL_RUN_LABELS, ChangeFacts, scout
 from selector.shard import Shard, shard_lpt
 from suites.model import Inventory
@@ -133,11 +134,11 @@ class Plan:
     holdout: tuple[str, ...]
     shards: tuple[Shard, ...]
     skipped: Mapping[str, int]  # reason -> count of variants not run
-    budget: Mapping[str, Any]
+    budget: Budget
     facts: ChangeFacts
-    change: Mapping[str, Any]
-    totals: Mapping[str, Any]
-    trial: Mapping[str, Any]
+    change: ChangeNote
+    totals: Totals
+    trial: Mapping[str, TrialNote]  # trial heuristic -> what it would have done
     # Reasons of variants that scored but were not selected (for `--why`); sparse.
     unselected: Mapping[str, tuple[tuple[Reason, ...], str]] = field(default_factory=dict)
     # How the holdout was drawn; empty in a plan from before the strata (see `strata`).
@@ -149,12 +150,7 @@ class Plan:
         if self.holdout_strata or not self.holdout:
             return self.holdout_strata
         t = self.totals
-        return uniform_holdout(
-            self.holdout,
-            int(t.get("eligible", 0)) - int(t.get("selected", 0)),
-            float(t.get("eligible_s", 0.0)) - float(t.get("selected_s", 0.0)),
-            float(t.get("holdout_s", 0.0)),
-        )
+        return uniform_holdout(self.holdout, t.unselected, t.unselected_s, t.holdout_s)
 
     @property
     def selected_ids(self) -> tuple[str, ...]:
@@ -175,10 +171,10 @@ class Plan:
             "holdout_strata": [s.to_json() for s in self.holdout_strata],
             "shards": [s.to_json() for s in self.shards],
             "skipped": dict(self.skipped),
-            "budget": dict(self.budget),
-            "totals": dict(self.totals),
-            "trial": dict(self.trial),
-            "change": dict(self.change),
+            "budget": self.budget.to_json(),
+            "totals": self.totals.to_json(),
+            "trial": {name: note.to_json() for name, note in self.trial.items()},
+            "change": self.change.to_json(),
             "change_facts": self.facts.to_json(),
         }
 
@@ -197,11 +193,11 @@ class Plan:
             holdout=tuple(data.get("holdout", ())),
             shards=tuple(Shard.from_json(s) for s in data.get("shards", ())),
             skipped=dict(data.get("skipped", {})),
-            budget=dict(data.get("budget", {})),
+            budget=Budget.from_json(data["budget"]),
             facts=ChangeFacts.from_json(data["change_facts"]),
-            change=dict(data.get("change", {})),
-            totals=dict(data["totals"]),
-            trial=dict(data.get("trial", {})),
+            change=ChangeNote.from_json(data.get("change", {})),
+            totals=Totals.from_json(data["totals"]),
+            trial={str(k): TrialNote.from_json(v) for k, v in data.get("trial", {}).items()},
             holdout_strata=tuple(
                 HoldoutStratum.from_json(s) for s in data.get("holdout_strata", ())
             ),
@@ -295,15 +291,17 @@ def _decide(
         if any(r.heuristic in MANDATORY and r.score > 0 and not r.trial for r in rs)
         and vid not in declared_skip
     }
-    budget: dict[str, Any] = {"kind": "none", "limit": None, "used": 0, "applied": False}
+    budget = Budget()
     unselected: dict[str, tuple[tuple[Reason, ...], str]] = {}
     if fallback is not None:
         decision = "full"
         chosen = sorted(eligible, key=lambda v: (-scores.get(v, 0.0), v))
         tail: tuple[Reason, ...] = (Reason("fallback", 0.0, f"full run: {fallback}"),)
-        budget["used"] = len(chosen)
-        if config.budget_count is not None or config.budget_seconds is not None:
-            budget["not_applied"] = "a full run (everything runs) has no budget"
+        given = config.budget_count is not None or config.budget_seconds is not None
+        budget = Budget(
+            used=len(chosen),
+            not_applied="a full run (everything runs) has no budget" if given else None,
+        )
     elif facts.decision == "none":
         decision, chosen, tail = "none", [], ()
         skipped[SKIP_NOTHING] += len(eligible)
@@ -338,9 +336,8 @@ def _decide(
             limit=None if config.budget_count is None else config.budget_count - len(chosen),
         )
     holdout = tuple(sorted(v for s in strata for v in s.ids))
-    if budget["kind"] == "count":  # N bounds what runs: the selection and the holdout
-        budget["holdout"] = len(holdout)
-        budget["used"] = len(chosen) + len(holdout)
+    if budget.kind == "count":  # N bounds what runs: the selection and the holdout
+        budget = replace(budget, holdout=len(holdout), used=len(chosen) + len(holdout))
     for vid in holdout:
         reason = unselected.pop(vid, None)
         skipped[reason[1] if reason else SKIP_NO_MATCH] -= 1
@@ -359,17 +356,17 @@ def _decide(
     )
     run = [*chosen, *holdout]
     shards = shard_lpt(run, durations, config.shards) if run else ()
-    totals = {
-        "variants": len(index.ids),
-        "eligible": len(eligible),
-        "selected": len(chosen),
-        "holdout": len(holdout),
-        "selected_s": round(selected_s, 3),
-        "holdout_s": round(sum(durations[v] for v in holdout), 3),
-        "eligible_s": round(total_s, 3),
-        "ratio_count": round(len(chosen) / len(eligible), 6) if eligible else 0.0,
-        "ratio_time": round(selected_s / total_s, 6) if total_s else 0.0,
-    }
+    totals = Totals(
+        variants=len(index.ids),
+        eligible=len(eligible),
+        selected=len(chosen),
+        holdout=len(holdout),
+        selected_s=round(selected_s, 3),
+        holdout_s=round(sum(durations[v] for v in holdout), 3),
+        eligible_s=round(total_s, 3),
+        ratio_count=round(len(chosen) / len(eligible), 6) if eligible else 0.0,
+        ratio_time=round(selected_s / total_s, 6) if total_s else 0.0,
+    )
     return Plan(
         decision=decision,
         fallback=fallback,
@@ -430,7 +427,7 @@ def _fit(
     skipped: Counter[str],
     reasons: Mapping[str, list[Reason]],
     unselected: dict[str, tuple[tuple[Reason, ...], str]],
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], Budget]:
     """Mandatory variants first, then by score (cheaper first on ties) within the budget; a
     count budget keeps `holdout_room` of it for the holdout."""
     must = sorted((v for v in mandatory if v in pool), key=lambda v: (-scores[v], v))
@@ -454,14 +451,14 @@ def _fit(
         room = max(0, config.budget_count - reserved - len(chosen))
         over = candidates[room:]
         chosen += candidates[:room]
-        budget = {
-            "kind": "count",
-            "limit": config.budget_count,
-            "used": len(chosen),
-            "applied": True,
-            "mandatory": len(must),
-            "holdout_reserved": reserved,
-        }
+        budget = Budget(
+            "count",
+            config.budget_count,
+            len(chosen),
+            applied=True,
+            mandatory=len(must),
+            holdout_reserved=reserved,
+        )
         for vid in over:
             unselected[vid] = (tuple(reasons[vid]), SKIP_COUNT_BUDGET)
         skipped[SKIP_COUNT_BUDGET] += len(over)
@@ -474,16 +471,12 @@ def _fit(
             else:
                 unselected[vid] = (tuple(reasons[vid]), SKIP_TIME_BUDGET)
                 skipped[SKIP_TIME_BUDGET] += 1
-        budget = {
-            "kind": "time",
-            "limit": config.budget_seconds,
-            "used": round(used, 3),
-            "applied": True,
-            "mandatory": len(must),
-        }
+        budget = Budget(
+            "time", config.budget_seconds, round(used, 3), applied=True, mandatory=len(must)
+        )
     else:
         chosen += candidates
-        budget = {"kind": "none", "limit": None, "used": len(chosen), "applied": False}
+        budget = Budget(used=len(chosen))
     return chosen, budget
 
 
@@ -497,9 +490,9 @@ def holdout_room(config: PlanConfig) -> int:
 
 def _trial_summary(
     reasons: Mapping[str, list[Reason]], config: PlanConfig, chosen: set[str]
-) -> dict[str, Any]:
+) -> dict[str, TrialNote]:
     """For each trial heuristic: how many it scored and which it alone would have added."""
-    summary: dict[str, Any] = {}
+    summary: dict[str, TrialNote] = {}
     for name in sorted(config.trial):
         scored, would_add = 0, []
         for vid, rs in reasons.items():
@@ -509,9 +502,5 @@ def _trial_summary(
             scored += 1
             if vid not in chosen and _counted(rs) + sum(r.score for r in mine) > config.threshold:
                 would_add.append(vid)
-        summary[name] = {
-            "scored": scored,
-            "would_add": len(would_add),
-            "would_add_sample": sorted(would_add)[:10],
-        }
+        summary[name] = TrialNote(scored, len(would_add), tuple(sorted(would_add)[:10]))
     return summary

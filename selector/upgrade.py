@@ -35,7 +35,7 @@ that moves is a selector miss, and `expansion` runs its neighbours.
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,12 +45,14 @@ from selector.heuristics import REGISTRY, RetrieveContext
 from selector.history import History
 from selector.index import InventoryIndex
 from selector.opnames import canonical
+from selector.plan import SKIP_DECLARED, Reason
 from selector.scout import ChangeFacts, TouchedOp
 from suites.model import Expectation, Inventory, Outcome, Status, Variant
 from suites.renames import RenameRecord, Renames, find_renames
 
 DETAILS_FORMAT = 1
 UPGRADE_HEURISTICS = ("definition", "new", "op_match")
+SKIP_UNAFFECTED = "not affected by the upgrade"
 
 # aten spells namespaced ops with an underscore (`linalg_polar`); op_db with a dot.
 _ATEN_NAMESPACES = ("linalg_", "special_", "fft_")
@@ -347,15 +349,20 @@ def _detail_changes(
 
 @dataclass(frozen=True)
 class UpgradeSelection:
-    """What an upgrade run executes on each version, with the reasons for every variant."""
+    """What an upgrade run executes on each version, with the reasons for every variant:
+    a selected one's heuristics (as a Plan's `Selected.reasons`), why an unselected one runs
+    all the same (`held`: a canary, the holdout sample, a removed or renamed id on the old
+    version), and how many were skipped, by why (as a Plan's `skipped`)."""
 
-    reasons: Mapping[str, tuple[str, ...]]  # selected id -> "heuristic: reason", ...
+    reasons: Mapping[str, tuple[Reason, ...]]  # selected id -> its reasons, the first first
     removed: tuple[str, ...]  # in the old inventory only: run on the old version
     holdout: tuple[str, ...]  # unselected runnable variants run all the same: canaries + sample
     runnable_to: int  # runnable variants of the new inventory (the share's denominator)
     seed: str
     api_ops: tuple[str, ...] = ()  # op names the API diff named
     canary: tuple[str, ...] = ()  # the part of `holdout` that is one canary per op
+    held: Mapping[str, Reason] = field(default_factory=dict)  # holdout and removed id -> why
+    skipped: Mapping[str, int] = field(default_factory=dict)  # why not run -> count
 
     @property
     def selected(self) -> tuple[str, ...]:
@@ -377,10 +384,22 @@ class UpgradeSelection:
     def run_on_new(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*self.reasons, *self.holdout]))
 
+    def by_heuristic(self) -> dict[str, int]:
+        """Selected variants by the heuristic of their first reason, the most first."""
+        counts = Counter(rs[0].heuristic for rs in self.reasons.values() if rs)
+        return dict(counts.most_common())
+
     def to_json(self) -> dict[str, Any]:
+        """upgrade.json's selection: each reason as its line (`heuristic: reason`)."""
         return {
             "seed": self.seed,
-            "selected": [{"id": vid, "reasons": list(rs)} for vid, rs in self.reasons.items()],
+            "selected": [
+                {"id": vid, "reasons": [reason_line(r) for r in rs]}
+                for vid, rs in self.reasons.items()
+            ],
+            "held": {vid: reason_line(r) for vid, r in self.held.items()},
+            "by_heuristic": self.by_heuristic(),
+            "skipped": dict(self.skipped),
             "removed": list(self.removed),
             "holdout": list(self.holdout),
             "canary": list(self.canary),
@@ -388,6 +407,11 @@ class UpgradeSelection:
             "runnable_to": self.runnable_to,
             "share": self.share,
         }
+
+
+def reason_line(reason: Reason) -> str:
+    """A reason as upgrade.json writes it: `heuristic: reason`."""
+    return f"{reason.heuristic}: {reason.reason}"
 
 
 def api_ops(changes: Iterable[ApiChange]) -> tuple[TouchedOp, ...]:
@@ -497,32 +521,45 @@ def select_upgrade(
         else:
             previous[v.id] = now
     ctx = RetrieveContext(facts, index, History(), previous, None)
-    reasons: dict[str, list[str]] = defaultdict(list)
+    reasons: dict[str, list[Reason]] = defaultdict(list)
     for name in heuristics:
         for vid, score in REGISTRY[name].score(ctx).items():
             if score.value > 0 and vid in index.runnable_set:
                 text = score.reason
                 if name == "definition" and vid in changed:
                     text = f"{text}: {'; '.join(changed[vid].what)}"
-                reasons[vid].append(f"{name}: {text}")
+                reasons[vid].append(Reason(name, score.value, text))
     if diff.renames is not None:
         for r in diff.renames.renamed:
             for old_id, new_id in r.variants:
                 if new_id in index.runnable_set:
-                    reasons[new_id].insert(0, f"renamed: {old_id} -> {new_id} ({r.evidence})")
+                    why = f"{old_id} -> {new_id} ({r.evidence})"
+                    reasons[new_id].insert(0, Reason("renamed", 0.0, why))
     ordered = {vid: tuple(reasons[vid]) for vid in index.runnable if vid in reasons}
-    canary = (
-        sorted(vid for vid in canary_of(index).values() if vid not in ordered) if canaries else []
-    )
-    taken = set(canary)
-    unchosen = [vid for vid in index.runnable if vid not in ordered and vid not in taken]
+    held: dict[str, Reason] = {}
+    if canaries:
+        for op, vid in sorted(canary_of(index).items(), key=lambda kv: kv[1]):
+            if vid not in ordered:
+                held[vid] = Reason("canary", 0.0, f"the canary of op {op}: none of it selected")
+    canary = sorted(held)
+    unchosen = [vid for vid in index.runnable if vid not in ordered and vid not in held]
     seed = seed or f"{diff.from_version}->{diff.to_version}"
     sample: list[str] = []
     if unchosen and holdout_rate > 0:
         k = min(len(unchosen), max(1, round(holdout_rate * len(unchosen))))
         sample = random.Random(seed).sample(unchosen, k)
+    for vid in sample:
+        held[vid] = Reason("holdout", 0.0, f"the seeded holdout sample ({seed})")
     # A renamed variant's old id runs on the old version, to compare with its new id.
-    renamed_old = tuple(old_id for new_id, old_id in diff.carried.items() if new_id in ordered)
+    renamed_old = {old_id: new_id for new_id, old_id in diff.carried.items() if new_id in ordered}
+    for vid in diff.removed:
+        held.setdefault(vid, Reason("removed", 0.0, f"only in torch {diff.from_version}"))
+    for old_id, new_id in renamed_old.items():
+        held.setdefault(old_id, Reason("renamed", 0.0, f"{old_id} -> {new_id}: the old id"))
+    skipped = {
+        SKIP_DECLARED: len(index.declared_skip),
+        SKIP_UNAFFECTED: len(unchosen) - len(sample),
+    }
     return UpgradeSelection(
         ordered,
         tuple(dict.fromkeys([*diff.removed, *renamed_old])),
@@ -531,6 +568,8 @@ def select_upgrade(
         seed,
         tuple(o.name for o in ops),
         tuple(canary),
+        held,
+        {k: n for k, n in skipped.items() if n > 0},
     )
 
 

@@ -235,11 +235,11 @@ def _metrics(plan: Plan, failures: Sequence[FailureVerdict], holdout: set[str]) 
     misses = tuple(f.id for f in failures if f.confirmed_new and f.in_holdout)
     bound = holdout_bound(plan.strata, misses) if holdout else None
     return Metrics(
-        selected=t["selected"],
+        selected=t.selected,
         holdout=len(holdout),
-        eligible=t["eligible"],
-        ratio_count=t["ratio_count"],
-        ratio_time=t["ratio_time"],
+        eligible=t.eligible,
+        ratio_count=t.ratio_count,
+        ratio_time=t.ratio_time,
         selected_new_failures=selected_new,
         holdout_misses=misses,
         miss_rate=None if bound is None else bound.miss_rate,

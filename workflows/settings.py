@@ -73,6 +73,15 @@ class Settings:
         )
 
 
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process spyre-ci starts (a shard's pytest, the zygote, an
+    expansion of specs against another torch tree): this process's own, inherited as it is,
+    with `extra` over it. The one place below the entry points that copies `os.environ`: a
+    module that asks what such a child will see (its PYTHONPATH, the pytest plugins it
+    loads, whether it already says how many threads to use) asks it here."""
+    return {**os.environ, **(extra or {})}
+
+
 class SettingsError(BadInput, ValueError):
     """An environment variable holds a value it cannot mean; the message names it."""
 

@@ -288,7 +288,7 @@ class Judge:
             fallback=plan.fallback,
             selected=selected,
             holdout=list(plan.holdout),
-            eligible=int(plan.totals.get("eligible", len(self.ids))),
+            eligible=plan.totals.eligible,
             ran=ran,
             restricted=restricted,
             changed=changed,

@@ -172,7 +172,7 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
 ) -> None:
     from contracts.event import TriggerEvent
     from workflows.drivers import distributed
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     services["start"]("worker", *worker_args(services)[:3])
     event = TriggerEvent(
@@ -183,9 +183,9 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
         files_complete=False,
         source="cli",
     )
-    request = pipeline.RunRequest(
+    request = run_model.RunRequest(
         run_id="kill-test",
-        event=event.to_json(),
+        event=event,
         out_dir=str(services["runs"] / "kill-test"),
         inventory=str(services["inventory"]),
         specs=(str(TINY_SPEC),),

@@ -81,7 +81,7 @@ def test_redis_restart_between_tasks(
     durable_redis: RestartableRedis, tiny_inventory: Path, tmp_path: Path
 ) -> None:
     from workflows.drivers import distributed
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     env = {
         **os.environ,
@@ -106,9 +106,9 @@ def test_redis_restart_between_tasks(
             files_complete=False,
             source="cli",
         )
-        request = pipeline.RunRequest(
+        request = run_model.RunRequest(
             run_id="restart-test",
-            event=event.to_json(),
+            event=event,
             out_dir=str(tmp_path / "out"),
             inventory=str(tiny_inventory),
             specs=(str(TINY_SPEC),),

@@ -50,7 +50,7 @@ def start_workers(
         for name in names
     }
     wait_for(
-        lambda: len(distributed.status(services["redis"])["workers"]) == len(names),
+        lambda: len(distributed.status(services["redis"], _ttl())["workers"]) == len(names),
         120,
         "every worker's heartbeat",
     )
@@ -59,7 +59,7 @@ def start_workers(
 
 def submit(services: dict[str, Any], inventory: Path) -> None:
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     event = TriggerEvent(
         kind="nightly",
@@ -69,9 +69,9 @@ def submit(services: dict[str, Any], inventory: Path) -> None:
         files_complete=False,
         source="cli",
     )
-    request = pipeline.RunRequest(
+    request = run_model.RunRequest(
         run_id=RUN,
-        event=event.to_json(),
+        event=event,
         out_dir=str(services["runs"] / RUN),
         inventory=str(inventory),
         specs=(str(SPEC),),

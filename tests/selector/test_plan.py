@@ -69,7 +69,7 @@ def test_build_change_falls_back_to_a_full_run(index: InventoryIndex) -> None:
     assert p.decision == "full"
     assert "CMakeLists.txt" in (p.fallback or "")
     assert len(p.selected) == len(index.ids) - 1  # all but the declared skip
-    assert p.budget["not_applied"]
+    assert p.budget.not_applied
     assert p.selected[0].reasons[-1].heuristic == "fallback"
 
 
@@ -124,8 +124,8 @@ def test_time_budget_uses_history_durations(index: InventoryIndex) -> None:
     change = example_change("push_softmax_kernel")
     durations = {vid: VariantHistory(mean_duration_s=0.25) for vid in index.ids}
     p = plan(change, index, History(variants=durations), PlanConfig(budget_seconds=10.0))
-    assert p.budget["kind"] == "time"
-    assert p.budget["used"] <= 10.0
+    assert p.budget.kind == "time"
+    assert p.budget.used <= 10.0
     assert len(p.selected) == 40
     # unknown durations take the default
     p2 = plan(change, index, None, PlanConfig(budget_seconds=10.0, default_duration_s=2.0))
@@ -137,7 +137,7 @@ def test_trial_heuristic_is_recorded_not_counted(index: InventoryIndex) -> None:
     counted = plan(change, index)
     trial = plan(change, index, config=PlanConfig(trial=frozenset({"op_match"})))
     assert trial.selected == ()
-    assert trial.trial["op_match"]["would_add"] == len(counted.selected)
+    assert trial.trial["op_match"].would_add == len(counted.selected)
     reasons = trial.unselected
     assert not reasons or all(r.trial for rs, _ in reasons.values() for r in rs)
 
@@ -308,9 +308,9 @@ def test_count_budget_bounds_the_selection_and_the_holdout_together(
 ) -> None:
     p = plan(example_change("push_softmax_kernel"), index, config=PlanConfig(budget_count=n))
     assert len(p.selected) + len(p.holdout) <= n
-    assert p.budget["used"] == len(p.selected) + len(p.holdout)
-    assert p.budget["holdout"] == len(p.holdout)
-    assert p.budget["holdout_reserved"] == round(0.02 * n)
+    assert p.budget.used == len(p.selected) + len(p.holdout)
+    assert p.budget.holdout == len(p.holdout)
+    assert p.budget.holdout_reserved == round(0.02 * n)
 
 
 def test_count_budget_gives_the_holdout_what_the_selection_leaves(
@@ -340,7 +340,7 @@ def test_failing_and_new_variants_run_past_the_count_budget_without_a_holdout(
     )
     p = plan(example_change("push_softmax_kernel"), inv, history, PlanConfig(budget_count=1))
     assert set(p.selected_ids) == {failing_id, new.id} and p.holdout == ()
-    assert p.budget["used"] == 2  # past N = 1: said, not hidden
+    assert p.budget.used == 2  # past N = 1: said, not hidden
 
 
 def test_holdout_draws_near_variants_more_often(index: InventoryIndex) -> None:
@@ -353,16 +353,16 @@ def test_holdout_draws_near_variants_more_often(index: InventoryIndex) -> None:
     assert near.rate >= 3 * far.rate  # NEAR_BOOST = 4, less rounding
     assert {split_variant_id(v)[2] for v in near.ids} <= SOFTMAX_FAMILY
     assert near.weight == near.population / near.drawn
-    unselected = p.totals["eligible"] - p.totals["selected"]
+    unselected = p.totals.eligible - p.totals.selected
     assert near.population + far.population == unselected
     assert p.holdout == tuple(sorted((*near.ids, *far.ids)))
     assert len(p.selected) == 10 and len(p.holdout) == 40  # what N = 50 leaves
     assert plan(change, index, config=CUT_BY_BUDGET).holdout_strata == (
         p.holdout_strata
     )  # seeded: the same draw again
-    total = p.totals["eligible_s"] - p.totals["selected_s"]
+    total = p.totals.eligible_s - p.totals.selected_s
     assert near.population_s + far.population_s == pytest.approx(total)
-    assert near.drawn_s + far.drawn_s == pytest.approx(p.totals["holdout_s"])
+    assert near.drawn_s + far.drawn_s == pytest.approx(p.totals.holdout_s)
 
 
 def test_plan_json_round_trips_the_strata_and_loads_the_old_format(index: InventoryIndex) -> None:
@@ -379,7 +379,7 @@ def test_plan_json_round_trips_the_strata_and_loads_the_old_format(index: Invent
     (uniform,) = old.strata
     assert (uniform.name, uniform.population, uniform.ids) == (
         "all",
-        p.totals["eligible"] - p.totals["selected"],
+        p.totals.eligible - p.totals.selected,
         p.holdout,
     )
     assert "holdout_strata" in old.to_json()

@@ -16,6 +16,7 @@ from selector.upgrade import (
     diff_api,
     diff_inventories,
     expansion,
+    reason_line,
     replay,
     select_upgrade,
     validation,
@@ -196,7 +197,7 @@ def test_selection_reuses_selector_heuristics(pair: tuple[Inventory, Inventory])
     old, new = pair
     diff = diff_inventories(old, new)
     sel = select_upgrade(diff, old, new, holdout_rate=0.0, canaries=False)
-    reasons = {vid: " | ".join(rs) for vid, rs in sel.reasons.items()}
+    reasons = {vid: " | ".join(map(reason_line, rs)) for vid, rs in sel.reasons.items()}
     assert reasons["ops::compare_cpu::abs::float32"].startswith("definition: definition changed")
     assert "new: new variant" in reasons["ops::compare_cpu::linalg.polar::float32"]
     # aten::qr removed reaches qr and its family (linalg.qr) through op_match.
@@ -224,6 +225,31 @@ def test_holdout_is_seeded_and_apart(pair: tuple[Inventory, Inventory]):
     assert a.share == round((len(a.reasons) + len(a.holdout)) / 9, 6)
     with pytest.raises(SelectorError, match="holdout rate"):
         select_upgrade(diff, old, new, holdout_rate=2.0)
+
+
+def test_every_variant_run_or_skipped_has_its_recorded_reason(
+    pair: tuple[Inventory, Inventory],
+) -> None:
+    """As a Plan does: each selected variant its heuristics' Reasons (scored), each unselected
+    one that runs all the same why (canary, holdout, removed), the rest counted by why."""
+    old, new = pair
+    diff = diff_inventories(old, new)
+    sel = select_upgrade(diff, old, new, holdout_rate=0.5, seed="s")
+    first = sel.reasons["ops::compare_cpu::abs::float32"][0]
+    assert (first.heuristic, first.score > 0) == ("definition", True)
+    assert set(sel.held) == {*sel.holdout, *sel.removed}
+    assert {sel.held[v].heuristic for v in sel.canary} <= {"canary"}
+    assert {sel.held[v].heuristic for v in set(sel.holdout) - set(sel.canary)} <= {"holdout"}
+    assert sel.held["ops::compare_cpu::cholesky::float32"].heuristic == "removed"
+    runnable = sum(1 for v in new.variants if v.expectation is not Expectation.SKIP)
+    unaffected = runnable - len(sel.reasons) - len(sel.holdout)
+    assert sel.skipped.get("not affected by the upgrade", 0) == unaffected
+    assert sum(sel.by_heuristic().values()) == len(sel.reasons)
+    data = sel.to_json()
+    assert data["selected"][0]["reasons"][0] == reason_line(
+        sel.reasons[data["selected"][0]["id"]][0]
+    )
+    assert data["held"]["ops::compare_cpu::cholesky::float32"].startswith("removed: ")
 
 
 def test_declared_skips_are_not_selected(pair: tuple[Inventory, Inventory]):
@@ -394,7 +420,7 @@ def test_fixture_diff_is_a_real_upgrade(fixtures: tuple[Inventory, Inventory]):
     sel = select_upgrade(diff, old, new)
     assert set(diff.added) <= set(sel.reasons)
     assert {c.id for c in diff.changed if c.id in sel.reasons}
-    assert any("op_match" in r for rs in sel.reasons.values() for r in rs)
+    assert any(r.heuristic == "op_match" for rs in sel.reasons.values() for r in rs)
     # quantile's kernel regressed in 2.14.1 with no definition change: its canary runs it.
     assert "ops::compare_cpu::quantile::float32" in sel.canary
     assert sel.share < 0.2

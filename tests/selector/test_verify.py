@@ -132,7 +132,7 @@ def test_metrics_and_false_green(index: InventoryIndex) -> None:
     assert m.miss_rate_upper == round(wilson_upper(1, len(p.holdout)), 6)
     assert m.missed_upper == pytest.approx(unselected * wilson_upper(1, len(p.holdout)), abs=1e-3)
     assert m.recall_lower == round(1 / (1 + unselected * wilson_upper(1, 30)), 6)
-    assert m.unselected_time_share == pytest.approx(p.totals["holdout_s"] / unselected, rel=1e-3)
+    assert m.unselected_time_share == pytest.approx(p.totals.holdout_s / unselected, rel=1e-3)
     assert m.method == "wilson-stratified 95%"
     assert m.strata[0]["found"] == 1 and m.strata[0]["drawn"] == len(p.holdout)
     assert 0 < m.ratio_count < 0.2 and m.ratio_time > 0

@@ -97,10 +97,13 @@ def test_explain_names_the_rule_of_an_excluded_variant(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from workflows.cli.commands.suites import cmd_explain
+    from workflows.settings import Settings
 
     monkeypatch.setenv("TORCH_ROOT", str(UPSTREAM_LIKE))
     vid = "multi::test_tiny_generic::TestGeneric::test_unary_abs::float16"
-    assert cmd_explain(argparse.Namespace(variant_id=vid, specs=[str(MULTI)])) == 0
+    args = argparse.Namespace(variant_id=vid, specs=[str(MULTI)])
+    settings = Settings(state_dir=Path("/nonexistent"), redis_url=None)  # explain reads none
+    assert cmd_explain(args, settings) == 0
     out = capsys.readouterr().out
     assert "excluded:" in out and f"decided by:  {MULTI}:" in out
     assert "not in the dtypes global.supported_ops lists for abs" in out

@@ -26,8 +26,9 @@ from workflows.cli.commands.run import print_summary
 from workflows.drivers.bisect.answer import answer
 from workflows.drivers.bisect.search import BAD, GOOD, UNDECIDABLE, WINDOW, Search, Step, decide
 from workflows.drivers.bisect.window import classify, replayable_prefix, state_diff
-from workflows.run import pipeline
+from workflows.run import pipeline, run_model
 from workflows.run.under_test import torch_git_sha
+from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import SQLiteHistory
 from workflows.stores.sources import installed_torch
 
@@ -149,11 +150,11 @@ def bisect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def _finish(
     history: SQLiteHistory, inventory: Path, out: Path, run_id: str, sha: str, fail: bool
-) -> pipeline.FinishedRun:
+) -> run_model.FinishedRun:
     """A run recorded as the pipeline records it; GLU fails as the broken glu makes it."""
     event = TriggerEvent(kind="push", delivery_id=run_id, repo=REPO, head_sha=sha, source="cli")
-    request = pipeline.RunRequest(
-        run_id=run_id, event=event.to_json(), out_dir=str(out), inventory=str(inventory),
+    request = run_model.RunRequest(
+        run_id=run_id, event=event, out_dir=str(out), inventory=str(inventory),
         specs=(str(GLU_SPEC),), full=True, holdout=0.0, expand=False,
     )  # fmt: skip
     planned = pipeline.plan(request, run_context(history))
@@ -169,7 +170,7 @@ def _finish(
         planned,
         [outcome(v) for v in ids],
         run_context(history),
-        lambda _name, rerun: pipeline.ShardRun([outcome(v) for v in rerun]),
+        lambda _name, rerun: ShardRun([outcome(v) for v in rerun]),
     )
 
 

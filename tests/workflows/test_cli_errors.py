@@ -156,7 +156,7 @@ def test_history_down_is_an_infrastructure_error_exit_3(
 def test_an_interrupt_is_exit_130(monkeypatch: pytest.MonkeyPatch) -> None:
     from workflows.cli.commands import runs
 
-    def interrupted(_args: object) -> int:
+    def interrupted(_args: object, _settings: object) -> int:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runs, "list_runs", interrupted)

@@ -133,4 +133,4 @@ def test_edits_the_names_cannot_reach_are_targeted_through_the_trace(
     assert p.decision == "targeted", (p.decision, p.fallback)
     executed = set().union(*(impact.executing(f) for f in p.facts.functions))
     assert executed and executed <= set(p.selected_ids)
-    assert p.totals["ratio_count"] < 0.5, p.totals
+    assert p.totals.ratio_count < 0.5, p.totals

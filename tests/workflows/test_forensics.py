@@ -18,8 +18,10 @@ from suites.model import Outcome, Status
 from tests.testing.cli import cli
 from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import exporting, forensics, pipeline, under_test
+from workflows.run import exporting, forensics, pipeline, run_model, under_test
+from workflows.run.layout import BASE_SHARD
 from workflows.run.under_test import backend, torch_git_sha
+from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import RunSummary
 from workflows.stores.sources import installed_torch
@@ -149,13 +151,13 @@ def test_runs_recorded_before_head_sha_was_kept_are_read_from_their_event_label(
     assert window.compare_url == f"https://github.com/pytorch/pytorch/compare/{A[:12]}...{C}"
 
 
-def _request(inventory: Path, out: Path, run_id: str, sha: str) -> pipeline.RunRequest:
+def _request(inventory: Path, out: Path, run_id: str, sha: str) -> run_model.RunRequest:
     event = TriggerEvent(
         kind="push", delivery_id=run_id, repo="pytorch/pytorch", head_sha=sha, source="cli"
     )
-    return pipeline.RunRequest(
+    return run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(out),
         inventory=str(inventory),
         specs=(str(TINY_SPEC),),
@@ -173,11 +175,11 @@ PRECISION = (
 
 def _finish(
     history: HistoryStore,
-    request: pipeline.RunRequest,
+    request: run_model.RunRequest,
     failing: str | None,
     *,
     fails_on_base: bool = False,
-) -> pipeline.FinishedRun:
+) -> run_model.FinishedRun:
     """Plan and finish one run whose variants pass, but `failing` misses a tolerance (on the
     base torch too when `fails_on_base`)."""
     planned = pipeline.plan(request, run_context(history))
@@ -189,10 +191,10 @@ def _finish(
             return Outcome(vid, Status.FAILED, 0.1, PRECISION)
         return Outcome(vid, Status.PASSED, 0.1, "")
 
-    def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
-        if name == pipeline.BASE_SHARD and not fails_on_base:  # the base torch: all pass
-            return pipeline.ShardRun([Outcome(v, Status.PASSED, 0.1, "") for v in rerun_ids])
-        return pipeline.ShardRun([outcome(v) for v in rerun_ids])
+    def rerun(name: str, rerun_ids: Sequence[str]) -> ShardRun:
+        if name == BASE_SHARD and not fails_on_base:  # the base torch: all pass
+            return ShardRun([Outcome(v, Status.PASSED, 0.1, "") for v in rerun_ids])
+        return ShardRun([outcome(v) for v in rerun_ids])
 
     return pipeline.finish(planned, [outcome(v) for v in ids], run_context(history), rerun)
 
@@ -203,7 +205,7 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     state = tmp_path / "state"
     history = SQLiteHistory(state / "history.sqlite3")
 
-    def run(run_id: str, sha: str, failing: str | None) -> pipeline.FinishedRun:
+    def run(run_id: str, sha: str, failing: str | None) -> run_model.FinishedRun:
         return _finish(history, _request(tiny_inventory, tmp_path / run_id, run_id, sha), failing)
 
     run("push-a", A, None)
@@ -307,11 +309,11 @@ def test_a_related_precision_miss_goes_on_the_wire_and_a_re_export_keeps_it(
     # numerics, so upstream, first bad C.
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
 
-    def run(run_id: str, sha: str, failing: str | None, diff: str | None) -> pipeline.FinishedRun:
+    def run(run_id: str, sha: str, failing: str | None, diff: str | None) -> run_model.FinishedRun:
         request = _request(tiny_inventory, tmp_path / run_id, run_id, sha)
         if diff is not None:
-            event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
-            request = dataclasses.replace(request, event=event.to_json())
+            event = dataclasses.replace(request.event, base_sha=torch_git_sha())
+            request = dataclasses.replace(request, event=event)
         return _finish(
             history, dataclasses.replace(request, diff_text=diff, full=diff is None), failing
         )
@@ -357,10 +359,8 @@ def test_failing_on_the_base_too_after_passing_on_another_torch_is_upstreams(
     history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
     _record(history, "push-a", 1.0, "push", A, {VID: Status.PASSED}, backend=backend(), torch_sha=A)
     request = _request(tiny_inventory, tmp_path / "push-c", "push-c", C)
-    event = TriggerEvent.from_json({**request.event, "base_sha": torch_git_sha()})
-    request = dataclasses.replace(
-        request, event=event.to_json(), diff_text=_softmax_edit(), full=False
-    )
+    event = dataclasses.replace(request.event, base_sha=torch_git_sha())
+    request = dataclasses.replace(request, event=event, diff_text=_softmax_edit(), full=False)
     finished = _finish(history, request, VID, fails_on_base=True)
     assert finished.classification[VID] == "pre-existing" and finished.new_failures == []
     found = json.loads((tmp_path / "push-c" / "forensics.json").read_text())

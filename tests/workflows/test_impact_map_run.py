@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from contracts.event import TriggerEvent
 from tests.testing.cli import cli, spyre_ci
 from tests.testing.paths import TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import pipeline
+from workflows.run import pipeline, run_model
 from workflows.stores.history import SQLiteHistory
 
 KERNEL = "aten/src/ATen/native/cpu/BinaryOpsKernel.cpp"
@@ -37,15 +38,9 @@ def tiny_impact_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> pipeline.RunRequest:
-    event = {
-        "kind": "push",
-        "delivery_id": "d-mul",
-        "repo": "pytorch/pytorch",
-        "head_sha": "a" * 40,
-        "source": "cli",
-    }
-    return pipeline.RunRequest(
+def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> run_model.RunRequest:
+    event = TriggerEvent("push", "d-mul", "pytorch/pytorch", "a" * 40, source="cli")
+    return run_model.RunRequest(
         run_id=f"mul-{impact_map is not None}",
         event=event,
         out_dir=str(tmp_path / f"out-{impact_map is not None}"),
@@ -113,13 +108,13 @@ def test_impact_map_errors_name_the_file(tiny_inventory: Path, tmp_path: Path) -
     assert from_env.returncode == 2 and "gone.json: no impact map there" in from_env.stderr
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": 1, "variants": [')
-    with pytest.raises(pipeline.PipelineError, match="broken.json:1:28: invalid JSON"):
+    with pytest.raises(run_model.PipelineError, match="broken.json:1:28: invalid JSON"):
         pipeline.plan(
             _request(tmp_path, tiny_inventory, broken),
             run_context(SQLiteHistory(tmp_path / "h.sqlite3")),
         )
     broken.write_text('{"format": 7, "variants": {}}')
-    with pytest.raises(pipeline.PipelineError, match="broken.json: format 7 is not 1"):
+    with pytest.raises(run_model.PipelineError, match="broken.json: format 7 is not 1"):
         pipeline.plan(
             _request(tmp_path, tiny_inventory, broken),
             run_context(SQLiteHistory(tmp_path / "h.sqlite3")),

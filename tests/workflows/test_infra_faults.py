@@ -19,7 +19,8 @@ from suites.model import Outcome, Status
 from tests.testing.cli import cli
 from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import pipeline
+from workflows.run import pipeline, run_model
+from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import RunState, SQLiteHistory
 
 SOFTMAX_NEW = {
@@ -113,7 +114,7 @@ def test_a_run_whose_tests_cannot_start_is_an_infrastructure_error_that_teaches_
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
 
 
-def _request(tiny_inventory: Path, out: Path, run_id: str, **extra: object) -> pipeline.RunRequest:
+def _request(tiny_inventory: Path, out: Path, run_id: str, **extra: object) -> run_model.RunRequest:
     event = TriggerEvent(
         kind="push",
         delivery_id=run_id,
@@ -122,9 +123,9 @@ def _request(tiny_inventory: Path, out: Path, run_id: str, **extra: object) -> p
         files_complete=False,
         source="cli",
     )
-    return pipeline.RunRequest(
+    return run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(out),
         inventory=str(tiny_inventory),
         specs=(str(TINY_SPEC),),
@@ -150,8 +151,8 @@ def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
         Outcome(v, Status.FAILED, 0.1, f"RuntimeError: device {i} lost") for i, v in enumerate(ids)
     ]
 
-    def rerun(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
-        return pipeline.ShardRun(
+    def rerun(name: str, rerun_ids: Sequence[str]) -> ShardRun:
+        return ShardRun(
             [Outcome(v, Status.FAILED, 0.1, "RuntimeError: device 0 lost") for v in rerun_ids]
         )
 
@@ -188,11 +189,11 @@ def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
     ]
     spent: list[str] = []
 
-    def broken(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
+    def broken(name: str, ids: Sequence[str]) -> ShardRun:
         from workflows.runner.shard_runner import InfraFault
 
         spent.append(name)
-        return pipeline.ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
+        return ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
 
     finished = pipeline.finish(planned, first, run_context(history), broken)
     assert spent == ["rerun"]  # no expansion spent on it
@@ -208,7 +209,7 @@ def test_an_out_directory_holding_an_unfinished_run_is_refused_and_resume_checks
     out = tmp_path / "out"
     pipeline.plan(_request(tiny_inventory, out, "first"), run_context(history))
     with pytest.raises(
-        pipeline.PipelineError, match=r"holds run first, which has not finished.*runs resume first"
+        run_model.PipelineError, match=r"holds run first, which has not finished.*runs resume first"
     ):
         pipeline.plan(_request(tiny_inventory, out, "second"), run_context(history))
 
@@ -384,10 +385,8 @@ def test_history_learns_last_an_export_that_fails_leaves_it_as_it_was(
         for i, v in enumerate(ids)
     ]
 
-    def again(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
-        return pipeline.ShardRun(
-            [Outcome(v, Status.FAILED, 0.1, "AssertionError") for v in rerun_ids]
-        )
+    def again(name: str, rerun_ids: Sequence[str]) -> ShardRun:
+        return ShardRun([Outcome(v, Status.FAILED, 0.1, "AssertionError") for v in rerun_ids])
 
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
@@ -418,7 +417,7 @@ def test_an_infrastructure_error_publishes_no_failure_rows(
     ran = [Outcome(ids[0], Status.FAILED, 0.1, "MemoryError"), Outcome(ids[1], Status.PASSED, 0.1)]
     fault = InfraFault("shard-1", "the zygote died", tuple(ids[2:]), 2)
     finished = pipeline.finish(
-        planned, ran, run_context(history), lambda n, i: pipeline.ShardRun([]), [fault]
+        planned, ran, run_context(history), lambda n, i: ShardRun([]), [fault]
     )
     assert finished.exit_code == 3
     out = tmp_path / "out"

@@ -16,7 +16,7 @@ from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.drivers import embedded
 from workflows.run import pipeline
-from workflows.runner.shard_runner import Limits, run_shard
+from workflows.runner.shard_runner import Limits, ShardRun, run_shard
 from workflows.stores.history import RunState, SQLiteHistory
 
 ADD = "tiny::compare_cpu::add::float32"
@@ -108,7 +108,7 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
     ids = [v for shard in planned.shards for v in shard]
     assert sorted(ids) == sorted([ADD, MUL, SIN])
 
-    def no_reruns(name: str, rerun_ids: Sequence[str]) -> pipeline.ShardRun:
+    def no_reruns(name: str, rerun_ids: Sequence[str]) -> ShardRun:
         raise AssertionError(f"nothing failed, yet {name} ran {rerun_ids}")
 
     passed = [Outcome(v, Status.PASSED, 0.1) for v in ids]

@@ -14,7 +14,7 @@ from contracts.event import TriggerEvent
 from tests.testing.cli import cli
 from tests.testing.paths import TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import pipeline
+from workflows.run import pipeline, run_model
 from workflows.stores.history import SQLiteHistory
 
 
@@ -30,9 +30,9 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
         files_complete=False,
         source="cli",
     )
-    request = pipeline.RunRequest(
+    request = run_model.RunRequest(
         run_id="resume-me",
-        event=event.to_json(),
+        event=event,
         out_dir=str(tmp_path / "out"),
         inventory=str(tiny_inventory),
         specs=(str(TINY_SPEC),),

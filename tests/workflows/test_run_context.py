@@ -11,6 +11,7 @@ from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.run import pipeline
 from workflows.run.context import RunContext
+from workflows.runner.shard_runner import ShardRun
 from workflows.settings import Settings
 from workflows.stores.history import RunState, SQLiteHistory
 from workflows.tracing.trace_store import SQLiteTraces
@@ -31,7 +32,7 @@ def test_plan_and_finish_take_their_time_and_history_from_the_context(
         planned,
         [Outcome(v, Status.PASSED, 0.1) for v in ids],
         ctx,
-        lambda _name, _ids: pipeline.ShardRun([]),
+        lambda _name, _ids: ShardRun([]),
     )
     assert finished.exit_code == 0
     run = history.get_run("ctx-1")

@@ -9,7 +9,7 @@ import pytest
 
 from contracts.event import TriggerEvent
 from workflows.drivers.intake_bridge import request_for_event
-from workflows.run import pipeline
+from workflows.run import run_folder, run_model
 from workflows.settings import Settings
 
 
@@ -36,10 +36,10 @@ def test_a_payloads_sha_never_reaches_a_folder_name(sha: str, tmp_path: Path) ->
 
 def test_a_kind_that_is_not_a_word_is_not_kept() -> None:
     event = TriggerEvent(kind="../x", delivery_id="d", repo="r", head_sha="ab" * 20)
-    assert pipeline.run_id_for(event).startswith("event-abababab-")
+    assert run_folder.run_id_for(event).startswith("event-abababab-")
 
 
 @pytest.mark.parametrize("run_id", ["..", "../up", "a/b", "", "-x", "a" * 300])
 def test_run_dir_refuses_ids_that_leave_the_root(run_id: str, tmp_path: Path) -> None:
-    with pytest.raises(pipeline.PipelineError, match="does not name a folder under"):
-        pipeline.run_dir(tmp_path, run_id)
+    with pytest.raises(run_model.PipelineError, match="does not name a folder under"):
+        run_folder.run_dir(tmp_path, run_id)

@@ -39,7 +39,7 @@ def test_a_requests_layout_is_its_out_dir_and_run_id(tmp_path: Path) -> None:
     event = TriggerEvent(kind="push", delivery_id="d", repo="pytorch/pytorch", head_sha="a" * 40)
     request = RunRequest(
         run_id="push-aaaaaaaa-1",
-        event=event.to_json(),
+        event=event,
         out_dir=str(tmp_path / "out"),
         inventory=str(tmp_path / "inv.json.gz"),
     )

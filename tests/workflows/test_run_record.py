@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 
 from contracts.classification import Classification
+from selector.plan_parts import Budget
 from selector.verify import FailureVerdict
 from suites.model import Status
 from workflows.run import forensics
 from workflows.run.run_model import Hub, PlannedRun, PlanNotes
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import (
+    BisectAnswer,
+    FailureWindow,
     ForensicsNote,
     PlanFacts,
     RunResults,
@@ -102,10 +105,31 @@ def test_a_bisect_answer_in_the_forensics_reads_as_one_line() -> None:
             {"id": "b", "bisect": {"summary": "culprit 3333333", "confidence": "medium"}},
         ),
     )
-    assert [f["id"] for f in note.windows()] == ["a"]
+    assert note.windows() == [FailureWindow("a", "1" * 40, "2" * 40)]
     assert note.bisected("b") == "culprit 3333333 (medium confidence)"
+    assert note.entries[1].bisect == BisectAnswer("culprit 3333333", "medium")
     assert note.bisected("a") is None
-    assert ForensicsNote.from_json(note.to_json()) == note
+    again = ForensicsNote.from_json(note.to_json())
+    assert again == note and again.entries == note.entries
+
+
+def test_a_forensics_entry_with_no_window_is_not_bisected() -> None:
+    note = ForensicsNote.from_json(
+        {
+            "triage": "unknown",
+            "failures": [
+                {"id": "same", "last_good_sha": "1" * 40, "first_bad_sha": "1" * 40},
+                {"id": "never-passed", "last_good_sha": None, "first_bad_sha": "2" * 40},
+                {"id": "no-answer", "bisect": {"summary": "", "confidence": "low"}},
+            ],
+        }
+    )
+    assert note.windows() == [] and [e.id for e in note.entries] == [
+        "same",
+        "never-passed",
+        "no-answer",
+    ]
+    assert note.bisected("no-answer") is None
 
 
 def test_planned_json_of_the_previous_version_loads_typed_and_writes_the_same() -> None:
@@ -115,6 +139,60 @@ def test_planned_json_of_the_previous_version_loads_typed_and_writes_the_same() 
     assert [s.ids for s in planned.plan.shards] == [tuple(ids) for ids in planned.shards]
     assert planned.notes.impact_map is not None
     assert planned.notes.impact_map.source == "shipped"
+    assert planned.to_json() == data
+
+
+def test_the_plans_budget_and_totals_read_as_records_and_write_the_same_text() -> None:
+    data = json.loads((RECORDS / "planned.json").read_text())
+    plan = PlannedRun.from_json(data).plan
+    assert plan.budget == Budget("none", None, 8, applied=False)
+    assert plan.totals.selected == 8 and plan.totals.unselected == 8
+    # A sum of nothing was written as 0: it stays 0, not 0.0, in the text written back.
+    assert json.dumps(plan.totals.to_json()) == json.dumps(data["plan"]["totals"])
+    assert json.dumps(plan.budget.to_json()) == json.dumps(data["plan"]["budget"])
+    assert plan.change.kind == "push" and not plan.change.missing
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        # a count budget from before the holdout counted in it
+        {"kind": "count", "limit": 5, "used": 5, "applied": True, "mandatory": 0},
+        {
+            "kind": "count",
+            "limit": 5,
+            "used": 5,
+            "applied": True,
+            "mandatory": 1,
+            "holdout_reserved": 0,
+            "holdout": 1,
+        },
+        {"kind": "time", "limit": 10.0, "used": 9.5, "applied": True, "mandatory": 0},
+        {
+            "kind": "none",
+            "limit": None,
+            "used": 16,
+            "applied": False,
+            "not_applied": "a full run (everything runs) has no budget",
+        },
+    ],
+)
+def test_every_budget_a_plan_wrote_saves_back_unchanged(budget: dict[str, Any]) -> None:
+    data = json.loads((RECORDS / "planned.json").read_text())
+    data["plan"]["budget"] = budget
+    data["plan"]["trial"] = {
+        "watch": {"scored": 3, "would_add": 1, "would_add_sample": ["ops::a::b::float32"]}
+    }
+    planned = PlannedRun.from_json(data)
+    assert planned.plan.trial["watch"].would_add == 1
+    assert json.dumps(planned.to_json()) == json.dumps(data)
+
+
+def test_a_change_digest_missing_keys_is_written_back_without_them() -> None:
+    data = json.loads((RECORDS / "planned.json").read_text())
+    del data["plan"]["change"]["files_with_source"]
+    planned = PlannedRun.from_json(data)
+    assert planned.plan.change.files_with_source == 0
     assert planned.to_json() == data
 
 

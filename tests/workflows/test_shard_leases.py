@@ -20,17 +20,30 @@ RECORDS = Path(__file__).parent / "data" / "records"  # a plan as an earlier ver
 
 
 @pytest.fixture()
-def store(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[redis.Redis]:
-    monkeypatch.setenv("SPYRE_CI_LEASE_TTL", "3")
+def store(redis_server: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server, decode_responses=True)
     client.set(f"spyre-ci:run:{RUN}:planned", "{}")
     yield client
     client.close()
 
 
-def lease(store: redis.Redis, owner: str) -> distributed.ShardLease:
+TTL_S = 3.0  # the shortest lease the settings take (SPYRE_CI_LEASE_TTL)
+
+
+def lease(store: redis.Redis, owner: str, ttl_s: float = TTL_S) -> distributed.ShardLease:
     options = {"task_id": "t-0", "group_id": "g", "group_index": 0, "retries": 0}
-    return distributed.ShardLease(store, RUN, 0, f"{owner}@host/1/abc", options)
+    return distributed.ShardLease(store, RUN, 0, f"{owner}@host/1/abc", options, ttl_s)
+
+
+@pytest.fixture()
+def worker_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's run context, as its start builds it, with a lease of TTL_S."""
+    from tests.workflows.run_context import run_context
+    from workflows.stores.history import SQLiteHistory
+
+    ctx = run_context(SQLiteHistory(tmp_path / "state" / "history.sqlite3"))
+    ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, lease_ttl_s=TTL_S))
+    monkeypatch.setattr(celery_app, "_context", [ctx])
 
 
 def expire(store: redis.Redis) -> None:
@@ -91,27 +104,27 @@ def test_the_sweep_sends_again_only_shards_whose_lease_expired(
     monkeypatch.setattr(watch.shard_task, "apply_async", apply_async)
     held = lease(store, "a")
     assert held.acquire() is None
-    assert distributed.sweep(store) == []  # alive: left alone
+    assert distributed.sweep(store, TTL_S) == []  # alive: left alone
 
     expire(store)
     store.delete("spyre-ci:shards:sweep-lock")
-    assert distributed.sweep(store) == [f"{RUN}:0"]
+    assert distributed.sweep(store, TTL_S) == [f"{RUN}:0"]
     assert sent == [((RUN, 0), held.options)]  # the same task id, chord place and retries
     store.delete("spyre-ci:shards:sweep-lock")
-    assert distributed.sweep(store) == []  # queued again: not sent twice
+    assert distributed.sweep(store, TTL_S) == []  # queued again: not sent twice
     entry = json.loads(str(store.hget(distributed.LEASED, f"{RUN}:0")))
     assert entry["state"] == "requeued"
 
     # Not taken for two leases and not in the queue: lost with a dead worker, sent again.
     store.delete("spyre-ci:shards:sweep-lock")
-    assert distributed.sweep(store, now=entry["since"] + 7) == [f"{RUN}:0"]
+    assert distributed.sweep(store, TTL_S, now=entry["since"] + 7) == [f"{RUN}:0"]
 
 
 def test_a_swept_shard_of_a_finished_or_vanished_run_is_forgotten(store: redis.Redis) -> None:
     assert lease(store, "a").acquire() is None
     expire(store)
     store.delete(f"spyre-ci:run:{RUN}:planned")
-    assert distributed.sweep(store) == []
+    assert distributed.sweep(store, TTL_S) == []
     assert not store.hexists(distributed.LEASED, f"{RUN}:0")
 
 
@@ -151,12 +164,12 @@ def test_plan_and_finish_wait_out_a_redis_outage(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(tasks, "plan", plan_once)
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     event = TriggerEvent(
         kind="push", delivery_id="d", repo="pytorch/pytorch", head_sha="a" * 40, source="cli"
     )
-    request = pipeline.RunRequest(run_id="run-x", event=event.to_json(), out_dir="o", inventory="i")
+    request = run_model.RunRequest(run_id="run-x", event=event, out_dir="o", inventory="i")
     assert distributed.plan_task(request.to_json()) == "run-x" and len(planned_calls) == 2
 
 
@@ -167,13 +180,12 @@ def test_outcomes_finished_during_an_outage_are_kept_once_redis_is_back(
     was down (they wait in the lease and go with the next outcome)."""
     from tests.e2e.test_redis_restart import RestartableRedis
 
-    monkeypatch.setenv("SPYRE_CI_LEASE_TTL", "30")
     server = RestartableRedis(tmp_path)
     server.start()
     try:
         client = redis.Redis.from_url(server.url, decode_responses=True)
         client.set(f"spyre-ci:run:{RUN}:planned", "{}")
-        owner = lease(client, "a")
+        owner = lease(client, "a", ttl_s=30.0)
         assert owner.acquire() is None
         owner.keep(outcome("v1"))
         server.stop()
@@ -187,6 +199,7 @@ def test_outcomes_finished_during_an_outage_are_kept_once_redis_is_back(
             server.stop()
 
 
+@pytest.mark.usefixtures("worker_context")
 def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     store: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -195,13 +208,14 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     sent: list[tuple[object, ...]] = []
     monkeypatch.setattr(watch.finish_task, "apply_async", lambda args: sent.append(args))
     run = "open-run"
-    store.set(f"spyre-ci:run:{run}:planned", json.dumps({"shards": [["a"], ["b"]]}))
+    recorded = json.loads((RECORDS / "planned.json").read_text(encoding="utf-8"))
+    store.set(f"spyre-ci:run:{run}:planned", json.dumps({**recorded, "shards": [["a"], ["b"]]}))
     store.hset(distributed.OPEN_RUNS, run, "1000.0")
     store.hset(f"spyre-ci:run:{run}:shards", "0", "{}")
 
     def swept(now: float) -> list[str]:
         store.delete(keys.SWEEP_LOCK)  # one sweep at a time: each call its own
-        return distributed.sweep(store, now=now)
+        return distributed.sweep(store, TTL_S, now=now)
 
     assert swept(1010.0) == []  # a shard left: the chord may still fire
     store.hset(f"spyre-ci:run:{run}:shards", "1", "{}")
@@ -226,6 +240,21 @@ def test_a_run_whose_chord_never_fired_is_finished_by_the_sweep_once(
     assert not store.exists(f"spyre-ci:run:{run}:finishing")
 
 
+def test_an_open_run_whose_stored_plan_cannot_be_read_is_not_finished(
+    store: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep reads the stored plan as a PlannedRun: one it cannot read (`finish` could
+    not either) leaves the open runs, and no finish is sent for it."""
+    sent: list[tuple[object, ...]] = []
+    monkeypatch.setattr(watch.finish_task, "apply_async", lambda args: sent.append(args))
+    store.set("spyre-ci:run:unreadable:planned", json.dumps({"shards": [["a"]]}))
+    store.hset(distributed.OPEN_RUNS, "unreadable", "1000.0")
+    store.hset("spyre-ci:run:unreadable:shards", "0", "{}")
+    assert distributed.sweep(store, TTL_S, now=1010.0) == [] and sent == []
+    assert not store.hexists(distributed.OPEN_RUNS, "unreadable")
+
+
+@pytest.mark.usefixtures("worker_context")
 def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
     store: redis.Redis, monkeypatch: pytest.MonkeyPatch, tiny_inventory: Path, tmp_path: Path
 ) -> None:
@@ -233,12 +262,12 @@ def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
     and kept only `k` in Redis before its worker died: the new owner runs `b` and `c` only."""
     from suites.results_file import end_line, start_line
     from tests.workflows.test_infra_faults import _request
-    from workflows.run import pipeline
+    from workflows.run import run_model
 
     request = _request(tiny_inventory, tmp_path / "out", RUN)
     recorded = json.loads((RECORDS / "planned.json").read_text(encoding="utf-8"))
     planned = dataclasses.replace(
-        pipeline.PlannedRun.from_json(recorded), request=request, shards=[["k", "a", "b", "c"]]
+        run_model.PlannedRun.from_json(recorded), request=request, shards=[["k", "a", "b", "c"]]
     )
     store.set(f"spyre-ci:run:{RUN}:planned", json.dumps(planned.to_json()))
     dead = lease(store, "dead")
@@ -284,7 +313,7 @@ def test_plans_wait_behind_shards_and_finishes(
     assert store.llen(keys.QUEUE) == 1  # the finish
     popped = store.brpop([keys.QUEUE, keys.PLAN_QUEUE], timeout=1)
     assert popped is not None and json.loads(popped[1])["headers"]["task"] == "spyre_ci.finish"
-    state = distributed.status(redis_server)
+    state = distributed.status(redis_server, TTL_S)
     assert state["queue"] == 1 and state["queued_plans"] == 1
 
 

@@ -14,7 +14,7 @@ from suites.model import Inventory, Outcome, Status
 from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request as infra_request
 from workflows.drivers import embedded
-from workflows.run import pipeline
+from workflows.run import pipeline, run_model
 from workflows.run.layout import RunLayout
 from workflows.run.run_model import PlanNotes
 from workflows.stores.history import RedisHistory, SQLiteHistory
@@ -119,7 +119,7 @@ def test_recorded_traces_keep_only_complete_known_variants(tmp_path: Path) -> No
     assert got == {"ok": StoredTrace("fp", frozenset({"torch/a.py:f"}), frozenset({"aten::add"}))}
 
 
-def _request(inventory: Path, out: Path, run_id: str) -> pipeline.RunRequest:
+def _request(inventory: Path, out: Path, run_id: str) -> run_model.RunRequest:
     """A full run of the tiny specs that traces only what lacks a trace (share 0)."""
     return infra_request(inventory, out, run_id, trace_share=0.0)
 

@@ -16,6 +16,7 @@ import pytest
 from tests.testing.paths import REPO_ROOT, TINY_SPEC
 from workflows.cli.main import main
 from workflows.drivers import upgrade
+from workflows.settings import Settings
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 OLD = FIXTURES / "inventory-2.13.0.json.gz"
@@ -144,8 +145,10 @@ def test_details_paths_and_spec_keys(tmp_path: Path):
     assert key == upgrade.specs_key([str(spec)])
     spec.write_text("a: 2\n", encoding="utf-8")
     assert key != upgrade.specs_key([str(spec)])
-    assert upgrade.default_cache_dir({"SPYRE_CI_ENV_CACHE": "/c"}) == Path("/c")
-    assert upgrade.default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/spyre-ci/envs")
+    # the environments' folder upgrade-diff hands `provision` without --cache-dir
+    assert Settings.from_env({"SPYRE_CI_ENV_CACHE": "/c"}).env_cache_dir == Path("/c")
+    cache = Settings.from_env({"XDG_CACHE_HOME": "/x"}).env_cache_dir
+    assert cache == Path("/x/spyre-ci/envs")
 
 
 def test_shard_runner_takes_another_python(tmp_path: Path):

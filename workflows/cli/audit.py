@@ -17,6 +17,7 @@ from suites.audit import Facts, Observed, Report
 from suites.model import Outcome, Status
 from workflows.cli.change_input import check_specs, read_text
 from workflows.errors import CommandError
+from workflows.settings import Settings, child_environment
 from workflows.stores.sources import work_tree
 
 DATABASES = ("op_db", "python_ref_db", "module_db")
@@ -55,10 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_audit(args: argparse.Namespace) -> int:
+def run_audit(args: argparse.Namespace, settings: Settings) -> int:
     """Audit the suites; exit 0 when nothing to act on, 1 when there are findings."""
     check_specs(args.specs or [])
-    observed, known, source = _observed(args.results)
+    observed, known, source = _observed(args.results, settings)
     since = _since_root(args.since_root)
     report = audit_suites(args.specs, observed, known, source, since)
     if args.patch:
@@ -142,15 +143,14 @@ def _renames(
     observed: dict[str, Observed],
     since_root: Path,
 ) -> None:
-    """Expand the file suites over the old tree too and put the renames into `report`."""
-    import os
-
+    """Expand the file suites over the old tree too and put the renames into `report`: in
+    the environment a test process sees, with TORCH_ROOT the old tree."""
     from suites import audit, spec_patch
     from suites.expand import expand, load_suites
     from suites.loader import SpecError
     from suites.renames import find_renames
 
-    env = {**os.environ, "TORCH_ROOT": str(since_root)}
+    env = child_environment({"TORCH_ROOT": str(since_root)})
     try:
         before = expand(load_suites(specs, env), env=env)
     except SpecError as exc:
@@ -244,7 +244,9 @@ def _matches(name: str, base: str) -> bool:
     return any(_entry_matches({"names": [name]}, base))
 
 
-def _observed(results: Sequence[str] | None) -> tuple[dict[str, Observed], frozenset[str], str]:
+def _observed(
+    results: Sequence[str] | None, settings: Settings
+) -> tuple[dict[str, Observed], frozenset[str], str]:
     """Per variant what runs saw; History's last inventory; where it came from."""
     if results:
         statuses: dict[str, list[Status]] = {}
@@ -257,10 +259,8 @@ def _observed(results: Sequence[str] | None) -> tuple[dict[str, Observed], froze
                 messages[outcome.id] = outcome.message
         observed = {vid: Observed(tuple(s), messages[vid]) for vid, s in statuses.items()}
         return observed, frozenset(), "results " + ", ".join(results)
-    from workflows.settings import Settings
     from workflows.stores.history import open_history
 
-    settings = Settings.from_env()
     snapshot = open_history(settings.state_dir, settings.redis_url).snapshot()
     observed = {
         vid: Observed(h.recent, "", h.flaky) for vid, h in snapshot.variants.items() if h.recent

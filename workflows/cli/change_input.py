@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.event import TriggerEvent
 from workflows.cli.options import RANGES, absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 @dataclass(frozen=True)
 class ChangeInput:
-    event: Any  # relay.events.TriggerEvent; None for a bare diff
+    event: TriggerEvent | None  # None for a bare diff
     diff_text: str | None
     diff_source: str
 
@@ -66,14 +68,17 @@ def check_ranges(args: argparse.Namespace) -> None:
             raise CommandError(f"{option} {shown_value}: must be {bound}")
 
 
-def checked(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+Command = Callable[[argparse.Namespace, Settings], int]  # a `func`: its arguments, settings
+
+
+def checked(func: Command) -> Command:
     """`func` that first checks the numbers of its arguments (see RANGES) and `--config`."""
 
     @functools.wraps(func)
-    def run_checked(args: argparse.Namespace) -> int:
+    def run_checked(args: argparse.Namespace, settings: Settings) -> int:
         check_ranges(args)
         check_config(args)
-        return func(args)
+        return func(args, settings)
 
     return run_checked
 

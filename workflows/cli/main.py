@@ -1,4 +1,9 @@
-"""The `spyre-ci` command line: argparse subcommands discovered in `workflows.cli.commands`."""
+"""The `spyre-ci` command line: argparse subcommands discovered in `workflows.cli.commands`.
+
+The process's entry point: it reads the environment once (`Settings.from_env`, after the
+path variables are made absolute) and hands the settings to the command it runs
+(`func(args, settings)`); no command reads the environment itself.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Any
 
 from workflows.cli import commands
 from workflows.errors import BadInput, Unavailable
+from workflows.settings import Settings
 
 # Command modules written before workflows/errors.py import it from here.
 
@@ -63,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
     # The one place errors become exit codes (workflows/errors.py lists each type's category).
     try:
-        return int(args.func(args))
+        settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
+        return int(args.func(args, settings))
     except BadInput as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)
         return 2

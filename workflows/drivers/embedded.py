@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from suites.claims import Claims
 from suites.model import Outcome
 from workflows.drivers.progress import Progress
-from workflows.run import pipeline
+from workflows.run import pipeline, run_folder, run_model
 from workflows.run.context import RunContext
 from workflows.run.layout import shard_name
 from workflows.runner import stealing, zygote
@@ -24,8 +24,8 @@ from workflows.settings import zygote_enabled
 
 
 def run(
-    request: pipeline.RunRequest, ctx: RunContext, jobs: int = 1, show_progress: bool = True
-) -> pipeline.FinishedRun:
+    request: run_model.RunRequest, ctx: RunContext, jobs: int = 1, show_progress: bool = True
+) -> run_model.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
     _warm_up(request)
     try:
@@ -38,28 +38,28 @@ def run(
 
 def resume(
     run_id: str, ctx: RunContext, jobs: int = 1, show_progress: bool = True
-) -> pipeline.FinishedRun:
+) -> run_model.FinishedRun:
     """Continue a run that stopped: keep what its shards reported, run the rest, finish."""
     run = ctx.history.get_run(run_id)
     if run is None:
-        raise pipeline.PipelineError(
+        raise run_model.PipelineError(
             f"no run {run_id!r} in History; `spyre-ci runs list` shows the ids"
         )
     if run.state.final:
-        raise pipeline.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
-    planned = pipeline.load_planned(run.summary.out_dir, run_id)
+        raise run_model.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
+    planned = run_folder.load_planned(run.summary.out_dir, run_id)
     _warm_up(planned.request)
     names = ctx.layout(planned.request).shard_names(len(planned.shards))
-    done = {name: pipeline.recorded_outcomes(planned.request, name) for name in names}
+    done = {name: run_folder.recorded_outcomes(planned.request, name) for name in names}
     return _execute(planned, ctx, jobs, show_progress, done)
 
 
-def _warm_up(request: pipeline.RunRequest) -> None:
+def _warm_up(request: run_model.RunRequest) -> None:
     if zygote_enabled():
         zygote.prestart(PLUGIN, request.specs, pipeline.change_env(request))
 
 
-def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
+def _shards(planned: run_model.PlannedRun) -> list[tuple[str, list[str], float]]:
     """(name, ids, estimated seconds) of each shard: the plan's History estimates."""
     estimates = {shard.index: shard.estimated_s for shard in planned.plan.shards}
     return [
@@ -69,12 +69,12 @@ def _shards(planned: pipeline.PlannedRun) -> list[tuple[str, list[str], float]]:
 
 
 def _execute(
-    planned: pipeline.PlannedRun,
+    planned: run_model.PlannedRun,
     ctx: RunContext,
     jobs: int,
     show_progress: bool,
     done: Mapping[str, Mapping[str, Outcome]],
-) -> pipeline.FinishedRun:
+) -> run_model.FinishedRun:
     request = planned.request
     kept = [o for outcomes in done.values() for o in outcomes.values()]
     total = sum(len(s) for s in planned.shards)
@@ -85,7 +85,7 @@ def _execute(
 
     stop = threading.Event()  # set on Ctrl-C / SIGTERM: every shard's process group dies
 
-    def execute(name: str, ids: Sequence[str]) -> pipeline.ShardRun:
+    def execute(name: str, ids: Sequence[str]) -> ShardRun:
         if progress is not None:
             progress.add_total(len(ids))
         return pipeline.execute_shard(request, name, ids, progress, parallel=1, stop=stop)

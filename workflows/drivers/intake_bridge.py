@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.event import TriggerEvent
-from workflows.run import pipeline
+from workflows.run import run_folder, run_model
 from workflows.settings import Settings
 
 
@@ -19,17 +19,17 @@ def request_for_event(
     shards: int = 1,
     impact_map: str | None = None,
     settings: Settings,
-) -> pipeline.RunRequest:
+) -> run_model.RunRequest:
     """Runs are keyed by delivery: the same delivery always maps to the same run id and folder.
 
     The diff the event brings (GitHub compare patches, `relay.changes.complete_files`) becomes
     the run's diff; the event stored with the run does not repeat it. `settings`: the
     intake's (traces, the held-back share)."""
-    run_id = pipeline.run_id_for(event)
-    return pipeline.RunRequest(
+    run_id = run_folder.run_id_for(event)
+    return run_model.RunRequest(
         run_id=run_id,
-        event=replace(event, diff_text=None).to_json(),
-        out_dir=str(pipeline.run_dir(out_root, run_id)),
+        event=replace(event, diff_text=None),
+        out_dir=str(run_folder.run_dir(out_root, run_id)),
         inventory=str(inventory),
         diff_text=event.diff_text,
         diff_source=(

@@ -7,7 +7,7 @@ per-variant results. The main job and the upgrade diff run both export through i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import metadata
 from typing import Any
@@ -89,12 +89,18 @@ def _torch_git_version() -> str:
 
 def top_reasons(plan: selector.Plan, limit: int = 10) -> tuple[tuple[str, int], ...]:
     """The first reason of every selected variant, counted: the report's 'why these tests'."""
-    reasons: dict[str, int] = {}
-    for selected in plan.selected:
-        for reason in selected.reasons[:1]:
-            key = f"{reason.heuristic}: {reason.reason}"
-            reasons[key] = reasons.get(key, 0) + 1
-    return tuple(sorted(reasons.items(), key=lambda kv: -kv[1])[:limit])
+    return counted(
+        (f"{s.reasons[0].heuristic}: {s.reasons[0].reason}" for s in plan.selected if s.reasons),
+        limit,
+    )
+
+
+def counted(reasons: Iterable[str], limit: int = 10) -> tuple[tuple[str, int], ...]:
+    """Reason lines counted, the most frequent first (ties in the order first seen)."""
+    found: dict[str, int] = {}
+    for key in reasons:
+        found[key] = found.get(key, 0) + 1
+    return tuple(sorted(found.items(), key=lambda kv: -kv[1])[:limit])
 
 
 REMOVED_NAMED = 5  # removed ids the report's line names
@@ -143,7 +149,7 @@ def run_record(
     metrics = verified.verdict.metrics if verified is not None else None
     summary = PlanSummary(
         selected=len(plan.selected),
-        inventory=int(plan.totals.get("variants", 0)),
+        inventory=plan.totals.variants,
         fallback_reason=plan.fallback,
         top_reasons=top_reasons(plan),
         skipped={
@@ -165,7 +171,7 @@ def run_record(
         downstream_repo=request.downstream_repo,
         workflow=request.workflow,
         job=request.job,
-        event=request.trigger,
+        event=request.event,
         environment=environment_under_test(finished.planned.environment),
         results=results,
         started_at=finished.planned.started_at,
@@ -190,7 +196,7 @@ def failure_forensics(
 
     `created_at`: when the run was planned (its place among History's runs)."""
     request = finished.planned.request
-    trigger = request.trigger
+    trigger = request.event
     failing = sorted(
         v for v, c in finished.classification.items() if c != "flaky" and v in finished.outcomes
     )

@@ -39,14 +39,9 @@ from workflows.run.layout import BASE_SHARD, RunLayout
 from workflows.run.run_folder import (
     claim_out_dir,
     first_start,
-    load_planned,
     mark_started,
-    recorded_outcomes,
-    run_dir,
-    run_id_for,
 )
 from workflows.run.run_model import (
-    PLANNED_FILE,
     FinishedRun,
     PipelineError,
     PlannedRun,
@@ -67,28 +62,6 @@ from workflows.tracing.trace_store import (
     tracing_env,
 )
 from workflows.tracing.trace_store import learn as learn_traces
-
-# The run's data (run_model) and its folder (run_folder) live apart; callers reach them here too.
-__all__ = [
-    "BASE_SHARD",
-    "PLANNED_FILE",
-    "FinishedRun",
-    "PipelineError",
-    "PlannedRun",
-    "RunRequest",
-    "ShardRun",
-    "claim_out_dir",
-    "execute_ids",
-    "execute_shard",
-    "finish",
-    "load_inventory",
-    "load_planned",
-    "mark_stopped",
-    "plan",
-    "recorded_outcomes",
-    "run_dir",
-    "run_id_for",
-]
 
 
 def now_iso(clock: Clock = time.time) -> str:
@@ -173,7 +146,7 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
 def plan_facts(planned: PlannedRun) -> PlanFacts:
     """What History's summary keeps of a plan; `kind` and `head_sha` place the run on
     upstream's line (`workflows.run.forensics`)."""
-    trigger = planned.request.trigger
+    trigger = planned.request.event
     return PlanFacts(
         event=f"{trigger.kind} {trigger.head_sha[:12] or trigger.delivery_id}",
         kind=trigger.kind,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import selector
 from suites.model import Inventory
@@ -20,6 +20,9 @@ from workflows.run.run_model import Hub, PipelineError, PlanNotes, RunRequest, p
 from workflows.stores.sources import GitHubSources, with_old_sources
 from workflows.tracing.trace_store import TraceStore, joined_trace
 from workflows.tracing.traces import ImpactNote, TraceError, describe, read_trace
+
+if TYPE_CHECKING:
+    from selector.upgrade import InventoryDiff, UpgradeSelection
 
 ImpactInfo = tuple[selector.ImpactMap, ImpactNote]  # the map, what plan.json says of it
 
@@ -52,7 +55,7 @@ def plan_config(request: RunRequest) -> selector.PlanConfig:
 
 
 def change_set(request: RunRequest) -> selector.ChangeSet:
-    return selector.ChangeSet.from_event(request.trigger, request.diff_text)
+    return selector.ChangeSet.from_event(request.event, request.diff_text)
 
 
 def load_impact(path: str, inventory: Inventory) -> ImpactInfo:
@@ -145,7 +148,7 @@ def plan_upgrade(
     holdout: float = 0.02,
     seed: str | None = None,
     canaries: bool = True,
-) -> tuple[Any, Any]:
+) -> tuple[InventoryDiff, UpgradeSelection]:
     """The upgrade's Scout and plan (`selector.upgrade`): the diff of the two Inventories and
     the selection to run on both versions; selector errors become PipelineErrors."""
     from selector.upgrade import diff_inventories, select_upgrade

@@ -33,7 +33,7 @@ class RunRequest:
     """Everything a run needs, as plain data (a Celery task argument)."""
 
     run_id: str
-    event: Mapping[str, Any]  # TriggerEvent.to_json()
+    event: TriggerEvent  # what triggered the run; its diff is `diff_text`, not the event's
     out_dir: str
     inventory: str
     diff_text: str | None = None
@@ -71,22 +71,24 @@ class RunRequest:
     attempt: int = 1
 
     @property
-    def trigger(self) -> TriggerEvent:
-        return TriggerEvent.from_json(self.event)
-
-    @property
     def limits(self) -> Limits:
         return Limits(self.test_timeout_s, self.shard_timeout_s, self.memory_mb)
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
-        data["event"] = dict(self.event)
+        data["event"] = self.event.to_json()
         data["specs"] = list(self.specs)
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRequest:
-        return cls(**{**data, "specs": tuple(data.get("specs", ()))})
+        return cls(
+            **{
+                **data,
+                "event": TriggerEvent.from_json(data["event"]),
+                "specs": tuple(data.get("specs", ())),
+            }
+        )
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from workflows.runner.change_overlay import (
     prepare,
 )
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
+from workflows.settings import child_environment
 from workflows.stores.sources import installed_torch
 
 TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
@@ -75,7 +76,9 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The backend under test: its package, version, device name (`$SPYRE_CI_BACKEND`,
     `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default, `suites.backend`) and the
     digest of its files (`backend_digest`): a backend edited without a new version is
-    another backend."""
+    another backend. As a test process sees them: in `environ`, default the environment it
+    inherits."""
+    environ = child_environment() if environ is None else environ
     package, device = backend_package(environ), device_name(environ)
     distribution = "spyre-ci" if package == BUNDLED_BACKEND else package.replace("_", "-")
     try:
@@ -92,9 +95,10 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def backend_digest(package: str, environ: Mapping[str, str] | None = None) -> str:
     """sha256 (16 hex digits) over the paths and bytes of the files of the backend's package
     as a test process imports it (caches and bytecode left out); "" when it is not found or
-    not a folder. A test process finds it on its PYTHONPATH first: this process's own
-    working directory (first on its path under `python -m`) is not on the test's."""
-    env = os.environ if environ is None else environ
+    not a folder. A test process finds it on its PYTHONPATH first (that of `environ`,
+    default the environment it inherits): this process's own working directory (first on its
+    path under `python -m`) is not on the test's."""
+    env = child_environment() if environ is None else environ
     top = package.split(".", 1)[0]
     entries = [str(Path(e).resolve()) for e in env.get("PYTHONPATH", "").split(os.pathsep) if e]
     try:
@@ -123,7 +127,7 @@ def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> App
     overlay folder is keyed by the change and the torch; once per process: every shard,
     rerun and base run of a run asks for it). ChangeNotApplicable when a diff the user gave
     does not apply."""
-    trigger = request.trigger
+    trigger = request.event
     key = (
         request.diff_text,
         request.diff_source,
@@ -149,7 +153,7 @@ def _applied_change(request: RunRequest, cache_dir: Path | None) -> AppliedChang
     if root is None:
         raise PipelineError("torch is not installed here: no torch to apply the change to")
     sha = torch_git_sha(root)
-    head = request.trigger.head_sha
+    head = request.event.head_sha
     if head and sha and same_sha(sha, head):
         return NO_CHANGE  # the installed torch is the change's head: it holds the change
     if head and torch_builds.find(head) is not None:
@@ -199,7 +203,7 @@ def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedC
     patch: binary, very large, a cut compare; or no diff at all): each is named as not
     applied when it changes torch, else as having no effect."""
     seen = {f.path for f in (*change.applied, *change.not_applied, *change.no_effect)}
-    missing = [f for f in request.trigger.files if f.path not in seen]
+    missing = [f for f in request.event.files if f.path not in seen]
     if not missing:
         return change
     not_applied, no_effect = list(change.not_applied), list(change.no_effect)
@@ -220,7 +224,7 @@ def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedC
 def build_for(request: RunRequest) -> torch_builds.TorchBuild | None:
     """The prepared torch environment of the change's head sha, when one is configured
     (`workflows.runner.torch_builds`): the run's tests then run in it, with nothing to apply."""
-    head = request.trigger.head_sha
+    head = request.event.head_sha
     return torch_builds.find(head) if head and request.apply_change else None
 
 
@@ -230,7 +234,7 @@ def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
     root, version = installed_torch()
     sha = torch_git_sha(root) if root is not None else ""
     source = f"installed ({root})" if root is not None else "not installed"
-    trigger = request.trigger
+    trigger = request.event
     head, base = trigger.head_sha, trigger.base_sha or ""
     notes: list[str] = []
     tested = TESTED

@@ -50,7 +50,7 @@ def verify(
     history = selector.History.from_json(planned.history)
     plan = planned.plan  # the plan that ran, as stored at plan time: finish never plans again
     on_baseline = (
-        request.trigger.kind in BASELINE_KINDS if request.baseline is None else request.baseline
+        request.event.kind in BASELINE_KINDS if request.baseline is None else request.baseline
     )
     # Outcomes on a torch with a change applied are the change's: a tried patch (a diff the
     # user gave), or a change applied in part or on another torch, never teaches History

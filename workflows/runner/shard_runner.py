@@ -45,7 +45,7 @@ from suites.claims import Claims
 from suites.model import Outcome, Status
 from suites.results_file import DeviceFault, ResultsReader, Started
 from workflows.runner import zygote
-from workflows.settings import zygote_enabled
+from workflows.settings import child_environment, zygote_enabled
 
 PLUGIN = "suites.pytest_plugin"
 _POLL_S = 0.05
@@ -174,9 +174,10 @@ def thread_env(parallel: int, environ: Mapping[str, str] | None = None) -> dict[
     torch sizes its intra-op pool to the whole machine, so two shards on two cores would
     run four busy threads; with one thread each a 2-shard run takes 57 s instead of 74 s
     here (`benchmarks/results/workflows_executors_large.json`). Nothing is set for a lone
-    subprocess, or when the environment already says how many threads to use.
+    subprocess, or when the environment it inherits (`environ`, default: this process's)
+    already says how many threads to use.
     """
-    environ = os.environ if environ is None else environ
+    environ = child_environment() if environ is None else environ
     if parallel <= 1 or "OMP_NUM_THREADS" in environ:
         return {}
     return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // parallel))}
@@ -217,7 +218,7 @@ def run_shard(
     workdir.mkdir(parents=True, exist_ok=True)
     interpreter = python or sys.executable
     key = (
-        zygote.key_for(interpreter, plugin, specs, {**os.environ, **env})
+        zygote.key_for(interpreter, plugin, specs, child_environment(env))
         if (zygote_enabled() if warm is None else warm)
         else None
     )
@@ -429,7 +430,7 @@ def _run_subprocess(
     device_faults = [] if device_faults is None else device_faults
     stem = results_file.with_suffix("")
     results_file.touch()
-    proc, forked = _start(command, workdir, {**os.environ, **(env or {})}, limits, stem, key)
+    proc, forked = _start(command, workdir, child_environment(env), limits, stem, key)
     reader = ResultsReader(results_file)
     deadline = time.monotonic() + budget_s
     current: tuple[str, float] | None = None  # (variant id, monotonic start)

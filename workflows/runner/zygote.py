@@ -50,6 +50,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workflows.settings import child_environment
+
 log = logging.getLogger(__name__)
 
 # Variables a test process reads at run time, if at all, never while the zygote imports:
@@ -150,7 +152,7 @@ def key_for(
     if sys.platform != "linux" or not _same_file(python, sys.executable):
         return None
     wanted = import_env(env)
-    if without_change(wanted) != without_change(import_env(os.environ)):
+    if without_change(wanted) != without_change(import_env(child_environment())):
         return None  # a mutation overlay, another PYTHONPATH, ...: never the plain zygote
     from workflows.stores.inventory_cache import cache_key
 
@@ -158,7 +160,7 @@ def key_for(
         sys.executable,
         plugin,
         tuple(specs),
-        cache_key(specs),
+        cache_key(specs, env),
         _code_stamp(plugin),
         wanted,
     )
@@ -182,7 +184,7 @@ def fork(
 def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = None) -> None:
     """Start warming the zygote the shards of this process will use (returns at once);
     `env`: what the shards add to this process's environment (a run's change)."""
-    key = key_for(sys.executable, plugin, specs, {**os.environ, **(env or {})})
+    key = key_for(sys.executable, plugin, specs, child_environment(env))
     if key is not None:
         with contextlib.suppress(ZygoteUnavailable):
             _POOL.get(key)
@@ -277,7 +279,7 @@ class Zygote:
             stderr=self._log,
             # The key's environment: a run's change is applied at the zygote's start, so the
             # torch it loads, and every test process it forks, is the changed one.
-            env={**os.environ, **dict(key.env)},
+            env=child_environment(dict(key.env)),
             # Started in its private folder: `python -m` puts the folder it starts in first on
             # sys.path, and the runner's own folder (a checkout, say) must not shadow the
             # installed code a cold test process imports.

@@ -16,10 +16,12 @@ import hashlib
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from workflows.settings import child_environment
 
 # What a spec names that is read while its Inventory is built (a cheap look at the text:
 # parsing a 5 MB spec for its key would cost seconds, and an extra file only costs a rebuild).
@@ -30,9 +32,15 @@ _TOKEN = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
 _ENV_READ = ("TORCH_SPYRE_TEST_TYPE", "SPYRE_CI_BACKEND", "SPYRE_CI_DEVICE")
 
 
-def cache_key(specs: Sequence[str] = (), torch_version: str | None = None) -> str:
+def cache_key(
+    specs: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    torch_version: str | None = None,
+) -> str:
     """The cache key of the Inventory of `specs` (bundled by default) for `torch_version`
-    (default: the installed torch)."""
+    (default: the installed torch), expanded in `environ` (default: the environment a test
+    process inherits, the one it expands the specs in)."""
+    environ = child_environment() if environ is None else environ
     from suites.loader import is_expectations_file, resolve_test_path, spec_paths
 
     digest = hashlib.sha256()
@@ -60,7 +68,7 @@ def cache_key(specs: Sequence[str] = (), torch_version: str | None = None) -> st
         for name, path in sorted(extra.items()):
             _add(digest, f"{spec.name} -> {name}", path)
     for name in sorted(names):
-        digest.update(f"env {name}={os.environ.get(name, '')}\0".encode())
+        digest.update(f"env {name}={environ.get(name, '')}\0".encode())
     return digest.hexdigest()[:16]
 
 
@@ -125,10 +133,12 @@ def read_cached(path: Path) -> Any | None:
 
 def default_inventory(state_dir: Path, specs: Sequence[str] = ()) -> Path:
     """The cached Inventory path, building it first when the cache has none (or an
-    unreadable one). Spec files refused from it are said on stderr each time."""
+    unreadable one). Spec files refused from it are said on stderr each time. Built here,
+    with the specs expanded in the environment the test processes inherit (the key's)."""
     from suites.inventory import report_refused
 
-    path = state_dir / "inventories" / f"inventory-{cache_key(specs)}.json.gz"
+    environ = child_environment()
+    path = state_dir / "inventories" / f"inventory-{cache_key(specs, environ)}.json.gz"
     if path.exists():
         cached = read_cached(path)
         if cached is not None:
@@ -138,7 +148,7 @@ def default_inventory(state_dir: Path, specs: Sequence[str] = ()) -> Path:
     from suites.inventory import build_inventory
 
     print(f"building the Inventory of the installed torch into {path} ...", file=sys.stderr)
-    inventory = build_inventory(list(specs) or None)
+    inventory = build_inventory(list(specs) or None, environ)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + f".{os.getpid()}.tmp.gz")
     inventory.save(partial)

@@ -196,15 +196,63 @@ class UnderTestNote:
 
 
 @dataclass(frozen=True)
+class BisectAnswer:
+    """What `spyre-ci bisect --run` found for one new failure (its entry's `bisect`)."""
+
+    summary: str
+    confidence: str | None = None
+
+    @property
+    def line(self) -> str:
+        return f"{self.summary} ({self.confidence} confidence)"
+
+
+@dataclass(frozen=True)
+class FailureWindow:
+    """One new failure's forensics: the shas it was last seen passing and first failing at,
+    and the bisect's answer once there is one."""
+
+    id: str
+    last_good_sha: str | None = None
+    first_bad_sha: str | None = None
+    bisect: BisectAnswer | None = None
+
+    @property
+    def bisectable(self) -> bool:
+        """A window to bisect: a last good sha the first bad is not."""
+        return bool(self.last_good_sha) and self.first_bad_sha != self.last_good_sha
+
+    @classmethod
+    def of(cls, entry: JSON) -> FailureWindow:
+        found = entry.get("bisect")
+        answer = None
+        if isinstance(found, Mapping) and found.get("summary"):
+            answer = BisectAnswer(str(found["summary"]), _opt_str(found.get("confidence")))
+        return cls(
+            _str(entry.get("id")),
+            _opt_str(entry.get("last_good_sha")) or None,
+            _opt_str(entry.get("first_bad_sha")) or None,
+            answer,
+        )
+
+
+@dataclass(frozen=True)
 class ForensicsNote:
     """What the summary keeps of a run's forensics: the verdict's category and confidence,
     and the first new failures' windows and classes (each as `failure_forensics` wrote it,
-    with a bisect's answer under `bisect` once `spyre-ci bisect --run` added it)."""
+    with a bisect's answer under `bisect` once `spyre-ci bisect --run` added it).
+
+    `failures` are the entries as written (the report's wording reads them); `entries` the
+    same, read once as `FailureWindow`s."""
 
     triage: str | None = None
     confidence: str | None = None
     failures: tuple[Mapping[str, Any], ...] = ()
     more: int = 0  # new failures beyond those kept
+    entries: tuple[FailureWindow, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entries", tuple(FailureWindow.of(f) for f in self.failures))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -226,20 +274,15 @@ class ForensicsNote:
             _int(data.get("more")),
         )
 
-    def windows(self) -> list[Mapping[str, Any]]:
+    def windows(self) -> list[FailureWindow]:
         """The failures with a window to bisect: a last good sha the first bad is not."""
-        return [
-            f
-            for f in self.failures
-            if f.get("last_good_sha") and f.get("first_bad_sha") != f.get("last_good_sha")
-        ]
+        return [w for w in self.entries if w.bisectable]
 
     def bisected(self, vid: str) -> str | None:
         """The bisect's answer for `vid`, as a line (`spyre-ci bisect --run` kept it)."""
-        for entry in self.failures:
-            found = entry.get("bisect")
-            if entry.get("id") == vid and isinstance(found, Mapping) and found.get("summary"):
-                return f"{found['summary']} ({found.get('confidence')} confidence)"
+        for entry in self.entries:
+            if entry.id == vid and entry.bisect is not None:
+                return entry.bisect.line
         return None
 
 

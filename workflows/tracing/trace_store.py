@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sqlite3
 import time
 import zlib
@@ -29,6 +28,7 @@ from typing import Protocol
 import selector
 from suites.model import Inventory, Outcome, Status
 from workflows.runner.impact_tracer import IDS_VAR, OUT_VAR, SESSION
+from workflows.settings import child_environment
 from workflows.stores.history import HistoryError, HistoryStore, RedisHistory, SQLiteHistory, masked
 from workflows.tracing.traces import ImpactNote, describe, shipped_trace, shipped_trace_path
 
@@ -329,8 +329,9 @@ def refresh_ids(
 
 def tracing_env(ids_file: Path, out_file: Path) -> dict[str, str]:
     """The environment a shard's pytest needs to trace the ids in `ids_file` into `out_file`
-    (the tracer plugin added to any the caller's environment already loads)."""
-    plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p.strip()]
+    (the tracer plugin added to any the environment it inherits already loads)."""
+    inherited = child_environment().get("PYTEST_PLUGINS", "")
+    plugins = [p for p in inherited.split(",") if p.strip()]
     if TRACE_PLUGIN not in plugins:
         plugins.append(TRACE_PLUGIN)
     return {"PYTEST_PLUGINS": ",".join(plugins), OUT_VAR: str(out_file), IDS_VAR: str(ids_file)}

@@ -15,6 +15,7 @@ from typing import Any
 from workflows.cli.change_input import checked
 from workflows.cli.options import add_options
 from workflows.errors import CommandError, InfrastructureError
+from workflows.settings import Settings
 
 _SHA = re.compile(r"[0-9a-fA-F]{7,40}")
 
@@ -57,19 +58,18 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(bisect))
 
 
-def bisect(args: argparse.Namespace) -> int:
+def bisect(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.drivers.bisect import BisectInfra, Target, record, run
     from workflows.drivers.bisect.answer import FOUND
     from workflows.run.forensics import UPSTREAM_REPO
     from workflows.runner.shard_runner import Limits
-    from workflows.settings import Settings
 
-    state_dir = Settings.from_env().state_dir
+    state_dir = settings.state_dir
     limits = Limits(test_timeout_s=args.test_timeout, memory_mb=args.memory_mb)
     if args.run:
         if args.last_good or args.first_bad:
             raise CommandError("--run takes its windows from the run: give --run or the shas")
-        targets, run_state = _run_targets(args, limits)
+        targets, run_state = _run_targets(args, limits, settings)
         key = args.run
     else:
         for option, value in (("--last-good", args.last_good), ("--first-bad", args.first_bad)):
@@ -96,7 +96,7 @@ def bisect(args: argparse.Namespace) -> int:
         ]
         run_state = None
         key = record.window_key(args.last_good, args.first_bad)
-    adapter = _github()
+    adapter = _github(settings)
     results = []
     for target in targets:
         work = state_dir / record.FOLDER / "work" / key
@@ -127,11 +127,9 @@ def _print(found: Mapping[str, Any], path: Path) -> None:
     print(f"record: {path}")
 
 
-def _github() -> Any:
+def _github(settings: Settings) -> Any:
     from relay.github import GitHubAdapter
-    from workflows.settings import Settings
 
-    settings = Settings.from_env()
     if not settings.github_token:
         raise CommandError(
             "the bisect lists the window's commits through GitHub: set SPYRE_CI_GITHUB_TOKEN "
@@ -147,15 +145,18 @@ class _RunState:
         self.history, self.run, self.out_dir, self.record = history, run, out_dir, record
 
 
-def _run_targets(args: argparse.Namespace, limits: Any) -> tuple[list[Any], _RunState]:
+def _run_targets(
+    args: argparse.Namespace, limits: Any, settings: Settings
+) -> tuple[list[Any], _RunState]:
     """One target per window of the run's forensics (only `--variant` ids when given)."""
     from dashboard_export.model import RunRecord
     from workflows.cli.commands.runs import _history
     from workflows.drivers.bisect import Target
     from workflows.run.forensics import UPSTREAM_REPO
-    from workflows.run.pipeline import PipelineError, load_planned
+    from workflows.run.run_folder import load_planned
+    from workflows.run.run_model import PipelineError
 
-    history = _history()
+    history = _history(settings)
     run = history.get_run(args.run)  # a store that is down: exit 3, from the CLI's one mapping
     if run is None:
         raise CommandError(f"no run {args.run!r} in History; `spyre-ci runs list` shows the ids")
@@ -223,7 +224,9 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
     kept = replace(
         kept,
         failures=tuple(
-            record.with_bisect({str(f.get("id")): f for f in kept.failures}, answers).values()
+            record.with_bisect(
+                {w.id: f for w, f in zip(kept.entries, kept.failures, strict=True)}, answers
+            ).values()
         ),
     )
     if verdict:

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def _device_usage(parser: argparse.ArgumentParser) -> Any:
-    def usage(args: argparse.Namespace) -> int:
+    def usage(args: argparse.Namespace, _settings: Settings) -> int:
         parser.print_help()
         return 2
 
@@ -122,7 +123,7 @@ def demo_results(permissive: bool = False) -> dict[str, Any]:
         rules.set_permissive(previous)
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(args: argparse.Namespace, _settings: Settings) -> int:
     """`spyre-ci demo`."""
     results = demo_results(permissive=args.permissive)
     if args.json:
@@ -151,7 +152,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_info(args: argparse.Namespace) -> int:
+def run_info(args: argparse.Namespace, _settings: Settings) -> int:
     """`spyre-ci device info`."""
     torch = _load_device()
     from backend_under_test import rules

@@ -9,6 +9,7 @@ from typing import Any
 from workflows.cli.change_input import check_out_dir, checked, read_json
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 CALLBACK_TOKEN_ENV = "SPYRE_CI_CALLBACK_TOKEN"
 
@@ -84,7 +85,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(export))
 
 
-def export(args: argparse.Namespace) -> int:
+def export(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard_export.layout import write_run
     from dashboard_export.model import RunRecord
 
@@ -107,12 +108,12 @@ def export(args: argparse.Namespace) -> int:
         f"wrote {len(written)} files under {out} "
         f"({record.effective_conclusion}, {len(record.results)} variants)"
     )
-    for line in _publish(args, record, Path(out)):
+    for line in _publish(args, record, Path(out), settings):
         print(line)
     return 0
 
 
-def _publish(args: argparse.Namespace, record: Any, out: Path) -> list[str]:
+def _publish(args: argparse.Namespace, record: Any, out: Path, settings: Settings) -> list[str]:
     lines: list[str] = []
     needs_config = args.hud or args.github_status or args.github_check_run
     config: Any = _config(args.config) if needs_config else None
@@ -138,9 +139,8 @@ def _publish(args: argparse.Namespace, record: Any, out: Path) -> list[str]:
         )
     if args.callback_url:
         from dashboard_export.publish import publish_callback
-        from workflows.settings import Settings
 
-        token = Settings.from_env().callback_token
+        token = settings.callback_token
         if not token:
             raise CommandError(f"--callback-url needs the bearer token in {CALLBACK_TOKEN_ENV}")
         sent = publish_callback(record, args.callback_url, token, status=args.status)

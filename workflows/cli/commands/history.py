@@ -10,6 +10,7 @@ from typing import Any
 from workflows.cli.change_input import checked
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 from workflows.stores.run_summary import RunSummary
 
 # Messages the tool itself writes when it, not a test, failed (earlier versions recorded
@@ -47,18 +48,18 @@ def register(subparsers: Any) -> None:
     confirm.set_defaults(func=checked(confirm_run))
 
 
-def _store() -> Any:
+def _store(settings: Settings) -> Any:
     from workflows.cli.commands.runs import _history
 
-    return _history()
+    return _history(settings)
 
 
-def forget_run(args: argparse.Namespace) -> int:
+def forget_run(args: argparse.Namespace, settings: Settings) -> int:
     from dataclasses import replace
 
     from workflows.stores.history import RunState
 
-    history = _store()
+    history = _store(settings)
     run = history.get_run(args.run_id)
     removed = history.forget(args.run_id)
     if run is None and not any(removed.values()):
@@ -76,12 +77,12 @@ def forget_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def confirm_run(args: argparse.Namespace) -> int:
+def confirm_run(args: argparse.Namespace, settings: Settings) -> int:
     from dataclasses import replace
 
     from workflows.stores.history import RunState
 
-    history = _store()
+    history = _store(settings)
     if not history.confirm(args.run_id):
         raise CommandError(
             f"run {args.run_id} has nothing held back (`spyre-ci history check` "
@@ -94,10 +95,10 @@ def confirm_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_runs(args: argparse.Namespace) -> int:
+def check_runs(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.stores.history import RunState
 
-    history = _store()
+    history = _store(settings)
     runs = history.list_runs(args.limit)
     suspects: list[tuple[str, str, str]] = []
     for run in runs:
@@ -144,12 +145,14 @@ def _held_back(summary: RunSummary) -> str | None:
 def suspicion(summary: RunSummary, max_share: float) -> str | None:
     """Why a learned run looks like the tool's fault, from what it left in its out directory."""
     from selector.verify import mass_failure
+    from workflows.run.run_folder import load_planned
+    from workflows.run.run_model import PipelineError
 
     out = Path(summary.out_dir)
     try:
         record = json.loads((out / "run.json").read_text(encoding="utf-8"))
-        shards = json.loads((out / "planned.json").read_text(encoding="utf-8"))["shards"]
-    except (OSError, ValueError, KeyError, TypeError):
+        shards = load_planned(out).shards
+    except (OSError, ValueError, KeyError, TypeError, PipelineError):
         record, shards = None, []
     if record is None:
         results = summary.results

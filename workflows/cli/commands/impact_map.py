@@ -14,6 +14,7 @@ from typing import Any
 from workflows.cli.change_input import check_specs, checked, read_text
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(impact_map))
 
 
-def impact_map(args: argparse.Namespace) -> int:
+def impact_map(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.inventory import build_inventory
     from suites.loader import SpecError
     from suites.model import Expectation

@@ -9,6 +9,7 @@ from typing import Any
 from workflows.cli.change_input import check_specs
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +27,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=cmd_inventory)
 
 
-def cmd_inventory(args: argparse.Namespace) -> int:
+def cmd_inventory(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.inventory import build_inventory
     from suites.loader import SpecError
 

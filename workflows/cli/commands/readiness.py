@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 RUNS_READ = 100_000  # run records read from History; the window is cut from them
 
@@ -81,7 +82,7 @@ def check_days(days: float) -> float:
     return days
 
 
-def readiness(args: argparse.Namespace) -> int:
+def readiness(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard_export.readiness import ReadinessError, assess
     from dashboard_export.readiness_report import render_html, render_markdown, render_text
     from workflows.cli.commands.runs import _history
@@ -94,7 +95,8 @@ def readiness(args: argparse.Namespace) -> int:
     for option, path in (("--markdown", args.markdown), ("--html", args.html)):
         if path is not None and path.is_dir():
             raise CommandError(f"{option} {path}: a directory; name a file")
-    records = [run.to_json() for run in _history().list_runs(RUNS_READ)]  # an outage: exit 3
+    runs = _history(settings).list_runs(RUNS_READ)  # an outage: exit 3
+    records = [run.to_json() for run in runs]
     try:
         result = assess(records, now, days, l2_since)
     except ReadinessError as exc:

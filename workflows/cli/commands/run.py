@@ -23,6 +23,7 @@ from workflows.cli.change_input import (
 from workflows.cli.commands.select import COUNT_BUDGET_HELP, check_budget
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 from workflows.stores.run_summary import RunResults
 
 if TYPE_CHECKING:
@@ -76,13 +77,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(run))
 
 
-def build_request(args: argparse.Namespace) -> Any:
+def build_request(args: argparse.Namespace, settings: Settings) -> Any:
     """The RunRequest for `run`: reads the event or diff; every path in it is absolute."""
     from contracts.event import TriggerEvent
-    from workflows.run import pipeline
-    from workflows.settings import Settings
+    from workflows.run import run_folder, run_model
 
-    settings = Settings.from_env()
     check_budget(args)
     check_out_dir(args.out)
     check_writable(settings.state_dir, "the state directory, $SPYRE_CI_STATE_DIR")
@@ -93,7 +92,7 @@ def build_request(args: argparse.Namespace) -> Any:
     event, diff_text = given.event, given.diff_text
     diff_source = given.diff_source if diff_text else ""
     if event is not None and diff_text is None:
-        event, diff_text, diff_source = compare_diff(event)
+        event, diff_text, diff_source = compare_diff(event, settings)
     if event is None:  # a bare diff is run as a change that landed on the upstream branch
         event = TriggerEvent(
             kind="push",
@@ -102,10 +101,10 @@ def build_request(args: argparse.Namespace) -> Any:
             head_sha="",
             source="cli",
         )
-    run_id = pipeline.run_id_for(event, started=str(time.time_ns()))
-    change = pipeline.RunRequest(
+    run_id = run_folder.run_id_for(event, started=str(time.time_ns()))
+    change = run_model.RunRequest(
         run_id=run_id,
-        event=event.to_json(),
+        event=event,
         out_dir=str(args.out),
         inventory="",
         diff_text=diff_text,
@@ -138,7 +137,7 @@ def build_request(args: argparse.Namespace) -> Any:
         shards=max(1, args.jobs),
         baseline=False if args.no_baseline else None,
         specs=tuple(args.specs),  # absolute (argparse type): shards run elsewhere
-        impact_map=None if args.no_trace else impact_map_path(args.impact_map),
+        impact_map=None if args.no_trace else impact_map_path(args.impact_map, settings),
         default_trace=not args.no_trace,
         record_traces=settings.record_traces,
         trace_share=settings.trace_share,
@@ -157,16 +156,13 @@ def check_change(request: Any) -> Any:
         raise CommandError(f"the change cannot be applied: {exc}") from exc
 
 
-def compare_diff(event: Any) -> tuple[Any, str | None, str]:
+def compare_diff(event: Any, settings: Settings) -> tuple[Any, str | None, str]:
     """The event's diff from GitHub's compare (`base...head`, through the GitHub client the
     Scout uses) when a GitHub is configured (`SPYRE_CI_GITHUB_URL`, `SPYRE_CI_GITHUB_TOKEN`);
     an answer GitHub refuses (a 404) leaves the event without a diff, which the verdict then
     names. (event, diff text or None, where it came from)"""
-    from workflows.settings import Settings
-
     if event.diff_text is not None:
         return event, event.diff_text, "the event's diff"
-    settings = Settings.from_env()
     if not (event.base_sha and event.head_sha and settings.github_token):
         return event, None, ""
     from relay.changes import complete_files
@@ -182,12 +178,10 @@ def compare_diff(event: Any) -> tuple[Any, str | None, str]:
     return completed, completed.diff_text, source if completed.diff_text else ""
 
 
-def impact_map_path(given: Path | None) -> str | None:
+def impact_map_path(given: Path | None, settings: Settings) -> str | None:
     """`--impact-map`, else $SPYRE_CI_IMPACT_MAP, as an absolute path; it must exist and
     read as an impact map (checked here, before anything is recorded)."""
-    from workflows.settings import Settings
-
-    path = given or Settings.from_env().impact_map
+    path = given or settings.impact_map
     if path is None:
         return None
     if not path.exists():
@@ -198,13 +192,11 @@ def impact_map_path(given: Path | None) -> str | None:
     return str(path.resolve())
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.drivers import embedded
     from workflows.run.context import RunContext
-    from workflows.settings import Settings
 
-    request = build_request(args)
-    settings = Settings.from_env()
+    request = build_request(args, settings)
     try:
         ctx = RunContext.open(settings)  # the run's services, built once here
         finished = embedded.run(request, ctx, jobs=args.jobs, show_progress=not args.no_progress)
@@ -249,7 +241,7 @@ def print_summary(finished: FinishedRun) -> None:
     for line in under_test_lines(finished.planned.environment):
         print(f"  {line}")
     if plan.fallback:
-        unbounded = plan.budget.get("not_applied")
+        unbounded = plan.budget.not_applied
         print(f"  full run: {plan.fallback}" + (f" ({unbounded})" if unbounded else ""))
     elif plan.decision == "none":
         print(f"  nothing to run: {results.why or 'no variant is affected'}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from workflows.cli.change_input import checked
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 from workflows.stores.run_summary import ForensicsNote
 
 if TYPE_CHECKING:
@@ -50,11 +51,10 @@ def register(subparsers: Any) -> None:
     pages.set_defaults(func=checked(write_pages))
 
 
-def _history() -> Any:
-    from workflows.settings import Settings
+def _history(settings: Settings) -> Any:
+    """The History `settings` name (SQLite under the state directory, or Redis)."""
     from workflows.stores.history import open_history
 
-    settings = Settings.from_env()
     return open_history(settings.state_dir, settings.redis_url)
 
 
@@ -62,8 +62,8 @@ def _when(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def list_runs(args: argparse.Namespace) -> int:
-    runs = _history().list_runs(args.limit)
+def list_runs(args: argparse.Namespace, settings: Settings) -> int:
+    runs = _history(settings).list_runs(args.limit)
     if not runs:
         print("no runs yet: start one with `spyre-ci run --event FILE`")
         return 0
@@ -84,18 +84,18 @@ def list_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_pages(args: argparse.Namespace) -> int:
+def write_pages(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.cli.browser import write_pages as write
 
     if not args.out:
         raise CommandError("runs pages: give --out DIR or set SPYRE_CI_RUNS_DIR")
-    written = write(_history(), Path(args.out), args.limit)
+    written = write(_history(settings), Path(args.out), args.limit)
     print(f"wrote {len(written)} pages under {args.out} (served at /runs/, /flaky, /quality)")
     return 0
 
 
-def show_run(args: argparse.Namespace) -> int:
-    run = _history().get_run(args.run_id)
+def show_run(args: argparse.Namespace, settings: Settings) -> int:
+    run = _history(settings).get_run(args.run_id)
     if run is None:
         raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
     if args.json:
@@ -160,8 +160,8 @@ def forensics_lines(found: ForensicsNote | None) -> list[str]:
     from dashboard_export.report import forensics_line
 
     lines = [f"triage: {found.triage} ({found.confidence} confidence)"]
-    for entry in found.failures:
-        lines.append(f"  {entry.get('id')}: {forensics_line(entry)}")
+    for window, entry in zip(found.entries, found.failures, strict=True):
+        lines.append(f"  {window.id}: {forensics_line(entry)}")
     if found.more:
         lines.append(f"  ... and {found.more} more (see forensics.json in the out directory)")
     return lines
@@ -180,20 +180,18 @@ def _state_meaning() -> dict[RunState, str]:
     }
 
 
-def resume_run(args: argparse.Namespace) -> int:
+def resume_run(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.cli.commands.run import print_summary
     from workflows.drivers import embedded
     from workflows.run.context import RunContext
-    from workflows.settings import Settings
 
-    settings = Settings.from_env()
     if settings.redis_url:
         from workflows.drivers import distributed
 
         if distributed.resume(args.run_id):
             print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
             return 0
-    ctx = RunContext.open(settings, _history())  # the run's services, built once here
+    ctx = RunContext.open(settings, _history(settings))  # the run's services, built once here
     finished = embedded.resume(args.run_id, ctx, jobs=args.jobs)
     print_summary(finished)
     return int(finished.exit_code)

@@ -22,6 +22,7 @@ from workflows.cli.change_input import (
 )
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 # `--budget N` bounds what runs, the holdout included (selector.plan.holdout_room).
 COUNT_BUDGET_HELP = (
@@ -101,12 +102,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(select))
 
 
-def select(args: argparse.Namespace) -> int:
+def select(args: argparse.Namespace, settings: Settings) -> int:
     from selector import PlanConfig
     from selector.explain import explain, why
     from selector.heuristics import REGISTRY
     from workflows.run.planning import plan_change
-    from workflows.settings import Settings
     from workflows.stores.sources import github_sources
     from workflows.tracing.trace_store import joined_trace
     from workflows.tracing.traces import describe
@@ -124,7 +124,7 @@ def select(args: argparse.Namespace) -> int:
         )
     # every input is read and checked before the History store is opened
     changes = _read_change(args)
-    inventory = read_inventory(args.inventory or _default_inventory(), "--inventory")
+    inventory = read_inventory(args.inventory or _default_inventory(settings), "--inventory")
     if args.why:
         _check_variant(args.why, inventory)
     previous = (
@@ -133,13 +133,13 @@ def select(args: argparse.Namespace) -> int:
         else None
     )
     impact = None
-    given = args.impact_map or Settings.from_env().impact_map
+    given = args.impact_map or settings.impact_map
     if given and not args.no_trace:
         loaded = read_impact_map(given)
         impact = (loaded, describe(loaded, str(given), inventory))
     elif not args.no_trace:
-        impact = joined_trace(inventory, None if args.history else _trace_store())
-    history = _read_history(args.history) if args.history else _stored_history(changes)
+        impact = joined_trace(inventory, None if args.history else _trace_store(settings))
+    history = _read_history(args.history) if args.history else _stored_history(changes, settings)
     config = PlanConfig(
         budget_count=args.budget,
         budget_seconds=args.budget_time,
@@ -157,7 +157,7 @@ def select(args: argparse.Namespace) -> int:
         config,
         previous=previous,
         impact=impact,
-        github=github_sources(Settings.from_env()),
+        github=github_sources(settings),
     )
     if args.plan_out:
         try:
@@ -178,7 +178,7 @@ def select(args: argparse.Namespace) -> int:
         t = chosen.totals
         print(f"decision: {chosen.decision}" + (f" ({chosen.fallback})" if chosen.fallback else ""))
         print(
-            f"selected {t['selected']} of {t['eligible']} variants, holdout {t['holdout']}, "
+            f"selected {t.selected} of {t.eligible} variants, holdout {t.holdout}, "
             f"{len(chosen.shards)} shard(s)"
         )
         if args.plan_out:
@@ -223,13 +223,11 @@ def _check_variant(variant_id: str, inventory: Any) -> None:
     )
 
 
-def _default_inventory() -> Path:
+def _default_inventory(settings: Settings) -> Path:
     """$SPYRE_CI_INVENTORY, else the cached Inventory `spyre-ci run` uses."""
     from suites.loader import SpecError
-    from workflows.settings import Settings
     from workflows.stores.inventory_cache import default_inventory
 
-    settings = Settings.from_env()
     if settings.inventory is not None:
         return settings.inventory
     try:
@@ -238,21 +236,17 @@ def _default_inventory() -> Path:
         raise CommandError(f"the bundled suites do not load: {exc}") from exc
 
 
-def _trace_store() -> Any:
+def _trace_store(settings: Settings) -> Any:
     """The traces stored beside History (None when History is given as a file)."""
-    from workflows.settings import Settings
     from workflows.stores.history import open_history
     from workflows.tracing.trace_store import trace_store_for
 
-    settings = Settings.from_env()
     return trace_store_for(open_history(settings.state_dir, settings.redis_url))
 
 
-def _stored_history(changes: Any) -> Any:
-    from workflows.settings import Settings
+def _stored_history(changes: Any, settings: Settings) -> Any:
     from workflows.stores.history import open_history
 
-    settings = Settings.from_env()
     return open_history(settings.state_dir, settings.redis_url).snapshot(
         p.path for p in changes.paths
     )

@@ -8,6 +8,7 @@ from typing import Any
 from workflows.cli.change_input import checked
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -62,7 +63,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(run))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, _settings: Settings) -> int:
     from relay.app import check_config
     from relay.config import load_config
 

@@ -10,13 +10,14 @@ from typing import Any
 
 from workflows.cli.change_input import check_specs, read_text
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
     """Add the `suites` command group."""
     parser = subparsers.add_parser("suites", help="YAML test-reuse suites: lint, expand, explain")
     sub = parser.add_subparsers(dest="suites_command", metavar="SUBCOMMAND")
-    parser.set_defaults(func=lambda args: _help(parser))
+    parser.set_defaults(func=lambda args, _settings: _help(parser))
 
     lint = sub.add_parser("lint", help="check spec files; prints file:line:col: message")
     lint.add_argument("paths", nargs="*", help="spec files or folders (default: bundled specs)")
@@ -66,7 +67,7 @@ def _help(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
+def cmd_lint(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.lint import lint_paths
     from suites.loader import spec_paths
 
@@ -110,7 +111,7 @@ def _expansion(specs: list[str] | None, suite: str | None = None, keep_trail: bo
     return expand(loaded, suite=suite, keep_trail=keep_trail)
 
 
-def cmd_expand(args: argparse.Namespace) -> int:
+def cmd_expand(args: argparse.Namespace, _settings: Settings) -> int:
     expansion = _expansion(args.specs, args.suite)
     for suite, why in sorted(expansion.unavailable.items()):
         print(f"suite {suite!r} unavailable: {why}", file=sys.stderr)
@@ -125,7 +126,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
+def cmd_explain(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.model import split_variant_id
 
     try:
@@ -171,20 +172,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
+def cmd_schema(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.loader import schema
 
     print(json.dumps(schema(), indent=2))
     return 0
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
+def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.cli.audit import run_audit
 
-    return run_audit(args)
+    return run_audit(args, settings)
 
 
-def cmd_record(args: argparse.Namespace) -> int:
+def cmd_record(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.record import expectation_entries, read_results, write_expectations
 
     for path in args.results:

@@ -17,6 +17,7 @@ from workflows.cli.change_input import check_out_dir, check_specs, checked
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
 from workflows.run.layout import work_root
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -121,8 +122,7 @@ def _log(quiet: bool) -> Any:
     return log
 
 
-def cmd_upgrade_diff(args: argparse.Namespace) -> int:
-    from workflows.drivers import upgrade
+def cmd_upgrade_diff(args: argparse.Namespace, settings: Settings) -> int:
 
     offline = args.from_inventory is not None or args.to_inventory is not None
     online = args.from_version is not None or args.to_version is not None
@@ -137,8 +137,8 @@ def cmd_upgrade_diff(args: argparse.Namespace) -> int:
         )
     check_out_dir(args.out)
     check_specs(args.specs)
-    if args.cache_dir is None:  # $SPYRE_CI_ENV_CACHE may be relative: fix it here, once
-        args.cache_dir = absolute_path(str(upgrade.default_cache_dir()))
+    if args.cache_dir is None:  # $SPYRE_CI_ENV_CACHE, made absolute where it was read
+        args.cache_dir = settings.env_cache_dir
     if offline:
         return _offline(args)
     return _online(args)
@@ -298,6 +298,9 @@ def _print_summary(data: dict[str, Any], path: Path) -> None:
         f"runnable ({sel['share']:.1%}); {sel['removed_run_on_old']} removed run on "
         f"{data['from_version']} only"
     )
+    firsts = ", ".join(f"{k} {n}" for k, n in sel["by_heuristic"].items())
+    skipped = ", ".join(f"{k} {n}" for k, n in sel["skipped"].items())
+    print(f"selected by: {firsts or 'nothing'}; not run: {skipped or 'nothing'}")
     for item in data.get("renamed", ())[:20]:
         print(f"  {item['line']}")
     for item in data.get("ambiguous", ())[:10]:

@@ -13,6 +13,7 @@ from typing import Any
 from workflows.cli.change_input import checked
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
+from workflows.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -74,10 +75,7 @@ def register(subparsers: Any) -> None:
     status.set_defaults(func=checked(worker_status))
 
 
-def worker(args: argparse.Namespace) -> int:
-    from workflows.settings import Settings
-
-    settings = Settings.from_env()
+def worker(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.redis_url:
         raise CommandError("set SPYRE_CI_REDIS_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
     from workflows.drivers import distributed
@@ -100,7 +98,7 @@ def worker(args: argparse.Namespace) -> int:
                     f"no spec loads, so there is no Inventory to run: {exc}"
                 ) from exc
         specs = tuple(str(Path(p).resolve()) for p in args.specs)
-        impact_map = impact_map_path(args.impact_map)
+        impact_map = impact_map_path(args.impact_map, settings)
 
         def make_request(event: Any) -> Any:
             if adapter is not None:
@@ -168,21 +166,20 @@ def _github_adapter(config_path: Path | None) -> Any:
     return GitHubAdapter.from_config(github)
 
 
-def worker_status(args: argparse.Namespace) -> int:
+def worker_status(args: argparse.Namespace, settings: Settings) -> int:
     """Health of the distributed executor: 0 ok, 3 when Redis, intake or workers are down."""
     import json
 
     import redis
 
     from workflows.drivers import distributed
-    from workflows.settings import Settings
     from workflows.stores.history import masked
 
-    url = Settings.from_env().redis_url
+    url = settings.redis_url
     if not url:
         raise CommandError("set SPYRE_CI_REDIS_URL (e.g. redis://127.0.0.1:6379/0) to see workers")
     try:
-        state = distributed.status(url)
+        state = distributed.status(url, settings.lease_ttl_s)
     except redis.RedisError as exc:
         print(f"redis   {masked(url)}: DOWN ({exc})")
         return 3

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .celery_app import TASK_TIME_LIMIT_S, VISIBILITY_TIMEOUT_S, app, make_app
     from .health import status
     from .intake import consume_intake, intake_alive
-    from .keys import INTAKE_ALIVE, LEASED, OPEN_RUNS, PLAN_PRIORITY, WORKER_ALIVE, lease_ttl_s
+    from .keys import INTAKE_ALIVE, LEASED, OPEN_RUNS, PLAN_PRIORITY, WORKER_ALIVE
     from .lease import ShardLease
     from .outages import OUTAGE_WAIT_S, through_outages
     from .tasks import finish_task, plan_task, resume, shard_task, submit
@@ -59,7 +59,6 @@ __all__ = [
     "describe_worker",
     "finish_task",
     "intake_alive",
-    "lease_ttl_s",
     "make_app",
     "plan_task",
     "resume",

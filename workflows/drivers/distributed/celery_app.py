@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from celery import Celery, signals
 
-from workflows.run import pipeline
+from workflows.run import run_model
 from workflows.run.context import RunContext
 from workflows.settings import Settings
 from workflows.stores import redis_clients
@@ -84,8 +84,9 @@ def context() -> RunContext:
     return _context[0]
 
 
-def load_planned(run_id: str) -> pipeline.PlannedRun:
-    body = store().get(keys.key(run_id, "planned"))
+def load_planned(run_id: str, client: redis.Redis | None = None) -> run_model.PlannedRun:
+    """The run's stored plan (from `client`, this process's store by default)."""
+    body = (client or store()).get(keys.key(run_id, "planned"))
     if body is None:
-        raise pipeline.PipelineError(f"run {run_id}: no stored plan; re-submit the event")
-    return pipeline.PlannedRun.from_json(json.loads(body))
+        raise run_model.PipelineError(f"run {run_id}: no stored plan; re-submit the event")
+    return run_model.PlannedRun.from_json(json.loads(body))

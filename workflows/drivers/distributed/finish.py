@@ -18,11 +18,11 @@ import redis
 from celery.exceptions import Ignore
 
 from suites.model import Outcome
-from workflows.run import pipeline
-from workflows.runner.shard_runner import InfraFault
+from workflows.run import pipeline, run_model
+from workflows.runner.shard_runner import InfraFault, ShardRun
 
 from . import celery_app
-from .keys import OPEN_RUNS, RESULT_TTL_S, key, lease_ttl_s
+from .keys import OPEN_RUNS, RESULT_TTL_S, key
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,8 @@ def finish_once(run_id: str, token: str) -> dict[str, Any]:
     if stored is not None:
         summary: dict[str, Any] = json.loads(stored)
         return summary
-    hold = _Hold(store, key(run_id, "finishing"), token)
+    ttl_s = celery_app.context().settings.lease_ttl_s
+    hold = _Hold(store, key(run_id, "finishing"), token, ttl_s)
     if not hold.take():
         log.info("run %s: another finish is running; leaving it to that one", run_id)
         raise Ignore()
@@ -49,9 +50,9 @@ def finish_once(run_id: str, token: str) -> dict[str, Any]:
 class _Hold:
     """A key held by one token, renewed while its holder works (a run's finish)."""
 
-    def __init__(self, store: redis.Redis, key: str, token: str) -> None:
+    def __init__(self, store: redis.Redis, key: str, token: str, ttl_s: float) -> None:
         self.store, self.key, self.token = store, key, token
-        self.ttl_ms = int(lease_ttl_s() * 1000)
+        self.ttl_ms = int(ttl_s * 1000)
 
     def take(self) -> bool:
         if self.store.set(self.key, self.token, nx=True, px=self.ttl_ms):
@@ -87,7 +88,7 @@ def finish(run_id: str) -> dict[str, Any]:
     stored = celery_app.store().hgetall(key(run_id, "shards"))
     missing = [i for i in range(len(planned.shards)) if str(i) not in stored]
     if missing:
-        raise pipeline.PipelineError(f"run {run_id}: shards {missing} have no stored results")
+        raise run_model.PipelineError(f"run {run_id}: shards {missing} have no stored results")
     outcomes: list[Outcome] = []
     faults: list[InfraFault] = []
     for body in map(json.loads, stored.values()):
@@ -95,7 +96,7 @@ def finish(run_id: str) -> dict[str, Any]:
         if body.get("fault"):
             faults.append(InfraFault.from_json(body["fault"]))
 
-    def execute(name: str, ids: Any) -> pipeline.ShardRun:
+    def execute(name: str, ids: Any) -> ShardRun:
         return pipeline.execute_shard(planned.request, name, ids, parallel=1)
 
     finished = pipeline.finish(planned, outcomes, celery_app.context(), execute, faults)

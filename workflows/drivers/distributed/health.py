@@ -21,15 +21,15 @@ from .keys import (
     WORKER_ALIVE,
     hash_of,
     lease_key,
-    lease_ttl_s,
 )
 
 _SHOWN = {RUNNING: "expired", RELEASED: "handed back", REQUEUED: "queued again"}
 
 
-def status(url: str) -> dict[str, Any]:
+def status(url: str, lease_ttl_s: float) -> dict[str, Any]:
     """Intake consumers, live workers, leased and waiting shards, queue length; raises
-    `redis.RedisError` when Redis cannot be reached."""
+    `redis.RedisError` when Redis cannot be reached. `lease_ttl_s` is the settings' lease,
+    said with the rest (`Settings.lease_ttl_s`)."""
     client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5)
     client.ping()
     workers = []
@@ -61,5 +61,5 @@ def status(url: str) -> dict[str, Any]:
         "shards": shards,
         "queue": int(client.llen(QUEUE)) + plans,
         "queued_plans": plans,
-        "lease_ttl_s": lease_ttl_s(),
+        "lease_ttl_s": lease_ttl_s,
     }

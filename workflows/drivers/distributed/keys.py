@@ -16,8 +16,6 @@ from typing import Any
 
 import redis
 
-from workflows.settings import Settings
-
 _KEY = "spyre-ci:run:{run_id}:{what}"
 RESULT_TTL_S = 7 * 24 * 3600
 
@@ -56,8 +54,3 @@ def entry(state: str, owner: str, options: dict[str, Any], **extra: Any) -> str:
 
 def hash_of(store: redis.Redis, key: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in store.hgetall(key).items()}
-
-
-def lease_ttl_s() -> float:
-    """How long a lease outlives its last heartbeat (`SPYRE_CI_LEASE_TTL`, default 30 s)."""
-    return Settings.from_env().lease_ttl_s

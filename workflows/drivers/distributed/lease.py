@@ -29,7 +29,6 @@ from .keys import (
     hash_of,
     key,
     lease_key,
-    lease_ttl_s,
 )
 
 log = logging.getLogger(__name__)
@@ -89,11 +88,18 @@ class ShardLease:
     """One delivery's hold on a shard: acquire, heartbeat while it runs, record or give up."""
 
     def __init__(
-        self, store: redis.Redis, run_id: str, index: int, token: str, options: dict[str, Any]
+        self,
+        store: redis.Redis,
+        run_id: str,
+        index: int,
+        token: str,
+        options: dict[str, Any],
+        ttl_s: float,
     ) -> None:
+        """`ttl_s`: how long the lease outlives its last heartbeat (`Settings.lease_ttl_s`)."""
         self.store, self.run_id, self.index, self.token = store, run_id, index, token
         self.options = options
-        self.ttl_ms = int(lease_ttl_s() * 1000)
+        self.ttl_ms = int(ttl_s * 1000)
         self.field = f"{run_id}:{index}"
         self.lost = False
         self._lease = lease_key(run_id, index)

@@ -17,7 +17,7 @@ import redis
 from celery.exceptions import Ignore
 
 from suites.model import Outcome
-from workflows.run import pipeline
+from workflows.run import pipeline, run_folder, run_model
 from workflows.run.layout import shard_name
 
 from . import celery_app
@@ -83,13 +83,14 @@ def run(task: Any, run_id: str, index: int) -> int:
 
 def begin(
     task: Any, store: redis.Redis, run_id: str, index: int
-) -> tuple[pipeline.PlannedRun, ShardLease, dict[str, Outcome]] | None:
+) -> tuple[run_model.PlannedRun, ShardLease, dict[str, Outcome]] | None:
     """The shard's plan, its lease (now ours) and what an earlier owner finished; None when
     the shard is recorded already. Raises Ignore when another live worker holds it."""
     if store.hexists(key(run_id, "shards"), str(index)):
         return None  # already done by an earlier delivery of this task
     planned = celery_app.load_planned(run_id)
-    lease = ShardLease(store, run_id, index, owner_token(task.request), task_options(task))
+    ttl_s = celery_app.context().settings.lease_ttl_s
+    lease = ShardLease(store, run_id, index, owner_token(task.request), task_options(task), ttl_s)
     holder = lease.acquire()
     if holder == DONE:
         return None
@@ -103,7 +104,7 @@ def begin(
     # An earlier owner's finished tests: those it kept in Redis, and those its test processes
     # wrote into the shard's folder when this worker shares it (the tests that ended between
     # the last keep and its death, which Redis never heard of). Neither runs again.
-    on_disk = pipeline.recorded_outcomes(planned.request, shard_name(index))
+    on_disk = run_folder.recorded_outcomes(planned.request, shard_name(index))
     return planned, lease, {**on_disk, **lease.kept_outcomes()}
 
 

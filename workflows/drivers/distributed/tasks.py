@@ -14,7 +14,7 @@ from typing import Any
 
 from celery import chord
 
-from workflows.run import pipeline
+from workflows.run import pipeline, run_model
 
 from . import celery_app, finish, shard
 from .celery_app import app
@@ -27,19 +27,19 @@ from .outages import through_outages
 @app.task(name="spyre_ci.plan")  # type: ignore[untyped-decorator]
 def plan_task(request_json: dict[str, Any]) -> str:
     """Stage 1-3, then fan out one shard task per shard with `finish` as the chord body."""
-    request = pipeline.RunRequest.from_json(request_json)
+    request = run_model.RunRequest.from_json(request_json)
     token = uuid.uuid4().hex  # one finish token across the retries of an outage
     return through_outages(f"plan of run {request.run_id}", lambda: plan(request, token))
 
 
-def plan(request: pipeline.RunRequest, token: str) -> str:
+def plan(request: run_model.RunRequest, token: str) -> str:
     store = celery_app.store()
     body = store.get(key(request.run_id, "planned"))
     if body is None:
         planned = pipeline.plan(request, celery_app.context())
         store.set(key(request.run_id, "planned"), json.dumps(planned.to_json()), ex=RESULT_TTL_S)
     else:  # a redelivered plan task reuses the stored plan: the same shards, the same keys
-        planned = pipeline.PlannedRun.from_json(json.loads(body))
+        planned = run_model.PlannedRun.from_json(json.loads(body))
     # Open before anything is sent: a finish that ends first must find the entry to close.
     store.hsetnx(OPEN_RUNS, request.run_id, f"{time.time():.1f}")
     if not planned.shards:  # nothing to run (a docs-only push): finish here, not in a task
@@ -76,7 +76,7 @@ def _fan_out(run_id: str, shards: int) -> None:
     chord([shard_task.s(run_id, index) for index in range(shards)])(finish_task.s(run_id))
 
 
-def submit(request: pipeline.RunRequest, broker_url: str | None = None) -> str:
+def submit(request: run_model.RunRequest, broker_url: str | None = None) -> str:
     """Enqueue a run; returns the Celery id of its plan task.
 
     `broker_url` sends through that broker instead of the configured one (a fresh
@@ -99,6 +99,6 @@ def resume(run_id: str) -> bool:
     body = celery_app.store().get(key(run_id, "planned"))
     if body is None:
         return False
-    planned = pipeline.PlannedRun.from_json(json.loads(body))
+    planned = run_model.PlannedRun.from_json(json.loads(body))
     _fan_out(run_id, len(planned.shards))
     return True

@@ -21,6 +21,9 @@ from typing import Any
 import redis
 from celery import signals
 
+from selector import SelectorError
+from workflows.run.run_model import PipelineError
+
 from . import celery_app
 from .keys import (
     LEASED,
@@ -33,7 +36,6 @@ from .keys import (
     hash_of,
     key,
     lease_key,
-    lease_ttl_s,
 )
 from .tasks import finish_task, shard_task
 
@@ -55,14 +57,14 @@ def describe_worker(**info: Any) -> None:
     _WORKER_INFO.update(info)
 
 
-def sweep(store: redis.Redis, *, now: float | None = None) -> list[str]:
+def sweep(store: redis.Redis, ttl: float, *, now: float | None = None) -> list[str]:
     """Send again every started shard whose lease expired without a result; returns them.
 
     One worker sweeps at a time (a lock of one lease). A shard sent again but not taken for
     two leases, and no longer in the queue (it was reserved by a worker that died before
-    starting it), is sent once more; duplicates are harmless: the lease admits one.
+    starting it), is sent once more; duplicates are harmless: the lease admits one. `ttl`:
+    the workers' lease in seconds (`Settings.lease_ttl_s`).
     """
-    ttl = lease_ttl_s()
     if not store.set(SWEEP_LOCK, "1", nx=True, px=int(ttl * 500)):
         return []
     now = time.time() if now is None else now
@@ -105,12 +107,18 @@ def _finish_forgotten(store: redis.Redis, now: float, ttl: float) -> list[str]:
     for run_id, since in hash_of(store, OPEN_RUNS).items():
         if now - float(since) < 2 * ttl or store.exists(key(run_id, "finishing")):
             continue
-        planned = store.get(key(run_id, "planned"))
-        if planned is None or store.exists(key(run_id, "finished")):
+        if not store.exists(key(run_id, "planned")) or store.exists(key(run_id, "finished")):
             store.hdel(OPEN_RUNS, run_id)
             continue
-        shards = len(json.loads(planned).get("shards") or ())
-        if store.hlen(key(run_id, "shards")) < shards:
+        try:
+            planned = celery_app.load_planned(run_id, store)
+        except (ValueError, KeyError, TypeError, SelectorError, PipelineError) as exc:
+            log.warning(
+                "run %s: its stored plan cannot be read (%s); not finishing it", run_id, exc
+            )
+            store.hdel(OPEN_RUNS, run_id)  # `finish` could not read it either
+            continue
+        if store.hlen(key(run_id, "shards")) < len(planned.shards):
             continue
         log.warning("run %s: every shard is recorded but it was not finished; finishing", run_id)
         finish_task.apply_async(([], run_id))
@@ -132,7 +140,7 @@ def _queued_task_ids(store: redis.Redis) -> set[str]:
 def _watch(node: str) -> None:
     """The main process's thread: its heartbeat every third of a lease, a sweep every half."""
     store = celery_app.store()
-    ttl = lease_ttl_s()
+    ttl = celery_app.context().settings.lease_ttl_s
     alive = WORKER_ALIVE.format(node=node)
     started = time.time()
     next_sweep = 0.0
@@ -142,7 +150,7 @@ def _watch(node: str) -> None:
             store.set(alive, json.dumps(info), px=int(ttl * 1000))
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + ttl / 2
-                sweep(store)
+                sweep(store, ttl)
         except Exception:  # noqa: BLE001 - the watch outlives any outage
             log.exception("worker watch: heartbeat or sweep failed; trying again")
         _WATCH_STOP.wait(ttl / 3)

@@ -41,7 +41,6 @@ from workflows.drivers.upgrade.environments import (
     PROJECT_ROOT,
     TorchEnv,
     UpgradeError,
-    default_cache_dir,
     provision,
 )
 from workflows.drivers.upgrade.export import environment_of, export_report
@@ -68,7 +67,6 @@ __all__ = [
     "UpgradeError",
     "VersionRun",
     "build_inventory",
-    "default_cache_dir",
     "describe",
     "details_path_for",
     "diff_and_select",

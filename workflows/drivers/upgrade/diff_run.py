@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suites.model import Inventory, Outcome
 from workflows.drivers.upgrade.environments import Log, TorchEnv, stderr_log
@@ -19,6 +19,9 @@ from workflows.run.layout import shard_name
 from workflows.run.pipeline import execute_ids
 from workflows.runner.scheduling import InOrder, Pool, Work, slices
 from workflows.runner.shard_runner import Limits, ProgressCallback, ShardRun
+
+if TYPE_CHECKING:
+    from selector.upgrade import InventoryDiff, UpgradeSelection
 
 
 def run_ids(
@@ -67,7 +70,9 @@ def run_ids(
 UPGRADE_FORMAT = 1
 
 
-def upgrade_json(diff: Any, selection: Any, sources: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_json(
+    diff: InventoryDiff, selection: UpgradeSelection, sources: Mapping[str, Any]
+) -> dict[str, Any]:
     """The `upgrade.json` document: the diff, the selection and where they came from."""
     data = diff.to_json()
     sel = selection.to_json()
@@ -87,7 +92,10 @@ def upgrade_json(diff: Any, selection: Any, sources: Mapping[str, Any]) -> dict[
             "share": sel["share"],
             "seed": sel["seed"],
             "api_ops": sel["api_ops"],
+            "by_heuristic": sel["by_heuristic"],
+            "skipped": sel["skipped"],
         },
+        "held": sel["held"],
     }
 
 
@@ -227,8 +235,8 @@ def run_section(moved: Sequence[Any], old_run: VersionRun, new_run: VersionRun) 
 
 
 def expand_misses(
-    diff: Any,
-    selection: Any,
+    diff: InventoryDiff,
+    selection: UpgradeSelection,
     old: Inventory,
     new: Inventory,
     envs: Sequence[TorchEnv],
@@ -271,8 +279,8 @@ def expand_misses(
 
 
 def validate_full(
-    diff: Any,
-    selection: Any,
+    diff: InventoryDiff,
+    selection: UpgradeSelection,
     envs: Sequence[TorchEnv],
     inventories: tuple[Inventory, Inventory],
     runs: Sequence[VersionRun],

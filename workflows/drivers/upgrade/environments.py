@@ -1,6 +1,6 @@
 """One isolated environment per torch version: `python -m venv` + pip into a cache folder.
 
-env = provision("2.14.1", default_cache_dir())   # <cache>/torch-2.14.1, reused when complete
+env = provision("2.14.1", settings.env_cache_dir)   # <cache>/torch-2.14.1, reused when complete
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workflows.run.pipeline import PipelineError
+from workflows.run.run_model import PipelineError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 MARKER = ".spyre-ci-env.json"
@@ -28,15 +28,6 @@ Log = Callable[[str], None]
 
 class UpgradeError(PipelineError):
     """An upgrade run cannot go on; the message names the version, file or step."""
-
-
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """`$SPYRE_CI_ENV_CACHE`, else `$XDG_CACHE_HOME/spyre-ci/envs` (~/.cache/spyre-ci/envs)."""
-    from workflows.settings import Settings
-
-    cache = Settings.from_env(environ).env_cache_dir
-    assert cache is not None  # from_env always sets it
-    return cache
 
 
 def stderr_log(text: str) -> None:
@@ -103,18 +94,20 @@ def _run_logged(command: list[str], log_file: Path, log: Log, label: str) -> Non
 
 def provision(
     version: str,
-    cache_dir: Path | None = None,
+    cache_dir: Path,
     *,
     project: Path = PROJECT_ROOT,
     log: Log = stderr_log,
     base_python: str | None = None,
 ) -> TorchEnv:
-    """The environment for `version`, created in `cache_dir/torch-<version>` unless present.
+    """The environment for `version`, created in `cache_dir/torch-<version>` unless present
+    (`upgrade-diff` hands in `--cache-dir`, else `Settings.env_cache_dir`: `$SPYRE_CI_ENV_CACHE`,
+    else `$XDG_CACHE_HOME/spyre-ci/envs`).
 
     Reused when its marker says it was completed for this torch version and project and its
     torch is still installed; a half-built one (no marker) is removed and built again.
     """
-    cache = cache_dir or default_cache_dir()
+    cache = cache_dir
     env = TorchEnv(version, cache / f"torch-{version}")
     marker = env.path / MARKER
     wanted = {"torch": version, "project": str(project)}

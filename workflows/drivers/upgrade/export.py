@@ -7,14 +7,18 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dashboard_export.model import Environment
 from suites.model import Inventory
 from workflows.drivers.upgrade.diff_run import VersionRun
 from workflows.drivers.upgrade.environments import TorchEnv
-from workflows.run.exporting import environment
+from workflows.run.exporting import counted, environment
 from workflows.run.layout import junit_dir
+
+if TYPE_CHECKING:
+    from selector.plan import Reason
+    from selector.upgrade import InventoryDiff, Moved, UpgradeSelection
 
 
 def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
@@ -26,9 +30,9 @@ def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
 
 def export_report(
     out_dir: Path,
-    diff: Any,
-    selection: Any,
-    moved: Sequence[Any],
+    diff: InventoryDiff,
+    selection: UpgradeSelection,
+    moved: Sequence[Moved],
     old_inventory: Inventory,
     new_inventory: Inventory,
     new_env: TorchEnv,
@@ -68,14 +72,14 @@ def export_report(
         for m in moved
         if m.category is not None
     )
-    first_reason: dict[str, int] = {}
-    for reasons in selection.reasons.values():
-        first = reasons[0] if reasons else "?"
-        heuristic, _, text = first.partition(": ")
-        if heuristic == "definition" and "): " in text:
-            text = "changed " + text.split("): ", 1)[1]  # what changed, not the hashes
-        key = f"{heuristic}: {text}"
-        first_reason[key] = first_reason.get(key, 0) + 1
+    changed = {c.id: c.what for c in diff.changed}
+
+    def first(vid: str, reason: Reason) -> str:
+        """A changed definition by what changed, not by its hashes."""
+        if reason.heuristic == "definition" and vid in changed:
+            return f"definition: changed {'; '.join(changed[vid])}"
+        return f"{reason.heuristic}: {reason.reason}"
+
     misses = tuple(
         sorted(
             m.id
@@ -88,12 +92,8 @@ def export_report(
     summary = PlanSummary(
         selected=len(selection.reasons),
         inventory=len(new_inventory),
-        top_reasons=tuple(sorted(first_reason.items(), key=lambda kv: -kv[1])[:10]),
-        skipped={
-            "not affected by the upgrade": max(
-                0, selection.runnable_to - len(selection.reasons) - len(selection.holdout)
-            )
-        },
+        top_reasons=counted(first(vid, rs[0]) for vid, rs in selection.reasons.items() if rs),
+        skipped=dict(selection.skipped),
         holdout=len(selection.holdout),
         holdout_misses=misses,
         canaries=len(selection.canary),

@@ -81,10 +81,10 @@ class ChangeFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def activate(path: str | None = None) -> ChangeFinder | None:
-    """Apply the change of the activation file (default: `$SPYRE_CI_CHANGE`) to this
-    process: its finder goes first on `sys.meta_path`. Once per process."""
-    path = path or os.environ.get(CHANGE_VAR)
+def activate(path: str) -> ChangeFinder | None:
+    """Apply the change of the activation file `path` to this process (the test process's
+    `sitecustomize` hands in `$SPYRE_CI_CHANGE`): its finder goes first on `sys.meta_path`.
+    Once per process; None when `path` is empty."""
     if not path:
         return None
     if "finder" in _ACTIVE:

@@ -32,6 +32,7 @@ from typing import Any
 from selector import SelectorError
 from selector.diff import FilePatch, parse_unified_diff
 from workflows.runner.change_overlay.patching import PatchError, apply_patch
+from workflows.settings import child_environment
 
 CHANGE_VAR = "SPYRE_CI_CHANGE"  # the activation file a test process applies at start
 SITE_DIR = Path(__file__).resolve().parent / "site"
@@ -106,11 +107,12 @@ class AppliedChange:
         return "applied" if self.applied else "none"
 
     def env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Environment additions that make a Python process import torch with the change;
-        empty when nothing applied."""
+        """Environment additions that make a Python process import torch with the change
+        (its PYTHONPATH that of `environ`, default: the one it inherits, with the overlay's
+        site folder first); empty when nothing applied."""
         if not self.applied:
             return {}
-        environ = os.environ if environ is None else environ
+        environ = child_environment() if environ is None else environ
         paths = [str(SITE_DIR)] + [
             p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE_DIR)
         ]

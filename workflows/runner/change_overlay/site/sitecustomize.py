@@ -1,5 +1,6 @@
 """Started by Python when this folder is on PYTHONPATH (test processes of a run that applies
-a change): applies the change named by $SPYRE_CI_CHANGE before anything imports torch, and
+a change): applies the change named by $SPYRE_CI_CHANGE before anything imports torch (its
+finder's `activate` is handed the activation file), and
 then calls `activate()` of the module $SPYRE_CI_OVERLAY_MODULE names, when it names one (the
 selection benchmark names its mutation overlay there and puts its folder on PYTHONPATH: the
 product imports no benchmark code). Does nothing without those variables."""
@@ -11,11 +12,16 @@ if os.environ.get("SPYRE_CI_OVERLAY_MODULE"):
     _ACTIVATIONS.append(("SPYRE_CI_OVERLAY_MODULE", os.environ["SPYRE_CI_OVERLAY_MODULE"]))
 
 for _var, _module in _ACTIVATIONS:
-    if os.environ.get(_var):
+    _value = os.environ.get(_var)
+    if _value:
         try:
             import importlib
 
-            importlib.import_module(_module).activate()
+            _activate = importlib.import_module(_module).activate
+            if _var == "SPYRE_CI_CHANGE":
+                _activate(_value)  # the change's activation file
+            else:
+                _activate()
         except Exception as exc:  # noqa: BLE001 - any failure must stop the process, loudly
             # Python would report a failing sitecustomize and go on without the change: the
             # run would test the unchanged torch while looking fine.
