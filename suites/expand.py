@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -146,16 +146,24 @@ def expand(
     suite: str | None = None,
     env: dict[str, str] | None = None,
     keep_trail: bool = False,
+    subjects: Mapping[str, Collection[str]] | None = None,
 ) -> Expansion:
-    """Expand suites into variants (only `suite` when given), in a stable order."""
+    """Expand suites into variants (only `suite` when given), in a stable order.
+
+    `subjects` (suite name -> subject names) expands only those OpInfo subjects of the
+    suites it names: a test process asked for a few ids builds their variants, not the
+    thousands of the whole database. Each subject's variants depend on that subject and the
+    suite's rules alone, so they come out as in the whole expansion. File suites expand whole.
+    """
     result = Expansion()
     for spec in specs:
         if suite is not None and spec.suite_name != suite:
             continue
         root = spec.get(("test_suite_config",)) or {}
+        only = None if subjects is None else subjects.get(spec.suite_name)
         for oi, _ in enumerate(root.get("opinfo") or ()):
             result.planned.extend(
-                _expand_opinfo(spec, ("test_suite_config", "opinfo", oi), keep_trail)
+                _expand_opinfo(spec, ("test_suite_config", "opinfo", oi), keep_trail, only)
             )
         for fi, _ in enumerate(root.get("files") or ()):
             _expand_file(spec, ("test_suite_config", "files", fi), env, result)
@@ -267,7 +275,9 @@ def _expectations_file(spec: SpecFile, entry: dict[str, Any]) -> list[Rule]:
     return expectation_rules(load_spec(spec.path.parent / name))
 
 
-def _expand_opinfo(spec: SpecFile, where: Path_, keep_trail: bool) -> list[Planned]:
+def _expand_opinfo(
+    spec: SpecFile, where: Path_, keep_trail: bool, only: Collection[str] | None = None
+) -> list[Planned]:
     from suites.databases import family_of, load_db
     from suites.fingerprint import callable_digest, definition_digest, variant_fingerprint
     from suites.templates import applies, get_template
@@ -293,13 +303,16 @@ def _expand_opinfo(spec: SpecFile, where: Path_, keep_trail: bool) -> list[Plann
     exp_by_id = {
         r.id_glob: r for r in exp_rules if r.id_glob and not any(c in r.id_glob for c in "*?[")
     }
-    exp_globs = [r for r in exp_rules if r not in exp_by_id.values()]
+    by_id = {id(r) for r in exp_by_id.values()}  # by identity: rules compare field by field
+    exp_globs = [r for r in exp_rules if id(r) not in by_id]
     decorator_source = (
         spec.line_ref((*where, "opinfo_decorators"))
         if ("opinfo_decorators" in entry)
         else spec.line_ref((*where, "db"))
     )
     subjects = _select(load_db(db), entry)
+    if only is not None:
+        subjects = [s for s in subjects if s.name in only]
     out: list[Planned] = []
     for template in entry["templates"]:
         template_digest = callable_digest(get_template(template))

@@ -27,7 +27,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Collection, Generator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -227,6 +227,13 @@ def pytest_collection(session: pytest.Session) -> bool:
             )
         suites = {split_variant_id(i)[0] for i in wanted}
     _ensure_device()
+    # The OpInfo subjects the ids name, per suite: a process started cold expands only those.
+    wanted_subjects: dict[str, set[str]] | None = None
+    if wanted is not None:
+        wanted_subjects = {}
+        for vid in wanted:
+            suite_name, _template, subject, _dtype = split_variant_id(vid)
+            wanted_subjects.setdefault(suite_name, set()).add(subject)
     expansion = None
     planned = []
     expanded: set[str] = set()  # suites whose specs expanded: their variants are all known
@@ -234,7 +241,7 @@ def pytest_collection(session: pytest.Session) -> bool:
         if suites is not None and spec.suite_name not in suites:
             continue
         try:
-            expansion = _expanded(spec)
+            expansion = _expanded(spec, wanted_subjects)
         except SpecError as exc:  # refused from the Inventory likewise
             sys.stderr.write(f"spyre suites: {spec.path}: refused (does not expand):\n{exc}\n")
             continue
@@ -345,8 +352,9 @@ def _loaded(specs_opt: list[str] | None) -> tuple[list[Any], dict[str, str]]:
     return load_suites_each(specs_opt)
 
 
-def _expanded(spec: Any) -> Any:
-    """The expansion of one suite (preloaded when this process was forked warm)."""
+def _expanded(spec: Any, subjects: Mapping[str, Collection[str]] | None = None) -> Any:
+    """The expansion of one suite: preloaded when this process was forked warm, else only
+    the OpInfo `subjects` asked for (all of them when None)."""
     from suites.expand import expand
 
     for specs, _refused, expanded in _PRELOADED.values():
@@ -355,7 +363,7 @@ def _expanded(spec: Any) -> Any:
             if isinstance(found, Exception):
                 raise found
             return found
-    return expand([spec])
+    return expand([spec], subjects=subjects)
 
 
 def _ensure_device() -> None:

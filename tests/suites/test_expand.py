@@ -112,6 +112,34 @@ def test_family_relates_variants_and_refs(bundled: Expansion) -> None:
     assert family["nn.functional.relu"] == "nn.functional.relu"
 
 
+def test_expanding_some_subjects_gives_their_variants_as_the_whole_expansion(
+    bundled: Expansion,
+) -> None:
+    """A test process asked for a few ids expands only their subjects (`subjects=`): their
+    variants, expectations, rules and fingerprints are the whole expansion's."""
+    import random
+
+    variants = bundled.variants
+    pairs = sorted({(v.suite, v.subject) for v in variants})
+    # Some at random, and some whose expectation a rule or a decorator changed.
+    chosen = set(random.Random(0).sample(pairs, 20))
+    chosen |= set(
+        random.Random(1).sample(
+            sorted(
+                {(v.suite, v.subject) for v in variants if v.expectation is not Expectation.PASS}
+            ),
+            10,
+        )
+    )
+    wanted: dict[str, set[str]] = {v.suite: set() for v in variants}  # every suite named
+    for suite, subject in chosen:
+        wanted[suite].add(subject)
+    part = expand(load_suites(), subjects=wanted)
+    expected = [v for v in variants if v.subject in wanted.get(v.suite, set())]
+    assert part.variants == expected
+    assert {(v.suite, v.subject) for v in part.variants} == chosen
+
+
 def test_fingerprints_ignore_other_devices_and_docstrings() -> None:
     import torch
 
