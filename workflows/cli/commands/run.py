@@ -114,7 +114,7 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         change_strict=args.diff is not None,
         apply_change=not args.no_apply,
     )
-    check_change(change)  # refused before the Inventory is built or anything is recorded
+    check_change(change, settings)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory
     if inventory is None:
         from suites.loader import SpecError
@@ -145,13 +145,13 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
     )
 
 
-def check_change(request: Any) -> Any:
+def check_change(request: Any, settings: Settings) -> Any:
     """The request's change prepared over the installed torch: a diff that does not apply
     is refused here (exit 2, naming the file and hunk), before anything is recorded."""
     from workflows.run.under_test import ChangeNotApplicable, applied_change
 
     try:
-        return applied_change(request)
+        return applied_change(request, settings)
     except ChangeNotApplicable as exc:
         raise CommandError(f"the change cannot be applied: {exc}") from exc
 
