@@ -42,6 +42,7 @@ from workflows.run.run_folder import (
     mark_started,
 )
 from workflows.run.run_model import (
+    EnvironmentUnderTest,
     FinishedRun,
     PipelineError,
     PlannedRun,
@@ -159,8 +160,8 @@ def plan_facts(planned: PlannedRun) -> PlanFacts:
         out_dir=str(Path(planned.request.out_dir)),
         # With which backend and torch: a failure that passed on another torch with the same
         # backend was broken upstream (`dashboard_export.triage`).
-        backend=dict((planned.environment or {}).get("backend") or {}),
-        torch_sha=str(((planned.environment or {}).get("torch") or {}).get("git_sha", "")),
+        backend=dict(planned.environment.backend) if planned.environment else {},
+        torch_sha=planned.environment.torch.git_sha if planned.environment else "",
     )
 
 
@@ -396,7 +397,7 @@ def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outco
     does not import (a syntax error in a changed module, named in the fault's cause). Then
     each variant it left unrun gets an `error` outcome saying so (added to `outcomes`): the
     change broke them, and the A/B comparison tells whether they pass without it."""
-    broken = [str(b) for b in (planned.environment.get("change") or {}).get("broken") or ()]
+    broken = list(planned.environment.change.broken) if planned.environment else []
     if not broken:
         return False
     paths = {b.split(":", 1)[0] for b in broken}
@@ -421,7 +422,7 @@ def _base_outcomes(
     base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
     from workflows.run.base_outcomes import BaseOutcomeCache
 
-    sha = str(planned.environment.get("torch", {}).get("git_sha") or "")
+    sha = planned.environment.torch.git_sha if planned.environment else ""
     cache = BaseOutcomeCache.for_torch(sha, ctx.settings.state_dir)
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
     found = cache.get(ids, fingerprints)
@@ -524,21 +525,20 @@ def summarize(
     )
 
 
-def _under_test_note(resolved: Mapping[str, Any]) -> UnderTestNote | None:
+def _under_test_note(resolved: EnvironmentUnderTest | None) -> UnderTestNote | None:
     """What History's run summary keeps of the environment under test (`runs show`)."""
-    if not resolved:
+    if resolved is None:
         return None
-    change = resolved.get("change") or {}
-    torch = resolved.get("torch", {})
+    change, torch = resolved.change, resolved.torch
     return UnderTestNote(
-        tested=resolved.get("tested"),
-        torch=f"{torch.get('version')} ({str(torch.get('git_sha'))[:12]})",
+        tested=resolved.tested,
+        torch=f"{torch.version} ({torch.git_sha[:12]})",
         change={
-            "state": change.get("state"),
-            "applied": [f.get("path") for f in change.get("applied") or ()][:20],
-            "not_applied": [f.get("path") for f in change.get("not_applied") or ()][:20],
+            "state": change.state,
+            "applied": [f.path for f in change.applied][:20],
+            "not_applied": [f.path for f in change.not_applied][:20],
         },
-        notes=tuple(resolved.get("notes") or ())[:10],
+        notes=resolved.notes[:10],
     )
 
 

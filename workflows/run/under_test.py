@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from suites.backend import BUNDLED_BACKEND, backend_package, device_name
-from workflows.run.run_model import PipelineError, RunRequest
+from workflows.run.run_model import (
+    ChangeUnderTest,
+    EnvironmentUnderTest,
+    PipelineError,
+    RunRequest,
+    TorchUnderTest,
+)
 from workflows.runner import torch_builds
 from workflows.runner.change_overlay import (
     NO_CHANGE,
@@ -237,9 +243,9 @@ def build_for(request: RunRequest, settings: Settings) -> torch_builds.TorchBuil
     return torch_builds.find(head, torch_builds.roots(settings))
 
 
-def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> dict[str, Any]:
-    """The environment under test of `request` with `change` prepared (JSON for planned.json
-    and run.json): torch, change, backend, and `tested` with the notes that decided it. The
+def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> EnvironmentUnderTest:
+    """The environment under test of `request` with `change` prepared (planned.json's, then
+    run.json's): torch, change, backend, and `tested` with the notes that decided it. The
     prepared environments looked up are those of `settings`."""
     root, version = installed_torch()
     sha = torch_git_sha(root) if root is not None else ""
@@ -296,23 +302,19 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> d
         notes.append("GitHub's list of the change's files is cut (300 files at most)")
     if change.broken:
         notes.append("the changed torch does not import: " + "; ".join(change.broken[:5]))
-    return {
-        "torch": {
-            "version": version or "unknown",
-            "git_sha": sha or "unknown",
-            "source": source,
-        },
-        "change": {
-            **change.to_json(),
-            "source": request.diff_source or ("the event's diff" if request.diff_text else ""),
-            "base_sha": base,
-            "head_sha": head,
-        },
-        "backend": backend(),
-        "tested": tested,
-        "headline": HEADLINES[tested],
-        "notes": notes,
-    }
+    return EnvironmentUnderTest(
+        TorchUnderTest(version or "unknown", sha or "unknown", source),
+        ChangeUnderTest.of(
+            change,
+            request.diff_source or ("the event's diff" if request.diff_text else ""),
+            base,
+            head,
+        ),
+        backend(),
+        tested,
+        HEADLINES[tested],
+        tuple(notes),
+    )
 
 
 def _listed(files: Any, limit: int = 8) -> str:
