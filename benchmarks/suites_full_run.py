@@ -43,6 +43,7 @@ def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dic
     """Run ids to completion through the shard runner (crashes and hangs recorded, the rest
     of the chunk still runs); returns the end records."""
     from workflows.runner.shard_runner import Limits, run_shard
+    from workflows.settings import Settings
 
     result = run_shard(
         name,
@@ -50,6 +51,7 @@ def run_chunk(ids: list[str], work: Path, name: str, timeout: float) -> list[dic
         work,
         limits=Limits(test_timeout_s=timeout, memory_mb=None),
         env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        warm=Settings.from_env().zygote,  # SPYRE_CI_ZYGOTE=0: every process cold
     )
     if result.fault is not None:
         raise SystemExit(f"{result.fault.summary}\n{result.fault.cause}")

@@ -26,9 +26,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-# Every mode starts its test process cold: a process forked from the warm zygote is not
-# this process's child, and its CPU would not be counted.
-os.environ["SPYRE_CI_ZYGOTE"] = "0"
 
 from suites.model import Expectation, Inventory  # noqa: E402
 from workflows.runner.impact_tracer import IDS_VAR, MODE_VAR, OUT_VAR  # noqa: E402
@@ -73,7 +70,11 @@ def main() -> int:
                         traced = len(ids)
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 began = time.monotonic()
-                result = run_shard(mode, ids, work, limits=Limits(test_timeout_s=120), env=env)
+                # Cold (warm=False): a process forked from the warm zygote is not this
+                # process's child, and its CPU would not be counted.
+                result = run_shard(
+                    mode, ids, work, limits=Limits(test_timeout_s=120), env=env, warm=False
+                )
                 wall = time.monotonic() - began
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -33,6 +33,10 @@ class Settings:
     mass_failure_share: float = 0.5
     inventory: Path | None = None  # SPYRE_CI_INVENTORY: what `select` selects from
     env_cache_dir: Path | None = None  # SPYRE_CI_ENV_CACHE: upgrade-diff's torch environments
+    # SPYRE_CI_TORCH_BUILDS: prepared torch environments, one per upstream commit; a shard of
+    # a run whose head sha has one runs there (`workflows.runner.torch_builds`, which also
+    # looks in `env_cache_dir`).
+    torch_builds: Path | None = None
     callback_token: str = ""  # SPYRE_CI_CALLBACK_TOKEN: bearer token of `export --callback-url`
     # SPYRE_CI_LEASE_TTL: seconds a distributed shard's lease outlives its last heartbeat
     # (heartbeats every third of it, sweeps every half): about how long a dead worker's
@@ -47,6 +51,9 @@ class Settings:
     # a changed file this machine lacks (`workflows.stores.sources`); no token, no GitHub.
     github_url: str | None = None
     github_token: str = ""
+    # SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/runner/zygote.py`);
+    # `0` starts every one cold.
+    zygote: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -62,6 +69,7 @@ class Settings:
             env_cache_dir=absolute(
                 env.get("SPYRE_CI_ENV_CACHE") or default_cache / "spyre-ci" / "envs"
             ),
+            torch_builds=_path(env, "SPYRE_CI_TORCH_BUILDS"),
             callback_token=env.get("SPYRE_CI_CALLBACK_TOKEN", ""),
             lease_ttl_s=_seconds(env, "SPYRE_CI_LEASE_TTL", 30.0, 3.0, 3600.0),
             record_traces=_switch(env, "SPYRE_CI_TRACE"),
@@ -70,6 +78,7 @@ class Settings:
             ),
             github_url=env.get("SPYRE_CI_GITHUB_URL") or None,
             github_token=env.get("SPYRE_CI_GITHUB_TOKEN", ""),
+            zygote=_switch(env, "SPYRE_CI_ZYGOTE"),
         )
 
 
@@ -84,18 +93,6 @@ def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 class SettingsError(BadInput, ValueError):
     """An environment variable holds a value it cannot mean; the message names it."""
-
-
-def zygote_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/runner/zygote.py`);
-    `0` starts every one cold."""
-    env = os.environ if environ is None else environ
-    raw = env.get("SPYRE_CI_ZYGOTE", "").strip().lower()
-    if raw in ("", "1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"$SPYRE_CI_ZYGOTE={raw!r}: want 1 (the default) or 0")
 
 
 def _switch(env: Mapping[str, str], name: str, default: bool = True) -> bool:

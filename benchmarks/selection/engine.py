@@ -38,6 +38,7 @@ from selector.impact import ImpactMap
 from suites.model import Expectation, Inventory, Outcome, Status
 from workflows.runner.scheduling import InOrder, Pool, Work, slices
 from workflows.runner.shard_runner import Limits, run_shard, short_message
+from workflows.settings import Settings
 from workflows.tracing.impact_recorder import record_impact_map
 
 __all__ = ["BenchConfig", "BenchError", "command_line", "rescore", "run_benchmark", "summary_lines"]
@@ -152,7 +153,13 @@ def _run(
     env: Mapping[str, str] | None,
 ) -> dict[str, Outcome]:
     result = run_shard(
-        name, list(ids), work, limits=limits, specs=list(specs), env=dict(env) if env else None
+        name,
+        list(ids),
+        work,
+        limits=limits,
+        specs=list(specs),
+        env=dict(env) if env else None,
+        warm=Settings.from_env().zygote,  # SPYRE_CI_ZYGOTE=0: every process cold
     )
     outcomes = {o.id: o for o in result.outcomes}
     if result.fault is not None:

@@ -41,10 +41,11 @@ def test_stopped_run_is_explained_and_resumed(tiny_inventory: Path, tmp_path: Pa
         shards=2,
         expand=False,
     )
-    planned = pipeline.plan(request, run_context(history))
+    ctx = run_context(history)
+    planned = pipeline.plan(request, ctx)
     assert len(planned.shards) == 2
     # The run stops after its first shard: the second never ran, nothing was verified.
-    pipeline.execute_shard(request, "shard-0", planned.shards[0])
+    pipeline.execute_shard(request, "shard-0", planned.shards[0], settings=ctx.settings)
 
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     shown = cli("runs", "show", "resume-me", env=env)

@@ -19,7 +19,7 @@ from selector.plan_parts import Budget
 from selector.verify import FailureVerdict
 from suites.model import Status
 from workflows.run import forensics
-from workflows.run.run_model import Hub, PlannedRun, PlanNotes
+from workflows.run.run_model import Hub, PlannedRun, PlanNotes, TorchUnderTest
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import (
     BisectAnswer,
@@ -194,6 +194,58 @@ def test_a_change_digest_missing_keys_is_written_back_without_them() -> None:
     planned = PlannedRun.from_json(data)
     assert planned.plan.change.files_with_source == 0
     assert planned.to_json() == data
+
+
+def test_the_environment_under_test_reads_typed_and_writes_the_same_text() -> None:
+    data = json.loads((RECORDS / "planned.json").read_text())
+    environment = PlannedRun.from_json(data).environment
+    assert environment is not None
+    assert environment.torch == TorchUnderTest(
+        "2.13.0",
+        "cf30153c4c131c8164ee7798e5022d810682e2cb",
+        "installed (/work/main/.venv/lib/python3.11/site-packages)",
+    )
+    assert environment.tested == "not_tested" and environment.change.state == "not_applied"
+    assert [f.path for f in environment.change.not_applied] == [
+        "aten/src/ATen/native/SoftMax.cpp",
+        "aten/src/ATen/native/cpu/SoftMaxKernel.cpp",
+    ]
+    assert environment.change.applied == () and environment.change.broken == ()
+    assert environment.backend == {
+        "package": "backend_under_test",
+        "version": "0.1.0",
+        "device": "spyre",
+    }
+    assert json.dumps(environment.to_json()) == json.dumps(data["environment"])
+    assert json.dumps(PlannedRun.from_json(data).to_json()) == json.dumps(data)
+
+
+def test_a_run_planned_before_the_environment_was_recorded_keeps_it_empty() -> None:
+    data = json.loads((RECORDS / "planned.json").read_text())
+    data["environment"] = {}
+    planned = PlannedRun.from_json(data)
+    assert planned.environment is None
+    assert planned.to_json() == data
+
+
+def test_an_environment_missing_keys_or_with_unknown_ones_saves_back_unchanged() -> None:
+    data = json.loads((RECORDS / "planned.json").read_text())
+    env = data["environment"]
+    del env["headline"], env["change"]["broken"]  # an older writer's
+    env["from_a_newer_version"] = {"x": 1}
+    env["change"]["also_newer"] = True
+    env["backend"]["digest"] = "0123456789abcdef"
+    env["change"]["applied"] = [
+        {"path": "torch/nn/functional.py", "status": "modified", "why": "applied", "module": "m"}
+    ]
+    planned = PlannedRun.from_json(data)
+    assert planned.environment is not None
+    assert planned.environment.headline == "" and planned.environment.change.broken == ()
+    assert planned.environment.change.applied[0].module == "m"
+    assert json.dumps(planned.to_json()) == json.dumps(data)
+    # A typed record travels as a Celery argument too: back from its own JSON, the same.
+    again = PlannedRun.from_json(json.loads(json.dumps(planned.to_json())))
+    assert again.environment == planned.environment
 
 
 def test_hubs_travel_with_the_plan() -> None:

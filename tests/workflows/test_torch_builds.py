@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.testing.cli import spyre_ci
 from tests.testing.paths import GLU_SPEC, REPO_ROOT
 from workflows.runner import torch_builds
+from workflows.settings import Settings
 from workflows.stores.sources import installed_torch
 
 BUILD_SHA = "1234567890abcdef1234567890abcdef12345678"
@@ -45,10 +46,13 @@ def fake_build(folder: Path, sha: str) -> Path:
 def test_a_build_is_found_by_its_torch_sha(tmp_path: Path) -> None:
     fake_build(tmp_path / "builds" / "any-name", BUILD_SHA)
     env = {"SPYRE_CI_TORCH_BUILDS": str(tmp_path / "builds"), "SPYRE_CI_ENV_CACHE": "/nowhere"}
-    found = torch_builds.find(BUILD_SHA[:10], env)
+    folders = torch_builds.roots(Settings.from_env(env))
+    assert folders == (tmp_path / "builds", Path("/nowhere"))  # the builds first
+    found = torch_builds.find(BUILD_SHA[:10], folders)
     assert found is not None and found.git_sha == BUILD_SHA
-    assert torch_builds.find("fedcba9876543210", env) is None
-    assert torch_builds.find("12345", env) is None  # too short to name a commit
+    assert torch_builds.find("fedcba9876543210", folders) is None
+    assert torch_builds.find("12345", folders) is None  # too short to name a commit
+    assert torch_builds.find(BUILD_SHA, ()) is None  # none configured: none found
 
 
 def test_an_event_whose_sha_has_a_build_runs_there_and_is_tested(

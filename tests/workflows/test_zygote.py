@@ -16,7 +16,7 @@ from suites.model import Status
 from tests.workflows.test_shard_runner import CONTRACT_ENV, CRASHY, IDS
 from workflows.runner import zygote
 from workflows.runner.shard_runner import PLUGIN, Limits, run_shard
-from workflows.settings import SettingsError, zygote_enabled
+from workflows.settings import Settings, SettingsError
 from workflows.tracing.trace_store import tracing_env
 
 TINY = Path(__file__).parent / "data" / "tiny.yaml"
@@ -179,10 +179,10 @@ def test_the_zygote_refuses_to_fork_with_a_thread_running(
 
 
 def test_spyre_ci_zygote_setting() -> None:
-    assert zygote_enabled({}) and zygote_enabled({"SPYRE_CI_ZYGOTE": "1"})
-    assert not zygote_enabled({"SPYRE_CI_ZYGOTE": "0"})
+    assert Settings.from_env({}).zygote and Settings.from_env({"SPYRE_CI_ZYGOTE": "1"}).zygote
+    assert not Settings.from_env({"SPYRE_CI_ZYGOTE": "0"}).zygote
     with pytest.raises(SettingsError, match="SPYRE_CI_ZYGOTE"):
-        zygote_enabled({"SPYRE_CI_ZYGOTE": "maybe"})
+        Settings.from_env({"SPYRE_CI_ZYGOTE": "maybe"})
 
 
 def test_a_warm_child_shows_the_cold_command_line(tmp_path: Path, contract_path: None) -> None:

@@ -4,7 +4,8 @@ Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them),
 (by the plan's History estimate) first; a runner with nothing left to start steals the tail
 of the shard with the most time left (`workflows/runner/stealing.py`), so the runners finish
 together. The warm runner's zygote (`workflows/runner/zygote.py`) starts warming before the plan is
-made and stops when the run ends.
+made and stops when the run ends; `SPYRE_CI_ZYGOTE=0` (the context's `settings.zygote`) starts
+every test process cold.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from workflows.run.context import RunContext
 from workflows.run.layout import shard_name
 from workflows.runner import stealing, zygote
 from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun
-from workflows.settings import zygote_enabled
 
 
 def run(
     request: run_model.RunRequest, ctx: RunContext, jobs: int = 1, show_progress: bool = True
 ) -> run_model.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
-    _warm_up(request)
+    _warm_up(request, ctx)
     try:
         planned = pipeline.plan(request, ctx)
     except BaseException:
@@ -48,15 +48,15 @@ def resume(
     if run.state.final:
         raise run_model.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
     planned = run_folder.load_planned(run.summary.out_dir, run_id)
-    _warm_up(planned.request)
+    _warm_up(planned.request, ctx)
     names = ctx.layout(planned.request).shard_names(len(planned.shards))
     done = {name: run_folder.recorded_outcomes(planned.request, name) for name in names}
     return _execute(planned, ctx, jobs, show_progress, done)
 
 
-def _warm_up(request: run_model.RunRequest) -> None:
-    if zygote_enabled():
-        zygote.prestart(PLUGIN, request.specs, pipeline.change_env(request))
+def _warm_up(request: run_model.RunRequest, ctx: RunContext) -> None:
+    if ctx.settings.zygote:
+        zygote.prestart(PLUGIN, request.specs, pipeline.change_env(request, ctx.settings))
 
 
 def _shards(planned: run_model.PlannedRun) -> list[tuple[str, list[str], float]]:
@@ -76,6 +76,7 @@ def _execute(
     done: Mapping[str, Mapping[str, Outcome]],
 ) -> run_model.FinishedRun:
     request = planned.request
+    settings = ctx.settings
     kept = [o for outcomes in done.values() for o in outcomes.values()]
     total = sum(len(s) for s in planned.shards)
     progress = Progress(total) if show_progress else None
@@ -88,7 +89,9 @@ def _execute(
     def execute(name: str, ids: Sequence[str]) -> ShardRun:
         if progress is not None:
             progress.add_total(len(ids))
-        return pipeline.execute_shard(request, name, ids, progress, parallel=1, stop=stop)
+        return pipeline.execute_shard(
+            request, name, ids, progress, settings=settings, parallel=1, stop=stop
+        )
 
     base_warming = threading.Event()
 
@@ -99,19 +102,25 @@ def _execute(
         def reported(outcome: Outcome) -> None:
             if outcome.status.is_failure and not base_warming.is_set() and change_applied:
                 base_warming.set()
-                if zygote_enabled():
+                if settings.zygote:
                     zygote.prestart(PLUGIN, request.specs)
             report(outcome)
 
         return reported
 
-    change_applied = bool(pipeline.change_env(request))
+    change_applied = bool(pipeline.change_env(request, settings))
 
     def run_part(
         name: str, ids: Sequence[str], claims: Claims, report: ProgressCallback
     ) -> ShardRun:
         return pipeline.execute_shard(
-            request, name, ids, warm_base_on_failure(report), stop=stop, claims=claims
+            request,
+            name,
+            ids,
+            warm_base_on_failure(report),
+            settings=settings,
+            stop=stop,
+            claims=claims,
         )
 
     try:
@@ -122,7 +131,7 @@ def _execute(
             run_part,
             jobs,
             work,
-            warm=zygote_enabled(),
+            warm=settings.zygote,
             stop=stop,
             progress=progress,
             done={name: list(outcomes) for name, outcomes in done.items()},

@@ -18,7 +18,7 @@ from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
 from suites.backend import BUNDLED_BACKEND, BUNDLED_DEVICE
 from workflows.run import forensics
-from workflows.run.run_model import FinishedRun
+from workflows.run.run_model import EnvironmentUnderTest, FinishedRun
 from workflows.run.under_test import same_sha
 from workflows.run.verification import VerifiedRun
 from workflows.stores.history import HistoryStore
@@ -27,28 +27,27 @@ from workflows.stores.run_summary import ForensicsNote, RunResults
 FORENSICS_FILE = layout.FORENSICS_FILE
 
 
-def environment_under_test(resolved: Mapping[str, Any]) -> Environment:
+def environment_under_test(resolved: EnvironmentUnderTest | None) -> Environment:
     """The Environment of a run from what `workflows.run.under_test.resolve` recorded at plan
     time (planned.json); a run planned before that was recorded gets `environment()`."""
-    if not resolved:
+    if resolved is None:
         return environment()
-    torch = resolved.get("torch") or {}
-    backend = resolved.get("backend") or {}
+    torch, backend = resolved.torch, resolved.backend
     package = str(backend.get("package") or BUNDLED_BACKEND)
     device = str(backend.get("device") or BUNDLED_DEVICE)
     bundled = package == BUNDLED_BACKEND and device == BUNDLED_DEVICE
     return Environment(
-        torch_version=str(torch.get("version") or "unknown"),
-        torch_git_version=str(torch.get("git_sha") or "unknown"),
+        torch_version=torch.version or "unknown",
+        torch_git_version=torch.git_sha or "unknown",
         backend=f"{package} (emulated IBM Spyre)" if bundled else package,
         backend_version=str(backend.get("version") or "unknown"),
         device=(
             "spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)" if bundled else device
         ),
-        torch_source=str(torch.get("source") or ""),
-        change=dict(resolved.get("change") or {}),
-        tested=str(resolved.get("tested") or ""),
-        notes=tuple(str(n) for n in resolved.get("notes") or ()),
+        torch_source=torch.source,
+        change=resolved.change.to_json(),
+        tested=resolved.tested,
+        notes=resolved.notes,
     )
 
 
@@ -201,20 +200,20 @@ def failure_forensics(
         v for v, c in finished.classification.items() if c != "flaky" and v in finished.outcomes
     )
     new = [v for v in finished.new_failures if v in finished.outcomes]
-    environment = finished.planned.environment or {}
-    backend = environment.get("backend") or None
+    environment = finished.planned.environment
+    backend = dict(environment.backend) or None if environment is not None else None
     current = forensics.RunPoint(
         request.run_id, created_at, trigger.kind, trigger.head_sha, backend
     )
     found = forensics.windows(history, current, failing, trigger.repo or forensics.UPSTREAM_REPO)
     related = triage.related_ids(s.to_json() for s in finished.planned.plan.selected)
     messages = {v: finished.outcomes[v].message for v in failing}
-    under_test = str((environment.get("torch") or {}).get("git_sha") or "")
+    under_test = environment.torch.git_sha if environment is not None else ""
     under_test = "" if under_test == "unknown" else under_test
     failures = {}
     triaged = []
     base = finished.base_outcomes
-    tested = environment.get("tested") or None
+    tested = (environment.tested if environment is not None else "") or None
     for vid in failing:
         earlier = passed_before(found[vid], backend, under_test)
         one = triage.triage(

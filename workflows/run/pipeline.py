@@ -42,6 +42,7 @@ from workflows.run.run_folder import (
     mark_started,
 )
 from workflows.run.run_model import (
+    EnvironmentUnderTest,
     FinishedRun,
     PipelineError,
     PlannedRun,
@@ -54,6 +55,7 @@ from workflows.runner.shard_runner import (
     ShardRun,
     run_shard,
 )
+from workflows.settings import Settings
 from workflows.stores.history import HistoryError, HistoryStore, RunRecord, RunState
 from workflows.stores.run_summary import PlanFacts, RunResults, RunSummary, UnderTestNote
 from workflows.tracing.trace_store import (
@@ -117,7 +119,8 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     """
     out = Path(request.out_dir)
     history = ctx.history
-    change = under_test.applied_change(request)  # a diff that does not apply stops here
+    # a diff that does not apply stops here
+    change = under_test.applied_change(request, ctx.settings)
     claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
@@ -129,7 +132,7 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
         result.holdout,
         now_iso(ctx.clock),
         snapshot.to_json(),
-        under_test.resolve(request, change),
+        under_test.resolve(request, change, ctx.settings),
         result.notes,
     )
     out.mkdir(parents=True, exist_ok=True)
@@ -157,8 +160,8 @@ def plan_facts(planned: PlannedRun) -> PlanFacts:
         out_dir=str(Path(planned.request.out_dir)),
         # With which backend and torch: a failure that passed on another torch with the same
         # backend was broken upstream (`dashboard_export.triage`).
-        backend=dict((planned.environment or {}).get("backend") or {}),
-        torch_sha=str(((planned.environment or {}).get("torch") or {}).get("git_sha", "")),
+        backend=dict(planned.environment.backend) if planned.environment else {},
+        torch_sha=planned.environment.torch.git_sha if planned.environment else "",
     )
 
 
@@ -193,12 +196,17 @@ def execute_shard(
     ids: Sequence[str],
     progress: ProgressCallback | None = None,
     *,
+    settings: Settings,
     parallel: int | None = None,
     stop: threading.Event | None = None,
     claims: Claims | None = None,
     changed: bool | None = None,
 ) -> ShardRun:
     """Run one shard's ids on the backend; JUnit files are kept under `out_dir/junit/`.
+
+    `settings`: those of the process that runs the shard (the command's, or the Celery
+    worker's): where it looks for a prepared torch environment of the change's head, and
+    whether its test processes may fork from the warm zygote.
 
     `changed`: on the torch with the run's change applied (the default, except for the
     shard named `BASE_SHARD`); False runs them on the base torch (the A/B comparison).
@@ -221,28 +229,29 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=layout.junit,
-        python=_python(request, changed),
+        python=_python(request, changed, settings),
         env={
             **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
-            **(change_env(request) if changed else {}),
+            **(change_env(request, settings) if changed else {}),
         },
         claims=claims,
+        warm=settings.zygote,
     )
 
 
-def _python(request: RunRequest, changed: bool) -> str | None:
+def _python(request: RunRequest, changed: bool, settings: Settings) -> str | None:
     """The interpreter of the shard's test processes: a prepared environment that has the
     change's head (`workflows.runner.torch_builds`), else this one (None)."""
     if not changed:
         return None
-    build = under_test.build_for(request)
+    build = under_test.build_for(request, settings)
     return build.python if build is not None else None
 
 
-def change_env(request: RunRequest) -> dict[str, str]:
+def change_env(request: RunRequest, settings: Settings) -> dict[str, str]:
     """What makes a test process of `request` import the changed torch (empty when the run
     applies nothing). The overlay is prepared on the machine that runs the shard."""
-    return under_test.applied_change(request).env()
+    return under_test.applied_change(request, settings).env()
 
 
 def execute_ids(
@@ -259,10 +268,12 @@ def execute_ids(
     junit_dir: Path | None = None,
     env: dict[str, str] | None = None,
     claims: Claims | None = None,
+    warm: bool,
 ) -> ShardRun:
     """The one shard executor: the main job's shards, reruns and expansions, and the upgrade
     run's shards on each version (`python`: that environment's interpreter). JUnit files are
-    copied into `junit_dir` when given (unique per process: nothing is overwritten)."""
+    copied into `junit_dir` when given (unique per process: nothing is overwritten). `warm`:
+    the test processes may fork from the warm zygote (`Settings.zygote`, `run_shard`)."""
     result = run_shard(
         name,
         list(ids),
@@ -275,6 +286,7 @@ def execute_ids(
         python=python,
         env=env,
         claims=claims,
+        warm=warm,
     )
     if junit_dir is not None:
         junit_dir.mkdir(parents=True, exist_ok=True)
@@ -328,7 +340,7 @@ def finish(
 
         inventory = load_inventory(request.inventory)
         base = None
-        if change_env(request):
+        if change_env(request, ctx.settings):
 
             def base(ids: Sequence[str]) -> dict[str, Outcome]:
                 return _base_outcomes(planned, inventory, ids, run_more, ctx)
@@ -385,7 +397,7 @@ def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outco
     does not import (a syntax error in a changed module, named in the fault's cause). Then
     each variant it left unrun gets an `error` outcome saying so (added to `outcomes`): the
     change broke them, and the A/B comparison tells whether they pass without it."""
-    broken = [str(b) for b in (planned.environment.get("change") or {}).get("broken") or ()]
+    broken = list(planned.environment.change.broken) if planned.environment else []
     if not broken:
         return False
     paths = {b.split(":", 1)[0] for b in broken}
@@ -410,7 +422,7 @@ def _base_outcomes(
     base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
     from workflows.run.base_outcomes import BaseOutcomeCache
 
-    sha = str(planned.environment.get("torch", {}).get("git_sha") or "")
+    sha = planned.environment.torch.git_sha if planned.environment else ""
     cache = BaseOutcomeCache.for_torch(sha, ctx.settings.state_dir)
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
     found = cache.get(ids, fingerprints)
@@ -513,21 +525,20 @@ def summarize(
     )
 
 
-def _under_test_note(resolved: Mapping[str, Any]) -> UnderTestNote | None:
+def _under_test_note(resolved: EnvironmentUnderTest | None) -> UnderTestNote | None:
     """What History's run summary keeps of the environment under test (`runs show`)."""
-    if not resolved:
+    if resolved is None:
         return None
-    change = resolved.get("change") or {}
-    torch = resolved.get("torch", {})
+    change, torch = resolved.change, resolved.torch
     return UnderTestNote(
-        tested=resolved.get("tested"),
-        torch=f"{torch.get('version')} ({str(torch.get('git_sha'))[:12]})",
+        tested=resolved.tested,
+        torch=f"{torch.version} ({torch.git_sha[:12]})",
         change={
-            "state": change.get("state"),
-            "applied": [f.get("path") for f in change.get("applied") or ()][:20],
-            "not_applied": [f.get("path") for f in change.get("not_applied") or ()][:20],
+            "state": change.state,
+            "applied": [f.path for f in change.applied][:20],
+            "not_applied": [f.path for f in change.not_applied][:20],
         },
-        notes=tuple(resolved.get("notes") or ())[:10],
+        notes=resolved.notes[:10],
     )
 
 

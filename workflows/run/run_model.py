@@ -17,6 +17,7 @@ from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from suites.model import Outcome
 from workflows.errors import BadInput
+from workflows.runner.change_overlay import AppliedChange, FileEffect
 from workflows.runner.shard_runner import InfraFault, Limits
 from workflows.stores.run_summary import RunSummary
 from workflows.tracing.traces import ImpactNote
@@ -147,6 +148,150 @@ def plan_json(plan: selector.Plan, notes: PlanNotes) -> dict[str, Any]:
     return {**plan.to_json(), **notes.to_json()}
 
 
+@dataclass(frozen=True)
+class TorchUnderTest:
+    """The torch a run's tests ran on: version, git sha ("unknown" when not known) and where
+    it came from (the installed one, or a prepared environment)."""
+
+    version: str = "unknown"
+    git_sha: str = "unknown"
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "git_sha": self.git_sha, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TorchUnderTest:
+        return cls(
+            str(data.get("version") or "unknown"),
+            str(data.get("git_sha") or "unknown"),
+            str(data.get("source") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class ChangeUnderTest:
+    """The change applied on top of that torch (`AppliedChange.to_json`, as it was when the
+    run was planned) with where its diff came from and the event's base and head shas."""
+
+    id: str = ""
+    state: str = "none"  # applied | partial | not_applied | none
+    applied: tuple[FileEffect, ...] = ()
+    not_applied: tuple[FileEffect, ...] = ()
+    no_effect: tuple[FileEffect, ...] = ()
+    broken: tuple[str, ...] = ()  # changed modules that do not compile
+    source: str = ""
+    base_sha: str = ""
+    head_sha: str = ""
+    # Keys a planned.json written by another version lacks (not written back) or has that
+    # this one does not know (kept as read).
+    missing: frozenset[str] = frozenset()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    KEYS = (
+        *("id", "state", "applied", "not_applied", "no_effect", "broken"),
+        *("source", "base_sha", "head_sha"),
+    )
+
+    @classmethod
+    def of(
+        cls, change: AppliedChange, source: str, base_sha: str, head_sha: str
+    ) -> ChangeUnderTest:
+        return cls(
+            change.id,
+            change.state,
+            change.applied,
+            change.not_applied,
+            change.no_effect,
+            change.broken,
+            source,
+            base_sha,
+            head_sha,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "state": self.state,
+            "applied": [f.to_json() for f in self.applied],
+            "not_applied": [f.to_json() for f in self.not_applied],
+            "no_effect": [f.to_json() for f in self.no_effect],
+            "broken": list(self.broken),
+            "source": self.source,
+            "base_sha": self.base_sha,
+            "head_sha": self.head_sha,
+        }
+        return {**{k: v for k, v in data.items() if k not in self.missing}, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChangeUnderTest:
+        def files(name: str) -> tuple[FileEffect, ...]:
+            return tuple(FileEffect.from_json(f) for f in data.get(name) or ())
+
+        return cls(
+            str(data.get("id") or ""),
+            str(data.get("state") or "none"),
+            files("applied"),
+            files("not_applied"),
+            files("no_effect"),
+            tuple(str(b) for b in data.get("broken") or ()),
+            str(data.get("source") or ""),
+            str(data.get("base_sha") or ""),
+            str(data.get("head_sha") or ""),
+            missing=frozenset(cls.KEYS) - data.keys(),
+            extra={k: v for k, v in data.items() if k not in cls.KEYS},
+        )
+
+
+@dataclass(frozen=True)
+class EnvironmentUnderTest:
+    """What a run tested (`workflows.run.under_test.resolve`, once, at plan time): the torch,
+    the change applied on it, the backend, and the verdict on that (`tested`, `partial`,
+    `not_tested`) with its headline and the notes that decided it. planned.json's
+    `environment`; run.json, the terminal, the report and the callback carry it on."""
+
+    torch: TorchUnderTest = field(default_factory=TorchUnderTest)
+    change: ChangeUnderTest = field(default_factory=ChangeUnderTest)
+    # package, version, device and `digest` when known (`under_test.backend`): the same
+    # mapping History's plan facts and forensics compare runs by.
+    backend: Mapping[str, str] = field(default_factory=dict)
+    tested: str = ""
+    headline: str = ""
+    notes: tuple[str, ...] = ()
+    missing: frozenset[str] = frozenset()  # see `ChangeUnderTest`
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    KEYS = ("torch", "change", "backend", "tested", "headline", "notes")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "torch": self.torch.to_json(),
+            "change": self.change.to_json(),
+            "backend": dict(self.backend),
+            "tested": self.tested,
+            "headline": self.headline,
+            "notes": list(self.notes),
+        }
+        return {**{k: v for k, v in data.items() if k not in self.missing}, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EnvironmentUnderTest | None:
+        """The environment in a planned.json; None for a run planned before it was recorded
+        (an empty `environment`)."""
+        if not data:
+            return None
+        return cls(
+            TorchUnderTest.from_json(data.get("torch") or {}),
+            ChangeUnderTest.from_json(data.get("change") or {}),
+            {str(k): str(v) for k, v in (data.get("backend") or {}).items()},
+            str(data.get("tested") or ""),
+            str(data.get("headline") or ""),
+            tuple(str(n) for n in data.get("notes") or ()),
+            missing=frozenset(cls.KEYS) - data.keys(),
+            extra={k: v for k, v in data.items() if k not in cls.KEYS},
+        )
+
+
 @dataclass
 class PlannedRun:
     request: RunRequest
@@ -155,8 +300,9 @@ class PlannedRun:
     holdout: list[str]
     started_at: str
     history: dict[str, Any]  # the History snapshot the plan was made from (selector JSON)
-    # The environment under test (`workflows.run.under_test.resolve`): torch, change, backend.
-    environment: dict[str, Any] = field(default_factory=dict)
+    # The environment under test (`workflows.run.under_test.resolve`): torch, change, backend;
+    # None for a run planned before it was recorded.
+    environment: EnvironmentUnderTest | None = None
     notes: PlanNotes = field(default_factory=PlanNotes)
 
     def to_json(self) -> dict[str, Any]:
@@ -167,7 +313,7 @@ class PlannedRun:
             "holdout": self.holdout,
             "started_at": self.started_at,
             "history": self.history,
-            "environment": self.environment,
+            "environment": self.environment.to_json() if self.environment is not None else {},
         }
 
     @classmethod
@@ -181,7 +327,7 @@ class PlannedRun:
             list(data["holdout"]),
             data["started_at"],
             dict(data["history"]),
-            dict(data.get("environment") or {}),
+            EnvironmentUnderTest.from_json(data.get("environment") or {}),
             PlanNotes.from_json(data["plan"]),
         )
 

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from suites.backend import BUNDLED_BACKEND, backend_package, device_name
-from workflows.run.run_model import PipelineError, RunRequest
+from workflows.run.run_model import (
+    ChangeUnderTest,
+    EnvironmentUnderTest,
+    PipelineError,
+    RunRequest,
+    TorchUnderTest,
+)
 from workflows.runner import torch_builds
 from workflows.runner.change_overlay import (
     NO_CHANGE,
@@ -40,7 +46,7 @@ from workflows.runner.change_overlay import (
     prepare,
 )
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
-from workflows.settings import child_environment
+from workflows.settings import Settings, child_environment
 from workflows.stores.sources import installed_torch
 
 TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
@@ -122,12 +128,16 @@ def _folder_digest(folder: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> AppliedChange:
+def applied_change(
+    request: RunRequest, settings: Settings, *, cache_dir: Path | None = None
+) -> AppliedChange:
     """The request's change over this machine's torch (prepared once per machine: the
     overlay folder is keyed by the change and the torch; once per process: every shard,
-    rerun and base run of a run asks for it). ChangeNotApplicable when a diff the user gave
-    does not apply."""
+    rerun and base run of a run asks for it); nothing to apply when a prepared environment
+    the settings name has the change's head (`build_for`). ChangeNotApplicable when a diff
+    the user gave does not apply."""
     trigger = request.event
+    builds = torch_builds.roots(settings)
     key = (
         request.diff_text,
         request.diff_source,
@@ -135,18 +145,21 @@ def applied_change(request: RunRequest, *, cache_dir: Path | None = None) -> App
         request.apply_change,
         trigger.head_sha,
         trigger.files,
+        builds,
         cache_dir,
     )
     found = _PREPARED.get(key)
     if found is None:
-        found = _PREPARED[key] = _applied_change(request, cache_dir)
+        found = _PREPARED[key] = _applied_change(request, builds, cache_dir)
     return found
 
 
 _PREPARED: dict[tuple[object, ...], AppliedChange] = {}
 
 
-def _applied_change(request: RunRequest, cache_dir: Path | None) -> AppliedChange:
+def _applied_change(
+    request: RunRequest, builds: tuple[Path, ...], cache_dir: Path | None
+) -> AppliedChange:
     if not request.apply_change:
         return not_applied(request)
     root, _version = installed_torch()
@@ -156,7 +169,7 @@ def _applied_change(request: RunRequest, cache_dir: Path | None) -> AppliedChang
     head = request.event.head_sha
     if head and sha and same_sha(sha, head):
         return NO_CHANGE  # the installed torch is the change's head: it holds the change
-    if head and torch_builds.find(head) is not None:
+    if head and torch_builds.find(head, builds) is not None:
         return NO_CHANGE  # a prepared environment has the change's head: it holds the change
     if not request.diff_text:
         return with_unpatched_files(NO_CHANGE, request)
@@ -221,16 +234,19 @@ def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedC
     return replace(change, not_applied=tuple(not_applied), no_effect=tuple(no_effect))
 
 
-def build_for(request: RunRequest) -> torch_builds.TorchBuild | None:
-    """The prepared torch environment of the change's head sha, when one is configured
+def build_for(request: RunRequest, settings: Settings) -> torch_builds.TorchBuild | None:
+    """The prepared torch environment of the change's head sha, when the settings name one
     (`workflows.runner.torch_builds`): the run's tests then run in it, with nothing to apply."""
     head = request.event.head_sha
-    return torch_builds.find(head) if head and request.apply_change else None
+    if not head or not request.apply_change:
+        return None
+    return torch_builds.find(head, torch_builds.roots(settings))
 
 
-def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
-    """The environment under test of `request` with `change` prepared (JSON for planned.json
-    and run.json): torch, change, backend, and `tested` with the notes that decided it."""
+def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> EnvironmentUnderTest:
+    """The environment under test of `request` with `change` prepared (planned.json's, then
+    run.json's): torch, change, backend, and `tested` with the notes that decided it. The
+    prepared environments looked up are those of `settings`."""
     root, version = installed_torch()
     sha = torch_git_sha(root) if root is not None else ""
     source = f"installed ({root})" if root is not None else "not installed"
@@ -238,7 +254,7 @@ def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
     head, base = trigger.head_sha, trigger.base_sha or ""
     notes: list[str] = []
     tested = TESTED
-    build = None if head and sha and same_sha(sha, head) else build_for(request)
+    build = None if head and sha and same_sha(sha, head) else build_for(request, settings)
     if build is not None:
         version, sha = build.version, build.git_sha
         source = f"prepared environment ({build.path})"
@@ -286,23 +302,19 @@ def resolve(request: RunRequest, change: AppliedChange) -> dict[str, Any]:
         notes.append("GitHub's list of the change's files is cut (300 files at most)")
     if change.broken:
         notes.append("the changed torch does not import: " + "; ".join(change.broken[:5]))
-    return {
-        "torch": {
-            "version": version or "unknown",
-            "git_sha": sha or "unknown",
-            "source": source,
-        },
-        "change": {
-            **change.to_json(),
-            "source": request.diff_source or ("the event's diff" if request.diff_text else ""),
-            "base_sha": base,
-            "head_sha": head,
-        },
-        "backend": backend(),
-        "tested": tested,
-        "headline": HEADLINES[tested],
-        "notes": notes,
-    }
+    return EnvironmentUnderTest(
+        TorchUnderTest(version or "unknown", sha or "unknown", source),
+        ChangeUnderTest.of(
+            change,
+            request.diff_source or ("the event's diff" if request.diff_text else ""),
+            base,
+            head,
+        ),
+        backend(),
+        tested,
+        HEADLINES[tested],
+        tuple(notes),
+    )
 
 
 def _listed(files: Any, limit: int = 8) -> str:

@@ -55,9 +55,11 @@ def verify(
     # Outcomes on a torch with a change applied are the change's: a tried patch (a diff the
     # user gave), or a change applied in part or on another torch, never teaches History
     # what upstream does. Without anything applied they are the installed torch's own.
-    environment = planned.environment or {}
-    if (environment.get("change") or {}).get("applied") and (
-        request.change_strict or environment.get("tested") != "tested"
+    environment = planned.environment
+    if (
+        environment is not None
+        and environment.change.applied
+        and (request.change_strict or environment.tested != "tested")
     ):
         on_baseline = False
     outcomes = dict(first)

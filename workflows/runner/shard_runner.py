@@ -20,7 +20,8 @@ ends with an `InfraFault` naming the cause, and its unrun variants get no outcom
 A test process is forked from a warm zygote (`workflows/runner/zygote.py`: torch, the test
 databases and the expanded suites already loaded) when one may serve the shard, else started
 cold; both run the same pytest command line with the same files and are killed, timed and
-limited the same way. `SPYRE_CI_ZYGOTE=0` (or `warm=False`) starts every process cold.
+limited the same way. `warm=False` (`SPYRE_CI_ZYGOTE=0`, handed in as `Settings.zygote` by
+the callers that run a run's shards) starts every process cold.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from suites.claims import Claims
 from suites.model import Outcome, Status
 from suites.results_file import DeviceFault, ResultsReader, Started
 from workflows.runner import zygote
-from workflows.settings import child_environment, zygote_enabled
+from workflows.settings import child_environment
 
 PLUGIN = "suites.pytest_plugin"
 _POLL_S = 0.05
@@ -196,7 +197,7 @@ def run_shard(
     python: str | None = None,
     parallel: int = 1,
     stop: threading.Event | None = None,
-    warm: bool | None = None,
+    warm: bool = True,
     claims: Claims | None = None,
 ) -> ShardResult:
     """Run every id of the shard; returns one Outcome per id that ran, in completion order.
@@ -208,8 +209,9 @@ def run_shard(
     shards run at once on this machine (`thread_env`). `workdir` must be absolute: the
     subprocesses run in it. `stop`, once set, kills the running test process's group within
     a poll interval and returns what finished (an interrupted run: nothing more is started).
-    `warm`: fork the test processes from a zygote when one may serve them (default: unless
-    `SPYRE_CI_ZYGOTE=0`); see `workflows.runner.zygote.key_for` for when none may.
+    `warm`: fork the test processes from a zygote when one may serve them (the callers that
+    have settings hand in `Settings.zygote`, False under `SPYRE_CI_ZYGOTE=0`); see
+    `workflows.runner.zygote.key_for` for when none may. False starts every one cold.
     `claims`: the shard's ids are shared with other runners (work stealing,
     `suites.claims`): a variant another runner took is left to it and gets no outcome here.
     """
@@ -217,11 +219,7 @@ def run_shard(
     env = {**thread_env(parallel), **(env or {})}
     workdir.mkdir(parents=True, exist_ok=True)
     interpreter = python or sys.executable
-    key = (
-        zygote.key_for(interpreter, plugin, specs, child_environment(env))
-        if (zygote_enabled() if warm is None else warm)
-        else None
-    )
+    key = zygote.key_for(interpreter, plugin, specs, child_environment(env)) if warm else None
     result = ShardResult(shard_id)
     done: dict[str, Outcome] = {}
     started = time.monotonic()

@@ -3,9 +3,13 @@
 Looked up, first match wins, among the virtual environments (a folder with `pyvenv.cfg` and
 `bin/python`, the project installed in it) directly under:
 
-1. `$SPYRE_CI_TORCH_BUILDS`: a folder a team fills with one environment per upstream commit
-   it builds (nightlies, a CI's own builds), named as it likes;
-2. the upgrade run's environment cache (`$SPYRE_CI_ENV_CACHE`, `torch-<version>` folders).
+1. `Settings.torch_builds` (`$SPYRE_CI_TORCH_BUILDS`): a folder a team fills with one
+   environment per upstream commit it builds (nightlies, a CI's own builds), named as it likes;
+2. the upgrade run's environment cache (`Settings.env_cache_dir`, `$SPYRE_CI_ENV_CACHE`,
+   `torch-<version>` folders).
+
+The process that looks is handed those folders (`roots(settings)`): a shard looks where it
+runs, with the settings of its process (the command's, or the Celery worker's).
 
 An environment is the event's when the git sha of its torch (`torch/version.py`, read without
 running it) is the sha asked for; the folder's name is never trusted. When none has it, the
@@ -16,13 +20,12 @@ when that cannot hold the change either, the verdict says so (`workflows.run.und
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-BUILDS_VAR = "SPYRE_CI_TORCH_BUILDS"
+from workflows.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -36,29 +39,30 @@ class TorchBuild:
         return str(self.path / "bin" / "python")
 
 
-def find(sha: str, environ: Mapping[str, str] | None = None) -> TorchBuild | None:
-    """The prepared environment whose torch is at `sha` (7 characters at least), or None."""
+def roots(settings: Settings) -> tuple[Path, ...]:
+    """The folders prepared environments are looked up in, in order: the torch builds, then
+    the upgrade run's environment cache (those the settings name)."""
+    return tuple(p for p in (settings.torch_builds, settings.env_cache_dir) if p is not None)
+
+
+def find(sha: str, folders: Sequence[Path]) -> TorchBuild | None:
+    """The prepared environment under `folders` (`roots(settings)`) whose torch is at `sha`
+    (7 characters at least), or None."""
     sha = sha.strip().lower()
     if len(sha) < 7:
         return None
-    for folder in _candidates(environ):
+    for folder in _candidates(folders):
         build = read_build(folder)
         if build is not None and build.git_sha[: len(sha)] == sha[: len(build.git_sha)]:
             return build
     return None
 
 
-def _candidates(environ: Mapping[str, str] | None) -> Iterator[Path]:
-    env = os.environ if environ is None else environ
-    roots = [env.get(BUILDS_VAR, "")]
-    from workflows.settings import Settings
-
-    cache = Settings.from_env(env).env_cache_dir
-    roots.append(str(cache) if cache else "")
-    for root in roots:
-        if not root or not Path(root).is_dir():
+def _candidates(folders: Sequence[Path]) -> Iterator[Path]:
+    for root in folders:
+        if not root.is_dir():
             continue
-        for folder in sorted(Path(root).iterdir()):
+        for folder in sorted(root.iterdir()):
             if (folder / "pyvenv.cfg").is_file() and (folder / "bin" / "python").exists():
                 yield folder
 

@@ -22,16 +22,19 @@ TRACE_PLUGIN = "workflows.runner.impact_tracer"
 
 
 def record_impact_map(
-    ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits
+    ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits, *, warm: bool = True
 ) -> dict[str, Any]:
     """Run `ids` once with the tracing plugin; the ImpactMap JSON (selector/impact.py) plus
-    `session` (what ran outside any test: imports and collection) and `untraced`."""
+    `session` (what ran outside any test: imports and collection) and `untraced`. `warm`:
+    `Settings.zygote` (`run_shard`)."""
     work.mkdir(parents=True, exist_ok=True)
     trace_file = work / "trace.jsonl"
     if trace_file.exists():
         trace_file.unlink()
     env = {"PYTEST_PLUGINS": TRACE_PLUGIN, OUT_VAR: str(trace_file)}
-    result = run_shard("trace", list(ids), work, limits=limits, specs=list(specs), env=env)
+    result = run_shard(
+        "trace", list(ids), work, limits=limits, specs=list(specs), env=env, warm=warm
+    )
     outcomes = {o.id: o for o in result.outcomes}
     variants: dict[str, dict[str, list[str]]] = {}
     session: dict[str, set[str]] = {"functions": set(), "aten_ops": set()}

@@ -101,7 +101,7 @@ def bisect(args: argparse.Namespace, settings: Settings) -> int:
     for target in targets:
         work = state_dir / record.FOLDER / "work" / key
         try:
-            found = run(target, adapter, work)
+            found = run(target, adapter, work, warm=settings.zygote)
         except BisectInfra as exc:
             raise InfrastructureError(f"the bisect stopped: {exc}") from exc
         path = record.save(state_dir, key, found)

@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(impact_map))
 
 
-def impact_map(args: argparse.Namespace, _settings: Settings) -> int:
+def impact_map(args: argparse.Namespace, settings: Settings) -> int:
     from suites.inventory import build_inventory
     from suites.loader import SpecError
     from suites.model import Expectation
@@ -71,7 +71,9 @@ def impact_map(args: argparse.Namespace, _settings: Settings) -> int:
             )
         ids = wanted
     work = (args.work or args.out.with_name(args.out.stem + ".work")).resolve()
-    data = record_impact_map(ids, work, specs, Limits(test_timeout_s=args.test_timeout))
+    data = record_impact_map(
+        ids, work, specs, Limits(test_timeout_s=args.test_timeout), warm=settings.zygote
+    )
     # Each trace is valid for the definition it ran: a later edit of the variant's spec
     # makes it stale (`ImpactMap.stale`).
     data["fingerprints"] = {

@@ -27,7 +27,7 @@ from workflows.settings import Settings
 from workflows.stores.run_summary import RunResults
 
 if TYPE_CHECKING:
-    from workflows.run.run_model import FinishedRun
+    from workflows.run.run_model import EnvironmentUnderTest, FinishedRun
 
 
 def register(subparsers: Any) -> None:
@@ -114,7 +114,7 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         change_strict=args.diff is not None,
         apply_change=not args.no_apply,
     )
-    check_change(change)  # refused before the Inventory is built or anything is recorded
+    check_change(change, settings)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory
     if inventory is None:
         from suites.loader import SpecError
@@ -145,13 +145,13 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
     )
 
 
-def check_change(request: Any) -> Any:
+def check_change(request: Any, settings: Settings) -> Any:
     """The request's change prepared over the installed torch: a diff that does not apply
     is refused here (exit 2, naming the file and hunk), before anything is recorded."""
     from workflows.run.under_test import ChangeNotApplicable, applied_change
 
     try:
-        return applied_change(request)
+        return applied_change(request, settings)
     except ChangeNotApplicable as exc:
         raise CommandError(f"the change cannot be applied: {exc}") from exc
 
@@ -211,26 +211,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return int(finished.exit_code)
 
 
-def under_test_lines(resolved: Any) -> list[str]:
+def under_test_lines(resolved: EnvironmentUnderTest | None) -> list[str]:
     """The terminal's first lines of a run: which torch and backend it ran on, what of the
-    change was applied, and whether that tested the change."""
-    if not resolved:
+    change was applied, and whether that tested the change (`resolved`: the planned run's
+    `EnvironmentUnderTest`, None for a run planned before it was recorded)."""
+    if resolved is None:
         return []
-    torch, backend, change = resolved["torch"], resolved["backend"], resolved["change"]
+    torch, backend, change = resolved.torch, resolved.backend, resolved.change
     lines = [
-        f"torch {torch['version']} ({torch['git_sha'][:12]}, {torch['source']}); backend "
+        f"torch {torch.version} ({torch.git_sha[:12]}, {torch.source}); backend "
         f"{backend['package']} {backend['version']} on device {backend['device']!r}"
     ]
-    for group, label in (("applied", "applied"), ("not_applied", "NOT applied")):
-        files = change.get(group) or []
+    for files, label in ((change.applied, "applied"), (change.not_applied, "NOT applied")):
         for entry in files[:10]:
-            lines.append(f"  {label}: {entry['path']} ({entry['why']})")
+            lines.append(f"  {label}: {entry.path} ({entry.why})")
         if len(files) > 10:
             lines.append(f"  {label}: ... and {len(files) - 10} more (see run.json)")
-    verdict = resolved["tested"]
+    verdict = resolved.tested
     head = {"tested": "TESTED", "partial": "TESTED IN PART", "not_tested": "NOT TESTED"}[verdict]
-    lines.append(f"change {head}" + (":" if resolved["notes"] else ""))
-    lines += [f"  {note}" for note in resolved["notes"]]
+    lines.append(f"change {head}" + (":" if resolved.notes else ""))
+    lines += [f"  {note}" for note in resolved.notes]
     return lines
 
 

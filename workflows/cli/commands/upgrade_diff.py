@@ -141,7 +141,7 @@ def cmd_upgrade_diff(args: argparse.Namespace, settings: Settings) -> int:
         args.cache_dir = settings.env_cache_dir
     if offline:
         return _offline(args)
-    return _online(args)
+    return _online(args, settings)
 
 
 def _offline(args: argparse.Namespace) -> int:
@@ -176,7 +176,7 @@ def _offline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _online(args: argparse.Namespace) -> int:
+def _online(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.drivers import upgrade
     from workflows.drivers.upgrade.patch import write_upgrade_patch
     from workflows.runner.shard_runner import Limits
@@ -228,6 +228,7 @@ def _online(args: argparse.Namespace) -> int:
             "jobs": args.jobs,
             "show_progress": not args.no_progress,
             "log": log,
+            "warm": settings.zygote,
         }
         work = work_root(out)
         runs = [

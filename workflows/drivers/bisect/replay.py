@@ -80,10 +80,12 @@ def run(
     adapter: GitHubAdapter,
     work: Path,
     *,
+    warm: bool = True,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> dict[str, Any]:
     """The bisect of `target` (JSON): the window's commits, the torch it ran on, and per
-    variant its answer. BisectError on bad input, BisectInfra when a point cannot run."""
+    variant its answer. BisectError on bad input, BisectInfra when a point cannot run.
+    `warm`: the points' test processes may fork from the warm zygote (`Settings.zygote`)."""
     from workflows.run.pipeline import execute_ids
 
     root, version = installed_torch()
@@ -125,6 +127,7 @@ def run(
             limits=target.limits,
             specs=target.specs,
             env=change.env(),
+            warm=warm,
         )
         if done.fault is not None:
             raise BisectInfra(

@@ -96,8 +96,10 @@ def finish(run_id: str) -> dict[str, Any]:
         if body.get("fault"):
             faults.append(InfraFault.from_json(body["fault"]))
 
-    def execute(name: str, ids: Any) -> ShardRun:
-        return pipeline.execute_shard(planned.request, name, ids, parallel=1)
+    ctx = celery_app.context()
 
-    finished = pipeline.finish(planned, outcomes, celery_app.context(), execute, faults)
+    def execute(name: str, ids: Any) -> ShardRun:
+        return pipeline.execute_shard(planned.request, name, ids, settings=ctx.settings, parallel=1)
+
+    finished = pipeline.finish(planned, outcomes, ctx, execute, faults)
     return finished.summary.to_json()

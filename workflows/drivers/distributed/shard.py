@@ -42,7 +42,12 @@ def run(task: Any, run_id: str, index: int) -> int:
     todo = [vid for vid in planned.shards[index] if vid not in kept]
     with lease.held() as stop:
         shard = pipeline.execute_shard(
-            planned.request, shard_name(index), todo, lease.keep, stop=stop
+            planned.request,
+            shard_name(index),
+            todo,
+            lease.keep,
+            settings=celery_app.context().settings,  # this worker's: its builds, its zygote
+            stop=stop,
         )
     if lease.lost:
         log.warning(

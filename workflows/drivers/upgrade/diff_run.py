@@ -33,8 +33,11 @@ def run_ids(
     limits: Limits | None = None,
     jobs: int = 1,
     progress: ProgressCallback | None = None,
+    warm: bool = True,
 ) -> tuple[dict[str, Outcome], list[Path], float]:
-    """Run `ids` on `env` as `jobs` shards; outcomes by id, JUnit files, wall seconds."""
+    """Run `ids` on `env` as `jobs` shards; outcomes by id, JUnit files, wall seconds.
+    `warm`: `Settings.zygote` (a zygote serves only this interpreter's environment, so an
+    upgrade environment's test processes start cold either way)."""
     started = time.monotonic()
     if not ids:
         return {}, [], 0.0
@@ -52,6 +55,7 @@ def run_ids(
             progress=progress,
             python=env.python,
             parallel=len(works),
+            warm=warm,
         )
 
     pool: Pool[ShardRun] = Pool(InOrder(works), len(works))
@@ -138,6 +142,7 @@ def run_version(
     jobs: int = 1,
     show_progress: bool = True,
     log: Log = stderr_log,
+    warm: bool = True,
 ) -> VersionRun:
     """Run `ids` on one version with a progress line.
 
@@ -169,7 +174,14 @@ def run_version(
 
     try:
         outcomes, _junit, _wall = run_ids(
-            env, todo, work_dir, specs=specs, limits=limits, jobs=jobs, progress=progress
+            env,
+            todo,
+            work_dir,
+            specs=specs,
+            limits=limits,
+            jobs=jobs,
+            progress=progress,
+            warm=warm,
         )
     finally:
         total_s = save_wall()
