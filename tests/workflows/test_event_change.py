@@ -59,23 +59,30 @@ def glu_hunks() -> str:
     return text[text.index("@@ -1802") :]
 
 
-def test_the_compare_diff_is_applied(
+def test_the_compare_diff_is_applied_and_a_file_github_sent_no_patch_for_is_named(
     github: GitHubAPIServer, glu_inventory: Path, tmp_path: Path
 ) -> None:
+    """The push's diff comes from GitHub's compare: its patch is applied on the installed
+    torch, and a file GitHub sent without a patch (too large) is named as not applied."""
+    files = ["torch/nn/functional.py", "torch/_refs/__init__.py"]
     github.add_comparison(
         "pytorch/pytorch",
         BASE,
         HEAD,
-        [{"filename": "torch/nn/functional.py", "patch": glu_hunks()}],
+        [
+            {"filename": files[0], "patch": glu_hunks()},
+            {"filename": files[1], "patch": None},  # too large: GitHub leaves the patch out
+        ],
     )
-    done, record = run_event(
-        push_event(tmp_path, ["torch/nn/functional.py"]), github, glu_inventory, tmp_path
-    )
+    done, record = run_event(push_event(tmp_path, files), github, glu_inventory, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert github.find("GET", r"/compare/")
     environment = record["environment"]
-    assert [f["path"] for f in environment["change"]["applied"]] == ["torch/nn/functional.py"]
-    # Applied on the installed torch, which is not the change's base: tested in part.
+    change = environment["change"]
+    assert [f["path"] for f in change["applied"]] == [files[0]]
+    assert [f["path"] for f in change["not_applied"]] == [files[1]]
+    # Applied on the installed torch, which is not the change's base, and not all of it:
+    # tested in part.
     assert environment["tested"] == "partial"
     assert any(BASE[:12] in note for note in environment["notes"])
     assert {r["id"]: r["classification"] for r in record["results"]}[GLU] == "new"
@@ -95,24 +102,3 @@ def test_a_compare_404_leaves_the_change_not_tested(
     assert "no diff" in environment["change"]["not_applied"][0]["why"]
     callback = json.loads((tmp_path / "out" / "callback.json").read_text())
     assert callback["workflow"]["conclusion"] == "neutral"
-
-
-def test_a_file_github_sent_no_patch_for_is_named(
-    github: GitHubAPIServer, glu_inventory: Path, tmp_path: Path
-) -> None:
-    files = ["torch/nn/functional.py", "torch/_refs/__init__.py"]
-    github.add_comparison(
-        "pytorch/pytorch",
-        BASE,
-        HEAD,
-        [
-            {"filename": files[0], "patch": glu_hunks()},
-            {"filename": files[1], "patch": None},  # too large: GitHub leaves the patch out
-        ],
-    )
-    done, record = run_event(push_event(tmp_path, files), github, glu_inventory, tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
-    change = record["environment"]["change"]
-    assert [f["path"] for f in change["applied"]] == [files[0]]
-    assert [f["path"] for f in change["not_applied"]] == [files[1]]
-    assert record["environment"]["tested"] == "partial"
