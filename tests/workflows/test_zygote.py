@@ -134,6 +134,34 @@ def test_key_follows_what_changes_imports_not_what_the_child_reads_at_run_time()
     assert zygote.key_for(sys.executable, PLUGIN, (str(TINY),), base) != key
 
 
+def test_after_a_run_only_the_changes_zygotes_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stop_changed` (the embedded run's end) stops a change's zygote and keeps the
+    installed torch's, which the next run of the process forks from."""
+    from workflows.runner.change_overlay.prepare import CHANGE_VAR, SITE_DIR
+
+    stopped: list[str] = []
+
+    class Fake:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def stop(self) -> None:
+            stopped.append(self.name)
+
+    plain_env = (("PATH", "/bin"),)
+    changed_env = (("PATH", "/bin"), (CHANGE_VAR, "/tmp/c.json"), ("PYTHONPATH", str(SITE_DIR)))
+    plain = zygote.ZygoteKey(sys.executable, PLUGIN, (), "i", "c", plain_env)
+    changed = zygote.ZygoteKey(sys.executable, PLUGIN, (), "i", "c", changed_env)
+    pool = zygote._Pool()
+    pool._zygotes[plain] = Fake("plain")  # type: ignore[assignment]
+    pool._zygotes[changed] = Fake("changed")  # type: ignore[assignment]
+    monkeypatch.setattr(zygote, "_POOL", pool)
+    zygote.stop_changed()
+    assert stopped == ["changed"] and list(pool._zygotes) == [plain]
+    zygote.stop_all()
+    assert stopped == ["changed", "plain"] and not pool._zygotes
+
+
 def test_the_zygote_is_rebuilt_when_the_specs_change(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY.read_text())

@@ -144,7 +144,7 @@ def _execute(
         zygote.stop_all()
         pipeline.mark_stopped(ctx.history, request.run_id, exc)
         raise
-    zygote.stop_all()
+    zygote.stop_changed()  # the installed torch's zygote serves this process's next run
     if progress is not None:
         progress.finish()
     return finished

@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +193,13 @@ def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = 
 def stop_all() -> None:
     """Stop every zygote of this process (they also end on their own when it exits)."""
     _POOL.stop_all()
+
+
+def stop_changed() -> None:
+    """Stop the zygotes of runs' changes, keeping those of the installed torch: a change's
+    zygote serves no other run, the unchanged one serves the next run of this process (a
+    worker, an in-process caller) without its half-minute start."""
+    _POOL.stop_where(lambda key: without_change(key.env) != key.env)
 
 
 def log_once(message: str) -> None:
@@ -422,9 +429,15 @@ class _Pool:
             return zygote
 
     def stop_all(self) -> None:
+        self.stop_where(lambda key: True)
+
+    def stop_where(self, which: Callable[[ZygoteKey], bool]) -> None:
         with self._lock:
-            zygotes = list(self._zygotes.values()) if self._pid == os.getpid() else []
-            self._zygotes = OrderedDict()
+            if self._pid != os.getpid():
+                self._zygotes = OrderedDict()
+                return
+            going = [key for key in self._zygotes if which(key)]
+            zygotes = [self._zygotes.pop(key) for key in going]
         for zygote in zygotes:
             zygote.stop()
 
