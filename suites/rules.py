@@ -29,6 +29,8 @@ TEMPLATE_UPSTREAM: dict[str, tuple[str, str]] = {
     "backward": ("TestGradients", "test_fn_grad"),
     "errors": ("TestCommon", "test_errors"),
     "compile": ("TestInductorOpInfo", "test_comprehensive"),
+    "numpy_ref": ("TestCommon", "test_numpy_ref"),
+    "python_ref": ("TestCommon", "test_python_ref_torch_fallback"),
     "module_forward": ("TestModule", "test_forward"),
 }
 
