@@ -440,6 +440,8 @@ CANARY_TEMPLATES = (
     "backward",
     "out",
     "errors",
+    "numpy_ref",
+    "python_ref",
 )
 CANARY_DTYPES = ("float32", "float16", "bfloat16")
 

@@ -31,7 +31,6 @@ from suites.loader import (
 from suites.model import Expectation, Variant, variant_id
 from suites.rules import (
     MODES,
-    TEMPLATE_UPSTREAM,
     Decision,
     FileWidening,
     Rule,
@@ -44,6 +43,7 @@ from suites.rules import (
     file_widening,
     spec_rules,
 )
+from suites.templates import TEMPLATE_UPSTREAM
 
 DTYPE_NONE = "none"
 

@@ -481,6 +481,8 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
                 "compile",
                 "backward",
                 "compare_cpu",
+                "numpy_ref",
+                "python_ref",
             )
             for t in entry.get("templates") or ()
         ):
@@ -491,6 +493,9 @@ def semantic_problems(spec: SpecFile, env: dict[str, str] | None = None) -> list
         if db != "module_db" and "module_forward" in (entry.get("templates") or ()):
             line, col = spec.mark((*obase, "templates"))
             out.append(Problem(path, line, col, "'module_forward' applies to db: module_db only"))
+        if db != "python_ref_db" and "python_ref" in (entry.get("templates") or ()):
+            line, col = spec.mark((*obase, "templates"))
+            out.append(Problem(path, line, col, "'python_ref' applies to db: python_ref_db only"))
         for ti, rule in enumerate(entry.get("tests") or ()):
             if not isinstance(rule, dict):
                 continue

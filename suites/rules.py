@@ -19,18 +19,7 @@ from typing import Any
 
 from suites.loader import Path_, SpecFile, as_names, item_names
 from suites.model import Expectation
-
-# Our templates under the upstream class and test names, so OpInfo skips/xfails apply.
-TEMPLATE_UPSTREAM: dict[str, tuple[str, str]] = {
-    "compare_cpu": ("TestCommon", "test_compare_cpu"),
-    "out": ("TestCommon", "test_out"),
-    "noncontiguous_samples": ("TestCommon", "test_noncontiguous_samples"),
-    "variant_consistency_eager": ("TestCommon", "test_variant_consistency_eager"),
-    "backward": ("TestGradients", "test_fn_grad"),
-    "errors": ("TestCommon", "test_errors"),
-    "compile": ("TestInductorOpInfo", "test_comprehensive"),
-    "module_forward": ("TestModule", "test_forward"),
-}
+from suites.templates import TEMPLATE_UPSTREAM
 
 MODES = {
     "mandatory_success": Expectation.PASS,

@@ -85,6 +85,14 @@ def samples(
     return islice(gen, limit) if limit else iter(gen)
 
 
+def reference_samples(op: Any, dtype: torch.dtype, *, limit: int | None = None) -> Iterator[Any]:
+    """`op.reference_inputs` on the CPU (the samples upstream's reference tests take: the
+    sample inputs, then, where the OpInfo has them, more), seeded as `samples`."""
+    reseed(0)
+    gen = op.reference_inputs("cpu", dtype)
+    return islice(gen, limit) if limit else iter(gen)
+
+
 def assert_close(
     actual: Any,
     expected: Any,

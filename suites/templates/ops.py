@@ -1,4 +1,5 @@
-"""OpInfo templates: the checks upstream test/test_ops.py makes, against the CPU as reference."""
+"""OpInfo templates: the checks upstream test/test_ops.py makes, against the CPU as reference,
+and against references the torch under test does not compute (`numpy_ref`, `python_ref`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from typing import Any
 import torch
 
 from suites.templates import Context
-from suites.templates.compare import assert_close, move_sample, reseed, samples, to_cpu
+from suites.templates.compare import (
+    assert_close,
+    move_sample,
+    reference_samples,
+    reseed,
+    samples,
+    to_cpu,
+)
 
 _NO_SAMPLES = "the OpInfo yields no sample inputs for this dtype"
 
@@ -254,6 +262,145 @@ def compile(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:  # 
         raise NoSamples(_NO_SAMPLES)
 
 
+# Reference numerics: references that do not run through the torch under test. The templates
+# above compare spyre with the CPU on the same torch, so an edit that changes an op's result
+# the same way on both sides (a Python formula in torch.nn.functional, a torch._refs function
+# both sides run) passes them all; these catch it.
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _to_numpy(value: Any) -> Any:
+    """A sample's tensors as float64 (floating) or same-typed (others) NumPy arrays."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        if t.is_floating_point():
+            t = t.to(torch.float64)
+        elif t.is_complex():
+            t = t.to(torch.complex128)
+        return t.numpy()
+    if isinstance(value, torch.dtype):
+        from torch.testing._internal.common_utils import torch_to_numpy_dtype_dict
+
+        return torch_to_numpy_dtype_dict.get(value, value)
+    if isinstance(value, list | tuple):  # cat, stack: a sequence of tensors
+        return type(value)(_to_numpy(v) for v in value)
+    return value
+
+
+def _from_reference(expected: Any, actual: Any) -> Any:
+    """The reference's result as tensors, each rounded to the dtype of the device's result
+    (the reference computes wider; what is compared is the op's own error)."""
+    import numpy as np
+
+    if isinstance(expected, np.ndarray | np.generic):
+        expected = torch.from_numpy(np.asarray(expected).copy())
+    if isinstance(expected, torch.Tensor):
+        if isinstance(actual, torch.Tensor):
+            return expected.detach().cpu().to(actual.dtype)
+        return expected
+    if (
+        isinstance(expected, tuple | list)
+        and isinstance(actual, tuple | list)
+        and len(expected) == len(actual)
+    ):
+        return type(actual)(_from_reference(e, a) for e, a in zip(expected, actual, strict=True))
+    if isinstance(actual, torch.Tensor) and isinstance(expected, bool | int | float | complex):
+        return torch.tensor(expected, dtype=actual.dtype)
+    return expected
+
+
+def numpy_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
+    """TestCommon.test_numpy_ref (and test_unary_ufuncs' test_reference_numerics): the device
+    result matches the OpInfo's `ref`, a NumPy reference computed in float64 on the CPU sample
+    and rounded to the result's dtype. Samples the reference cannot take are skipped."""
+    import warnings
+
+    import numpy as np
+
+    ran = refused = 0
+    for sample in reference_samples(op, dtype, limit=ctx.max_samples):
+        args = [_to_numpy(a) for a in sample.args]
+        kwargs = {k: _to_numpy(v) for k, v in sample.kwargs.items()}
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                expected = op.ref(_to_numpy(sample.input), *args, **kwargs)
+        except Exception:  # noqa: BLE001 - a reference that cannot take a sample skips it
+            refused += 1
+            continue
+        dev = move_sample(sample, device)
+        actual = to_cpu(_call(op, dev))
+        assert_close(
+            actual,
+            _from_reference(expected, actual),
+            dtype=dtype,
+            atol=ctx.atol,
+            rtol=ctx.rtol,
+            what=f"sample {ran + refused} against the NumPy reference",
+        )
+        ran += 1
+    if not ran:
+        raise NoSamples(
+            f"the NumPy reference takes none of the {refused} sample(s)" if refused else _NO_SAMPLES
+        )
+
+
+def _distance(value: Any, precise: Any) -> float:
+    """Summed absolute error of a result against a float64 one (NaN where both are NaN: 0)."""
+    if isinstance(value, torch.Tensor) and isinstance(precise, torch.Tensor):
+        a, b = value.detach().cpu().to(torch.float64), precise.detach().cpu().to(torch.float64)
+        if a.shape != b.shape:
+            return float("inf")
+        same = (a == b) | (a.isnan() & b.isnan())
+        return float(torch.where(same, 0.0, (a - b).abs()).sum())
+    if isinstance(value, tuple | list) and isinstance(precise, tuple | list):
+        return sum(_distance(v, p) for v, p in zip(value, precise, strict=False))
+    return 0.0
+
+
+def _precise(sample: Any, dtype: torch.dtype) -> Any:
+    def widen(value: Any) -> Any:
+        if isinstance(value, torch.dtype):
+            return torch.float64 if value == dtype else value
+        if isinstance(value, torch.Tensor) and value.dtype == dtype:
+            return value.detach().to(torch.float64)
+        return value
+
+    return sample.transform(widen)
+
+
+def python_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
+    """TestCommon.test_python_ref_torch_fallback: a Python reference (torch._refs) run on the
+    device matches its torch operator (`op.torch_opinfo`) run on the CPU. In float16 and
+    bfloat16 a mismatch passes when the reference is no farther than the torch operator from the
+    operator's float64 result on the CPU."""
+    torch_op = op.torch_opinfo
+    ran = 0
+    for sample in reference_samples(op, dtype, limit=ctx.max_samples):
+        expected = to_cpu(_call(torch_op, sample))
+        dev = move_sample(sample, device)
+        actual = to_cpu(_call(op, dev))
+        try:
+            assert_close(
+                actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol, what=f"sample {ran}"
+            )
+        except AssertionError:
+            if dtype not in _LOW_PRECISION:
+                raise
+            precise = to_cpu(_call(torch_op, _precise(sample, dtype)))
+            ref_error, torch_error = _distance(actual, precise), _distance(expected, precise)
+            if not ref_error <= torch_error:
+                raise AssertionError(
+                    f"sample {ran}: the reference on {device} differs from {op.torch_opinfo.name} "
+                    f"on the CPU and is farther from the float64 result ({ref_error:.6g} against "
+                    f"{torch_error:.6g})"
+                ) from None
+        ran += 1
+    if not ran:
+        raise NoSamples(_NO_SAMPLES)
+
+
 def _dtypes(op: Any) -> set[torch.dtype]:
     return set(op.supported_dtypes("cpu"))
 
@@ -270,6 +417,8 @@ TEMPLATES: dict[str, Callable[..., None]] = {
     "backward": backward,
     "errors": errors,
     "compile": compile,
+    "numpy_ref": numpy_ref,
+    "python_ref": python_ref,
 }
 
 APPLIES: dict[str, Callable[[Any, Any], bool]] = {
@@ -285,4 +434,10 @@ APPLIES: dict[str, Callable[[Any, Any], bool]] = {
     # error_inputs take no dtype: one variant, dtype "none".
     "errors": lambda op, dt: dt is None and op.error_inputs_func is not None,
     "compile": lambda op, dt: dt in _dtypes(op),
+    # Upstream runs these on every OpInfo with a `ref` (op_db) and every Python reference
+    # (python_ref_db, against its torch operator).
+    "numpy_ref": lambda op, dt: getattr(op, "ref", None) is not None and dt in _dtypes(op),
+    "python_ref": lambda op, dt: (
+        getattr(op, "torch_opinfo", None) is not None and dt in _dtypes(op)
+    ),
 }

@@ -194,6 +194,18 @@ test_suite_config:
     ), problems
 
 
+def test_reference_templates_lint_by_database(tmp_path: Path) -> None:
+    def spec(db: str, templates: str) -> str:
+        return f"test_suite_config:\n  opinfo:\n    - db: {db}\n      templates: {templates}\n"
+
+    assert _lint(tmp_path, spec("op_db", "[numpy_ref]")) == []
+    assert _lint(tmp_path, spec("python_ref_db", "[compare_cpu, python_ref]")) == []
+    (problem,) = _lint(tmp_path, spec("op_db", "[compare_cpu, python_ref]"))
+    assert ":4:18: 'python_ref' applies to db: python_ref_db only" in problem
+    (problem,) = _lint(tmp_path, spec("module_db", "[numpy_ref]"))
+    assert "module_db takes the 'module_forward' template only" in problem
+
+
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "workflows.cli.main", *args],
