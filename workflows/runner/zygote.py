@@ -1,6 +1,10 @@
 """The warm runner: a zygote process that has torch, the test databases and the suites loaded,
 and forks a fresh test process per shard attempt.
 
+Long on purpose: it is the runner's side of one protocol (when a zygote may serve a shard,
+its key, its pool of live zygotes, starting, forking through it, noticing it died or went
+stale) whose parts share the zygote's state; the zygote's own side is `zygote_process`.
+
 A cold shard process pays about 11 s here (torch, the OpInfo and ModuleInfo databases, the
 suites' expansion) before its first test. The zygote pays that once per worker; each test
 process is then a `fork()` of it that runs `pytest.main([...])` with the very arguments,
