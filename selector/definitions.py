@@ -211,71 +211,88 @@ _NOT_ENTRIES = frozenset({"DecorateInfo", "SkipInfo", "XFailInfo"})
 
 
 def _python_spans(source: str) -> list[_Span] | None:
+    """Docstrings, multi-line strings and definitions (functions, classes, lambdas, database
+    entries) of a Python text, in one walk of its tree (a 1 MB OpInfo database has about two
+    million nodes: each walk of them costs)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    spans: list[_Span] = []
-    docstrings: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            first = node.body[0] if node.body else None
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                docstrings.add(id(first.value))
-                name = getattr(node, "name", "")
-                spans.append(_Span(DOCSTRING, name, first.lineno, first.end_lineno or first.lineno))
-    for node in ast.walk(tree):
+    docstrings: list[_Span] = []
+    strings: list[_Span] = []
+    definitions: list[_Span] = []
+    docstring_ids: set[int] = set()
+    node_type = ast.AST
+
+    def docstring(node: ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        first = node.body[0] if node.body else None
         if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and id(node) not in docstrings
-            and (node.end_lineno or node.lineno) > node.lineno
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
         ):
-            spans.append(_Span(STRING, "", node.lineno, node.end_lineno or node.lineno))
+            docstring_ids.add(id(first.value))
+            name = getattr(node, "name", "")
+            docstrings.append(
+                _Span(DOCSTRING, name, first.lineno, first.end_lineno or first.lineno)
+            )
 
     def visit(node: ast.AST, prefix: str, in_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                name = prefix + child.name
-                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
-                end = child.end_lineno or child.lineno
-                cached = any(_memoizes(d) for d in child.decorator_list)
-                spans.append(_Span(FUNCTION, name, first, end, child.body[0].lineno, cached))
-                visit(child, name + ".<locals>.", True)
-            elif isinstance(child, ast.ClassDef):
-                name = prefix + child.name
-                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
-                spans.append(_Span(CLASS, name, first, child.end_lineno or child.lineno))
-                visit(child, name + ".", in_function)
-            elif isinstance(child, ast.Lambda):
-                # A lambda's code object is `<lambda>` inside the enclosing scope; its body
-                # runs when called, like a function's (a sample-input lambda of an OpInfo).
-                spans.append(
-                    _Span(
-                        FUNCTION,
-                        prefix + "<lambda>",
-                        child.lineno,
-                        child.end_lineno or child.lineno,
-                        child.body.lineno,
-                    )
-                )
-                visit(child, prefix + "<lambda>.<locals>.", True)
-            elif isinstance(child, ast.Call) and not in_function:
-                entry = _entry_name(child)
-                if entry is not None:
-                    spans.append(
-                        _Span(ENTRY, entry, child.lineno, child.end_lineno or child.lineno)
-                    )
-                visit(child, prefix, in_function)
-            else:
-                visit(child, prefix, in_function)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        child(item, prefix, in_function)
+            elif isinstance(value, node_type):
+                child(value, prefix, in_function)
 
+    def child(node: ast.AST, prefix: str, in_function: bool) -> None:
+        if isinstance(node, ast.Constant):
+            if (
+                isinstance(node.value, str)
+                and id(node) not in docstring_ids
+                and (node.end_lineno or node.lineno) > node.lineno
+            ):
+                strings.append(_Span(STRING, "", node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring(node)
+            name = prefix + node.name
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            end = node.end_lineno or node.lineno
+            cached = any(_memoizes(d) for d in node.decorator_list)
+            definitions.append(_Span(FUNCTION, name, first, end, node.body[0].lineno, cached))
+            visit(node, name + ".<locals>.", True)
+        elif isinstance(node, ast.ClassDef):
+            docstring(node)
+            name = prefix + node.name
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            definitions.append(_Span(CLASS, name, first, node.end_lineno or node.lineno))
+            visit(node, name + ".", in_function)
+        elif isinstance(node, ast.Lambda):
+            # A lambda's code object is `<lambda>` inside the enclosing scope; its body runs
+            # when called, like a function's (a sample-input lambda of an OpInfo).
+            definitions.append(
+                _Span(
+                    FUNCTION,
+                    prefix + "<lambda>",
+                    node.lineno,
+                    node.end_lineno or node.lineno,
+                    node.body.lineno,
+                )
+            )
+            visit(node, prefix + "<lambda>.<locals>.", True)
+        elif isinstance(node, ast.Call) and not in_function:
+            entry = _entry_name(node)
+            if entry is not None:
+                definitions.append(_Span(ENTRY, entry, node.lineno, node.end_lineno or node.lineno))
+            visit(node, prefix, in_function)
+        else:
+            visit(node, prefix, in_function)
+
+    docstring(tree)
     visit(tree, "", False)
-    return spans
+    return [*docstrings, *strings, *definitions]
 
 
 def _memoizes(decorator: ast.expr) -> bool:
