@@ -101,6 +101,12 @@ def test_readme_first_command_runs_as_written(seeded_state: Path, tmp_path: Path
     new = [r for r in record["results"] if r["classification"] == "new"]
     assert new and all("glu" in r["id"].lower() for r in new), new[:5]
     assert all(r["base_status"] == "passed" for r in new), new[:5]  # A/B: they pass without it
+    # What the README says of this run is what it does.
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"the edit breaks (\d+) variants", readme)
+    shown = re.search(r"NEW FAILURES \((\d+)\)", readme)
+    assert said and shown, "README.md no longer says how many variants the glu edit breaks"
+    assert int(said.group(1)) == int(shown.group(1)) == len(new), (len(new), [r["id"] for r in new])
     broken = [
         r
         for r in record["results"]
