@@ -162,6 +162,16 @@ def test_after_a_run_only_the_changes_zygotes_stop(monkeypatch: pytest.MonkeyPat
     assert stopped == ["changed", "plain"] and not pool._zygotes
 
 
+def test_every_variable_of_the_settings_is_run_time_to_the_zygote() -> None:
+    """`Settings` variables are read by the tool, never by what a test process imports: a
+    zygote's key ignores them (a run against a local GitHub, another builds folder)."""
+    from tests.testing.paths import REPO_ROOT
+
+    text = (REPO_ROOT / "workflows" / "settings.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'"(SPYRE_CI_[A-Z_]+)"', text))
+    assert read and read <= set(zygote.RUNTIME_VARS), sorted(read - set(zygote.RUNTIME_VARS))
+
+
 def test_the_zygote_is_rebuilt_when_the_specs_change(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY.read_text())

@@ -80,6 +80,9 @@ RUNTIME_VARS = (
     "SPYRE_CI_TRACE",
     "SPYRE_CI_TRACE_SHARE",
     "SPYRE_CI_ZYGOTE",
+    "SPYRE_CI_TORCH_BUILDS",
+    "SPYRE_CI_GITHUB_URL",
+    "SPYRE_CI_GITHUB_TOKEN",
 )
 TRACER = "workflows.runner.impact_tracer"
 PROCESS = "workflows.runner.zygote_process"  # the zygote's own side
