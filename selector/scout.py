@@ -39,8 +39,15 @@ from selector.opnames import (
     located_touches,
     touched_names,
 )
+from suites.template_names import TEMPLATE_UPSTREAM
 
 NIGHTLY_KINDS = ("nightly", "periodic")
+# The upstream test each template reimplements, by its test name (`test_fn_grad` is our
+# `backward`, `test_python_ref_torch_fallback` our `python_ref`); another `test_X` names a
+# template `X` when a suite has one.
+_UPSTREAM_TESTS: dict[str, tuple[str, ...]] = {}
+for _template, (_cls, _test) in TEMPLATE_UPSTREAM.items():
+    _UPSTREAM_TESTS[_test] = (*_UPSTREAM_TESTS.get(_test, ()), _template)
 # PyTorch's own label to turn target determination off for a pull request.
 FULL_RUN_LABELS = ("ci-no-td", "ciflow/crcr/spyre-full")
 _EVIDENCE_LIMIT = 6
@@ -268,11 +275,12 @@ def scout(
         named: list[str] = []
         untested: list[str] = []
         for touch in touches:
-            if rule.area == "upstream_tests" and touch.name.startswith("test_"):
-                template = touch.name[len("test_") :]
-                # A new upstream test is not a template any suite reuses.
-                if index is None or template in index.by_template:
-                    templates.add(template)
+            test = touch.name.rsplit(".", 1)[-1]  # `TestCommon.test_out` is `test_out`
+            if rule.area == "upstream_tests" and test.startswith("test_"):
+                for template in _UPSTREAM_TESTS.get(test, (test[len("test_") :],)):
+                    # A new upstream test is not a template any suite reuses.
+                    if index is None or template in index.by_template:
+                        templates.add(template)
                 continue
             if (
                 executed is None

@@ -43,7 +43,7 @@ from suites.rules import (
     file_widening,
     spec_rules,
 )
-from suites.templates import TEMPLATE_UPSTREAM
+from suites.template_names import TEMPLATE_UPSTREAM
 
 DTYPE_NONE = "none"
 

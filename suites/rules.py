@@ -19,7 +19,7 @@ from typing import Any
 
 from suites.loader import Path_, SpecFile, as_names, item_names
 from suites.model import Expectation
-from suites.templates import TEMPLATE_UPSTREAM
+from suites.template_names import TEMPLATE_UPSTREAM
 
 MODES = {
     "mandatory_success": Expectation.PASS,

@@ -139,6 +139,25 @@ def test_upstream_test_function_names_a_template(index: InventoryIndex) -> None:
     assert facts.templates == ("compare_cpu",)
 
 
+@pytest.mark.parametrize(
+    ("upstream", "template"),
+    [
+        ("test_python_ref_torch_fallback", "python_ref"),  # named apart from its template
+        ("test_compare_cpu", "compare_cpu"),
+    ],
+)
+def test_an_upstream_test_names_the_template_that_reimplements_it(
+    index: InventoryIndex, upstream: str, template: str
+) -> None:
+    body = (
+        "diff --git a/test/test_ops.py b/test/test_ops.py\n--- a/test/test_ops.py\n"
+        "+++ b/test/test_ops.py\n@@ -400,2 +400,2 @@ class TestCommon(TestCase):\n"
+        f"     def {upstream}(self, device, dtype, op):\n-        a\n+        b\n"
+    )
+    facts = scout(diff_change(body=body), index)
+    assert facts.templates == (template,)
+
+
 def test_a_new_native_function_is_named_not_blind(index: InventoryIndex) -> None:
     body = "\n".join(
         [

@@ -144,7 +144,8 @@ def describe(specs: Sequence[str] = ()) -> dict[str, Any]:
         definition_text,
         describe_decorator,
     )
-    from suites.templates import TEMPLATE_UPSTREAM, get_template
+    from suites.template_names import TEMPLATE_UPSTREAM
+    from suites.templates import get_template
 
     expansion = expand(load_suites(list(specs) or None))
     subjects: dict[str, dict[str, str]] = {}
