@@ -163,7 +163,9 @@ def _shard_pytest_parents(run_dir: Path) -> set[int]:
     for line in out.stdout.splitlines():
         pid, ppid, args = line.strip().split(None, 2)
         if "suites.pytest_plugin" in args and f"{run_dir}/work/{run_dir.name}/shard-" in args:
-            parents.add(launcher(int(pid)))
+            parent = launcher(int(pid))
+            if parent is not None:  # None: it ended meanwhile
+                parents.add(parent)
     return parents
 
 

@@ -104,7 +104,9 @@ def shard_pids(services: dict[str, Any]) -> dict[int, int]:
     for line in out.stdout.splitlines():
         pid, ppid, args = line.strip().split(None, 2)
         if "suites.pytest_plugin" in args and f"/work/{RUN}/shard-0/" in args:
-            pids[int(pid)] = launcher(int(pid))
+            parent = launcher(int(pid))
+            if parent is not None:  # None: it ended meanwhile
+                pids[int(pid)] = parent
     return pids
 
 
@@ -162,7 +164,9 @@ def test_a_stalled_worker_that_lost_its_lease_records_nothing(
     submit(services, slow_inventory)
     owner = wait_for(lambda: holder(services) if kept(services) >= 1 else None, 240, "a test")
     victim, taker = owner.split("@")[0], other(names, owner)
-    pool_child = next(iter(shard_pids(services).values()))
+    pool_child = wait_for(
+        lambda: next(iter(shard_pids(services).values()), None), 60, "the shard's test process"
+    )
 
     os.kill(pool_child, signal.SIGSTOP)  # no heartbeat: its lease runs out, the test goes on
     try:
