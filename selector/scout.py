@@ -45,9 +45,10 @@ NIGHTLY_KINDS = ("nightly", "periodic")
 # The upstream test each template reimplements, by its test name (`test_fn_grad` is our
 # `backward`, `test_python_ref_torch_fallback` our `python_ref`); another `test_X` names a
 # template `X` when a suite has one.
-_UPSTREAM_TESTS: dict[str, tuple[str, ...]] = {}
-for _template, (_cls, _test) in TEMPLATE_UPSTREAM.items():
-    _UPSTREAM_TESTS[_test] = (*_UPSTREAM_TESTS.get(_test, ()), _template)
+_UPSTREAM_TESTS: dict[str, tuple[str, ...]] = {
+    test: tuple(t for t, (_, name) in TEMPLATE_UPSTREAM.items() if name == test)
+    for _, test in TEMPLATE_UPSTREAM.values()
+}
 # PyTorch's own label to turn target determination off for a pull request.
 FULL_RUN_LABELS = ("ci-no-td", "ciflow/crcr/spyre-full")
 _EVIDENCE_LIMIT = 6
