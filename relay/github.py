@@ -60,6 +60,12 @@ class Comparison:
     truncated: bool
     commit_messages: tuple[str, ...]
     entries: tuple[Mapping[str, Any], ...] = ()
+    # GitHub's `status` of head against base: identical, ahead (base is an ancestor of head),
+    # behind (head is an ancestor of base) or diverged; and the commit counts either side.
+    status: str = ""
+    ahead_by: int = 0
+    behind_by: int = 0
+    commit_shas: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,14 +158,14 @@ class GitHubAdapter:
         first = self._request(client, "GET", url, what, params=params)
         body = first.json()
         raw_files = [f for f in body.get("files") or [] if isinstance(f, dict)]
-        messages = [c.get("commit", {}).get("message", "") for c in body.get("commits") or []]
+        commits = [c for c in body.get("commits") or [] if isinstance(c, dict)]
         next_url = first.links.get("next", {}).get("url")
         while next_url:
             page = self._request(client, "GET", next_url, what)
-            messages += [
-                c.get("commit", {}).get("message", "") for c in page.json().get("commits") or []
-            ]
+            commits += [c for c in page.json().get("commits") or [] if isinstance(c, dict)]
             next_url = page.links.get("next", {}).get("url")
+        messages = [c.get("commit", {}).get("message", "") for c in commits]
+        shas = [str(c.get("sha") or "") for c in commits]
         files = tuple(
             ChangedFile(
                 f["filename"],
@@ -169,7 +175,16 @@ class GitHubAdapter:
             for f in raw_files
         )
         entries = tuple({k: f[k] for k in _ENTRY_KEYS if k in f} for f in raw_files)
-        return Comparison(files, len(raw_files) >= COMPARE_FILE_CAP, tuple(messages), entries)
+        return Comparison(
+            files,
+            len(raw_files) >= COMPARE_FILE_CAP,
+            tuple(messages),
+            entries,
+            str(body.get("status") or ""),
+            _count(body.get("ahead_by")),
+            _count(body.get("behind_by")),
+            tuple(shas),
+        )
 
     def window_commits(self, repo: str, base: str, head: str) -> tuple[UpstreamCommit, ...]:
         """The commits after `base` up to `head`, oldest first (the compare's `commits`,
@@ -206,6 +221,20 @@ class GitHubAdapter:
                     entries.append({k: f[k] for k in _ENTRY_KEYS if k in f})
             url = page.links.get("next", {}).get("url")
         return tuple(entries)
+
+    def commit_date(self, repo: str, sha: str) -> str:
+        """The committer date of `sha` (ISO 8601, as GitHub gives it; "" when it gives none)."""
+        client = self._client()
+        url = f"{self._api_root(client)}/repos/{repo}/commits/{sha}"
+        page = self._request(
+            client, "GET", url, f"commit {repo} {sha[:12]}", params={"per_page": 1}
+        )
+        detail = page.json().get("commit") or {}
+        for who in ("committer", "author"):
+            person = detail.get(who) if isinstance(detail, dict) else None
+            if isinstance(person, dict) and isinstance(person.get("date"), str):
+                return str(person["date"])
+        return ""
 
     # -- contents -------------------------------------------------------------------------------
 
@@ -499,6 +528,10 @@ class GitHubAdapter:
             if code >= 500:
                 raise GitHubUnavailable(f"{what}: GitHub answered {code}") from exc
             raise GitHubRefused(f"{what}: GitHub answered {code}: {exc.msg}") from exc
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _read_at_most(response: requests.Response, limit: int, what: str) -> bytes | None:

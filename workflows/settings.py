@@ -54,6 +54,14 @@ class Settings:
     # SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/runner/zygote.py`);
     # `0` starts every one cold.
     zygote: bool = True
+    # SPYRE_CI_BUILD_INDEX: where torch builds come from (a PEP 503 index URL, PyTorch's
+    # nightly CPU index in production, or a folder of wheels): a run whose event has a base
+    # sha is tested on the newest build at or before that base (`workflows.run.base_build`);
+    # unset, the installed torch (and the prepared environments above) are used.
+    build_index: str | None = None
+    # SPYRE_CI_ENV_CACHE_MAX_GB: the environment cache's bound; least recently used
+    # environments are removed before a new one would pass it.
+    env_cache_max_bytes: int = 60 * 10**9
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -79,6 +87,11 @@ class Settings:
             github_url=env.get("SPYRE_CI_GITHUB_URL") or None,
             github_token=env.get("SPYRE_CI_GITHUB_TOKEN", ""),
             zygote=_switch(env, "SPYRE_CI_ZYGOTE"),
+            build_index=_build_index(env.get("SPYRE_CI_BUILD_INDEX", "")),
+            env_cache_max_bytes=int(
+                _number(env, "SPYRE_CI_ENV_CACHE_MAX_GB", 60.0, lambda v: v > 0, "GB, e.g. 60")
+                * 10**9
+            ),
         )
 
 
@@ -104,6 +117,15 @@ def _switch(env: Mapping[str, str], name: str, default: bool = True) -> bool:
     if raw in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"${name}={raw!r}: want on or off")
+
+
+def _build_index(raw: str) -> str | None:
+    """An index URL as given; a folder made absolute (a relative one means the directory
+    the command was started in)."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    return raw if "://" in raw else str(absolute(raw))
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:

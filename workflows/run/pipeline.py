@@ -229,23 +229,18 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=layout.junit,
-        python=_python(request, changed, settings),
+        python=under_test.interpreter(request, changed, settings),
         env={
             **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
-            **(change_env(request, settings) if changed else {}),
+            **(
+                change_env(request, settings)
+                if changed
+                else under_test.base_side_env(request, settings)
+            ),
         },
         claims=claims,
         warm=settings.zygote,
     )
-
-
-def _python(request: RunRequest, changed: bool, settings: Settings) -> str | None:
-    """The interpreter of the shard's test processes: a prepared environment that has the
-    change's head (`workflows.runner.torch_builds`), else this one (None)."""
-    if not changed:
-        return None
-    build = under_test.build_for(request, settings)
-    return build.python if build is not None else None
 
 
 def change_env(request: RunRequest, settings: Settings) -> dict[str, str]:

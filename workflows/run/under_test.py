@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from suites.backend import BUNDLED_BACKEND, backend_package, device_name
+from workflows.run import base_build
 from workflows.run.run_model import (
     ChangeUnderTest,
     EnvironmentUnderTest,
@@ -39,11 +40,14 @@ from workflows.run.run_model import (
 from workflows.runner import torch_builds
 from workflows.runner.change_overlay import (
     NO_CHANGE,
+    NO_LAYER,
     AppliedChange,
     ChangeError,
     FileEffect,
+    Layer,
     file_kind,
     prepare,
+    prepare_layer,
 )
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
 from workflows.settings import Settings, child_environment
@@ -147,10 +151,11 @@ def applied_change(
         trigger.files,
         builds,
         cache_dir,
+        settings.build_index,
     )
     found = _PREPARED.get(key)
     if found is None:
-        found = _PREPARED[key] = _applied_change(request, builds, cache_dir)
+        found = _PREPARED[key] = _applied_change(request, settings, builds, cache_dir)
     return found
 
 
@@ -158,7 +163,7 @@ _PREPARED: dict[tuple[object, ...], AppliedChange] = {}
 
 
 def _applied_change(
-    request: RunRequest, builds: tuple[Path, ...], cache_dir: Path | None
+    request: RunRequest, settings: Settings, builds: tuple[Path, ...], cache_dir: Path | None
 ) -> AppliedChange:
     if not request.apply_change:
         return not_applied(request)
@@ -171,8 +176,13 @@ def _applied_change(
         return NO_CHANGE  # the installed torch is the change's head: it holds the change
     if head and torch_builds.find(head, builds) is not None:
         return NO_CHANGE  # a prepared environment has the change's head: it holds the change
+    layer = NO_LAYER
+    on_build = build_under_test(request, settings)
+    if on_build is not None:
+        root, sha = on_build.site_packages, on_build.found.build.git_sha
+        layer = on_build.layer
     if not request.diff_text:
-        return with_unpatched_files(NO_CHANGE, request)
+        return with_unpatched_files(_drift_only(on_build), request)
     try:
         change = prepare(
             request.diff_text,
@@ -181,10 +191,97 @@ def _applied_change(
             strict=request.change_strict,
             torch_sha=sha,
             cache_dir=cache_dir,
+            under=layer,
         )
     except ChangeError as exc:
         raise ChangeNotApplicable(str(exc)) from None
     return with_unpatched_files(change, request)
+
+
+def _drift_only(on_build: OnBuild | None) -> AppliedChange:
+    """Nothing of the change, but the drift's overlay when there is one (both sides run on
+    the base)."""
+    if on_build is None or not on_build.drift.folder:
+        return NO_CHANGE
+    return AppliedChange(on_build.drift.id, folder=on_build.drift.folder)
+
+
+class OnBuild:
+    """A run on a build of the source (`workflows.run.base_build`): the build, its
+    site-packages, the drift prepared over it (its overlay: the base side's torch) and the
+    layer the change is applied over."""
+
+    def __init__(self, found: base_build.BaseBuild, cache_dir: Path | None) -> None:
+        self.found = found
+        site = sorted(found.build.path.glob("lib/python3*/site-packages"))
+        if not site:
+            raise PipelineError(f"{found.build.path}: a torch environment without site-packages")
+        self.site_packages = site[0]
+        layer = NO_LAYER
+        drift = NO_CHANGE
+        applied: list[FileEffect] = []
+        not_applied: list[FileEffect] = []
+        for label, text in found.drift.diffs:
+            drift, layer = prepare_layer(
+                text,
+                self.site_packages,
+                source=label,
+                strict=False,
+                torch_sha=found.build.git_sha,
+                cache_dir=cache_dir,
+                under=layer,
+            )
+            applied += drift.applied
+            not_applied += drift.not_applied
+        self.layer: Layer = layer
+        self.drift = replace(drift, applied=tuple(applied), not_applied=tuple(not_applied))
+
+    def note(self) -> str:
+        """`torch V (sha) + upstream drift of N commits (Python, applied ...)`."""
+        found, drift = self.found, self.drift
+        head = f"torch {found.build.version} ({found.build.git_sha[:12]}, build {found.wheel})"
+        if found.relation == "identical":
+            return f"{head} is the change's base: no upstream drift"
+        paths = {f.path for f in drift.applied}
+        said = (
+            f"{head} + upstream drift of {found.drift.commits} commit(s) to the change's base "
+            f"(Python, applied: {len(paths)} file(s)"
+        )
+        if drift.not_applied:
+            said += f"; not applied: {_listed(drift.not_applied)}"
+        if found.drift.paged:
+            said += "; read commit by commit, GitHub's compare cut its file list"
+        return said + ")"
+
+
+def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
+    """The build of the configured source the request runs on (`SPYRE_CI_BUILD_INDEX`): the
+    newest at or before the change's base, the drift applied; None when no source is
+    configured, the event has no base, or the installed torch is the base already."""
+    base = request.event.base_sha or ""
+    if not settings.build_index or not base or not request.apply_change:
+        return None
+    installed = torch_git_sha()
+    if installed and same_sha(installed, base):
+        return None
+    key = (base, request.event.repo, settings.build_index, settings.env_cache_dir)
+    found = _ON_BUILD.get(key)
+    if found is None:
+        resolved = base_build.resolve(base, request.event.repo, settings)
+        if resolved is None:
+            return None
+        found = _ON_BUILD[key] = OnBuild(resolved, None)
+    return found
+
+
+_ON_BUILD: dict[tuple[object, ...], OnBuild] = {}
+
+
+def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:
+    """What makes a test process of the A/B's base side import the base's torch: the drift
+    over the build (empty when the run is not on a build of the source)."""
+    on_build = build_under_test(request, settings)
+    return on_build.drift.env() if on_build is not None else {}
 
 
 def not_applied(request: RunRequest) -> AppliedChange:
@@ -243,6 +340,18 @@ def build_for(request: RunRequest, settings: Settings) -> torch_builds.TorchBuil
     return torch_builds.find(head, torch_builds.roots(settings))
 
 
+def interpreter(request: RunRequest, changed: bool, settings: Settings) -> str | None:
+    """The interpreter of a shard's test processes: on the changed side a prepared
+    environment that has the change's head; on both sides the build of the source the run
+    is on (`build_under_test`); else this one (None)."""
+    if changed:
+        head_build = build_for(request, settings)
+        if head_build is not None:
+            return head_build.python
+    on_build = build_under_test(request, settings)
+    return on_build.found.build.python if on_build is not None else None
+
+
 def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> EnvironmentUnderTest:
     """The environment under test of `request` with `change` prepared (planned.json's, then
     run.json's): torch, change, backend, and `tested` with the notes that decided it. The
@@ -255,9 +364,15 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
     notes: list[str] = []
     tested = TESTED
     build = None if head and sha and same_sha(sha, head) else build_for(request, settings)
+    on_build = None if build is not None else build_under_test(request, settings)
     if build is not None:
         version, sha = build.version, build.git_sha
         source = f"prepared environment ({build.path})"
+    elif on_build is not None:
+        version, sha = on_build.found.build.version, on_build.found.build.git_sha
+        source = f"build {on_build.found.wheel} ({on_build.found.build.path})"
+        notes.append(on_build.note())
+        notes.extend(f"build skipped: {n}" for n in on_build.found.notes[:5])
     if head and sha and same_sha(sha, head):
         where = "a prepared environment" if build is not None else "the installed torch"
         notes.append(f"{where} is the change's head ({head[:12]}): nothing to apply")
@@ -288,7 +403,13 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
                 f"the tests ran on torch {sha[:12] or version}, not on {head[:12]}, the "
                 "commit this event names (no base to apply a change to)"
             )
-        elif base and not (sha and same_sha(sha, base)):
+        elif on_build is not None and on_build.drift.not_applied:
+            tested = PARTIAL if tested == TESTED else tested
+            notes.append(
+                f"the upstream drift from {sha[:12]} to the change's base needs a build for "
+                f"{len(on_build.drift.not_applied)} file(s): {_listed(on_build.drift.not_applied)}"
+            )
+        elif on_build is None and base and not (sha and same_sha(sha, base)):
             tested = PARTIAL if tested == TESTED else tested
             notes.append(
                 f"the tests ran on torch {sha[:12] or version} ({version}), not on the "

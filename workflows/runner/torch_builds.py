@@ -84,6 +84,12 @@ def read_version(version_file: Path) -> tuple[str, str]:
         text = version_file.read_text(encoding="utf-8")
     except OSError:
         return "", ""
+    return parse_version_text(text)
+
+
+def parse_version_text(text: str) -> tuple[str, str]:
+    """(`__version__`, `git_version`) of the text of a torch's `version.py`; "" for what it
+    does not say (or says is unknown)."""
     values = {}
     for line in text.splitlines():
         name, _, value = line.partition("=")

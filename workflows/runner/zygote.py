@@ -83,6 +83,8 @@ RUNTIME_VARS = (
     "SPYRE_CI_TORCH_BUILDS",
     "SPYRE_CI_GITHUB_URL",
     "SPYRE_CI_GITHUB_TOKEN",
+    "SPYRE_CI_BUILD_INDEX",
+    "SPYRE_CI_ENV_CACHE_MAX_GB",
 )
 TRACER = "workflows.runner.impact_tracer"
 PROCESS = "workflows.runner.zygote_process"  # the zygote's own side

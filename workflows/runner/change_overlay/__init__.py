@@ -12,16 +12,22 @@ outside the installed torch) and writes an overlay folder; a test process starte
 from workflows.runner.change_overlay.prepare import (
     CHANGE_VAR,
     NO_CHANGE,
+    NO_LAYER,
     AppliedChange,
     ChangeError,
     FileEffect,
+    Layer,
     file_kind,
     prepare,
+    prepare_layer,
 )
 
 __all__ = [
     "CHANGE_VAR",
     "NO_CHANGE",
+    "NO_LAYER",
+    "Layer",
+    "prepare_layer",
     "AppliedChange",
     "ChangeError",
     "FileEffect",

@@ -25,7 +25,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -110,7 +110,7 @@ class AppliedChange:
         """Environment additions that make a Python process import torch with the change
         (its PYTHONPATH that of `environ`, default: the one it inherits, with the overlay's
         site folder first); empty when nothing applied."""
-        if not self.applied:
+        if not self.folder:
             return {}
         environ = child_environment() if environ is None else environ
         paths = [str(SITE_DIR)] + [
@@ -239,6 +239,19 @@ def check_hunk_counts(diff_text: str, source: str) -> None:
             )
 
 
+@dataclass(frozen=True)
+class Layer:
+    """Module texts a change is applied over instead of the installed files' (the upstream
+    drift from a build to the change's base): path -> new text, None for a removed module.
+    `id` keys the overlays made over it."""
+
+    id: str
+    texts: Mapping[str, str | None] = field(default_factory=dict)
+
+
+NO_LAYER = Layer("")
+
+
 def prepare(
     diff_text: str | None,
     torch_root: Path,
@@ -247,31 +260,58 @@ def prepare(
     strict: bool = True,
     torch_sha: str = "",
     cache_dir: Path | None = None,
+    under: Layer = NO_LAYER,
 ) -> AppliedChange:
-    """The change `diff_text` over the installed torch under `torch_root` (site-packages).
+    """The change `diff_text` over the installed torch under `torch_root` (site-packages),
+    or over `under` where that layer has a file.
 
     `strict` (a diff the user gave): a hunk that does not apply, a module that is not there,
     a cut hunk are ChangeErrors. Otherwise (an event's compare diff, made against upstream's
     base, rarely the installed torch) such a file is not applied and named with the reason.
-    The overlay is written under `cache_dir` (default: the system's temporary folder) in a
-    folder named by the change and the torch, once."""
-    if not diff_text or not diff_text.strip():
-        return NO_CHANGE
-    if strict:
+    The overlay (the layer's modules and the change's over them) is written under
+    `cache_dir` (default: the system's temporary folder) in a folder named by the change,
+    the layer and the torch, once."""
+    return prepare_layer(
+        diff_text,
+        torch_root,
+        source=source,
+        strict=strict,
+        torch_sha=torch_sha,
+        cache_dir=cache_dir,
+        under=under,
+    )[0]
+
+
+def prepare_layer(
+    diff_text: str | None,
+    torch_root: Path,
+    *,
+    source: str = "<diff>",
+    strict: bool = True,
+    torch_sha: str = "",
+    cache_dir: Path | None = None,
+    under: Layer = NO_LAYER,
+) -> tuple[AppliedChange, Layer]:
+    """`prepare`, and the layer the result makes (`under` with the change's files over it):
+    what a further change is applied over."""
+    empty = not diff_text or not diff_text.strip()
+    if empty and not under.texts:
+        return NO_CHANGE, under
+    diff_text = diff_text or ""
+    if strict and not empty:
         check_hunk_counts(diff_text, source)
     try:
-        parsed = parse_unified_diff(diff_text, source)
+        parsed = parse_unified_diff(diff_text, source) if not empty else None
     except SelectorError as exc:
         raise ChangeError(str(exc)) from None
-    key = hashlib.sha256(f"{FORMAT}\0{torch_root}\0{torch_sha}\0{diff_text}".encode()).hexdigest()[
-        :20
-    ]
+    key = hashlib.sha256(
+        f"{FORMAT}\0{torch_root}\0{torch_sha}\0{under.id}\0{diff_text}".encode()
+    ).hexdigest()[:20]
     applied: list[FileEffect] = []
     not_applied: list[FileEffect] = []
     no_effect: list[FileEffect] = []
-    texts: dict[str, str] = {}  # module -> new text
-    deleted: list[str] = []
-    for patch in parsed.files:
+    texts: dict[str, str | None] = dict(under.texts)  # path -> new text, None: removed
+    for patch in parsed.files if parsed else ():
         kinds = {file_kind(patch.path)} | (
             {file_kind(patch.previous_path)} if patch.previous_path else set()
         )
@@ -284,7 +324,7 @@ def prepare(
                 no_effect.append(_effect(patch, WHY_OUTSIDE))
             continue
         try:
-            effect, text = _apply_one(patch, torch_root, source)
+            effect, text = _apply_one(patch, torch_root, source, under)
         except ChangeError as exc:
             if strict:
                 raise
@@ -294,42 +334,35 @@ def prepare(
             not_applied.append(_effect(patch, _WHY_OTHER))
             continue
         applied.append(effect)
-        if patch.status == "removed":
-            deleted.append(module_name(patch.path))
-        else:
-            assert text is not None
-            texts[module_name(patch.path)] = text
-            if patch.status == "renamed" and patch.previous_path:
-                deleted.append(module_name(patch.previous_path))
-    broken = tuple(_broken(texts, applied))
-    change = AppliedChange(
-        key,
-        tuple(applied),
-        tuple(not_applied),
-        tuple(no_effect),
-        broken=broken,
-    )
-    if not applied:
-        return change
+        texts[patch.path] = text
+        if patch.status == "renamed" and patch.previous_path:
+            texts[patch.previous_path] = None
+    own = {f.path for f in applied}
+    broken = tuple(_broken({p: t for p, t in texts.items() if p in own}, applied))
+    change = AppliedChange(key, tuple(applied), tuple(not_applied), tuple(no_effect), broken=broken)
+    layer = Layer(key, texts) if applied else under
+    if not texts:
+        return change, layer
     folder = (cache_dir or Path(tempfile.gettempdir()) / "spyre-ci-changes") / key
-    _write_overlay(folder, change, texts, deleted, torch_root)
-    return AppliedChange(
-        key, change.applied, change.not_applied, change.no_effect, str(folder), broken
-    )
+    _write_overlay(folder, change.id, texts, torch_root)
+    return replace(change, folder=str(folder)), layer
 
 
 def _effect(patch: FilePatch, why: str) -> FileEffect:
     return FileEffect(patch.path, patch.status, why, previous_path=patch.previous_path)
 
 
-def _apply_one(patch: FilePatch, root: Path, source: str) -> tuple[FileEffect, str | None]:
+def _apply_one(
+    patch: FilePatch, root: Path, source: str, under: Layer = NO_LAYER
+) -> tuple[FileEffect, str | None]:
     """(the applied effect, the module's new text; None for a deletion)."""
     module = module_name(patch.path)
     if patch.binary:
         raise ChangeError(f"{source}: {patch.path}: a binary diff cannot be applied")
     if patch.status == "added":
         target = root / patch.path
-        if target.exists():
+        there = under.texts[patch.path] is not None if patch.path in under.texts else None
+        if there or (there is None and target.exists()):
             raise ChangeError(
                 f"{source}: {patch.path}: the diff adds this file, but the installed torch "
                 f"already has it ({target}): is this diff against another torch version?"
@@ -339,7 +372,10 @@ def _apply_one(patch: FilePatch, root: Path, source: str) -> tuple[FileEffect, s
     old_path = patch.previous_path or patch.path
     original = root / old_path
     try:
-        old_text = original.read_text(encoding="utf-8")
+        layered = under.texts.get(old_path, "") if old_path in under.texts else None
+        if old_path in under.texts and layered is None:
+            raise FileNotFoundError(2, "removed by the upstream drift under the change")
+        old_text = layered if layered is not None else original.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ChangeError(
             f"{source}: {old_path}: not in the installed torch ({original}): "
@@ -362,39 +398,41 @@ def _apply_one(patch: FilePatch, root: Path, source: str) -> tuple[FileEffect, s
     )
 
 
-def _broken(texts: Mapping[str, str], applied: Sequence[FileEffect]) -> list[str]:
-    """`path:line: message` of each changed module that does not compile: the change's own
-    failure (every test that imports it fails), never the tool's."""
-    paths = {f.module: f.path for f in applied if f.module}
+def _broken(texts: Mapping[str, str | None], applied: Sequence[FileEffect]) -> list[str]:
+    """`path:line: message` of each changed module (path -> text) that does not compile: the
+    change's own failure (every test that imports it fails), never the tool's."""
     found = []
-    for module, text in texts.items():
+    for path, text in texts.items():
+        if text is None:
+            continue
         try:
-            compile(text, paths.get(module, module), "exec", dont_inherit=True)
+            compile(text, path, "exec", dont_inherit=True)
         except SyntaxError as exc:
-            found.append(f"{paths.get(module, module)}:{exc.lineno}: {exc.msg}")
+            found.append(f"{path}:{exc.lineno}: {exc.msg}")
         except ValueError as exc:  # a NUL byte
-            found.append(f"{paths.get(module, module)}: {exc}")
+            found.append(f"{path}: {exc}")
     return found
 
 
 def _write_overlay(
-    folder: Path,
-    change: AppliedChange,
-    texts: Mapping[str, str],
-    deleted: Sequence[str],
-    root: Path,
+    folder: Path, change_id: str, texts: Mapping[str, str | None], root: Path
 ) -> None:
-    """The activation file and the changed modules' texts, written once: a finished folder
-    is never rewritten (a test process may be reading it), a half-written one is replaced."""
+    """The activation file and the changed modules' texts (path -> text, None: removed),
+    written once: a finished folder is never rewritten (a test process may be reading it),
+    a half-written one is replaced."""
     if (folder / ACTIVATION_FILE).is_file():
         return
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     modules = []
-    for number, (module, text) in enumerate(sorted(texts.items())):
+    deleted = []
+    for number, (path, text) in enumerate(sorted(texts.items())):
+        module = module_name(path)
+        if text is None:
+            deleted.append(module)
+            continue
         target = staging / f"{number}.{module}.py"
         target.write_text(text, encoding="utf-8")
-        path = next(f.path for f in change.applied if f.module == module)
         modules.append(
             {
                 "module": module,
@@ -404,7 +442,7 @@ def _write_overlay(
                 "new": not (root / path).exists(),
             }
         )
-    activation = {"format": FORMAT, "id": change.id, "modules": modules, "deleted": list(deleted)}
+    activation = {"format": FORMAT, "id": change_id, "modules": modules, "deleted": deleted}
     (staging / ACTIVATION_FILE).write_text(json.dumps(activation, indent=1) + "\n", "utf-8")
     try:
         os.rename(staging, folder)
