@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
@@ -267,7 +268,7 @@ def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
     key = (base, request.event.repo, settings.build_index, settings.env_cache_dir)
     found = _ON_BUILD.get(key)
     if found is None:
-        resolved = base_build.resolve(base, request.event.repo, settings)
+        resolved = base_build.resolve(base, request.event.repo, settings, log=_say)
         if resolved is None:
             return None
         found = _ON_BUILD[key] = OnBuild(resolved, None)
@@ -275,6 +276,10 @@ def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
 
 
 _ON_BUILD: dict[tuple[object, ...], OnBuild] = {}
+
+
+def _say(text: str) -> None:
+    print(f"spyre-ci: {text}", file=sys.stderr, flush=True)
 
 
 def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:

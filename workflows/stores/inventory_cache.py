@@ -154,3 +154,49 @@ def default_inventory(state_dir: Path, specs: Sequence[str] = ()) -> Path:
     inventory.save(partial)
     partial.replace(path)  # atomic: a concurrent builder never sees half a file
     return path
+
+
+def build_env_inventory(
+    state_dir: Path,
+    python: str,
+    torch_version: str,
+    label: str,
+    specs: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> Path:
+    """The cached Inventory of another torch environment (a build of the source, with the
+    upstream drift in `extra_env`): built by that environment's interpreter
+    (`python -m workflows inventory`), keyed by its torch version and `label` (the build's
+    sha and drift), so its Inventory, and the traces that follow its torch version, are its
+    own and never the installed torch's."""
+    import subprocess
+
+    environ = child_environment(dict(extra_env or {}))
+    key = cache_key(specs, environ, torch_version=torch_version)
+    path = state_dir / "inventories" / f"inventory-{key}-{label}.json.gz"
+    if path.exists() and read_cached(path) is not None:
+        return path
+    print(
+        f"building the Inventory of torch {torch_version} ({python}) into {path} ...",
+        file=sys.stderr,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + f".{os.getpid()}.tmp.gz")
+    spec_args = [a for spec in specs for a in ("--specs", str(Path(spec).resolve()))]
+    done = subprocess.run(
+        [python, "-m", "workflows", "inventory", "--out", str(partial), *spec_args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=environ,
+    )
+    if done.returncode != 0 or not partial.exists():
+        from workflows.errors import InfrastructureError
+
+        partial.unlink(missing_ok=True)
+        raise InfrastructureError(
+            f"the Inventory of torch {torch_version} ({python}) could not be built "
+            f"(exit {done.returncode}): {done.stderr.strip()[-1500:]}"
+        )
+    partial.replace(path)
+    return path

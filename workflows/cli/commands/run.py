@@ -117,6 +117,8 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
     check_change(change, settings)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory
     if inventory is None:
+        inventory = build_inventory(change, settings, args.specs)
+    if inventory is None:
         from suites.loader import SpecError
         from workflows.stores.inventory_cache import default_inventory
 
@@ -142,6 +144,23 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         record_traces=settings.record_traces,
         trace_share=settings.trace_share,
         mass_failure_share=settings.mass_failure_share,
+    )
+
+
+def build_inventory(request: Any, settings: Settings, specs: Any) -> Path | None:
+    """The Inventory of the build of the source the run is on (`SPYRE_CI_BUILD_INDEX`), built
+    in its environment with the upstream drift applied; None when the run is on the
+    installed torch."""
+    from workflows.run.under_test import build_under_test
+    from workflows.stores.inventory_cache import build_env_inventory
+
+    on_build = build_under_test(request, settings)
+    if on_build is None:
+        return None
+    build = on_build.found.build
+    label = f"{build.git_sha[:12]}-{on_build.layer.id[:12] or 'nodrift'}"
+    return build_env_inventory(
+        settings.state_dir, build.python, build.version, label, specs or (), on_build.drift.env()
     )
 
 
