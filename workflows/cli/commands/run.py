@@ -149,7 +149,8 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
 
 def build_inventory(request: Any, settings: Settings, specs: Any) -> Path | None:
     """The Inventory of the build of the source the run is on (`SPYRE_CI_BUILD_INDEX`), built
-    in its environment with the upstream drift applied; None when the run is on the
+    once per build in its environment (without the drift: one Inventory per build, not per
+    base; variants a drift adds come with the next build); None when the run is on the
     installed torch."""
     from workflows.run.under_test import build_under_test
     from workflows.stores.inventory_cache import build_env_inventory
@@ -158,9 +159,8 @@ def build_inventory(request: Any, settings: Settings, specs: Any) -> Path | None
     if on_build is None:
         return None
     build = on_build.found.build
-    label = f"{build.git_sha[:12]}-{on_build.layer.id[:12] or 'nodrift'}"
     return build_env_inventory(
-        settings.state_dir, build.python, build.version, label, specs or (), on_build.drift.env()
+        settings.state_dir, build.python, build.version, build.git_sha[:12], specs or ()
     )
 
 
