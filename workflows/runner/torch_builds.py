@@ -1,10 +1,11 @@
 """Prepared torch environments by git sha: where a run finds the torch an event names.
 
 Looked up, first match wins, among the virtual environments (a folder with `pyvenv.cfg` and
-`bin/python`, the project installed in it) directly under:
+`bin/python`, the project installed in it) at or directly under:
 
 1. `Settings.torch_builds` (`$SPYRE_CI_TORCH_BUILDS`): a folder a team fills with one
-   environment per upstream commit it builds (nightlies, a CI's own builds), named as it likes;
+   environment per upstream commit it builds (nightlies, a CI's own builds), named as it likes,
+   or one such environment itself;
 2. the upgrade run's environment cache (`Settings.env_cache_dir`, `$SPYRE_CI_ENV_CACHE`,
    `torch-<version>` folders).
 
@@ -59,10 +60,12 @@ def find(sha: str, folders: Sequence[Path]) -> TorchBuild | None:
 
 
 def _candidates(folders: Sequence[Path]) -> Iterator[Path]:
+    """The environments the roots hold, or are (a root that is one environment itself)."""
     for root in folders:
         if not root.is_dir():
             continue
-        for folder in sorted(root.iterdir()):
+        itself = (root / "pyvenv.cfg").is_file()
+        for folder in (root,) if itself else sorted(root.iterdir()):
             if (folder / "pyvenv.cfg").is_file() and (folder / "bin" / "python").exists():
                 yield folder
 

@@ -2,6 +2,10 @@
 
 spyre-ci upgrade-diff --from 2.13.0 --to 2.14.1 [--run] [--validate] [--out DIR]
 spyre-ci upgrade-diff --from-inventory A.json.gz --to-inventory B.json.gz [--out DIR]
+
+Exit codes as every command's: with --run, 1 when the report's conclusion is failure (a variant
+failing on the new version that did not on the old: regressed, or new and failing), else 0; 3
+when an environment or the tests could not run. Without --run there is no conclusion: 0.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def register(subparsers: Any) -> None:
         "Inventories, diff them (named changes, aten API diff), select changed, new and "
         "removed variants plus what the API diff reaches, one canary per op and a holdout; "
         "with --run run the selection on both versions and report regressed / fixed / new / "
-        "removed variants. "
+        "removed variants, exiting 1 when the new version fails variants new (the report's "
+        "conclusion: failure). "
         "The offline form diffs two Inventory files (diff and selection only).",
     )
     parser.add_argument(
@@ -69,7 +74,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--run",
         action="store_true",
-        help="run the selection on both versions and report the differences",
+        help="run the selection on both versions and report the differences; exit 1 when "
+        "the new version fails a variant that did not fail on the old one",
     )
     parser.add_argument(
         "--validate",
@@ -220,6 +226,7 @@ def _online(args: argparse.Namespace, settings: Settings) -> int:
     out: Path = args.out
     path = out / "upgrade.json"
     patch_line = ""
+    code, conclusion = 0, ""  # no run, no conclusion: the diff and selection are written
     if args.run or args.validate:
         limits = Limits(args.test_timeout, 3 * 3600.0, args.memory_mb)
         kw = {
@@ -249,29 +256,23 @@ def _online(args: argparse.Namespace, settings: Settings) -> int:
             data["validate"] = upgrade.validate_full(
                 diff, selection, envs, (old, new), runs, work, **kw
             )
-        written = upgrade.export_report(
-            out, diff, selection, moved, old, new, envs[1], runs[1], started_at, _now()
+        record = upgrade.upgrade_record(
+            diff, selection, moved, old, new, envs[1], runs[1], started_at, _now()
         )
+        written = upgrade.write_report(out, record, runs[1])
         data["report"] = {k: str(v) for k, v in sorted(written.items())}
+        code = upgrade.exit_code(record)  # the report's and callback's conclusion decides
+        conclusion = f"conclusion: {record.effective_conclusion} (exit {code})"
         data["patch"] = str(out / "upgrade.patch")
-        patch_line = write_upgrade_patch(
-            data, args.specs, out / "upgrade.patch", _run_id(written.get("run"))
-        )
+        patch_line = write_upgrade_patch(data, args.specs, out / "upgrade.patch", record.run_id)
     data["timings"] = {k: round(v, 1) for k, v in timings.items()}
     upgrade.write_json(path, data)
     _print_summary(data, path)
     if patch_line:
         print(patch_line)
-    return 0
-
-
-def _run_id(run_json: Path | None) -> str:
-    import json
-
-    try:
-        return str(json.loads(Path(run_json or "").read_text(encoding="utf-8"))["run_id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
+    if conclusion:
+        print(conclusion)
+    return code
 
 
 def _now() -> str:

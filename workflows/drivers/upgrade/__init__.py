@@ -9,6 +9,7 @@ build_inventory(env) x 2                <venv>/bin/python -m workflows inventory
 selector.upgrade: diff, select          (pure)
 run_ids(env, ids) x 2                   shard subprocesses with the venv's python
 classify -> UpgradeDiff -> RunRecord    dashboard_export.layout.write_run (HUD files, report)
+exit_code(record)                       1 when the record's conclusion is failure, else 0
 ```
 
 `python -m workflows.drivers.upgrade describe --out FILE.json.gz [--specs PATH]...` runs INSIDE an
@@ -39,11 +40,18 @@ from workflows.drivers.upgrade.environments import (
     EXTRA_PACKAGES,
     MARKER,
     PROJECT_ROOT,
+    EnvironmentFault,
     TorchEnv,
     UpgradeError,
     provision,
 )
-from workflows.drivers.upgrade.export import environment_of, export_report
+from workflows.drivers.upgrade.export import (
+    environment_of,
+    exit_code,
+    export_report,
+    upgrade_record,
+    write_report,
+)
 from workflows.drivers.upgrade.inventories import (
     DETAILS_FORMAT,
     BuiltInventory,
@@ -63,6 +71,7 @@ __all__ = [
     "PROJECT_ROOT",
     "UPGRADE_FORMAT",
     "BuiltInventory",
+    "EnvironmentFault",
     "TorchEnv",
     "UpgradeError",
     "VersionRun",
@@ -71,6 +80,7 @@ __all__ = [
     "details_path_for",
     "diff_and_select",
     "environment_of",
+    "exit_code",
     "expand_misses",
     "export_report",
     "load_details",
@@ -83,6 +93,8 @@ __all__ = [
     "run_version",
     "specs_key",
     "upgrade_json",
+    "upgrade_record",
     "validate_full",
     "write_json",
+    "write_report",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from workflows.errors import InfrastructureError
 from workflows.run.run_model import PipelineError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -27,7 +29,18 @@ Log = Callable[[str], None]
 
 
 class UpgradeError(PipelineError):
-    """An upgrade run cannot go on; the message names the version, file or step."""
+    """An upgrade run cannot go on with its input (exit 2); the message names the version,
+    file or step."""
+
+
+class EnvironmentFault(InfrastructureError):
+    """An environment could not be made, or its python could not do a step (exit 3, not a
+    test result); the message names the step and its log."""
+
+
+# pip found the index and the versions it holds, none of them the one asked for (offline, pip
+# says "from versions: none": the machine's fault, not the version's).
+_NO_SUCH_VERSION = re.compile(r"requirement torch==\S+ \(from versions: (?!none\))")
 
 
 def stderr_log(text: str) -> None:
@@ -87,9 +100,12 @@ def _run_logged(command: list[str], log_file: Path, log: Log, label: str) -> Non
         code = proc.wait()
     if code != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
-        raise UpgradeError(
+        message = (
             f"{label}: `{' '.join(command)}` exited {code}; whole output in {log_file}:\n{tail}"
         )
+        if _NO_SUCH_VERSION.search(tail):
+            raise UpgradeError(message)  # a torch version pip's index does not have
+        raise EnvironmentFault(message)
 
 
 def provision(
@@ -151,7 +167,7 @@ def provision(
     _run_logged([*pip, "--no-deps", "-e", str(project)], log_file, log, f"{version} project")
     got = env.installed_torch()
     if got != version:
-        raise UpgradeError(
+        raise EnvironmentFault(
             f"torch {version}: the environment has torch {got!r} after install; see {log_file}"
         )
     marker.write_text(

@@ -1,5 +1,6 @@
 """The upgrade run's exports: a RunRecord with `upgrade` (the per-variant diff rows) written
-by `dashboard_export` like the main job's, with the environment of the new version.
+by `dashboard_export` like the main job's, with the environment of the new version, and the
+command's exit code from that record's conclusion.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dashboard_export.model import Environment
+from dashboard_export.model import Environment, RunRecord
 from suites.model import Inventory
 from workflows.drivers.upgrade.diff_run import VersionRun
 from workflows.drivers.upgrade.environments import TorchEnv
@@ -41,14 +42,39 @@ def export_report(
     completed_at: str,
 ) -> dict[str, Path]:
     """HUD formats and the report of the run on the new version, with `RunRecord.upgrade`."""
+    record = upgrade_record(
+        diff,
+        selection,
+        moved,
+        old_inventory,
+        new_inventory,
+        new_env,
+        new_run,
+        started_at,
+        completed_at,
+    )
+    return write_report(out_dir, record, new_run)
+
+
+def upgrade_record(
+    diff: InventoryDiff,
+    selection: UpgradeSelection,
+    moved: Sequence[Moved],
+    old_inventory: Inventory,
+    new_inventory: Inventory,
+    new_env: TorchEnv,
+    new_run: VersionRun,
+    started_at: str,
+    completed_at: str,
+) -> RunRecord:
+    """The RunRecord of the run on the new version: a failure on it is `new` unless it
+    failed on the old version too (`unchanged-failing`)."""
     from contracts.classification import Classification
     from contracts.event import TriggerEvent
-    from dashboard_export.layout import write_run
     from dashboard_export.model import (
         DiffCategory,
         DiffRow,
         PlanSummary,
-        RunRecord,
         UpgradeDiff,
         VariantResult,
     )
@@ -119,7 +145,7 @@ def export_report(
         upstream_event="upgrade",
         commit_messages=(f"upgrade torch {diff.from_version} to {diff.to_version}",),
     )
-    record = RunRecord(
+    return RunRecord(
         run_id=run_id,
         attempt=1,
         downstream_repo="torch-spyre/torch-spyre",
@@ -133,8 +159,24 @@ def export_report(
         plan=summary,
         upgrade=UpgradeDiff(diff.from_version, diff.to_version, rows),
     )
+
+
+def write_report(out_dir: Path, record: RunRecord, new_run: VersionRun) -> dict[str, Path]:
+    """Write `record` (`upgrade_record`) as every run is written, with the new version's
+    JUnit files; the paths written, by kind."""
+    from dashboard_export.layout import write_run
+
     junit = junit_dir(out_dir)
     junit.mkdir(parents=True, exist_ok=True)
     for path in new_run.junit:
         shutil.copyfile(path, junit / path.name)
     return write_run(record, out_dir, junit)
+
+
+def exit_code(record: RunRecord) -> int:
+    """The upgrade run's exit code, from the conclusion its report and callback carry
+    (`RunRecord.effective_conclusion`): 1 when that is `failure` (a variant failing new on the
+    new version: regressed, or new and failing), 3 when its tests could not run, else 0."""
+    if record.infrastructure:
+        return 3
+    return 1 if record.effective_conclusion == "failure" else 0

@@ -21,6 +21,7 @@ from suites.backend import device_name
 from suites.model import Inventory
 from workflows.drivers.upgrade.environments import (
     PROJECT_ROOT,
+    EnvironmentFault,
     Log,
     TorchEnv,
     UpgradeError,
@@ -85,10 +86,12 @@ def build_inventory(
                 command, capture_output=True, text=True, check=False, cwd=PROJECT_ROOT
             )
             if done.returncode != 0:
-                raise UpgradeError(
+                message = (
                     f"torch {env.version}: `{' '.join(command)}` exited "
                     f"{done.returncode}:\n{done.stderr.strip()[-2000:]}"
                 )
+                # 2 is the CLI's bad input (specs that do not load), in any environment.
+                raise (UpgradeError if done.returncode == 2 else EnvironmentFault)(message)
             if done.stdout.strip():
                 log(f"  {done.stdout.strip()}")
     else:
