@@ -38,7 +38,7 @@ STREAM = (
     ("c1", "c2", 1, "tested"),  # glu breaks: red, blamed with A/B evidence
     ("c2", "c3", 0, "tested"),  # the revert, on a base whose drift holds the break: no red
     ("c3", "c4", 0, "not_tested"),  # C++ only: nothing to test now, never success
-    ("c4", "c5", 0, "tested"),  # docs only: no effect on torch
+    ("c4", "c5", 0, "partial"),  # docs only, on a base whose drift holds the C++ edit
 )
 
 
@@ -84,7 +84,6 @@ def main() -> int:
             wall = time.monotonic() - began
             run = _read(out / "run.json")
             environment = (run.get("environment") or {}) if isinstance(run, dict) else {}
-            callback = _read(out / "callback.json")
             lines = [ln for ln in done.stdout.splitlines() if "torch " in ln or "change " in ln]
             results.append(
                 {
@@ -93,19 +92,46 @@ def main() -> int:
                     "want_exit_code": want_code,
                     "tested": environment.get("tested"),
                     "want_tested": want_tested,
-                    "conclusion": _conclusion(callback),
+                    "conclusion": _callback_conclusion(out / "callback.json"),
                     "wall_s": round(wall, 1),
                     "lines": lines[:6],
                     "stderr_tail": done.stderr.strip().splitlines()[-3:],
                 }
             )
             print(json.dumps(results[-1]), flush=True)
+        # The next nightly arrives: the C++ change deferred at c3..c4 is judged on it.
+        su.make_next_build(wheels, upstream)
+        began = time.monotonic()
+        done = subprocess.run(
+            [str(ROOT / ".venv/bin/spyre-ci"), "pending", "check"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        listed = subprocess.run(
+            [str(ROOT / ".venv/bin/spyre-ci"), "pending", "list"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        deferred = {
+            "command": "spyre-ci pending check",
+            "exit_code": done.returncode,
+            "wall_s": round(time.monotonic() - began, 1),
+            "stdout": done.stdout.strip().splitlines()[-8:],
+            "pending_list": listed.stdout.strip().splitlines(),
+        }
+        print(json.dumps(deferred), flush=True)
     finally:
         server.stop()
         if index is not None:
             index.stop()
-    marker = next((work / "envs").glob("build-*/.spyre-ci-env.json"), None)
-    created = json.loads(marker.read_text())["created_s"] if marker else None
+    provisioned = {}
+    for marker in sorted((work / "envs").glob("build-*/.spyre-ci-env.json")):
+        facts = json.loads(marker.read_text())
+        provisioned[facts["torch"]] = facts["created_s"]
     false_tested = sum(
         1 for r in results if r["want_tested"] != "tested" and r["tested"] == "tested"
     )
@@ -122,7 +148,8 @@ def main() -> int:
         f"Python {platform.python_version()}, installed torch 2.13.0 CPU "
         "(the simulated nightly is its wheel relabelled)",
         "relabel_s": round(relabel_s, 2),
-        "provision_first_s": created,
+        "provision_first_s": provisioned,
+        "deferred": deferred,
         "matched": sum(
             1
             for r in results
@@ -135,19 +162,17 @@ def main() -> int:
     return 0 if record["value"] == 0 else 1
 
 
+def _callback_conclusion(path: Path) -> object:
+    workflow = _read(path).get("workflow")
+    return workflow.get("conclusion") if isinstance(workflow, dict) else None
+
+
 def _read(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _conclusion(callback: dict[str, object]) -> object:
-    for key in ("conclusion", "status"):
-        if key in callback:
-            return callback[key]
-    return None
 
 
 if __name__ == "__main__":

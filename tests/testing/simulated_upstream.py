@@ -8,7 +8,7 @@ commits.
     c2  2026-12-02 10:00  glu refuses 1-D input, through `_GLU_MIN_DIM = 2`: breaks glu's variants
     c3  2026-12-02 11:00  reverts c2
     c4  2026-12-02 12:00  a C++ kernel edit (SoftMax.cpp): needs a build
-    c5  2026-12-02 13:00  docs only
+    c5  2026-12-02 13:00  docs only; the nightly 2.16.0.dev20261203 is built from it
 
 c2's hunks hold the drift's line: they apply to the build only over the drift.
 """
@@ -29,6 +29,7 @@ REPO = "pytorch/pytorch"
 FUNCTIONAL = "torch/nn/functional.py"
 WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 NIGHTLY = "2.16.0.dev20261201"
+NEXT_NIGHTLY = "2.16.0.dev20261203"
 _OLD_CHECK = """    if input.dim() == 0:
         raise RuntimeError(
             "glu does not support scalars because halving size must be even"
@@ -84,9 +85,22 @@ def make_history() -> Upstream:
 
 
 def make_builds(folder: Path, upstream: Upstream) -> list[Path]:
-    """The nightly of R: the installed torch's wheel relabelled (about half a minute)."""
+    """The nightly of R: the installed torch's wheel relabelled (under a second)."""
     folder.mkdir(parents=True, exist_ok=True)
     return [relabel_wheel(WHEEL, folder, version=NIGHTLY, git_sha=upstream.shas["R"])]
+
+
+def make_next_build(folder: Path, upstream: Upstream) -> Path:
+    """The next nightly, built from c5: its Python files as the history has them there (the
+    drift), its binary the same (the simulated C++ edit of c4 changes nothing it runs)."""
+    text = upstream.history.text_at(upstream.shas["c5"], FUNCTIONAL)
+    return relabel_wheel(
+        WHEEL,
+        folder,
+        version=NEXT_NIGHTLY,
+        git_sha=upstream.shas["c5"],
+        edits={FUNCTIONAL: text},
+    )
 
 
 def push_event(folder: Path, upstream: Upstream, before: str, after: str) -> Path:

@@ -170,6 +170,53 @@ def choose(base: str, repo: str, source: BuildSource, github: GitHubAdapter) -> 
     )
 
 
+def first_containing(
+    head: str, repo: str, source: BuildSource, github: GitHubAdapter
+) -> Chosen | None:
+    """The oldest build of `source` that contains `head` (GitHub's compare of
+    `head...build`: `identical` or `ahead`), or None while there is none: where a change that
+    needs a build is first there to test. Nightlies dated before `head`'s commit day are
+    passed over unread."""
+    day = _day_after(_github(lambda: github.commit_date(repo, head)), days=-1)
+    skipped: list[str] = []
+    read = 0
+    for candidate in reversed(source.candidates()):
+        if day and candidate.day and candidate.day < day:
+            continue
+        if read >= MAX_READ:
+            break
+        read += 1
+        wheel = source.fetch(candidate)
+        try:
+            _version, sha = wheel_label(wheel)
+        except BuildsUnavailable as exc:
+            skipped.append(f"{candidate.name}: {exc}")
+            continue
+        if not sha:
+            continue
+        if sha[:40].lower() == head[:40].lower():
+            return Chosen(candidate, wheel, sha, "identical", tuple(skipped))
+        try:
+            status = _github(partial(github.comparison, repo, head, sha)).status
+        except GitHubRefused:
+            continue
+        if status in ("identical", "ahead"):
+            return Chosen(candidate, wheel, sha, str(status), tuple(skipped))
+    return None
+
+
+def provision_chosen(chosen: Chosen, settings: Settings, log: Log) -> TorchBuild:
+    """The environment of a chosen build, in the settings' environment cache."""
+    assert settings.env_cache_dir is not None
+    return build_envs.provision(
+        chosen.wheel,
+        chosen.sha,
+        settings.env_cache_dir,
+        max_bytes=settings.env_cache_max_bytes,
+        log=log,
+    )
+
+
 def _relation(
     github: GitHubAdapter,
     repo: str,
@@ -220,11 +267,11 @@ def _github(call: Callable[[], Any]) -> Any:
         raise BuildsUnavailable(f"resolving the torch build: {exc}") from None
 
 
-def _day_after(date: str) -> str:
-    """`YYYYMMDD` of the day after an ISO 8601 date ("" when there is none): the newest
-    nightly day that can hold a commit of that date."""
+def _day_after(date: str, days: int = 1) -> str:
+    """`YYYYMMDD` of the day after an ISO 8601 date (`days` after it; "" when there is no
+    date): the newest nightly day that can hold a commit of that date."""
     try:
         when = datetime.fromisoformat(date.replace("Z", "+00:00"))
     except ValueError:
         return ""
-    return (when + timedelta(days=1)).strftime("%Y%m%d")
+    return (when + timedelta(days=days)).strftime("%Y%m%d")

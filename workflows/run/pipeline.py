@@ -48,6 +48,7 @@ from workflows.run.run_model import (
     PlannedRun,
     RunRequest,
 )
+from workflows.runner.change_overlay import AppliedChange
 from workflows.runner.shard_runner import (
     InfraFault,
     Limits,
@@ -56,6 +57,7 @@ from workflows.runner.shard_runner import (
     run_shard,
 )
 from workflows.settings import Settings
+from workflows.stores import pending
 from workflows.stores.history import HistoryError, HistoryStore, RunRecord, RunState
 from workflows.stores.run_summary import PlanFacts, RunResults, RunSummary, UnderTestNote
 from workflows.tracing.trace_store import (
@@ -125,6 +127,9 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
     result = planning.make_plan(request, inventory, snapshot, ctx.traces, ctx.sources)
+    environment = under_test.resolve(request, change, ctx.settings)
+    if under_test.deferred(request, change, ctx.settings):
+        result = _defer(request, change, environment, result, ctx)
     planned = PlannedRun(
         request,
         result.plan,
@@ -132,7 +137,7 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
         result.holdout,
         now_iso(ctx.clock),
         snapshot.to_json(),
-        under_test.resolve(request, change, ctx.settings),
+        environment,
         result.notes,
     )
     out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +149,39 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
         RunRecord(request.run_id, RunState.PLANNED, summary=RunSummary(plan_facts(planned)))
     )
     return planned
+
+
+def _defer(
+    request: RunRequest,
+    change: AppliedChange,
+    environment: EnvironmentUnderTest,
+    result: planning.PlanResult,
+    ctx: RunContext,
+) -> planning.PlanResult:
+    """Record what of the change needs a build as pending on the first build that will
+    contain it, with the variants the plan chose for it; when nothing of the change could be
+    applied, nothing runs now (the build under test does not hold the change)."""
+    trigger = request.event
+    pending.record(
+        ctx.settings.state_dir,
+        pending.PendingChange(
+            repo=trigger.repo,
+            base=trigger.base_sha or "",
+            head=trigger.head_sha,
+            delivery_id=trigger.delivery_id,
+            message=(trigger.commit_messages or ("",))[-1].split("\n", 1)[0],
+            files=tuple(f.path for f in under_test.needs_build(change)),
+            selected=tuple(result.selected_ids),
+            base_build=environment.torch.git_sha,
+            base_build_version=environment.torch.version,
+            diff_text=request.diff_text or "",
+            run_id=request.run_id,
+            recorded_at=now_iso(ctx.clock),
+        ),
+    )
+    if change.state != "not_applied":
+        return result
+    return replace(result, shards=[], holdout=[])
 
 
 def plan_facts(planned: PlannedRun) -> PlanFacts:

@@ -282,6 +282,22 @@ def _say(text: str) -> None:
     print(f"spyre-ci: {text}", file=sys.stderr, flush=True)
 
 
+def needs_build(change: AppliedChange) -> tuple[FileEffect, ...]:
+    """The change's files that only a build of torch brings (C++, CUDA, codegen inputs)."""
+    return tuple(f for f in change.not_applied if file_kind(f.path) == "build")
+
+
+def deferred(request: RunRequest, change: AppliedChange, settings: Settings) -> bool:
+    """Whether what of the change needs a build waits for the first build that contains it
+    (`workflows.stores.pending`): a run on a build of the source whose change has such files
+    and a head to find in a later build."""
+    return bool(
+        request.event.head_sha
+        and needs_build(change)
+        and build_under_test(request, settings) is not None
+    )
+
+
 def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:
     """What makes a test process of the A/B's base side import the base's torch: the drift
     over the build (empty when the run is not on a build of the source)."""
@@ -428,6 +444,13 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
         notes.append("GitHub's list of the change's files is cut (300 files at most)")
     if change.broken:
         notes.append("the changed torch does not import: " + "; ".join(change.broken[:5]))
+    if on_build is not None and head and needs_build(change):
+        notes.append(
+            f"deferred: {len(needs_build(change))} file(s) that need a build "
+            f"({_listed(needs_build(change), 3)}) are tested on the first build that contains "
+            f"{head[:12]} (`spyre-ci pending check`)"
+            + ("; nothing runs now" if change.state == "not_applied" else "")
+        )
     return EnvironmentUnderTest(
         TorchUnderTest(version or "unknown", sha or "unknown", source),
         ChangeUnderTest.of(

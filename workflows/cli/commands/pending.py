@@ -1,0 +1,167 @@
+"""`spyre-ci pending`: changes deferred to a build, and their judgement once one exists.
+
+    spyre-ci pending list            what waits, on which build it was first run
+    spyre-ci pending check           for each: the first build of SPYRE_CI_BUILD_INDEX that
+                                     contains it; when there is one, its variants run there
+                                     against the last build without it (an A/B of two builds)
+
+A change that needs a build (C++, CUDA, codegen) cannot be tested on the build of its base;
+its run records it (`workflows.stores.pending`) and concludes neutral. `check` (after a
+nightly, from cron, or a worker's periodic check) judges it on the first build that holds
+it: a new failure there is attributed to the window between the two builds, which
+`spyre-ci bisect --run RUN_ID` narrows over its Python commits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from workflows.cli.options import absolute_path
+from workflows.errors import CommandError
+from workflows.settings import Settings, child_environment
+
+
+def register(subparsers: Any) -> None:
+    """Add the `pending` command."""
+    parser = subparsers.add_parser(
+        "pending", help="changes that need a build, deferred to the first build that holds them"
+    )
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sub.add_parser("list", help="the deferred changes and their state")
+    check = sub.add_parser(
+        "check",
+        help="judge each deferred change on the first build of SPYRE_CI_BUILD_INDEX that holds it",
+    )
+    check.add_argument(
+        "--out-root",
+        type=absolute_path,
+        default=None,
+        help="where the deferred runs' out folders go (default: STATE_DIR/pending/runs)",
+    )
+    parser.set_defaults(func=cmd_pending)
+
+
+def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
+    from workflows.stores import pending
+
+    if args.action == "list":
+        found = pending.entries(settings.state_dir)
+        if not found:
+            print("no deferred changes")
+        for entry in found:
+            build = str(entry.ran.get("build", ""))[:12]
+            said = (
+                f"judged by run {entry.ran.get('run_id', '?')} on {build}"
+                f" (exit {entry.ran.get('exit_code')})"
+                if entry.state == "ran"
+                else f"waiting for a build that holds it (first run on {entry.base_build[:12]})"
+            )
+            print(f"{entry.head[:12]}  {', '.join(entry.files[:3])}  {said}")
+        return 0
+    return _check(args, settings)
+
+
+def _check(args: argparse.Namespace, settings: Settings) -> int:
+    from relay.github import GitHubAdapter
+    from workflows.run import base_build
+    from workflows.runner.build_source import BuildSource
+    from workflows.stores import pending
+
+    if not settings.build_index:
+        raise CommandError(
+            "SPYRE_CI_BUILD_INDEX is not set: there is no source of builds to look in"
+        )
+    assert settings.env_cache_dir is not None
+    github = GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
+    source = BuildSource(settings.build_index, settings.env_cache_dir / "downloads")
+    out_root = args.out_root or pending.folder(settings.state_dir) / "runs"
+    worst = 0
+    waiting = 0
+    for entry in pending.open_entries(settings.state_dir):
+        chosen = base_build.first_containing(entry.head, entry.repo, source, github)
+        if chosen is None:
+            waiting += 1
+            print(f"{entry.head[:12]}: no build of {source} holds it yet; still pending")
+            continue
+        build = base_build.provision_chosen(chosen, settings, _say)
+        event = _deferred_event(entry, build.git_sha, out_root)
+        out = out_root / f"{entry.head[:12]}-{build.git_sha[:12]}"
+        print(
+            f"{entry.head[:12]}: first in {chosen.candidate.name} ({build.git_sha[:12]}); "
+            f"its {len(entry.selected)} selected variant(s) against {entry.base_build[:12]}",
+            flush=True,
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "workflows", "run", "--event", str(event), "--out", str(out)],
+            env=child_environment(),
+            check=False,
+        )
+        if done.returncode in (2, 3, 130):
+            worst = max(worst, done.returncode) if worst != 1 else worst
+            print(f"{entry.head[:12]}: the deferred run exited {done.returncode}; still pending")
+            continue
+        run_id = _run_id(out)
+        pending.mark(
+            settings.state_dir,
+            entry,
+            {
+                "run_id": run_id,
+                "exit_code": done.returncode,
+                "build": build.git_sha,
+                "build_version": build.version,
+                "window": [entry.base_build, build.git_sha],
+                "out": str(out),
+            },
+        )
+        worst = 1 if done.returncode == 1 else worst
+    print(f"{waiting} change(s) still waiting for a build")
+    return worst
+
+
+def _deferred_event(entry: Any, build_sha: str, folder: Path) -> Path:
+    """A push of `last build without it...first build with it` carrying the change's own diff
+    (what the Scout selects by; nothing of it is applied: the build holds it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    commit = {
+        "id": build_sha,
+        "message": f"deferred: {entry.head[:12]} {entry.message}".strip(),
+        "added": [],
+        "removed": [],
+        "modified": list(entry.files),
+    }
+    payload = {
+        "ref": "refs/heads/main",
+        "before": entry.base_build,
+        "after": build_sha,
+        "repository": {"full_name": entry.repo},
+        "commits": [commit],
+        "head_commit": commit,
+        "spyre_ci_deferred": {"head": entry.head, "base": entry.base, "run_id": entry.run_id},
+    }
+    path = folder / f"{entry.head[:12]}-{build_sha[:12]}.json"
+    path.write_text(
+        json.dumps(
+            {"event": "push", "delivery_id": f"{entry.delivery_id}:deferred", "payload": payload}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    if entry.diff_text:
+        path.with_suffix(".patch").write_text(entry.diff_text, encoding="utf-8")
+    return path
+
+
+def _run_id(out: Path) -> str:
+    try:
+        return str(json.loads((out / "run.json").read_text(encoding="utf-8"))["run_id"])
+    except (OSError, ValueError, KeyError):
+        return ""
+
+
+def _say(text: str) -> None:
+    print(f"spyre-ci: {text}", file=sys.stderr, flush=True)
