@@ -8,6 +8,7 @@ of a real build is `test_build_run.py`'s."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from relay.github import GitHubAdapter
 from tests.servers.upstream_history import UpstreamGitHubServer, UpstreamHistory
 from tests.servers.wheel_index import WheelIndexServer
+from tests.testing.cli import cli
 from workflows.run.base_build import NoBuild, choose
 from workflows.runner.build_source import (
     BuildSource,
@@ -143,3 +145,91 @@ def test_an_unreachable_or_failing_index_is_an_outage(tmp_path: Path) -> None:
         BuildSource(str(tmp_path / "nowhere"), tmp_path / "d")
     with pytest.raises(BuildSourceError, match="want an http"):
         BuildSource("ftp://example.invalid/simple", tmp_path / "d")
+
+
+def test_a_download_cut_short_is_an_outage_and_a_diverged_build_is_passed_over(
+    upstream: tuple[UpstreamGitHubServer, UpstreamHistory, list[str]], tmp_path: Path
+) -> None:
+    server, _history, shas = upstream
+    with WheelIndexServer(tmp_path / "served") as index:
+        index.folder.mkdir(exist_ok=True)
+        wheel = label_wheel(index.folder, "2.16.0.dev20261203", shas[2])
+        index.truncate(wheel.name, 100)
+        source = BuildSource(index.url, tmp_path / "downloads")
+        with pytest.raises(BuildsUnavailable, match="pip could not download"):
+            choose(shas[3], REPO, source, adapter(server))
+        assert not list((tmp_path / "downloads").glob("*.whl"))  # nothing half-kept
+
+    # A build from another branch: GitHub says `diverged`; the older ancestor is taken.
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    other = "d" * 40
+    label_wheel(wheels, "2.16.0.dev20261204", other)
+    label_wheel(wheels, "2.16.0.dev20261202", shas[0])
+    server.add_comparison(REPO, shas[3], other, [])
+    server._comparisons[(REPO, shas[3], other)].status = "diverged"  # a fork's build
+    chosen = choose(shas[3], REPO, BuildSource(str(wheels), tmp_path / "d2"), adapter(server))
+    assert chosen.sha == shas[0]
+    assert any("diverged" in note for note in chosen.skipped)
+
+
+def test_a_run_names_a_source_it_cannot_use_before_anything_is_recorded(
+    upstream: tuple[UpstreamGitHubServer, UpstreamHistory, list[str]], tmp_path: Path
+) -> None:
+    """Exit 2 for a source that is not one, 3 for one that cannot be read or has no build at
+    or before the base: `spyre-ci run` stops before the Inventory and History."""
+    server, _history, shas = upstream
+    event = tmp_path / "push.json"
+    event.write_text(
+        json.dumps(
+            {
+                "event": "push",
+                "delivery_id": "d-1",
+                "payload": {
+                    "ref": "refs/heads/main",
+                    "before": shas[2],
+                    "after": shas[3],
+                    "repository": {"full_name": REPO},
+                    "commits": [{"id": shas[3], "message": "m", "modified": ["torch/x.py"]}],
+                },
+            }
+        )
+    )
+    state = tmp_path / "state"
+    env = {
+        "SPYRE_CI_STATE_DIR": str(state),
+        "SPYRE_CI_ENV_CACHE": str(tmp_path / "envs"),
+        "SPYRE_CI_GITHUB_URL": server.url,
+        "SPYRE_CI_GITHUB_TOKEN": server.token,
+    }
+    out = str(tmp_path / "out")
+    missing = cli(
+        "run",
+        "--event",
+        str(event),
+        "--out",
+        out,
+        env={**env, "SPYRE_CI_BUILD_INDEX": str(tmp_path / "nowhere")},
+    )
+    assert missing.returncode == 2, missing.stderr
+    assert "no such folder" in missing.stderr
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = cli(
+        "run", "--event", str(event), "--out", out, env={**env, "SPYRE_CI_BUILD_INDEX": str(empty)}
+    )
+    assert none.returncode == 3, none.stderr
+    assert "no torch build" in none.stderr and shas[2][:12] in none.stderr
+
+    down = cli(
+        "run",
+        "--event",
+        str(event),
+        "--out",
+        out,
+        env={**env, "SPYRE_CI_BUILD_INDEX": "http://127.0.0.1:9/simple/"},
+    )
+    assert down.returncode == 3, down.stderr
+    assert "cannot be read" in down.stderr
+    assert not (state / "inventories").exists()  # stopped before the Inventory was built
