@@ -212,8 +212,11 @@ class OnBuild:
     site-packages, the drift prepared over it (its overlay: the base side's torch) and the
     layer the change is applied over."""
 
-    def __init__(self, found: base_build.BaseBuild, cache_dir: Path | None) -> None:
+    def __init__(
+        self, found: base_build.BaseBuild, cache_dir: Path | None, target: str = ""
+    ) -> None:
         self.found = found
+        self.target = target  # the sha the build and drift make: the change's base, a nightly's
         site = sorted(found.build.path.glob("lib/python3*/site-packages"))
         if not site:
             raise PipelineError(f"{found.build.path}: a torch environment without site-packages")
@@ -241,11 +244,12 @@ class OnBuild:
         """`torch V (sha) + upstream drift of N commits (Python, applied ...)`."""
         found, drift = self.found, self.drift
         head = f"torch {found.build.version} ({found.build.git_sha[:12]}, build {found.wheel})"
+        to = f"{self.target[:12]}" if self.target else "the change's base"
         if found.relation == "identical":
-            return f"{head} is the change's base: no upstream drift"
+            return f"{head} is {to}: no upstream drift"
         paths = {f.path for f in drift.applied}
         said = (
-            f"{head} + upstream drift of {found.drift.commits} commit(s) to the change's base "
+            f"{head} + upstream drift of {found.drift.commits} commit(s) to {to} "
             f"(Python, applied: {len(paths)} file(s)"
         )
         if drift.not_applied:
@@ -257,9 +261,11 @@ class OnBuild:
 
 def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
     """The build of the configured source the request runs on (`SPYRE_CI_BUILD_INDEX`): the
-    newest at or before the change's base, the drift applied; None when no source is
-    configured, the event has no base, or the installed torch is the base already."""
-    base = request.event.base_sha or ""
+    newest at or before the change's base (a nightly's or periodic run's own sha), the drift
+    applied; None when no source is configured, the event has no base, or the installed
+    torch is the base already."""
+    trigger = request.event
+    base = trigger.base_sha or (trigger.head_sha if trigger.kind in SCHEDULED else "")
     if not settings.build_index or not base or not request.apply_change:
         return None
     installed = torch_git_sha()
@@ -271,11 +277,12 @@ def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
         resolved = base_build.resolve(base, request.event.repo, settings, log=_say)
         if resolved is None:
             return None
-        found = _ON_BUILD[key] = OnBuild(resolved, None)
+        found = _ON_BUILD[key] = OnBuild(resolved, None, base)
     return found
 
 
 _ON_BUILD: dict[tuple[object, ...], OnBuild] = {}
+SCHEDULED = ("nightly", "periodic")  # events at one upstream sha, with no change of their own
 
 
 def _say(text: str) -> None:
@@ -418,7 +425,7 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
                 f"{len(change.not_applied)} of {len(affects)} file(s) that change torch not "
                 f"applied: {_listed(change.not_applied)}"
             )
-        if head and not base and not (sha and same_sha(sha, head)):
+        if head and not base and on_build is None and not (sha and same_sha(sha, head)):
             tested = NOT_TESTED
             notes.append(
                 f"the tests ran on torch {sha[:12] or version}, not on {head[:12]}, the "
@@ -436,7 +443,8 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
                 f"the tests ran on torch {sha[:12] or version} ({version}), not on the "
                 f"change's base {base[:12]}"
             )
-    if head and not request.diff_text and not trigger.files_complete:
+    at_one_sha = on_build is not None and trigger.kind in SCHEDULED  # build + drift = head
+    if head and not request.diff_text and not trigger.files_complete and not at_one_sha:
         tested = NOT_TESTED
         notes.append("neither a diff nor the list of the change's files is known")
     elif trigger.truncated and tested == TESTED:
