@@ -51,12 +51,25 @@ def main() -> int:
         "--out", type=Path, default=ROOT / "benchmarks/results/follow_upstream.json"
     )
     parser.add_argument("--work", type=Path, default=None, help="keep the work folder here")
+    parser.add_argument(
+        "--wheel",
+        type=Path,
+        default=None,
+        help="the nightly of R is this torch wheel relabelled (default: the installed "
+        "torch's); e.g. torch 2.14.1 from `pip download --no-deps torch==2.14.1`",
+    )
+    parser.add_argument(
+        "--version", default=su.NIGHTLY, help="the version the nightly of R is labelled with"
+    )
+    parser.add_argument(
+        "--no-next", action="store_true", help="no next nightly: leave the C++ change pending"
+    )
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="follow-upstream-"))
-    upstream = su.make_history()
+    upstream = su.make_history(args.wheel)
     started = time.monotonic()
     wheels = work / "wheels"
-    su.make_builds(wheels, upstream)
+    su.make_builds(wheels, upstream, args.wheel or su.WHEEL, args.version)
     relabel_s = time.monotonic() - started
     server = su.serve(upstream)
     index = WheelIndexServer(wheels).start() if args.index else None
@@ -100,7 +113,8 @@ def main() -> int:
             )
             print(json.dumps(results[-1]), flush=True)
         # The next nightly arrives: the C++ change deferred at c3..c4 is judged on it.
-        su.make_next_build(wheels, upstream)
+        if not args.no_next:
+            su.make_next_build(wheels, upstream)
         began = time.monotonic()
         done = subprocess.run(
             [str(ROOT / ".venv/bin/spyre-ci"), "pending", "check"],
@@ -141,12 +155,12 @@ def main() -> int:
         "value": false_tested + false_red,
         "unit": "false verdicts over the stream: a run called tested that was not, or red "
         "without the change's fault",
-        "command": ".venv/bin/python benchmarks/follow_upstream.py"
-        + (" --index" if args.index else ""),
+        "command": " ".join([".venv/bin/python", "benchmarks/follow_upstream.py", *sys.argv[1:]]),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, "
-        f"Python {platform.python_version()}, installed torch 2.13.0 CPU "
-        "(the simulated nightly is its wheel relabelled)",
+        f"Python {platform.python_version()}, installed torch 2.13.0 CPU; the simulated "
+        f"nightly is {(args.wheel or su.WHEEL).name} relabelled {args.version}; load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end",
         "relabel_s": round(relabel_s, 2),
         "provision_first_s": provisioned,
         "deferred": deferred,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,15 @@ def installed_text(path: str) -> str:
     return (Path(torch.__file__).parent.parent / path).read_text(encoding="utf-8")
 
 
-def make_history() -> Upstream:
-    original = installed_text(FUNCTIONAL)
+def wheel_text(wheel: Path, path: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(path).decode("utf-8")
+
+
+def make_history(wheel: Path | None = None) -> Upstream:
+    """The history over the installed torch's files, or over those of `wheel` (another torch
+    whose build is then the nightly of R)."""
+    original = wheel_text(wheel, FUNCTIONAL) if wheel else installed_text(FUNCTIONAL)
     assert "\ndef glu(" in original and _OLD_CHECK in original, "torch's glu moved"
     history = UpstreamHistory({FUNCTIONAL: original}, root_date="2026-12-01T01:00:00Z")
     drifted = original.replace("\ndef glu(", "\n" + _DRIFT + "def glu(", 1)
@@ -84,10 +92,12 @@ def make_history() -> Upstream:
     return Upstream(history, shas)
 
 
-def make_builds(folder: Path, upstream: Upstream) -> list[Path]:
-    """The nightly of R: the installed torch's wheel relabelled (under a second)."""
+def make_builds(
+    folder: Path, upstream: Upstream, wheel: Path = WHEEL, version: str = NIGHTLY
+) -> list[Path]:
+    """The nightly of R: the installed torch's wheel (or `wheel`) relabelled (under a second)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [relabel_wheel(WHEEL, folder, version=NIGHTLY, git_sha=upstream.shas["R"])]
+    return [relabel_wheel(wheel, folder, version=version, git_sha=upstream.shas["R"])]
 
 
 def make_next_build(folder: Path, upstream: Upstream) -> Path:

@@ -29,7 +29,13 @@ from workflows.settings import Settings, child_environment
 def register(subparsers: Any) -> None:
     """Add the `pending` command."""
     parser = subparsers.add_parser(
-        "pending", help="changes that need a build, deferred to the first build that holds them"
+        "pending",
+        help="changes that need a build, deferred to the first build that holds them",
+        description="A change that needs a build of torch (C++, CUDA, codegen) cannot be "
+        "tested on the build of its base (SPYRE_CI_BUILD_INDEX): its run records it here and "
+        "concludes neutral. `check` finds the first build that holds each one, provisions it "
+        "and runs the change's selected variants there against the last build without it; "
+        "exit 1 when that run finds new failures, 3 when a build or the tests could not run.",
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub.add_parser("list", help="the deferred changes and their state")
