@@ -106,6 +106,7 @@ def main() -> int:
                     "tested": environment.get("tested"),
                     "want_tested": want_tested,
                     "conclusion": _callback_conclusion(out / "callback.json"),
+                    **classified(run),
                     "wall_s": round(wall, 1),
                     "lines": lines[:6],
                     "stderr_tail": done.stderr.strip().splitlines()[-3:],
@@ -174,6 +175,17 @@ def main() -> int:
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0 if record["value"] == 0 else 1
+
+
+def classified(run: dict[str, object]) -> dict[str, int]:
+    """How many outcomes the run called new failures (the change's, by A/B) and
+    pre-existing (failing without the change too: the torch's own)."""
+    results = run.get("results")
+    rows = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    return {
+        "new_failures": sum(1 for r in rows if r.get("classification") == "new"),
+        "pre_existing": sum(1 for r in rows if r.get("classification") == "pre-existing"),
+    }
 
 
 def _callback_conclusion(path: Path) -> object:

@@ -19,7 +19,7 @@ The same `base` resolves once per process (every shard, rerun and A/B base asks)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -144,23 +144,8 @@ def choose(base: str, repo: str, source: BuildSource, github: GitHubAdapter) -> 
     is; BuildsUnavailable when the source or GitHub cannot be read."""
     day = _day_after(_github(lambda: github.commit_date(repo, base)))
     skipped: list[str] = []
-    read = 0
-    for candidate in source.candidates():
-        if day and candidate.day and candidate.day > day:
-            continue
-        if read >= MAX_READ:
-            skipped.append(f"stopped after reading {MAX_READ} builds")
-            break
-        read += 1
-        wheel = source.fetch(candidate)
-        try:
-            _version, sha = wheel_label(wheel)
-        except BuildsUnavailable as exc:
-            skipped.append(f"{candidate.name}: {exc}")
-            continue
-        if not sha:
-            skipped.append(f"{candidate.name}: its torch/version.py names no git sha")
-            continue
+    newest = [c for c in source.candidates() if not (day and c.day and c.day > day)]
+    for candidate, wheel, sha in _labelled(source, newest, skipped):
         relation = _relation(github, repo, base, sha, candidate, skipped)
         if relation is not None:
             return Chosen(candidate, wheel, sha, relation, tuple(skipped))
@@ -175,25 +160,12 @@ def first_containing(
 ) -> Chosen | None:
     """The oldest build of `source` that contains `head` (GitHub's compare of
     `head...build`: `identical` or `ahead`), or None while there is none: where a change that
-    needs a build is first there to test. Nightlies dated before `head`'s commit day are
-    passed over unread."""
+    needs a build is first there to test. Nightlies dated before the day before `head`'s
+    commit are passed over unread."""
     day = _day_after(_github(lambda: github.commit_date(repo, head)), days=-1)
     skipped: list[str] = []
-    read = 0
-    for candidate in reversed(source.candidates()):
-        if day and candidate.day and candidate.day < day:
-            continue
-        if read >= MAX_READ:
-            break
-        read += 1
-        wheel = source.fetch(candidate)
-        try:
-            _version, sha = wheel_label(wheel)
-        except BuildsUnavailable as exc:
-            skipped.append(f"{candidate.name}: {exc}")
-            continue
-        if not sha:
-            continue
+    oldest = [c for c in reversed(source.candidates()) if not (day and c.day and c.day < day)]
+    for candidate, wheel, sha in _labelled(source, oldest, skipped):
         if sha[:40].lower() == head[:40].lower():
             return Chosen(candidate, wheel, sha, "identical", tuple(skipped))
         try:
@@ -203,6 +175,27 @@ def first_containing(
         if status in ("identical", "ahead"):
             return Chosen(candidate, wheel, sha, str(status), tuple(skipped))
     return None
+
+
+def _labelled(
+    source: BuildSource, candidates: Sequence[Candidate], skipped: list[str]
+) -> Iterator[tuple[Candidate, Path, str]]:
+    """(candidate, its wheel on disk, its git sha) for the first `MAX_READ` candidates, in
+    order; a wheel that cannot be read or names no sha is passed over, said in `skipped`."""
+    for read, candidate in enumerate(candidates):
+        if read >= MAX_READ:
+            skipped.append(f"stopped after reading {MAX_READ} builds")
+            return
+        wheel = source.fetch(candidate)
+        try:
+            _version, sha = wheel_label(wheel)
+        except BuildsUnavailable as exc:
+            skipped.append(f"{candidate.name}: {exc}")
+            continue
+        if not sha:
+            skipped.append(f"{candidate.name}: its torch/version.py names no git sha")
+            continue
+        yield candidate, wheel, sha
 
 
 def provision_chosen(chosen: Chosen, settings: Settings, log: Log) -> TorchBuild:

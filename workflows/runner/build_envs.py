@@ -15,17 +15,17 @@ it). A build whose `import torch` fails is marked broken and not provisioned aga
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from workflows.errors import InfrastructureError
+from workflows.runner.build_source import locked
 from workflows.runner.torch_builds import TorchBuild, read_build
 from workflows.settings import child_environment
 
@@ -60,7 +60,7 @@ def provision(
     """The environment of the build in `wheel` (git sha `sha`), made once under `cache_dir`."""
     folder = env_folder(cache_dir, sha)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_dir / f".{folder.name}.lock"):
+    with locked(cache_dir / f".{folder.name}.lock"):
         broken = folder / BROKEN
         if broken.is_file():
             raise BuildEnvError(
@@ -111,7 +111,7 @@ def provision(
                 "project": str(project),
                 "packages": list(EXTRA_PACKAGES),
                 "created_s": round(time.monotonic() - started, 1),
-                "bytes": _size(folder),
+                "bytes": folder_bytes(folder),
             },
         )
         log(f"torch build {sha[:12]}: ready in {time.monotonic() - started:.0f} s")
@@ -187,7 +187,7 @@ def evict(cache_dir: Path, budget: int, log: Log, *, keep: Path | None = None) -
             continue
         size = _read_json(marker).get("bytes")
         envs.append((marker.stat().st_mtime, folder, size if isinstance(size, int) else None))
-    total = sum(s if s is not None else _size(f) for _m, f, s in envs)
+    total = sum(s if s is not None else folder_bytes(f) for _m, f, s in envs)
     removed = []
     now = time.time()
     for used, folder, size in sorted(envs, key=lambda e: e[0]):
@@ -195,7 +195,7 @@ def evict(cache_dir: Path, budget: int, log: Log, *, keep: Path | None = None) -
             break
         if now - used < IN_USE_S:
             continue
-        size = size if size is not None else _size(folder)
+        size = size if size is not None else folder_bytes(folder)
         log(f"environment cache: removing {folder.name} ({size / 1e9:.1f} GB, least recently used)")
         shutil.rmtree(folder, ignore_errors=True)
         total -= size
@@ -203,7 +203,8 @@ def evict(cache_dir: Path, budget: int, log: Log, *, keep: Path | None = None) -
     return removed
 
 
-def _size(path: Path) -> int:
+def folder_bytes(path: Path) -> int:
+    """The bytes of the files under `path` (links not followed)."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
@@ -222,13 +223,3 @@ def _read_json(path: Path) -> dict[str, object]:
 
 def _write_json(path: Path, data: dict[str, object]) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -145,7 +145,7 @@ class BuildSource:
             return Path(candidate.location)
         self.downloads.mkdir(parents=True, exist_ok=True)
         target = self.downloads / candidate.name
-        with _locked(self.downloads / f".{candidate.name}.lock"):
+        with locked(self.downloads / f".{candidate.name}.lock"):
             if target.is_file() and _readable_wheel(target):
                 return target
             target.unlink(missing_ok=True)
@@ -228,7 +228,9 @@ def _pip_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (made when missing) while the block runs: one process at
+    a time downloads a wheel or makes an environment."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

@@ -5,9 +5,7 @@ env = provision("2.14.1", settings.env_cache_dir)   # <cache>/torch-2.14.1, reus
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from workflows.errors import InfrastructureError
 from workflows.run.run_model import PipelineError
+from workflows.runner.build_envs import folder_bytes
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 MARKER = ".spyre-ci-env.json"
@@ -186,9 +185,4 @@ def provision(
 
 
 def _size(path: Path) -> str:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return f"{total / 1e9:.1f} GB"
+    return f"{folder_bytes(path) / 1e9:.1f} GB"

@@ -252,18 +252,9 @@ class Layer:
 NO_LAYER = Layer("")
 
 
-def prepare(
-    diff_text: str | None,
-    torch_root: Path,
-    *,
-    source: str = "<diff>",
-    strict: bool = True,
-    torch_sha: str = "",
-    cache_dir: Path | None = None,
-    under: Layer = NO_LAYER,
-) -> AppliedChange:
+def prepare(diff_text: str | None, torch_root: Path, **options: Any) -> AppliedChange:
     """The change `diff_text` over the installed torch under `torch_root` (site-packages),
-    or over `under` where that layer has a file.
+    or over the layer `under` where it has a file; `options` those of `prepare_layer`.
 
     `strict` (a diff the user gave): a hunk that does not apply, a module that is not there,
     a cut hunk are ChangeErrors. Otherwise (an event's compare diff, made against upstream's
@@ -271,15 +262,7 @@ def prepare(
     The overlay (the layer's modules and the change's over them) is written under
     `cache_dir` (default: the system's temporary folder) in a folder named by the change,
     the layer and the torch, once."""
-    return prepare_layer(
-        diff_text,
-        torch_root,
-        source=source,
-        strict=strict,
-        torch_sha=torch_sha,
-        cache_dir=cache_dir,
-        under=under,
-    )[0]
+    return prepare_layer(diff_text, torch_root, **options)[0]
 
 
 def prepare_layer(
