@@ -148,17 +148,20 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
 
 
 def build_inventory(request: Any, settings: Settings, specs: Any) -> Path | None:
-    """The Inventory of the build of the source the run is on (`SPYRE_CI_BUILD_INDEX`), built
-    once per build in its environment (without the drift: one Inventory per build, not per
-    base; variants a drift adds come with the next build); None when the run is on the
-    installed torch."""
-    from workflows.run.under_test import build_under_test
+    """The Inventory of the torch the run is on when it is not the installed one: the build
+    of the source (`SPYRE_CI_BUILD_INDEX`) or a prepared environment of the change's head,
+    built once per build in its environment (without the drift: one Inventory per build, not
+    per base; variants a drift adds come with the next build). None for the installed torch,
+    or a build of the same torch version (the installed one's cached Inventory is its)."""
+    from importlib import metadata
+
+    from workflows.run.under_test import build_for, build_under_test
     from workflows.stores.inventory_cache import build_env_inventory
 
     on_build = build_under_test(request, settings)
-    if on_build is None:
+    build = on_build.found.build if on_build is not None else build_for(request, settings)
+    if build is None or build.version == metadata.version("torch"):
         return None
-    build = on_build.found.build
     return build_env_inventory(
         settings.state_dir, build.python, build.version, build.git_sha[:12], specs or ()
     )
