@@ -131,8 +131,19 @@ def main() -> int:
             capture_output=True,
             text=True,
         )
+        judged = sorted((work / "state" / "pending" / "runs").glob("*/callback.json"))
+        callback = _read(judged[0]) if judged else {}
+        workflow = callback.get("workflow") if isinstance(callback.get("workflow"), dict) else {}
         deferred = {
             "command": "spyre-ci pending check",
+            "callback": {
+                "delivery_id": callback.get("delivery_id"),
+                **{
+                    k: workflow.get(k)
+                    for k in ("run_id", "run_attempt", "conclusion", "spyre_run_id")
+                    if isinstance(workflow, dict)
+                },
+            },
             "exit_code": done.returncode,
             "wall_s": round(time.monotonic() - began, 1),
             "stdout": done.stdout.strip().splitlines()[-8:],

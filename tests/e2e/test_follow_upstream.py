@@ -51,4 +51,9 @@ def test_a_stream_on_a_simulated_upstream_is_judged_on_the_builds_of_its_bases(
     deferred = record["deferred"]
     assert deferred["exit_code"] == 0
     assert [line for line in deferred["pending_list"] if "judged by run" in line]
+    # Reported as HUD and the relay take a later result: the original delivery, attempt 2.
+    callback = deferred["callback"]
+    assert callback["run_attempt"] == "2" and callback["conclusion"] == "success"
+    assert callback["delivery_id"] and not callback["delivery_id"].endswith(":deferred")
+    assert callback["spyre_run_id"] != callback["run_id"]
     assert set(record["provision_first_s"]) == {"2.16.0.dev20261201", "2.16.0.dev20261203"}

@@ -177,6 +177,8 @@ def _defer(
             diff_text=request.diff_text or "",
             run_id=request.run_id,
             recorded_at=now_iso(ctx.clock),
+            event_type=trigger.kind,
+            payload=dict(trigger.payload),
         ),
     )
     if change.state != "not_applied":

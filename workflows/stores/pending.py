@@ -43,11 +43,14 @@ class PendingChange:
     recorded_at: str
     state: str = "pending"  # pending | ran
     ran: Mapping[str, Any] = field(default_factory=dict)  # run_id, exit_code, build, window
+    # The delivery as it came (its kind and payload): the later result is reported for it.
+    event_type: str = "push"
+    payload: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["files"], data["selected"] = list(self.files), list(self.selected)
-        data["ran"] = dict(self.ran)
+        data["ran"], data["payload"] = dict(self.ran), dict(self.payload)
         return data
 
     @classmethod
@@ -67,6 +70,8 @@ class PendingChange:
             str(data.get("recorded_at", "")),
             str(data.get("state", "pending")),
             dict(data.get("ran") or {}),
+            str(data.get("event_type", "push")),
+            dict(data.get("payload") or {}),
         )
 
 

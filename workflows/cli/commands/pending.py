@@ -112,6 +112,7 @@ def _check(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{entry.head[:12]}: the deferred run exited {done.returncode}; still pending")
             continue
         run_id = _run_id(out)
+        _report_for_original(out, entry)
         pending.mark(
             settings.state_dir,
             entry,
@@ -160,6 +161,51 @@ def _deferred_event(entry: Any, build_sha: str, folder: Path) -> Path:
     if entry.diff_text:
         path.with_suffix(".patch").write_text(entry.diff_text, encoding="utf-8")
     return path
+
+
+def _report_for_original(out: Path, entry: Any) -> None:
+    """The deferred run's callback and HUD row as the relay and HUD take a later result of
+    the original delivery: its `delivery_id`, event and payload, its run id with the next
+    `run_attempt` (a new state-machine key for the relay, a new row for HUD: their keys hold
+    the attempt and the check run id), the deferred run named in `spyre_run_id`. The run's
+    own identity stays in `callback.run.json`."""
+    callback_path = out / "callback.json"
+    try:
+        callback = json.loads(callback_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    callback_path.with_name("callback.run.json").write_text(
+        json.dumps(callback, indent=1) + "\n", encoding="utf-8"
+    )
+    attempt = 2
+    workflow = dict(callback.get("workflow") or {})
+    deferred_run = workflow.get("run_id", "")
+    workflow.update(
+        run_id=entry.run_id,
+        run_attempt=str(attempt),
+        check_run_id=f"{entry.run_id}-{attempt}",
+        spyre_run_id=deferred_run,
+    )
+    body = {
+        "event_type": entry.event_type,
+        "delivery_id": entry.delivery_id,
+        "payload": dict(entry.payload) or callback.get("payload", {}),
+        "workflow": workflow,
+    }
+    callback_path.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+    envelope_path = out / "hud" / "envelope.json"
+    row_path = out / "hud" / "crcr_workflow_job.json"
+    try:
+        envelope = json.loads(envelope_path.read_text(encoding="utf-8"))
+        row = json.loads(row_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    envelope.setdefault("untrusted", {})["callback_payload"] = body
+    envelope_path.write_text(json.dumps(envelope) + "\n", encoding="utf-8")
+    from dashboard_export.hud_row import hud_record
+
+    row.update(hud_record(envelope))  # the row HUD makes of the envelope it is sent
+    row_path.write_text(json.dumps(row) + "\n", encoding="utf-8")
 
 
 def _run_id(out: Path) -> str:
