@@ -69,7 +69,7 @@ def main() -> int:
     upstream = su.make_history(args.wheel)
     started = time.monotonic()
     wheels = work / "wheels"
-    su.make_builds(wheels, upstream, args.wheel or su.WHEEL, args.version)
+    su.make_builds(wheels, upstream, args.wheel, args.version)
     relabel_s = time.monotonic() - started
     server = su.serve(upstream)
     index = WheelIndexServer(wheels).start() if args.index else None

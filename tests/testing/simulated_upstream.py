@@ -16,6 +16,8 @@ c2's hunks hold the drift's line: they apply to the build only over the drift.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 import zipfile
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ from tests.testing.relabel import relabel_wheel
 
 REPO = "pytorch/pytorch"
 FUNCTIONAL = "torch/nn/functional.py"
+# The installed torch's wheel where this machine keeps it; elsewhere `installed_wheel` asks
+# pip for it.
 WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 NIGHTLY = "2.16.0.dev20261201"
 NEXT_NIGHTLY = "2.16.0.dev20261203"
@@ -92,11 +96,27 @@ def make_history(wheel: Path | None = None) -> Upstream:
     return Upstream(history, shas)
 
 
+def installed_wheel(folder: Path) -> Path:
+    """The wheel of the installed torch: this machine's copy, else downloaded by pip."""
+    if WHEEL.is_file():
+        return WHEEL
+    from importlib import metadata
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = f"torch=={metadata.version('torch')}"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", wanted, "--dest", str(folder)],
+        check=True,
+    )
+    return next(folder.glob("torch-*.whl"))
+
+
 def make_builds(
-    folder: Path, upstream: Upstream, wheel: Path = WHEEL, version: str = NIGHTLY
+    folder: Path, upstream: Upstream, wheel: Path | None = None, version: str = NIGHTLY
 ) -> list[Path]:
     """The nightly of R: the installed torch's wheel (or `wheel`) relabelled (under a second)."""
     folder.mkdir(parents=True, exist_ok=True)
+    wheel = wheel or installed_wheel(folder.parent / "installed-wheel")
     return [relabel_wheel(wheel, folder, version=version, git_sha=upstream.shas["R"])]
 
 
@@ -105,7 +125,7 @@ def make_next_build(folder: Path, upstream: Upstream) -> Path:
     drift), its binary the same (the simulated C++ edit of c4 changes nothing it runs)."""
     text = upstream.history.text_at(upstream.shas["c5"], FUNCTIONAL)
     return relabel_wheel(
-        WHEEL,
+        installed_wheel(folder.parent / "installed-wheel"),
         folder,
         version=NEXT_NIGHTLY,
         git_sha=upstream.shas["c5"],
