@@ -2,7 +2,8 @@
 comparison of a run that applied a change runs its failures on the base torch once; the next
 change that breaks the same variants on the same torch reads them here.
 
-One JSON file per torch sha under the state directory (`base-outcomes/<sha>.json`). An entry
+One JSON file per base torch under the state directory (`base-outcomes/<sha>-<key>.json`: the
+torch's sha, and a digest of the drift applied over it and of the backend under test). An entry
 is used only while the variant's fingerprint is the same (its definition did not change).
 Crashes and timeouts are not kept: they may be the machine's, and are cheap to ask again.
 """
@@ -10,6 +11,7 @@ Crashes and timeouts are not kept: they may be the machine's, and are cheap to a
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,10 +29,20 @@ class BaseOutcomeCache:
         self.path = path  # None: nothing is kept (the torch's sha is unknown)
 
     @classmethod
-    def for_torch(cls, sha: str, state_dir: Path) -> BaseOutcomeCache:
+    def for_torch(
+        cls, sha: str, state_dir: Path, *, base: str = "", backend: Mapping[str, str] | None = None
+    ) -> BaseOutcomeCache:
+        """The cache of the base torch at `sha`; `base` names what is applied over it on the
+        base side (the upstream drift of a run on a build: another drift is another torch)
+        and `backend` the backend under test (its package, version and digest): each keys
+        a cache of its own."""
         if not _SHA.fullmatch(sha):
             return cls(None)
-        return cls(state_dir / "base-outcomes" / f"{sha}.json")
+        parts = [base, *(f"{k}={v}" for k, v in sorted((backend or {}).items()))]
+        name = sha
+        if any(parts):
+            name += "-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+        return cls(state_dir / "base-outcomes" / f"{name}.json")
 
     def _read(self) -> dict[str, dict[str, object]]:
         if self.path is None:

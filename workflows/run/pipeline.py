@@ -123,6 +123,11 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     history = ctx.history
     # a diff that does not apply stops here
     change = under_test.applied_change(request, ctx.settings)
+    # A run on another torch (a build of the source, a prepared head environment) plans from
+    # that torch's own Inventory, whoever asked for the run (the CLI, the intake).
+    own = under_test.inventory_for(request, ctx.settings, request.specs)
+    if own is not None and str(own) != request.inventory:
+        request = replace(request, inventory=str(own))
     claim_out_dir(out, request.run_id, history)
     inventory = load_inventory(request.inventory)
     snapshot = history.snapshot(p.path for p in planning.change_set(request).paths)
@@ -457,8 +462,14 @@ def _base_outcomes(
     base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
     from workflows.run.base_outcomes import BaseOutcomeCache
 
-    sha = planned.environment.torch.git_sha if planned.environment else ""
-    cache = BaseOutcomeCache.for_torch(sha, ctx.settings.state_dir)
+    environment = planned.environment
+    sha = environment.torch.git_sha if environment else ""
+    cache = BaseOutcomeCache.for_torch(
+        sha,
+        ctx.settings.state_dir,
+        base=under_test.base_identity(planned.request, ctx.settings),
+        backend=dict(environment.backend) if environment else None,
+    )
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
     found = cache.get(ids, fingerprints)
     missing = [vid for vid in ids if vid not in found]

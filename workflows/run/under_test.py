@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from importlib import metadata
@@ -305,6 +305,35 @@ def deferred(request: RunRequest, change: AppliedChange, settings: Settings) -> 
     )
 
 
+def inventory_for(
+    request: RunRequest, settings: Settings, specs: Sequence[str] = ()
+) -> Path | None:
+    """The Inventory of the torch the run is on when it is not the installed one: the build
+    of the source (`SPYRE_CI_BUILD_INDEX`) or a prepared environment of the change's head,
+    built once per build in its environment (without the drift: one Inventory per build, not
+    per base; variants a drift adds come with the next build). None for the installed torch,
+    or a build of the same torch version (the installed one's cached Inventory is its)."""
+    from workflows.stores.inventory_cache import build_env_inventory
+
+    on_build = build_under_test(request, settings)
+    build = on_build.found.build if on_build is not None else build_for(request, settings)
+    if build is None or build.version == metadata.version("torch"):
+        return None
+    return build_env_inventory(
+        settings.state_dir, build.python, build.version, build.git_sha[:12], specs
+    )
+
+
+def base_identity(request: RunRequest, settings: Settings) -> str:
+    """What the A/B's base side applies over the torch under test ("" for nothing): the
+    upstream drift's layer on a build of the source. Two runs on one build with different
+    drifts test different torches; their base outcomes are kept apart by it."""
+    on_build = build_under_test(request, settings)
+    if on_build is None:
+        return ""
+    return f"drift {on_build.layer.id or 'none'}"
+
+
 def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:
     """What makes a test process of the A/B's base side import the base's torch: the drift
     over the build (empty when the run is not on a build of the source)."""
@@ -443,7 +472,11 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
                 f"the tests ran on torch {sha[:12] or version} ({version}), not on the "
                 f"change's base {base[:12]}"
             )
-    at_one_sha = on_build is not None and trigger.kind in SCHEDULED  # build + drift = head
+    # A nightly or periodic run has no change of its own: the torch under test is its sha
+    # (a build and the drift to it, or an environment at that sha) or it is not.
+    at_one_sha = trigger.kind in SCHEDULED and (
+        on_build is not None or bool(head and sha and same_sha(sha, head))
+    )
     if head and not request.diff_text and not trigger.files_complete and not at_one_sha:
         tested = NOT_TESTED
         notes.append("neither a diff nor the list of the change's files is known")

@@ -117,7 +117,9 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
     check_change(change, settings)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory
     if inventory is None:
-        inventory = build_inventory(change, settings, args.specs)
+        from workflows.run.under_test import inventory_for
+
+        inventory = inventory_for(change, settings, args.specs or ())
     if inventory is None:
         from suites.loader import SpecError
         from workflows.stores.inventory_cache import default_inventory
@@ -144,26 +146,6 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         record_traces=settings.record_traces,
         trace_share=settings.trace_share,
         mass_failure_share=settings.mass_failure_share,
-    )
-
-
-def build_inventory(request: Any, settings: Settings, specs: Any) -> Path | None:
-    """The Inventory of the torch the run is on when it is not the installed one: the build
-    of the source (`SPYRE_CI_BUILD_INDEX`) or a prepared environment of the change's head,
-    built once per build in its environment (without the drift: one Inventory per build, not
-    per base; variants a drift adds come with the next build). None for the installed torch,
-    or a build of the same torch version (the installed one's cached Inventory is its)."""
-    from importlib import metadata
-
-    from workflows.run.under_test import build_for, build_under_test
-    from workflows.stores.inventory_cache import build_env_inventory
-
-    on_build = build_under_test(request, settings)
-    build = on_build.found.build if on_build is not None else build_for(request, settings)
-    if build is None or build.version == metadata.version("torch"):
-        return None
-    return build_env_inventory(
-        settings.state_dir, build.python, build.version, build.git_sha[:12], specs or ()
     )
 
 
