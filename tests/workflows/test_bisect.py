@@ -23,9 +23,20 @@ from tests.testing.cli import spyre_ci
 from tests.testing.paths import GLU_SPEC
 from tests.workflows.run_context import run_context
 from workflows.cli.commands.run import print_summary
-from workflows.drivers.bisect.answer import answer
-from workflows.drivers.bisect.search import BAD, GOOD, UNDECIDABLE, WINDOW, Search, Step, decide
-from workflows.drivers.bisect.window import classify, replayable_prefix, state_diff
+from workflows.drivers.bisect.answer import answer, forensics_entry
+from workflows.drivers.bisect.search import (
+    BAD,
+    CULPRIT,
+    FLAKY,
+    GOOD,
+    NOT_REPRODUCED,
+    UNDECIDABLE,
+    WINDOW,
+    Search,
+    Step,
+    decide,
+)
+from workflows.drivers.bisect.window import Commit, classify, replayable_prefix, state_diff
 from workflows.run import pipeline, run_model
 from workflows.run.under_test import torch_git_sha
 from workflows.runner.shard_runner import ShardRun
@@ -37,6 +48,11 @@ GLU = "glu::compare_cpu::nn.functional.glu::float32"
 ROOT = installed_torch()[0]
 BASE = torch_git_sha()
 FUNCTIONAL = "torch/nn/functional.py"
+SOFTMAX_CPP = "aten/src/ATen/native/SoftMax.cpp"
+CPP_FILE = {
+    "filename": SOFTMAX_CPP,
+    "patch": "@@ -10,3 +10,3 @@\n int a;\n-int b = 1;\n+int b = 2;\n int c;",
+}
 
 Edit = Callable[[str], str]
 
@@ -107,9 +123,7 @@ class Window:
         return self._add(title, files)
 
     def cpp(self, title: str) -> str:
-        patch = "@@ -10,3 +10,3 @@\n int a;\n-int b = 1;\n+int b = 2;\n int c;"
-        files = [{"filename": "aten/src/ATen/native/SoftMax.cpp", "patch": patch}]
-        return self._add(title, files)
+        return self._add(title, [dict(CPP_FILE)])
 
     def _add(self, title: str, files: list[dict[str, Any]]) -> str:
         sha = hashlib.sha1(f"{len(self.commits)} {title}".encode()).hexdigest()
@@ -204,13 +218,17 @@ def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
     record = json.loads((state / "bisect" / "push-bad.json").read_text())
     (found,) = record["windows"]
     assert [c["replayable"] for c in found["commits"]] == [True, True, True, True, False]
-    assert found["replayable_points"] == 4 and found["torch"]["on_base"] is True
+    # The C++ commit is replayed by assumption (nothing of it: it has no Python part).
+    assert [c.get("assumed") for c in found["commits"]] == [None] * 4 + [SOFTMAX_CPP]
+    assert found["replayable_points"] == 5 and found["torch"]["on_base"] is True
     glu = found["variants"][GLU]
     assert glu["outcome"] == "culprit" and glu["culprit"]["sha"] == culprit
+    # A culprit before every commit replayed by assumption: no assumption, confidence kept.
     assert glu["culprit"]["replayed"] is True and glu["confidence"] == "high"
-    # Base, top (everything before the C++ commit), then halves: two agreeing runs each.
+    assert "assumed" not in glu and "assuming" not in glu["summary"]
+    # Base, top (every commit's Python part), then halves: two agreeing runs each.
     assert [(s["applied"], s["decision"]) for s in glu["steps"]] == [
-        (0, "good"), (4, "bad"), (2, "good"), (3, "bad"),
+        (0, "good"), (5, "bad"), (2, "good"), (3, "bad"),
     ]  # fmt: skip
     for step in glu["steps"]:
         assert len(step["runs"]) == 2 and len(set(step["runs"])) == 1, step
@@ -239,33 +257,42 @@ def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
     assert f"bisect: culprit {culprit[:12]}" in html
 
 
-def test_a_culprit_behind_a_cpp_commit_is_the_smallest_window(
+def test_a_culprit_behind_a_cpp_commit_is_named_assuming_its_cpp_part(
     github_api: GitHubAPIServer,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     window = Window()
-    good = harmless(window, 1)
+    harmless(window, 1)
     cpp = window.cpp("Speed up softmax")
-    window.python("Check glu's batch dimension", torch__nn__functional=BREAK_GLU)
+    culprit = window.python("Check glu's batch dimension", torch__nn__functional=BREAK_GLU)
     harmless(window, 2)
     bad = window.serve(github_api)
     env = env_for(github_api, tmp_path / "state")
 
     done = bisect(env, "--last-good", BASE, "--first-bad", bad, "--variant", GLU, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    glu = json.loads(done.stdout)["variants"][GLU]
-    assert glu["outcome"] == WINDOW and "culprit" not in glu
-    assert glu["window"]["last_good"] == good and glu["window"]["first_bad"] == bad
-    assert glu["window"]["not_replayable"]["sha"] == cpp
+    assert "1 by assumption" in done.stderr and "points 0..4 can run" in done.stderr
+    found = json.loads(done.stdout)
+    assert found["replayable_points"] == 4
+    assert found["commits"][1]["replayable"] is False
+    assert found["commits"][1]["assumed"] == SOFTMAX_CPP
+    glu = found["variants"][GLU]
+    assert glu["outcome"] == CULPRIT and glu["culprit"]["sha"] == culprit
+    assert glu["culprit"]["replayed"] is True and "window" not in glu
+    # Named past the C++ commit, saying what it assumed of it, one level lower than high.
+    assert glu["summary"].startswith(f'culprit {culprit[:12]} "Check glu\'s batch dimension"')
     assert (
-        f"between {good[:12]} (last replayable good) and {bad[:12]}: contains {cpp[:12]}"
-        in (glu["summary"])
+        f'assuming the C++ part(s) of {cpp[:12]} "Speed up softmax" ({SOFTMAX_CPP}) before it, '
+        "not built, did not change the outcome" in glu["summary"]
     )
-    assert "not replayable without a build" in glu["summary"]
+    assert glu["assumed"] == [{"sha": cpp, "title": "Speed up softmax", "skipped": SOFTMAX_CPP}]
     assert glu["confidence"] == "medium"
-    assert [(s["applied"], s["decision"]) for s in glu["steps"]] == [(0, "good"), (1, "good")]
+    assert [(s["applied"], s["decision"]) for s in glu["steps"]] == [
+        (0, "good"), (4, "bad"), (2, "good"), (3, "bad"),
+    ]  # fmt: skip
+    assert all(len(s["runs"]) == 2 for s in glu["steps"])
     kept = tmp_path / "state" / "bisect" / f"{BASE[:12]}-{bad[:12]}.json"
-    assert json.loads(kept.read_text())["windows"][0]["variants"][GLU]["outcome"] == WINDOW
+    assert json.loads(kept.read_text())["windows"][0]["variants"][GLU]["outcome"] == CULPRIT
 
 
 @pytest.mark.parametrize(
@@ -421,15 +448,25 @@ def test_commits_are_replayable_only_without_files_that_need_a_build() -> None:
         "status": "modified",
         "patch": "@@ -1 +1 @@\n-a\n+b",
     }
-    assert classify("1" * 40, "m", "a", [py, {"filename": "test/test_nn.py"}]).replayable
+    plain = classify("1" * 40, "m", "a", [py, {"filename": "test/test_nn.py"}])
+    assert plain.replayable and plain.assumed == "" and "assumed" not in plain.to_json()
+    # Only files that need a build keep it: replayed by assumption (its Python part).
     cpp = classify("2" * 40, "m", "a", [py, {"filename": "torch/csrc/Module.cpp", "patch": "x"}])
     assert not cpp.replayable and "torch/csrc/Module.cpp needs a build" in cpp.why
-    no_patch = classify("3" * 40, "m", "a", [{"filename": "torch/nn/functional.py"}])
-    assert not no_patch.replayable and "GitHub sent no patch" in no_patch.why
+    assert cpp.assumed == "torch/csrc/Module.cpp" and cpp.replays and cpp.has_python
+    assert cpp.to_json()["assumed"] == "torch/csrc/Module.cpp"
     yaml = classify(
         "4" * 40, "m", "a", [{"filename": "aten/src/ATen/native/native_functions.yaml"}]
     )
-    assert not yaml.replayable
+    assert not yaml.replayable and yaml.replays and not yaml.has_python
+    # Anything else that keeps it stops the prefix as before, build files or not.
+    no_patch = classify("3" * 40, "m", "a", [{"filename": "torch/nn/functional.py"}, CPP_FILE])
+    assert not no_patch.replayable and "GitHub sent no patch" in no_patch.why
+    assert not no_patch.replays and no_patch.assumed == ""
+    package_file = classify("5" * 40, "m", "a", [CPP_FILE, {"filename": "torch/lib/x.json"}])
+    assert not package_file.replays and "not a Python module" in package_file.why
+    renamed = {"filename": "torch/csrc/x.cpp", "previous_filename": "torch/x.py", "patch": "x"}
+    assert not classify("6" * 40, "m", "a", [renamed]).replays
 
 
 def test_a_point_is_every_earlier_commit_applied_in_sequence() -> None:
@@ -440,15 +477,40 @@ def test_a_point_is_every_earlier_commit_applied_in_sequence() -> None:
     window.cpp("Speed up softmax")
     commits = [classify(c["sha"], c["message"], c["author"], c["files"]) for c in window.commits]
     assert ROOT is not None
-    assert replayable_prefix(commits, ROOT) == (3, commits[3].why)
+    assert replayable_prefix(commits, ROOT) == (4, "")  # the C++ commit: by assumption
     assert state_diff(commits, 0, ROOT) == ""
     diff = state_diff(commits, 3, ROOT)
     assert diff.count("diff --git a/torch/nn/functional.py") == 1  # one file, combined
     assert "+# note 1" in diff and "+# note 2" in diff and "batch dimension" in diff
     assert "+# note 2" not in state_diff(commits, 2, ROOT)
+    assert state_diff(commits, 4, ROOT) == diff  # nothing of the C++ commit
     # A commit whose patch does not apply to what the earlier ones left is not replayed.
     stale = classify("9" * 40, "stale", "a", window.commits[1]["files"])
     assert replayable_prefix([*commits[:2], stale], ROOT)[0] == 2
+    stale_cpp = classify("8" * 40, "stale", "a", [*window.commits[1]["files"], CPP_FILE])
+    assert stale_cpp.assumed and replayable_prefix([*commits[:2], stale_cpp], ROOT)[0] == 2
+
+
+def test_a_commit_blocked_only_by_a_build_is_replayed_by_its_python_part() -> None:
+    window = Window()
+    harmless(window, 1)
+    window.python("Check glu's batch dimension", torch__nn__functional=BREAK_GLU)
+    window.commits[-1]["files"].append(dict(CPP_FILE))  # and a C++ part
+    window.cpp("Speed up softmax")
+    harmless(window, 2)
+    commits = [classify(c["sha"], c["message"], c["author"], c["files"]) for c in window.commits]
+    assert [c.assumed for c in commits] == ["", SOFTMAX_CPP, SOFTMAX_CPP, ""]
+    assert ROOT is not None
+    assert replayable_prefix(commits, ROOT) == (4, "")
+    diff = state_diff(commits, 2, ROOT)
+    assert "batch dimension" in diff and "SoftMax" not in diff  # the Python part only
+    assert state_diff(commits, 3, ROOT) == diff  # nothing of a C++-only commit
+    # A commit GitHub sent no patch of still stops the prefix, a build file or not.
+    no_patch = classify(
+        "7" * 40, "Big refactor", "a", [{"filename": FUNCTIONAL, "status": "modified"}, CPP_FILE]
+    )
+    top, why = replayable_prefix([*commits[:3], no_patch, commits[3]], ROOT)
+    assert top == 3 and f"{FUNCTIONAL}: GitHub sent no patch of it" in why
 
 
 def _search(steps: Sequence[tuple[int, str, int]], top: int, complete: bool) -> Search:
@@ -461,12 +523,12 @@ def _search(steps: Sequence[tuple[int, str, int]], top: int, complete: bool) -> 
 def test_the_window_s_last_commit_unreplayable_is_the_culprit_by_elimination() -> None:
     commits = [
         classify("1" * 40, "py", "a", [{"filename": "torch/a.py", "patch": "@@ -1 +1 @@\n-a\n+b"}]),
-        classify("2" * 40, "cpp change", "b", [{"filename": "aten/x.cpp", "patch": "x"}]),
+        classify("2" * 40, "json change", "b", [{"filename": "torch/lib/x.json", "patch": "x"}]),
     ]
     search = _search([(0, GOOD, 2), (1, GOOD, 2)], top=1, complete=False)
     found = answer(search, commits, "0" * 40, "2" * 40, on_base=True)
     assert found["culprit"] == {
-        "sha": "2" * 40, "title": "cpp change", "author": "b", "replayed": False,
+        "sha": "2" * 40, "title": "json change", "author": "b", "replayed": False,
     }  # fmt: skip
     assert found["confidence"] == "medium" and "by elimination" in found["summary"]
     off_base = answer(search, commits, "0" * 40, "2" * 40, on_base=False)
@@ -481,3 +543,120 @@ def test_a_failure_at_the_base_or_none_at_the_top_is_no_answer() -> None:
     assert base["outcome"] == "fails_at_base" and "culprit" not in base
     top = answer(_search([(0, GOOD, 2), (1, GOOD, 2)], 1, True), commits, "0" * 40, "1" * 40, True)
     assert top["outcome"] == "not_reproduced"
+
+
+def _commits(*kinds: str) -> list[Commit]:
+    """A window by kind: `py` (replayable), `cpp` (C++ only), `mixed` (Python and C++), `no
+    patch` (a module GitHub sent no patch of)."""
+    py = {"filename": "torch/a.py", "patch": "@@ -1 +1 @@\n-a\n+b"}
+    files = {
+        "py": [py],
+        "cpp": [CPP_FILE],
+        "mixed": [py, CPP_FILE],
+        "no patch": [{"filename": "torch/b.py"}],
+    }
+    return [
+        classify(str(n + 1) * 40, f"{kind} {n}", f"dev {n}", files[kind])
+        for n, kind in enumerate(kinds)
+    ]
+
+
+def test_a_culprit_after_a_cpp_commit_is_named_one_level_lower() -> None:
+    commits = _commits("py", "cpp", "py", "py")
+    search = _search([(0, GOOD, 2), (4, BAD, 2), (2, GOOD, 2), (3, BAD, 2)], 4, True)
+    found = answer(search, commits, "0" * 40, "4" * 40, on_base=True)
+    assert found["outcome"] == CULPRIT and found["culprit"]["sha"] == "3" * 40
+    assert found["confidence"] == "medium"  # high, one level lower
+    assumption = f'assuming the C++ part(s) of {"2" * 12} "cpp 1" ({SOFTMAX_CPP}) before it'
+    assert assumption in found["summary"]
+    assert [c["sha"] for c in found["assumed"]] == ["2" * 40]
+    assert forensics_entry(found)["assumed"] == ["2" * 40]
+    off_base = answer(search, commits, "0" * 40, "4" * 40, on_base=False)
+    assert off_base["confidence"] == "low"
+
+
+def test_a_culprit_before_every_cpp_commit_keeps_its_confidence() -> None:
+    commits = _commits("py", "py", "cpp", "py")
+    search = _search([(0, GOOD, 2), (4, BAD, 2), (2, BAD, 2), (1, GOOD, 2)], 4, True)
+    found = answer(search, commits, "0" * 40, "4" * 40, on_base=True)
+    assert found["outcome"] == CULPRIT and found["culprit"]["sha"] == "2" * 40
+    assert found["confidence"] == "high"
+    assert "assumed" not in found and "assuming" not in found["summary"]
+    assert "assumed" not in forensics_entry(found)
+
+
+def test_a_culprit_with_a_cpp_part_is_named_by_its_python_part() -> None:
+    commits = _commits("py", "mixed", "py")
+    search = _search([(0, GOOD, 2), (3, BAD, 2), (1, GOOD, 2), (2, BAD, 2)], 3, True)
+    found = answer(search, commits, "0" * 40, "3" * 40, on_base=True)
+    assert found["outcome"] == CULPRIT and found["culprit"]["sha"] == "2" * 40
+    assert found["culprit"]["replayed"] is True
+    assert found["culprit"]["assumed"] == SOFTMAX_CPP
+    assert (
+        f"its Python part makes it fail, assuming its C++ part ({SOFTMAX_CPP}), not built, "
+        "did not change the outcome" in found["summary"]
+    )
+    assert found["confidence"] == "medium"
+    # A C++-only commit between a passing and a failing point: the same torch, flaky runs.
+    commits = _commits("py", "cpp", "py")
+    found = answer(search, commits, "0" * 40, "3" * 40, on_base=True)
+    assert found["outcome"] == FLAKY and found["confidence"] == "low" and "culprit" not in found
+    assert "the points before and after it run the same torch" in found["summary"]
+
+
+def test_a_top_that_passes_with_cpp_commits_in_it_is_the_window_of_their_cpp_parts() -> None:
+    commits = _commits("py", "cpp", "py", "mixed", "py")
+    search = _search([(0, GOOD, 2), (5, GOOD, 2)], 5, True)
+    assert search.answer == NOT_REPRODUCED
+    found = answer(search, commits, "0" * 40, "5" * 40, on_base=True)
+    assert found["outcome"] == WINDOW and "culprit" not in found
+    window = found["window"]
+    assert window["last_good"] == "1" * 40 and window["first_bad"] == "4" * 40
+    assert window["commits"] == ["2" * 40, "4" * 40]
+    assert [c["sha"] for c in window["assumed"]] == ["2" * 40, "4" * 40]
+    assert window["not_replayable"]["sha"] == "2" * 40
+    assert f'the C++ part of {"2" * 12} "cpp 1" by dev 1 ({SOFTMAX_CPP})' in found["summary"]
+    assert f'the C++ part of {"4" * 12} "mixed 3" by dev 3' in found["summary"]
+    # A Python commit replayed between them: independence assumed, medium one level lower.
+    assert "assuming independence" in found["summary"] and found["confidence"] == "low"
+    assert forensics_entry(found)["window"] == {"last_good": "1" * 40, "first_bad": "4" * 40}
+
+    # One C++ commit, the window's last: the culprit by elimination, nothing assumed.
+    commits = _commits("py", "cpp")
+    found = answer(
+        _search([(0, GOOD, 2), (2, GOOD, 2)], 2, True), commits, "0" * 40, "2" * 40, True
+    )
+    assert found["outcome"] == WINDOW and found["culprit"]["sha"] == "2" * 40
+    assert found["culprit"]["replayed"] is False and found["confidence"] == "medium"
+    assert "by elimination: its C++ part" in found["summary"]
+    assert "assuming" not in found["summary"]
+    # ... not the last: the commit after it replayed without it, independence assumed.
+    commits = _commits("py", "cpp", "py")
+    found = answer(
+        _search([(0, GOOD, 2), (3, GOOD, 2)], 3, True), commits, "0" * 40, "3" * 40, True
+    )
+    assert found["culprit"]["sha"] == "2" * 40 and found["confidence"] == "low"
+    assert f"none of the 1 commit(s) replayed after {'2' * 12}" in found["summary"]
+
+    # A C++ part replayed by assumption, then a commit that cannot be replayed.
+    commits = _commits("py", "mixed", "py", "no patch", "py")
+    found = answer(
+        _search([(0, GOOD, 2), (3, GOOD, 2)], 3, False), commits, "0" * 40, "5" * 40, True
+    )
+    assert found["outcome"] == WINDOW
+    assert found["window"]["commits"] == ["2" * 40, "4" * 40, "5" * 40]
+    assert found["window"]["last_good"] == "1" * 40 and found["window"]["first_bad"] == "5" * 40
+    assert found["window"]["not_replayable"]["sha"] == "4" * 40
+    assert "GitHub sent no patch" in found["summary"]
+    assert "and the 1 commit(s) after it" in found["summary"]
+    assert found["confidence"] == "low"
+
+    # Without a commit replayed by assumption it is not reproduced, as before.
+    found = answer(
+        _search([(0, GOOD, 2), (2, GOOD, 2)], 2, True),
+        _commits("py", "py"),
+        "0" * 40,
+        "2" * 40,
+        True,
+    )
+    assert found["outcome"] == NOT_REPRODUCED and "window" not in found

@@ -28,9 +28,13 @@ def register(subparsers: Any) -> None:
         description="List the window's commits through GitHub (SPYRE_CI_GITHUB_URL, "
         "SPYRE_CI_GITHUB_TOKEN), replay them cumulatively on the installed torch (the "
         "window's base) through the change overlay, and bisect: each step is decided by 2 "
-        "agreeing runs (up to 5 when they disagree). A commit that needs a build narrows the "
-        "window to it. Exit 0: a culprit or a window; 1: none in the window (fails on the "
-        "base, or passes with every commit replayed); 2: bad input; 3: a step could not run.",
+        "agreeing runs (up to 5 when they disagree). A commit whose only unreplayable files "
+        "need a build is replayed by its Python part, assuming its C++ part does not change "
+        "the outcome (said, with a lower confidence); when every Python part passes, the "
+        "answer is the window of those C++ parts; any other commit that cannot be replayed "
+        "narrows the window to it. Exit 0: a culprit or a window; 1: none in the window "
+        "(fails on the base, or passes with every commit replayed); 2: bad input; 3: a step "
+        "could not run.",
     )
     parser.add_argument(
         "--run",

@@ -5,6 +5,12 @@ Confidence: `high` for a culprit that was replayed with every step decided by it
 runs in agreement; `medium` when a step needed more runs, for a culprit named by elimination
 (the window's last commit, not replayable), or for a window; `low` when a step was
 undecidable. A bisect on a torch that is not the window's base is one level lower.
+
+Commits replayed by assumption (their Python part, their build part skipped) let the search
+see past them, assuming independence: a culprit at or after one is named with the
+assumption and one level lower; a top that passes names the changes not replayed (those
+build parts, and the commits from the first one that cannot be replayed) as the window, one
+level lower when replayed commits sit between them.
 """
 
 from __future__ import annotations
@@ -49,30 +55,34 @@ def answer(
     runs = f"{len(search.steps)} step(s), " + (
         "each decided by 2 agreeing runs" if clean else "some needed more runs"
     )
+    assumed: list[Commit] = []  # replayed by assumption, in what the answer names
     if outcome == CULPRIT:
         assert search.bad is not None
         culprit = commits[search.bad - 1]
-        found["culprit"] = _commit(culprit, replayed=True)
-        summary = f"culprit {_named(culprit)} ({runs})"
-    elif outcome == WINDOW:
-        good = search.good or 0
-        blocker = commits[search.top]
-        rest = commits[good:]
-        if len(rest) == 1:  # the window's last commit: the culprit, by elimination
-            confidence = "low" if flaky else "medium"
-            found["culprit"] = _commit(blocker, replayed=False)
+        if _same_torch(culprit):  # its points are the same torch: the runs contradict
+            outcome = found["outcome"] = FLAKY
+            confidence = "low"
             summary = (
-                f"culprit {_named(blocker)}, by elimination: the window's last commit, not "
-                f"replayable without a build ({blocker.why}); every commit before it passes"
+                f"flaky: {_named(culprit)} changes only files that need a build "
+                f"({culprit.assumed}): the points before and after it run the same torch, yet "
+                f"one passed and one failed; the culprit is between {last_good[:12]} and "
+                f"{first_bad[:12]} ({len(commits)} commit(s))"
             )
+            found["window"] = _window(last_good, first_bad, commits)
         else:
-            confidence = "low" if flaky else "medium"
-            summary = (
-                f"between {after(good)[:12]} (last replayable good) and {first_bad[:12]}: "
-                f"contains {_named(blocker)}, not replayable without a build ({blocker.why}); "
-                f"{len(rest)} commit(s) in the window"
-            )
-        found["window"] = _window(after(good), first_bad, rest, blocker)
+            found["culprit"] = _commit(culprit, replayed=True, assumed=bool(culprit.assumed))
+            summary = f"culprit {_named(culprit)} ({runs})"
+            assumed = [c for c in commits[: search.bad] if c.assumed]
+            if assumed:
+                confidence = _LOWER[confidence]
+                summary += "; " + _assuming(culprit, [c for c in assumed if c is not culprit])
+    elif outcome == WINDOW or (
+        outcome == NOT_REPRODUCED and any(c.assumed for c in commits[: search.top])
+    ):
+        outcome = found["outcome"] = WINDOW
+        confidence, summary, assumed = _not_replayed(
+            search.good or 0, commits, last_good, first_bad, flaky, found
+        )
     elif outcome == FLAKY:
         good = search.good or 0
         bad = search.bad if search.bad is not None else len(commits)
@@ -96,8 +106,75 @@ def answer(
     if not on_base:
         confidence = _LOWER[confidence]
         summary += "; replayed on a torch that is not the window's base"
+    if assumed:
+        found["assumed"] = [_skipped(c) for c in assumed]
     found.update(confidence=confidence, summary=summary, steps=steps)
     return found
+
+
+def _not_replayed(
+    good: int,
+    commits: Sequence[Commit],
+    last_good: str,
+    first_bad: str,
+    flaky: bool,
+    found: dict[str, Any],
+) -> tuple[str, str, list[Commit]]:
+    """Every point up to `good` (the top) passes: the window of the changes not replayed,
+    the build parts replayed by assumption and the commits from the first that cannot be
+    replayed on (the culprit by elimination when that is one commit). Adds `window` (and
+    `culprit`) to `found`; the confidence, the summary and the commits replayed by
+    assumption."""
+    suspects = [i for i in range(good) if commits[i].assumed] + list(range(good, len(commits)))
+    rest = [commits[i] for i in suspects]
+    assumed = [commits[i] for i in suspects if i < good]
+    blocker = commits[good] if good < len(commits) else None
+    low = commits[suspects[0] - 1].sha if suspects[0] > 0 else last_good
+    high = first_bad if suspects[-1] == len(commits) - 1 else commits[suspects[-1]].sha
+    confidence = "low" if flaky else "medium"
+    if len(rest) == 1:  # the only change not replayed: the culprit, by elimination
+        found["culprit"] = _commit(rest[0], replayed=False, assumed=bool(assumed))
+        if assumed:
+            summary = (
+                f"culprit {_named(rest[0])}, by elimination: its C++ part ({rest[0].assumed}), "
+                "not built, is the only change of the window not replayed; every Python "
+                "change replayed passes"
+            )
+        else:
+            summary = (
+                f"culprit {_named(rest[0])}, by elimination: the window's last commit, not "
+                f"replayable without a build ({rest[0].why}); every commit before it passes"
+            )
+    elif not assumed:
+        assert blocker is not None
+        summary = (
+            f"between {low[:12]} (last replayable good) and {high[:12]}: "
+            f"contains {_named(blocker)}, not replayable without a build ({blocker.why}); "
+            f"{len(rest)} commit(s) in the window"
+        )
+    else:
+        named = [f"the C++ part of {_named(c)} ({c.assumed})" for c in assumed]
+        if blocker is not None:
+            later = len(commits) - good - 1
+            named.append(
+                f"{_named(blocker)}, not replayable without a build ({blocker.why})"
+                + (f", and the {later} commit(s) after it" if later else "")
+            )
+        summary = (
+            f"between {low[:12]} and {high[:12]}: every Python change replayed passes; not "
+            f"replayed: {'; '.join(named)}; {len(rest)} commit(s) in the window"
+        )
+    between = [i for i in range(suspects[0], good) if i not in suspects]
+    if between:  # commits replayed among the suspects: independence assumed
+        confidence = _LOWER[confidence]
+        summary += (
+            f"; assuming independence: none of the {len(between)} commit(s) replayed after "
+            f"{rest[0].sha[:12]} fails only together with a C++ part not built"
+        )
+    found["window"] = _window(
+        low, high, rest, blocker if blocker is not None else assumed[0], assumed
+    )
+    return confidence, summary, assumed
 
 
 def culprit_of(answers: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -129,20 +206,28 @@ def forensics_entry(found: Mapping[str, Any]) -> dict[str, Any]:
         entry["window"] = {
             k: v for k, v in found["window"].items() if k in ("last_good", "first_bad")
         }
+    if found.get("assumed"):
+        entry["assumed"] = [c["sha"] for c in found["assumed"]]
     return entry
 
 
-def _commit(commit: Commit, replayed: bool) -> dict[str, Any]:
+def _commit(commit: Commit, replayed: bool, assumed: bool = False) -> dict[str, Any]:
+    """`assumed`: it was replayed by assumption (its build files, not built, are named)."""
     return {
         "sha": commit.sha,
         "title": commit.title,
         "author": commit.author,
         "replayed": replayed,
+        **({"assumed": commit.assumed} if assumed else {}),
     }
 
 
 def _window(
-    good: str, bad: str, commits: Sequence[Commit], blocker: Commit | None = None
+    good: str,
+    bad: str,
+    commits: Sequence[Commit],
+    blocker: Commit | None = None,
+    assumed: Sequence[Commit] = (),
 ) -> dict[str, Any]:
     window: dict[str, Any] = {
         "last_good": good,
@@ -151,7 +236,29 @@ def _window(
     }
     if blocker is not None:
         window["not_replayable"] = {"sha": blocker.sha, "title": blocker.title, "why": blocker.why}
+    if assumed:
+        window["assumed"] = [_skipped(c) for c in assumed]
     return window
+
+
+def _skipped(commit: Commit) -> dict[str, str]:
+    """A commit replayed by assumption: which of its files were not built."""
+    return {"sha": commit.sha, "title": commit.title, "skipped": commit.assumed}
+
+
+def _same_torch(commit: Commit) -> bool:
+    """Replayed by assumption with no Python part: the points around it are the same."""
+    return bool(commit.assumed) and not commit.has_python
+
+
+def _assuming(culprit: Commit, before: Sequence[Commit]) -> str:
+    """What naming `culprit` assumed of the build parts not built (its own, those before)."""
+    parts = [f"its C++ part ({culprit.assumed})"] if culprit.assumed else []
+    if before:
+        listed = ", ".join(f'{c.sha[:12]} "{c.title}" ({c.assumed})' for c in before)
+        parts.append(f"the C++ part(s) of {listed} before it")
+    lead = "its Python part makes it fail, assuming" if culprit.assumed else "assuming"
+    return f"{lead} {' and '.join(parts)}, not built, did not change the outcome"
 
 
 def _named(commit: Commit) -> str:

@@ -101,9 +101,17 @@ def run(
     commits = window(adapter, target)
     top, why = replayable_prefix(commits, root)
     replayable = sum(c.replayable for c in commits)
+    assumed = sum(bool(c.assumed) for c in commits[:top])
     say(
         f"bisect: {len(commits)} commit(s) in {target.last_good[:12]}...{target.first_bad[:12]}, "
-        f"{replayable} replayable; points 0..{top} can run"
+        f"{replayable} replayable"
+        + (
+            f", {assumed} by assumption (their Python part; their C++ part not built, assumed "
+            "not to change the outcome)"
+            if assumed
+            else ""
+        )
+        + f"; points 0..{top} can run"
         + (f" (commit {commits[top].sha[:12]}: {why})" if top < len(commits) else "")
     )
     cache = work / "overlays"

@@ -1,7 +1,8 @@
 """The bisect itself, pure: over the points of a window (point `k` = the base with the first
 `k` commits applied), which commit first makes each variant fail.
 
-Points `0..top` can be run (`top`: the replayable prefix). A point is run for every variant
+Points `0..top` can be run (`top`: the replayable prefix, commits replayed by assumption
+included: their Python part). A point is run for every variant
 still searching that needs it; each (point, variant) is decided by its runs (`decide`): two
 agreeing runs decide it; runs that disagree get more, up to `MAX_RUNS`, and a lead of two
 decides it, else it is `undecidable` (flaky) and that variant's search stops there with the
@@ -26,7 +27,7 @@ CULPRIT = "culprit"  # the first commit that makes it fail
 WINDOW = "window"  # the smallest window it can be narrowed to (a commit not replayable in it)
 FLAKY = "flaky"  # a point could not be decided: the window it had then
 FAILS_AT_BASE = "fails_at_base"  # it fails without any commit of the window
-NOT_REPRODUCED = "not_reproduced"  # every commit replayed and it passes
+NOT_REPRODUCED = "not_reproduced"  # every commit replayed (or its Python part): it passes
 
 
 @dataclass(frozen=True)

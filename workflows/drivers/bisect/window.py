@@ -4,9 +4,11 @@ without a build, and the torch of each point of the window as one cumulative dif
 A commit is replayable when every file it changes is a Python module of the installed torch
 (applied by the change overlay) or outside it (no effect); a file only a build brings
 (C++/CUDA, codegen input, build file), a non-module file of the package, or a module GitHub
-sent no patch for makes it not replayable. Point `k` of a window is its base with commits
-`0..k-1` applied: the diff of each file from the installed text to its text after those
-commits, patches applied in sequence (`state_diff`).
+sent no patch for makes it not replayable. A commit kept from it only by files that need a
+build is replayed by assumption (`Commit.assumed`): its Python part is applied, its build
+part skipped, assuming that part does not change the outcome. Point `k` of a window is its
+base with commits `0..k-1` applied: the diff of each file from the installed text to its
+text after those commits, patches applied in sequence (`state_diff`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from workflows.runner.change_overlay.patching import PatchError, apply_patch
 
 @dataclass(frozen=True)
 class Commit:
-    """One commit of the window; `why` says what keeps a commit from being replayed."""
+    """One commit of the window; `why` says what keeps a commit from being replayed;
+    `assumed` names the files that need a build when they alone do (its Python part is then
+    replayed, its build part skipped)."""
 
     sha: str
     message: str
@@ -33,6 +37,17 @@ class Commit:
     entries: tuple[Mapping[str, Any], ...]
     replayable: bool
     why: str = ""
+    assumed: str = ""
+
+    @property
+    def replays(self) -> bool:
+        """Its Python part can be replayed: all of it, or by assumption."""
+        return self.replayable or bool(self.assumed)
+
+    @property
+    def has_python(self) -> bool:
+        """It changes a Python module of the installed torch (a point it adds differs)."""
+        return any(_is_module(e) for e in self.entries)
 
     @property
     def title(self) -> str:
@@ -50,12 +65,15 @@ class Commit:
             "files": list(self.paths),
             "replayable": self.replayable,
             **({"why": self.why} if self.why else {}),
+            **({"assumed": self.assumed} if self.assumed else {}),
         }
 
 
 def classify(sha: str, message: str, author: str, entries: Sequence[Mapping[str, Any]]) -> Commit:
-    """The commit with whether it can be replayed on the installed torch (pure: by path)."""
+    """The commit with whether it can be replayed on the installed torch, or by assumption
+    when only files that need a build keep it from it (pure: by path)."""
     blocking = []
+    build: list[str] = []  # the files needing a build, when nothing else blocks
     for entry in entries:
         path = str(entry.get("filename") or "")
         kinds = {file_kind(path)} | (
@@ -65,8 +83,11 @@ def classify(sha: str, message: str, author: str, entries: Sequence[Mapping[str,
         )
         if kinds <= {"outside"}:
             continue
-        if "build" in kinds:
+        if "build" in kinds and kinds <= {"build", "outside"}:
             blocking.append(f"{path} needs a build")
+            build.append(path)
+        elif "build" in kinds:  # renamed from or to a Python module or a package file
+            blocking.append(f"{path} needs a build (and replaces a file of the package)")
         elif "other" in kinds:
             blocking.append(f"{path} is not a Python module (only a build or install brings it)")
         elif not (isinstance(entry.get("patch"), str) and entry.get("patch")) and not (
@@ -74,17 +95,21 @@ def classify(sha: str, message: str, author: str, entries: Sequence[Mapping[str,
         ):
             blocking.append(f"{path}: GitHub sent no patch of it")
     why = "; ".join(blocking[:3]) + (f"; and {len(blocking) - 3} more" if len(blocking) > 3 else "")
-    return Commit(sha, message, author, tuple(entries), not blocking, why)
+    assumed = ""
+    if blocking and len(build) == len(blocking):
+        assumed = ", ".join(build[:3]) + (f" and {len(build) - 3} more" if len(build) > 3 else "")
+    return Commit(sha, message, author, tuple(entries), not blocking, why, assumed)
 
 
 def replayable_prefix(commits: Sequence[Commit], torch_root: Path) -> tuple[int, str]:
-    """How many commits from the start can be replayed in sequence on the installed torch,
-    and why the next one cannot ("" when all can). A commit whose patch does not apply to
-    the text its predecessors left is not replayable either (the installed torch is not the
-    window's base, or GitHub's patch is not the commit's whole change)."""
+    """How many commits from the start can be replayed in sequence on the installed torch
+    (those replayed by assumption too: their Python part), and why the next one cannot (""
+    when all can). A commit whose patch does not apply to the text its predecessors left is
+    not replayable either (the installed torch is not the window's base, or GitHub's patch is
+    not the commit's whole change)."""
     texts: dict[str, str | None] = {}
     for index, commit in enumerate(commits):
-        if not commit.replayable:
+        if not commit.replays:
             return index, commit.why
         try:
             _apply(commit, texts, torch_root)
@@ -95,7 +120,8 @@ def replayable_prefix(commits: Sequence[Commit], torch_root: Path) -> tuple[int,
 
 def state_diff(commits: Sequence[Commit], k: int, torch_root: Path) -> str:
     """The unified diff from the installed torch to point `k` of the window (commits
-    `0..k-1` applied in sequence); "" for the base. The commits must be replayable."""
+    `0..k-1` applied in sequence); "" for the base. The commits must be replayable (their
+    Python part: the build part of one replayed by assumption is skipped)."""
     texts: dict[str, str | None] = {}
     for commit in commits[:k]:
         _apply(commit, texts, torch_root)
