@@ -291,8 +291,7 @@ def test_report_of_an_upgrade_run(tmp_path: Path):
         [v for v in diff.added if v in ids_new]
     ) - 1 + len(newly_runnable)
     env = upgrade.TorchEnv("2.14.1", tmp_path / "env")
-    written = upgrade.export_report(
-        tmp_path / "out",
+    made = upgrade.upgrade_record(
         diff,
         selection,
         moved,
@@ -303,6 +302,7 @@ def test_report_of_an_upgrade_run(tmp_path: Path):
         "2026-11-29T15:00:00Z",
         "2026-11-29T15:10:00Z",
     )
+    written = upgrade.write_report(tmp_path / "out", made, runs[1])
     record = RunRecord.load(written["run"])
     assert record.upgrade is not None
     assert record.upgrade.from_version == "2.13.0" and record.environment.torch_version == "2.14.1"

@@ -48,7 +48,6 @@ from workflows.drivers.upgrade.environments import (
 from workflows.drivers.upgrade.export import (
     environment_of,
     exit_code,
-    export_report,
     upgrade_record,
     write_report,
 )
@@ -82,7 +81,6 @@ __all__ = [
     "environment_of",
     "exit_code",
     "expand_misses",
-    "export_report",
     "load_details",
     "load_inventory",
     "moved_rows",

@@ -29,33 +29,6 @@ def environment_of(env: TorchEnv, inventory: Inventory) -> Environment:
     )
 
 
-def export_report(
-    out_dir: Path,
-    diff: InventoryDiff,
-    selection: UpgradeSelection,
-    moved: Sequence[Moved],
-    old_inventory: Inventory,
-    new_inventory: Inventory,
-    new_env: TorchEnv,
-    new_run: VersionRun,
-    started_at: str,
-    completed_at: str,
-) -> dict[str, Path]:
-    """HUD formats and the report of the run on the new version, with `RunRecord.upgrade`."""
-    record = upgrade_record(
-        diff,
-        selection,
-        moved,
-        old_inventory,
-        new_inventory,
-        new_env,
-        new_run,
-        started_at,
-        completed_at,
-    )
-    return write_report(out_dir, record, new_run)
-
-
 def upgrade_record(
     diff: InventoryDiff,
     selection: UpgradeSelection,
