@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from workflows.run.under_test import torch_git_sha
+from workflows.run.on_build import torch_git_sha
 
 HERE = Path(__file__).resolve().parent
 DOCS_EDIT = (

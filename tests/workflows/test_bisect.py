@@ -38,7 +38,7 @@ from workflows.drivers.bisect.search import (
 )
 from workflows.drivers.bisect.window import Commit, classify, replayable_prefix, state_diff
 from workflows.run import pipeline, run_model
-from workflows.run.under_test import torch_git_sha
+from workflows.run.on_build import torch_git_sha
 from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import SQLiteHistory
 from workflows.stores.sources import installed_torch

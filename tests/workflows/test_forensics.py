@@ -20,7 +20,8 @@ from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
 from workflows.run import exporting, forensics, pipeline, run_model, under_test
 from workflows.run.layout import BASE_SHARD
-from workflows.run.under_test import backend, torch_git_sha
+from workflows.run.on_build import torch_git_sha
+from workflows.run.under_test import backend
 from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import RunSummary

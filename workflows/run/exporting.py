@@ -18,8 +18,8 @@ from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
 from suites.backend import BUNDLED_BACKEND, BUNDLED_DEVICE
 from workflows.run import forensics
+from workflows.run.on_build import same_sha
 from workflows.run.run_model import EnvironmentUnderTest, FinishedRun
-from workflows.run.under_test import same_sha
 from workflows.run.verification import VerifiedRun
 from workflows.stores.history import HistoryStore
 from workflows.stores.run_summary import ForensicsNote, RunResults
@@ -81,7 +81,7 @@ def _version(name: str) -> str:
 
 
 def _torch_git_version() -> str:
-    from workflows.run.under_test import torch_git_sha
+    from workflows.run.on_build import torch_git_sha
 
     return torch_git_sha() or "unknown"
 

@@ -33,7 +33,7 @@ from typing import Any
 from contracts.classification import Classification
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
-from workflows.run import exporting, planning, under_test, verification
+from workflows.run import exporting, on_build, planning, under_test, verification
 from workflows.run.context import Clock, RunContext
 from workflows.run.layout import BASE_SHARD, RunLayout
 from workflows.run.run_folder import (
@@ -125,7 +125,7 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     change = under_test.applied_change(request, ctx.settings)
     # A run on another torch (a build of the source, a prepared head environment) plans from
     # that torch's own Inventory, whoever asked for the run (the CLI, the intake).
-    own = under_test.inventory_for(request, ctx.settings, request.specs)
+    own = on_build.inventory_for(request, ctx.settings, request.specs)
     if own is not None and str(own) != request.inventory:
         request = replace(request, inventory=str(own))
     claim_out_dir(out, request.run_id, history)
@@ -280,7 +280,7 @@ def execute_shard(
             **(
                 change_env(request, settings)
                 if changed
-                else under_test.base_side_env(request, settings)
+                else on_build.base_side_env(request, settings)
             ),
         },
         claims=claims,
@@ -467,7 +467,7 @@ def _base_outcomes(
     cache = BaseOutcomeCache.for_torch(
         sha,
         ctx.settings.state_dir,
-        base=under_test.base_identity(planned.request, ctx.settings),
+        base=on_build.base_identity(planned.request, ctx.settings),
         backend=dict(environment.backend) if environment else None,
     )
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}

@@ -19,18 +19,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
 from importlib import metadata
 from importlib.machinery import PathFinder
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
 
 from suites.backend import BUNDLED_BACKEND, backend_package, device_name
-from workflows.run import base_build
+from workflows.run.on_build import (
+    SCHEDULED,
+    OnBuild,
+    build_for,
+    build_under_test,
+    listed,
+    same_sha,
+    torch_git_sha,
+)
 from workflows.run.run_model import (
     ChangeUnderTest,
     EnvironmentUnderTest,
@@ -45,10 +51,8 @@ from workflows.runner.change_overlay import (
     AppliedChange,
     ChangeError,
     FileEffect,
-    Layer,
     file_kind,
     prepare,
-    prepare_layer,
 )
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
 from workflows.settings import Settings, child_environment
@@ -66,21 +70,6 @@ HEADLINES = {
 
 class ChangeNotApplicable(PipelineError):
     """The change given cannot be applied (a hunk, a file): bad input, exit code 2."""
-
-
-@cache
-def torch_git_sha(root: Path | None = None) -> str:
-    """The installed torch's git sha (`torch/version.py`), read without importing torch; ""
-    when unknown."""
-    root = root or installed_torch()[0]
-    return torch_builds.read_version(root / "torch" / "version.py")[1] if root else ""
-
-
-def same_sha(a: str, b: str) -> bool:
-    """Two shas name the same commit (one may be abbreviated, 7 characters at least)."""
-    a, b = a.strip().lower(), b.strip().lower()
-    n = min(len(a), len(b))
-    return n >= 7 and a[:n] == b[:n]
 
 
 def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -207,88 +196,6 @@ def _drift_only(on_build: OnBuild | None) -> AppliedChange:
     return AppliedChange(on_build.drift.id, folder=on_build.drift.folder)
 
 
-class OnBuild:
-    """A run on a build of the source (`workflows.run.base_build`): the build, its
-    site-packages, the drift prepared over it (its overlay: the base side's torch) and the
-    layer the change is applied over."""
-
-    def __init__(
-        self, found: base_build.BaseBuild, cache_dir: Path | None, target: str = ""
-    ) -> None:
-        self.found = found
-        self.target = target  # the sha the build and drift make: the change's base, a nightly's
-        site = sorted(found.build.path.glob("lib/python3*/site-packages"))
-        if not site:
-            raise PipelineError(f"{found.build.path}: a torch environment without site-packages")
-        self.site_packages = site[0]
-        layer = NO_LAYER
-        drift = NO_CHANGE
-        applied: list[FileEffect] = []
-        not_applied: list[FileEffect] = []
-        for label, text in found.drift.diffs:
-            drift, layer = prepare_layer(
-                text,
-                self.site_packages,
-                source=label,
-                strict=False,
-                torch_sha=found.build.git_sha,
-                cache_dir=cache_dir,
-                under=layer,
-            )
-            applied += drift.applied
-            not_applied += drift.not_applied
-        self.layer: Layer = layer
-        self.drift = replace(drift, applied=tuple(applied), not_applied=tuple(not_applied))
-
-    def note(self) -> str:
-        """`torch V (sha) + upstream drift of N commits (Python, applied ...)`."""
-        found, drift = self.found, self.drift
-        head = f"torch {found.build.version} ({found.build.git_sha[:12]}, build {found.wheel})"
-        to = f"{self.target[:12]}" if self.target else "the change's base"
-        if found.relation == "identical":
-            return f"{head} is {to}: no upstream drift"
-        paths = {f.path for f in drift.applied}
-        said = (
-            f"{head} + upstream drift of {found.drift.commits} commit(s) to {to} "
-            f"(Python, applied: {len(paths)} file(s)"
-        )
-        if drift.not_applied:
-            said += f"; not applied: {_listed(drift.not_applied)}"
-        if found.drift.paged:
-            said += "; read commit by commit, GitHub's compare cut its file list"
-        return said + ")"
-
-
-def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
-    """The build of the configured source the request runs on (`SPYRE_CI_BUILD_INDEX`): the
-    newest at or before the change's base (a nightly's or periodic run's own sha), the drift
-    applied; None when no source is configured, the event has no base, or the installed
-    torch is the base already."""
-    trigger = request.event
-    base = trigger.base_sha or (trigger.head_sha if trigger.kind in SCHEDULED else "")
-    if not settings.build_index or not base or not request.apply_change:
-        return None
-    installed = torch_git_sha()
-    if installed and same_sha(installed, base):
-        return None
-    key = (base, request.event.repo, settings.build_index, settings.env_cache_dir)
-    found = _ON_BUILD.get(key)
-    if found is None:
-        resolved = base_build.resolve(base, request.event.repo, settings, log=_say)
-        if resolved is None:
-            return None
-        found = _ON_BUILD[key] = OnBuild(resolved, None, base)
-    return found
-
-
-_ON_BUILD: dict[tuple[object, ...], OnBuild] = {}
-SCHEDULED = ("nightly", "periodic")  # events at one upstream sha, with no change of their own
-
-
-def _say(text: str) -> None:
-    print(f"spyre-ci: {text}", file=sys.stderr, flush=True)
-
-
 def needs_build(change: AppliedChange) -> tuple[FileEffect, ...]:
     """The change's files that only a build of torch brings (C++, CUDA, codegen inputs)."""
     return tuple(f for f in change.not_applied if file_kind(f.path) == "build")
@@ -303,42 +210,6 @@ def deferred(request: RunRequest, change: AppliedChange, settings: Settings) -> 
         and needs_build(change)
         and build_under_test(request, settings) is not None
     )
-
-
-def inventory_for(
-    request: RunRequest, settings: Settings, specs: Sequence[str] = ()
-) -> Path | None:
-    """The Inventory of the torch the run is on when it is not the installed one: the build
-    of the source (`SPYRE_CI_BUILD_INDEX`) or a prepared environment of the change's head,
-    built once per build in its environment (without the drift: one Inventory per build, not
-    per base; variants a drift adds come with the next build). None for the installed torch,
-    or a build of the same torch version (the installed one's cached Inventory is its)."""
-    from workflows.stores.inventory_cache import build_env_inventory
-
-    on_build = build_under_test(request, settings)
-    build = on_build.found.build if on_build is not None else build_for(request, settings)
-    if build is None or build.version == metadata.version("torch"):
-        return None
-    return build_env_inventory(
-        settings.state_dir, build.python, build.version, build.git_sha[:12], specs
-    )
-
-
-def base_identity(request: RunRequest, settings: Settings) -> str:
-    """What the A/B's base side applies over the torch under test ("" for nothing): the
-    upstream drift's layer on a build of the source. Two runs on one build with different
-    drifts test different torches; their base outcomes are kept apart by it."""
-    on_build = build_under_test(request, settings)
-    if on_build is None:
-        return ""
-    return f"drift {on_build.layer.id or 'none'}"
-
-
-def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:
-    """What makes a test process of the A/B's base side import the base's torch: the drift
-    over the build (empty when the run is not on a build of the source)."""
-    on_build = build_under_test(request, settings)
-    return on_build.drift.env() if on_build is not None else {}
 
 
 def not_applied(request: RunRequest) -> AppliedChange:
@@ -386,15 +257,6 @@ def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedC
             )
             not_applied.append(FileEffect(changed.path, changed.status, why))
     return replace(change, not_applied=tuple(not_applied), no_effect=tuple(no_effect))
-
-
-def build_for(request: RunRequest, settings: Settings) -> torch_builds.TorchBuild | None:
-    """The prepared torch environment of the change's head sha, when the settings name one
-    (`workflows.runner.torch_builds`): the run's tests then run in it, with nothing to apply."""
-    head = request.event.head_sha
-    if not head or not request.apply_change:
-        return None
-    return torch_builds.find(head, torch_builds.roots(settings))
 
 
 def interpreter(request: RunRequest, changed: bool, settings: Settings) -> str | None:
@@ -446,13 +308,13 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
             tested = NOT_TESTED
             notes.append(
                 f"none of the {len(change.not_applied)} file(s) that change torch could be "
-                f"applied without a build: {_listed(change.not_applied)}"
+                f"applied without a build: {listed(change.not_applied)}"
             )
         elif state == "partial":
             tested = PARTIAL
             notes.append(
                 f"{len(change.not_applied)} of {len(affects)} file(s) that change torch not "
-                f"applied: {_listed(change.not_applied)}"
+                f"applied: {listed(change.not_applied)}"
             )
         if head and not base and on_build is None and not (sha and same_sha(sha, head)):
             tested = NOT_TESTED
@@ -464,7 +326,7 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
             tested = PARTIAL if tested == TESTED else tested
             notes.append(
                 f"the upstream drift from {sha[:12]} to the change's base needs a build for "
-                f"{len(on_build.drift.not_applied)} file(s): {_listed(on_build.drift.not_applied)}"
+                f"{len(on_build.drift.not_applied)} file(s): {listed(on_build.drift.not_applied)}"
             )
         elif on_build is None and base and not (sha and same_sha(sha, base)):
             tested = PARTIAL if tested == TESTED else tested
@@ -488,7 +350,7 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
     if on_build is not None and head and needs_build(change):
         notes.append(
             f"deferred: {len(needs_build(change))} file(s) that need a build "
-            f"({_listed(needs_build(change), 3)}) are tested on the first build that contains "
+            f"({listed(needs_build(change), 3)}) are tested on the first build that contains "
             f"{head[:12]} (`spyre-ci pending check`)"
             + ("; nothing runs now" if change.state == "not_applied" else "")
         )
@@ -505,9 +367,3 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
         HEADLINES[tested],
         tuple(notes),
     )
-
-
-def _listed(files: Any, limit: int = 8) -> str:
-    paths = [f.path for f in files]
-    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
-    return ", ".join(paths[:limit]) + more

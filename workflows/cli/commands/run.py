@@ -117,7 +117,7 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
     check_change(change, settings)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory
     if inventory is None:
-        from workflows.run.under_test import inventory_for
+        from workflows.run.on_build import inventory_for
 
         inventory = inventory_for(change, settings, args.specs or ())
     if inventory is None:

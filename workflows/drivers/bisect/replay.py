@@ -22,7 +22,7 @@ from suites.model import Status
 from workflows.drivers.bisect.answer import answer
 from workflows.drivers.bisect.search import Step, bisect
 from workflows.drivers.bisect.window import Commit, classify, replayable_prefix, state_diff
-from workflows.run.under_test import same_sha, torch_git_sha
+from workflows.run.on_build import same_sha, torch_git_sha
 from workflows.runner import zygote
 from workflows.runner.change_overlay import ChangeError, prepare
 from workflows.runner.shard_runner import Limits
