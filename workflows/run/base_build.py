@@ -14,7 +14,8 @@ it; `ahead`, `diverged` or unknown to GitHub does not. The drift is GitHub's com
 `build...base`; when GitHub cuts its file list (300 files), the drift is read commit by commit
 instead, and applied layer over layer: never silently cut.
 
-The same `base` resolves once per process (every shard, rerun and A/B base asks).
+A process resolves a base once (`workflows.run.on_build` keeps the answer for every shard,
+rerun and A/B base of the run).
 """
 
 from __future__ import annotations
@@ -48,11 +49,10 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Drift:
-    """What upstream changed from the build to the base: commits, files, and the diffs to
+    """What upstream changed from the build to the base: its commits and the diffs to
     apply (one, or one per commit when the compare's file list was cut)."""
 
     commits: int = 0
-    files: tuple[str, ...] = ()
     diffs: tuple[tuple[str, str], ...] = ()  # (label, unified diff) applied in order
     paged: bool = False  # read commit by commit: GitHub's compare cut its file list
 
@@ -68,18 +68,9 @@ class BaseBuild:
     drift: Drift = field(default_factory=Drift)
     notes: tuple[str, ...] = ()
 
-    def describe(self) -> str:
-        where = f"torch {self.build.version} ({self.build.git_sha[:12]}, build {self.wheel})"
-        if self.relation == "identical":
-            return f"{where}: the change's base"
-        return f"{where} + upstream drift of {self.drift.commits} commit(s)"
-
 
 class NoBuild(InfrastructureError):
     """No build of the source is at or before the base: exit 3, the event waits for one."""
-
-
-_RESOLVED: dict[tuple[Any, ...], BaseBuild] = {}
 
 
 def resolve(
@@ -93,11 +84,7 @@ def resolve(
     """The build for `base` (provisioned), or None when the settings name no source."""
     if not settings.build_index or not base:
         return None
-    key = (base, repo, settings.build_index, settings.env_cache_dir, settings.github_url)
-    found = _RESOLVED.get(key)
-    if found is None:
-        found = _RESOLVED[key] = _resolve(base, repo or DEFAULT_REPO, settings, log, adapter)
-    return found
+    return _resolve(base, repo or DEFAULT_REPO, settings, log, adapter)
 
 
 def _resolve(
@@ -116,13 +103,7 @@ def _resolve(
         f"torch build for base {base[:12]}: {chosen.candidate.name} "
         f"({chosen.sha[:12]}, {chosen.relation})"
     )
-    build = build_envs.provision(
-        chosen.wheel,
-        chosen.sha,
-        settings.env_cache_dir,
-        max_bytes=settings.env_cache_max_bytes,
-        log=log,
-    )
+    build = provision_chosen(chosen, settings, log)
     drift = Drift() if chosen.relation == "identical" else _drift(github, repo, chosen.sha, base)
     return BaseBuild(build, chosen.candidate.name, chosen.relation, drift, chosen.skipped)
 
@@ -238,19 +219,15 @@ def _drift(github: GitHubAdapter, repo: str, build: str, base: str) -> Drift:
     commits = whole.ahead_by or len(whole.commit_shas)
     if not whole.truncated:
         text = compare_patch_text([dict(e) for e in whole.entries])
-        return Drift(
-            commits, tuple(f.path for f in whole.files), (("drift", text),) if text else ()
-        )
+        return Drift(commits, (("drift", text),) if text else ())
     # GitHub cut the compare's files at 300: every commit's own files, in order.
     diffs: list[tuple[str, str]] = []
-    files: dict[str, None] = {}
     for sha in whole.commit_shas:
         entries: Sequence[Mapping[str, Any]] = _github(partial(github.commit_entries, repo, sha))
-        files.update((str(e.get("filename")), None) for e in entries)
         text = compare_patch_text([dict(e) for e in entries])
         if text:
             diffs.append((f"drift commit {sha[:12]}", text))
-    return Drift(commits, tuple(files), tuple(diffs), paged=True)
+    return Drift(commits, tuple(diffs), paged=True)
 
 
 def _github(call: Callable[[], Any]) -> Any:

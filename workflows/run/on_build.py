@@ -45,9 +45,7 @@ class OnBuild:
     site-packages, the drift prepared over it (its overlay: the base side's torch) and the
     layer the change is applied over."""
 
-    def __init__(
-        self, found: base_build.BaseBuild, cache_dir: Path | None, target: str = ""
-    ) -> None:
+    def __init__(self, found: base_build.BaseBuild, target: str = "") -> None:
         self.found = found
         self.target = target  # the sha the build and drift make: the change's base, a nightly's
         site = sorted(found.build.path.glob("lib/python3*/site-packages"))
@@ -65,7 +63,6 @@ class OnBuild:
                 source=label,
                 strict=False,
                 torch_sha=found.build.git_sha,
-                cache_dir=cache_dir,
                 under=layer,
             )
             applied += drift.applied
@@ -110,7 +107,7 @@ def build_under_test(request: RunRequest, settings: Settings) -> OnBuild | None:
         resolved = base_build.resolve(base, request.event.repo, settings, log=_say)
         if resolved is None:
             return None
-        found = _ON_BUILD[key] = OnBuild(resolved, None, base)
+        found = _ON_BUILD[key] = OnBuild(resolved, base)
     return found
 
 
