@@ -37,7 +37,7 @@ from tests.testing import simulated_upstream as su  # noqa: E402
 STREAM = (
     ("c1", "c2", 1, "tested"),  # glu breaks: red, blamed with A/B evidence
     ("c2", "c3", 0, "tested"),  # the revert, on a base whose drift holds the break: no red
-    ("c3", "c4", 0, "not_tested"),  # C++ only: nothing to test now, never success
+    ("c3", "c4", 4, "not_tested"),  # C++ only: nothing to test now (exit 4), never success
     ("c4", "c5", 0, "partial"),  # docs only, on a base whose drift holds the C++ edit
 )
 
@@ -161,7 +161,7 @@ def main() -> int:
     false_tested = sum(
         1 for r in results if r["want_tested"] != "tested" and r["tested"] == "tested"
     )
-    false_red = sum(1 for r in results if r["want_exit_code"] == 0 and r["exit_code"] == 1)
+    false_red = sum(1 for r in results if r["want_exit_code"] != 1 and r["exit_code"] == 1)
     record = {
         "name": "follow_upstream",
         "value": false_tested + false_red,

@@ -145,10 +145,10 @@ def category_of(
         )
     if on_base is True:
         return "backend", f"fails without the change too ({base_status} on the base torch)"
+    if tested == NOT_TESTED:
+        return "unknown", "the change was not tested: the failure is the torch's own"
     if classification == "pre-existing":
         return "backend", "failing on the baseline before this change"
-    if tested == NOT_TESTED:
-        return "unknown", "the change was not tested: the failure cannot be pinned on it"
     if related:
         return "upstream", "selected for what the change touched (no run without the change)"
     return "unknown", "no run without the change and not related to it"

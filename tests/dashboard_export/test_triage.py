@@ -70,6 +70,7 @@ def test_classes_and_categories(
         (LOWER, True, "new", "passed", "tested", "backend"),
         # nothing of the change ran: it cannot be pinned on it
         (CLOSE, True, "new", None, "not_tested", "unknown"),
+        (CLOSE, True, "pre-existing", None, "not_tested", "unknown"),  # the torch's own
         (CLOSE, True, "flaky", "failed", "tested", "flake"),
         ("", False, "new", "not-a-status", None, "unknown"),
     ],

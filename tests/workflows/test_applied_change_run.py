@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing.cli import spyre_ci
+from tests.testing.cli import build_inventory, spyre_ci
 from tests.testing.paths import GLU_PATCH, GLU_SPEC, SOFTMAX_PATCH
 
 GLU = "glu::compare_cpu::nn.functional.glu::float32"
@@ -99,7 +99,7 @@ def test_a_no_op_python_edit_stays_green(glu_inventory: Path, tmp_path: Path) ->
 
 def test_a_cpp_only_change_is_never_reported_as_tested(glu_inventory: Path, tmp_path: Path) -> None:
     done, record = run(SOFTMAX_PATCH, glu_inventory, tmp_path / "out", tmp_path / "state")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 4, done.stdout + done.stderr  # not tested: no verdict
     env = record["environment"]
     assert env["tested"] == "not_tested"
     assert {f["path"] for f in env["change"]["not_applied"]} == {
@@ -173,9 +173,39 @@ def test_no_apply_runs_the_installed_torch_and_says_the_change_was_not_tested(
         "--specs", str(GLU_SPEC), "--holdout", "0", "--jobs", "1", "--no-progress",
         "--out", str(tmp_path / "out"), env=env,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr  # glu passes on the installed torch
+    assert done.returncode == 4, done.stdout + done.stderr  # glu passes; nothing was tested
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["environment"]["tested"] == "not_tested"
     assert "--no-apply" in record["environment"]["notes"][0]
     callback = json.loads((tmp_path / "out" / "callback.json").read_text())
     assert callback["workflow"]["conclusion"] == "neutral"
+
+
+def test_a_change_that_was_not_tested_is_never_red_nor_blamed(tmp_path: Path) -> None:
+    """A C++-only change on a torch that fails a variant by itself (`__rpow__` on spyre, with
+    no expectation in this suite): the failure is the torch's, shown as such; no NEW
+    FAILURES, no regression window on the event, a neutral callback, exit 4 (not tested)."""
+    spec = Path(__file__).parent / "data" / "torch_fails.yaml"
+    inventory = build_inventory(spec, tmp_path / "inventory.json.gz")
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    env.pop("SPYRE_CI_ZYGOTE", None)
+    out = tmp_path / "out"
+    done = spyre_ci(
+        "run", "--diff", str(SOFTMAX_PATCH), "--full", "--inventory", str(inventory),
+        "--specs", str(spec), "--holdout", "0", "--jobs", "1", "--no-progress",
+        "--out", str(out), env=env,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "NEW FAILURES" not in done.stdout
+    assert "ITSELF" in done.stdout and "the change was not applied" in done.stdout
+    record = json.loads((out / "run.json").read_text())
+    failing = [r for r in record["results"] if r["status"] in ("failed", "error")]
+    assert failing, "the suite must hold a variant that fails on the torch itself"
+    assert {r["classification"] for r in failing} == {"pre-existing"}
+    callback = json.loads((out / "callback.json").read_text())
+    assert callback["workflow"]["conclusion"] == "neutral"
+    assert not callback.get("triage_verdict") or not callback["triage_verdict"].get("first_bad_sha")
+    assert (
+        "## New failures (0)" in (out / "report.md").read_text()
+        or "0 new" in (out / "report.md").read_text()
+    )

@@ -23,6 +23,9 @@ PLAN_FILE = "plan.json"
 WORK = "work"
 JUNIT = "junit"
 BASE_SHARD = "base"  # the shard of the A/B comparison's runs on the base torch
+# The shard of a scheduled run on a build: its failures run again on the installed torch,
+# the torch the bundled expectations and History's baseline were written for.
+REFERENCE_SHARD = "reference"
 
 
 def shard_name(index: int) -> str:

@@ -148,6 +148,20 @@ def base_identity(request: RunRequest, settings: Settings) -> str:
     return f"drift {on_build.layer.id or 'none'}"
 
 
+def reference_for(request: RunRequest, settings: Settings) -> str:
+    """The reference torch of a scheduled run (a nightly, a periodic run) on another torch
+    than the installed one (a build of the source, a prepared environment at its sha), as
+    the run names it: the installed torch, whose expectations the specs hold and whose
+    outcomes History's baseline knows. Its failures run there again: one that fails there
+    too is no regression of the build. "" for any other run."""
+    if request.event.kind not in SCHEDULED:
+        return ""
+    if build_under_test(request, settings) is None and build_for(request, settings) is None:
+        return ""
+    sha = torch_git_sha()
+    return f"torch {metadata.version('torch')} ({sha[:12] or 'sha unknown'}, installed)"
+
+
 def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:
     """What makes a test process of the A/B's base side import the base's torch: the drift
     over the build (empty when the run is not on a build of the source)."""

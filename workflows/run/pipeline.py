@@ -35,7 +35,7 @@ from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from workflows.run import exporting, on_build, planning, under_test, verification
 from workflows.run.context import Clock, RunContext
-from workflows.run.layout import BASE_SHARD, RunLayout
+from workflows.run.layout import BASE_SHARD, REFERENCE_SHARD, RunLayout
 from workflows.run.run_folder import (
     claim_out_dir,
     first_start,
@@ -261,9 +261,19 @@ def execute_shard(
     shard's folder are named by its token, so a resumed run reads what every runner did.
     """
     if changed is None:
-        changed = name != BASE_SHARD
+        changed = name not in (BASE_SHARD, REFERENCE_SHARD)
     layout = RunLayout.of(request)
     mark_started(layout.shard(name))
+    trace = _trace_env(request, name, claims.token if claims is not None else None) or {}
+    if name == REFERENCE_SHARD:  # the installed torch as it is: no build, drift or change
+        python: str | None = None
+        side: dict[str, str] = {}
+        trace = {}  # its traces are another torch's: never stored under this run's
+    else:
+        python = under_test.interpreter(request, changed, settings)
+        side = (
+            change_env(request, settings) if changed else on_build.base_side_env(request, settings)
+        )
     return execute_ids(
         claims.token if claims is not None else name,
         ids,
@@ -274,14 +284,10 @@ def execute_shard(
         parallel=request.shards if parallel is None else parallel,
         stop=stop,
         junit_dir=layout.junit,
-        python=under_test.interpreter(request, changed, settings),
+        python=python,
         env={
-            **(_trace_env(request, name, claims.token if claims is not None else None) or {}),
-            **(
-                change_env(request, settings)
-                if changed
-                else on_build.base_side_env(request, settings)
-            ),
+            **trace,
+            **side,
         },
         claims=claims,
         warm=settings.zygote,
@@ -380,19 +386,37 @@ def finish(
 
         inventory = load_inventory(request.inventory)
         base = None
+        reference = on_build.reference_for(request, ctx.settings)
         if change_env(request, ctx.settings):
+            reference = ""
 
             def base(ids: Sequence[str]) -> dict[str, Outcome]:
                 return _base_outcomes(planned, inventory, ids, run_more, ctx)
 
+        elif reference:
+
+            def base(ids: Sequence[str]) -> dict[str, Outcome]:
+                def run_reference(ids: Sequence[str]) -> list[Outcome]:
+                    shard = execute(REFERENCE_SHARD, ids)
+                    if shard.fault is not None:
+                        faults.append(shard.fault)
+                        raise _Faulted
+                    return list(shard.outcomes)
+
+                return _reference_outcomes(planned, inventory, ids, run_reference, ctx)
+
         try:
             verdict, update = verification.verify(
-                planned, inventory, finished.outcomes, run_more, base
+                planned, inventory, finished.outcomes, run_more, base, reference=bool(reference)
             )
         except _Faulted:
             verdict = None
+    else:
+        reference = ""
     if verdict is not None:
         finished.base_outcomes = verdict.base
+        finished.unattributed = verdict.unattributed
+        finished.reference = reference if verdict.base else ""
     if faults or verdict is None:
         finished.faults = tuple(faults)
         state = RunState.INFRA_ERROR
@@ -427,6 +451,8 @@ def finish(
         history.apply(request.run_id, update)
     if state in (RunState.HELD, RunState.COMPLETED):
         _learn_traces(ctx, request, finished)
+    if state is RunState.COMPLETED:
+        _keep_own_outcomes(planned, finished, ctx)
     finished.summary = replace(finished.summary, finished_at=ctx.clock())
     history.save_run(_with_state(history, request.run_id, state, finished.summary))
     return finished
@@ -478,6 +504,61 @@ def _base_outcomes(
         cache.put(ran.values(), fingerprints)
         found.update(ran)
     return found
+
+
+def _reference_outcomes(
+    planned: PlannedRun,
+    inventory: Inventory,
+    ids: Sequence[str],
+    run: Callable[[Sequence[str]], list[Outcome]],
+    ctx: RunContext,
+) -> dict[str, Outcome]:
+    """`ids` on the reference torch of a scheduled run on a build (the installed torch, as it
+    is): from its cache, the rest run now (`REFERENCE_SHARD`) and cached. A variant the
+    reference does not have (new on the build) is left out: there is nothing to compare."""
+    from workflows.run.base_outcomes import BaseOutcomeCache
+
+    environment = planned.environment
+    cache = BaseOutcomeCache.for_torch(
+        on_build.torch_git_sha(),
+        ctx.settings.state_dir,
+        base="reference",
+        backend=dict(environment.backend) if environment else None,
+    )
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    found = cache.get(ids, fingerprints)
+    missing = [vid for vid in ids if vid not in found]
+    if missing:
+        ran = {o.id: o for o in run(missing) if o.status is not Status.REMOVED}
+        cache.put(ran.values(), fingerprints)
+        found.update(ran)
+    return found
+
+
+def _keep_own_outcomes(planned: PlannedRun, finished: FinishedRun, ctx: RunContext) -> None:
+    """A completed run that applied nothing at its torch's own sha (a nightly or periodic
+    run) has outcomes that are that torch's own: they are kept as its base outcomes, what
+    fails on that torch itself. A later change's A/B on the same torch reads them instead of
+    running them again, and `spyre-ci builds` shows them."""
+    from workflows.run.base_outcomes import BaseOutcomeCache
+
+    environment = planned.environment
+    request = planned.request
+    if (
+        environment is None
+        or environment.change.applied
+        or request.event.kind not in on_build.SCHEDULED
+        or environment.tested != "tested"
+    ):
+        return
+    cache = BaseOutcomeCache.for_torch(
+        environment.torch.git_sha,
+        ctx.settings.state_dir,
+        base=on_build.base_identity(request, ctx.settings),
+        backend=dict(environment.backend),
+    )
+    inventory = load_inventory(request.inventory)
+    cache.put(finished.outcomes.values(), {v.id: v.fingerprint for v in inventory.variants})
 
 
 def _learn_traces(ctx: RunContext, request: RunRequest, finished: FinishedRun) -> None:

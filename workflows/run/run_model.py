@@ -15,6 +15,7 @@ from typing import Any
 import selector
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
+from contracts.exit_codes import ExitCode
 from suites.model import Outcome
 from workflows.errors import BadInput
 from workflows.runner.change_overlay import AppliedChange, FileEffect
@@ -342,16 +343,29 @@ class FinishedRun:
     faults: tuple[InfraFault, ...] = ()  # shards that could not run: an infrastructure error
     held_back: str | None = None  # why History did not learn this run, when it did not
     traces_stored: int = 0  # variant traces this run stored beside History
-    # A/B: each failing variant's outcome on the base torch (the change not applied).
+    # A/B: each failing variant's outcome on the base torch (the change not applied), or on
+    # the reference torch of a scheduled run on a build (`reference` then names it).
     base_outcomes: dict[str, Outcome] = field(default_factory=dict)
+    reference: str = ""
+    # Failing ids that are the torch's own, not pinned on what was tested (VerifiedRun's).
+    unattributed: tuple[str, ...] = ()
 
     @property
     def new_failures(self) -> list[str]:
         return sorted(v for v, c in self.classification.items() if c is Classification.NEW)
 
     @property
-    def exit_code(self) -> int:
-        """0 ok, 1 new test failures, 3 infrastructure fault (the tests could not run)."""
+    def not_tested(self) -> bool:
+        """Nothing of the change could be tested: the run has no verdict on it."""
+        environment = self.planned.environment
+        return environment is not None and environment.tested == "not_tested"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """3 infrastructure fault (the tests could not run), 1 new test failures, 4 the
+        change was not tested (whatever failed is the torch's own), else 0."""
         if self.faults:
-            return 3
-        return 1 if self.new_failures else 0
+            return ExitCode.INFRASTRUCTURE
+        if self.new_failures:
+            return ExitCode.NEW_FAILURES
+        return ExitCode.NOT_TESTED if self.not_tested else ExitCode.OK

@@ -28,6 +28,10 @@ class VerifiedRun:
     classification: dict[str, Classification]
     verdict: selector.Verdict
     base: dict[str, Outcome] = field(default_factory=dict)  # A/B: failures on the base torch
+    # Failures the verdict does not pin on what was tested: the change was not applied (or
+    # only in part, and no A/B run showed it passing without it), or a scheduled run's
+    # variant that its reference torch does not have. Each is the torch's own.
+    unattributed: tuple[str, ...] = ()
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -40,12 +44,21 @@ def verify(
     first: Mapping[str, Outcome],
     execute: Execute,
     base: BaseExecute | None = None,
+    *,
+    reference: bool = False,
 ) -> tuple[VerifiedRun, selector.HistoryUpdate]:
     """Stage 4: rerun failures, judge against the baseline, run the expansion, judge again.
 
     `base` (a run that applied a change): runs ids on the base torch, without the change.
     Then a failure that is not flaky is new when it passes on the base and pre-existing
-    when it fails there too (the A/B comparison), whatever History's baseline says."""
+    when it fails there too (the A/B comparison), whatever History's baseline says.
+    `reference`: `base` runs them on the reference torch of a scheduled run on a build (the
+    installed one the expectations were written for) instead; a variant it does not have is
+    new on the build, and its first outcome is the build's own, never a regression.
+
+    A change that was not tested is never blamed: when the environment says the change was
+    not applied, or applied in part, a failure is new only where the A/B run showed it
+    passing without the change; every other failure is the torch's own (`unattributed`)."""
     request = planned.request
     history = selector.History.from_json(planned.history)
     plan = planned.plan  # the plan that ran, as stored at plan time: finish never plans again
@@ -90,6 +103,7 @@ def verify(
         if failure.classification is Classification.FLAKY:
             final[failure.id] = rerun_by_id.get(failure.id, final[failure.id])
     base_outcomes: dict[str, Outcome] = {}
+    unattributed: list[str] = []
     if base is not None:
         failing = sorted(v for v, c in classification.items() if c is not Classification.FLAKY)
         if failing:
@@ -97,11 +111,21 @@ def verify(
         for vid in failing:
             on_base = base_outcomes.get(vid)
             if on_base is None:
+                if reference:  # only the build has it: its first failure is the build's own
+                    classification[vid] = Classification.PRE_EXISTING
+                    unattributed.append(vid)
                 continue  # not run on the base (removed there): History's judgement stands
             classification[vid] = (
                 Classification.PRE_EXISTING if on_base.status.is_failure else Classification.NEW
             )
+    if environment is not None and environment.tested != "tested":
+        for vid, judged in classification.items():
+            on_base = base_outcomes.get(vid)
+            shown = on_base is not None and not on_base.status.is_failure
+            if judged is Classification.NEW and not shown:
+                classification[vid] = Classification.PRE_EXISTING
+                unattributed.append(vid)
     return (
-        VerifiedRun(final, classification, verdict, base_outcomes),
+        VerifiedRun(final, classification, verdict, base_outcomes, tuple(sorted(unattributed))),
         verdict.history_update,
     )

@@ -1,0 +1,80 @@
+"""A scheduled run (a nightly) on another torch than the installed one is judged against the
+installed torch, the one the bundled expectations and History's baseline were written for:
+a variant that fails on the build and passes on the installed torch is the build's
+regression (new, shown beside its outcome there); one that fails on both is no regression
+of the build. The build's own outcomes are kept as its base outcomes, what fails on that
+torch itself, for the next run on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from tests.testing.cli import build_inventory, spyre_ci
+from tests.testing.paths import GLU_PATCH, REPO_ROOT
+from tests.workflows.test_torch_builds import BUILD_SHA, fake_build
+
+SPEC = Path(__file__).parent / "data" / "torch_fails.yaml"
+GLU = "torchfails::compare_cpu::nn.functional.glu::float32"
+RPOW = "torchfails::compare_cpu::__rpow__::float32"
+
+
+def break_glu(build: Path) -> None:
+    """The build's `torch/nn/functional.py` made a file of its own, with the glu edit of
+    examples/changes applied: the build fails glu where the installed torch passes it."""
+    [nn] = build.glob("lib/python*/site-packages/torch/nn")
+    real = nn.resolve()
+    nn.unlink()
+    nn.mkdir()
+    for entry in real.iterdir():
+        if entry.name != "functional.py":
+            (nn / entry.name).symlink_to(entry)
+    text = (real / "functional.py").read_text(encoding="utf-8")
+    lines = GLU_PATCH.read_text(encoding="utf-8").splitlines()
+    old = "\n".join(
+        ln[1:] for ln in lines if ln.startswith((" ", "-")) and not ln.startswith("---")
+    )
+    new = "\n".join(
+        ln[1:] for ln in lines if ln.startswith((" ", "+")) and not ln.startswith("+++")
+    )
+    assert old in text
+    (nn / "functional.py").write_text(text.replace(old, new), encoding="utf-8")
+    shutil.rmtree(nn / "__pycache__", ignore_errors=True)
+
+
+def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Path) -> None:
+    build = fake_build(tmp_path / "builds" / "nightly", BUILD_SHA)
+    break_glu(build)
+    inventory = build_inventory(SPEC, tmp_path / "inventory.json.gz")
+    event = json.loads((REPO_ROOT / "examples" / "events" / "nightly.json").read_text())
+    event["delivery_id"] = event["payload"]["head_sha"] = BUILD_SHA
+    event_file = tmp_path / "nightly.json"
+    event_file.write_text(json.dumps(event))
+    state = tmp_path / "state"
+    env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state), "SPYRE_CI_TORCH_BUILDS": str(build)}
+    env.pop("SPYRE_CI_ZYGOTE", None)  # the default path: the warm runner on
+    out = tmp_path / "out"
+    done = spyre_ci(
+        "run", "--event", str(event_file), "--inventory", str(inventory), "--specs", str(SPEC),
+        "--full", "--holdout", "0", "--jobs", "1", "--no-progress", "--out", str(out), env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    record = json.loads((out / "run.json").read_text())
+    assert record["environment"]["tested"] == "tested"
+    assert record["environment"]["torch_git_version"] == BUILD_SHA
+    results = {r["id"]: r for r in record["results"]}
+    assert results[GLU]["classification"] == "new"  # fails on the build only
+    assert results[RPOW]["classification"] == "pre-existing"  # fails on both torches
+    assert "NEW FAILURES (1)" in done.stdout
+    assert f"{GLU} [on torch " in done.stdout, done.stdout
+    assert "installed): passed]" in done.stdout, done.stdout
+    # The reference ran in a shard of its own, on the installed torch.
+    assert (out / "work" / "reference").is_dir() or any(out.rglob("reference"))
+    # The build's own outcomes are kept: what fails on it, for the next run on it.
+    kept = {}
+    for path in (state / "base-outcomes").glob(f"{BUILD_SHA}*.json"):
+        kept.update(json.loads(path.read_text()))
+    assert kept[GLU]["outcome"]["status"] == "failed"
+    assert kept[RPOW]["outcome"]["status"] in ("failed", "error")
