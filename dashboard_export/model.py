@@ -128,6 +128,9 @@ class VariantResult:
     # A/B (a run that applied a change): the status of a failing variant on the base torch,
     # without the change; None when it did not run there.
     base_status: str | None = None
+    # The run whose base outcome this is, when it was read from the kept base outcomes
+    # rather than run by this run (None: run now, or no base outcome).
+    base_read: str | None = None
 
     @property
     def id(self) -> str:
@@ -144,6 +147,7 @@ class VariantResult:
         classification: Classification | str | None = None,
         holdout: bool = False,
         base_status: str | None = None,
+        base_read: str | None = None,
     ) -> VariantResult:
         """Build from an Outcome, taking suite/template/subject from its variant id."""
         suite, template, subject, _dtype = split_variant_id(outcome.id)
@@ -155,6 +159,7 @@ class VariantResult:
             classification=Classification(classification) if classification else None,
             holdout=holdout,
             base_status=base_status,
+            base_read=base_read,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -168,6 +173,8 @@ class VariantResult:
         }
         if self.base_status is not None:
             data["base_status"] = self.base_status
+        if self.base_read is not None:
+            data["base_read"] = self.base_read
         return data
 
     @classmethod
@@ -184,6 +191,7 @@ class VariantResult:
                 classification=Classification(classification) if classification else None,
                 holdout=bool(data.get("holdout", False)),
                 base_status=data.get("base_status"),
+                base_read=data.get("base_read"),
             )
         except (KeyError, ValueError) as exc:
             raise ExportError(f"run record {where}: {exc}") from None

@@ -286,6 +286,7 @@ def render_markdown(
         out += [
             f"### `{result.id}` ({result.status}, {_seconds(result.outcome.duration_s)}"
             + (f"; without the change: {result.base_status}" if result.base_status else "")
+            + (f", read from run {result.base_read}" if result.base_read else "")
             + ")",
             "",
             *_md_forensics((record.forensics if forensics is None else forensics).get(result.id)),

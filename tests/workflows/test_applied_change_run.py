@@ -57,10 +57,25 @@ def test_a_breaking_python_edit_fails_on_the_changed_torch_and_is_never_the_base
     )
     assert "change TESTED" in first.stdout
     assert "applied: torch/nn/functional.py" in first.stdout
-    assert f"{GLU} [without the change: passed]" in first.stdout
+    assert f"{GLU} [without the change: passed, run now]" in first.stdout
     report = (tmp_path / "out1" / "report.md").read_text()
     assert "Tested: the change ran on the torch under test." in report.splitlines()[4]
-    assert list((state / "base-outcomes").glob("*.json"))
+    [kept] = (state / "base-outcomes").glob("*.json")
+
+    # The same change again: its base outcome is read, and says from which run; an entry
+    # edited by hand fails its digest and is run again, never believed.
+    entries = json.loads(kept.read_text())
+    entries[GLU]["outcome"]["status"] = "failed"  # would make the break pre-existing
+    kept.write_text(json.dumps(entries))
+    again, record = run(GLU_PATCH, glu_inventory, tmp_path / "out2", state)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "do not match their digest" in again.stderr
+    assert f"{GLU} [without the change: passed, run now]" in again.stdout
+    third, record = run(GLU_PATCH, glu_inventory, tmp_path / "out3", state)
+    assert third.returncode == 1, third.stdout + third.stderr
+    second_id = json.loads((tmp_path / "out2" / "run.json").read_text())["run_id"]
+    assert f"{GLU} [without the change: passed, read from run {second_id}]" in third.stdout
+    assert {r["id"]: r for r in record["results"]}[GLU]["base_read"] == second_id
 
     # A tried patch is not upstream: History learned no baseline from it (a second run of it
     # would find the failure new again).

@@ -3,18 +3,25 @@ comparison of a run that applied a change runs its failures on the base torch on
 change that breaks the same variants on the same torch reads them here.
 
 One JSON file per base torch under the state directory (`base-outcomes/<sha>-<key>.json`: the
-torch's sha, and a digest of the drift applied over it and of the backend under test). An entry
-is used only while the variant's fingerprint is the same (its definition did not change).
-Crashes and timeouts are not kept: they may be the machine's, and are cheap to ask again.
+torch's sha, and a digest of everything else that decides an outcome: the drift applied over
+it, the backend under test with its digest, and the CPU, whose fp16 numerics differ between
+models). An entry is used only while the variant's fingerprint is the same (its definition did
+not change) and its own digest still matches what it holds (an entry edited by hand, or cut by
+a crash, is run again, never believed). Each entry names the run that ran it, so a verdict
+says of every base outcome whether it was run or read. Crashes and timeouts are not kept:
+they may be the machine's, and are cheap to ask again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import platform
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dashboard_export.layout import atomic_write
@@ -24,9 +31,42 @@ _KEPT = (Status.PASSED, Status.FAILED, Status.ERROR, Status.XFAILED, Status.XPAS
 _SHA = re.compile(r"[0-9a-f]{7,64}")
 
 
+# CPU flags that change what a kernel computes (the ISA torch and oneDNN dispatch to).
+_ISA_FLAGS = ("avx512f", "avx512_bf16", "avx512_fp16", "avx2", "fma", "f16c", "amx_bf16")
+
+
+@functools.cache
+def cpu_identity() -> str:
+    """The CPU as it decides numerics: its model and the ISA flags kernels dispatch on."""
+    model, flags = platform.processor() or platform.machine(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    return f"{platform.machine()} {model} [{' '.join(f for f in _ISA_FLAGS if f in flags)}]"
+
+
+@dataclass(frozen=True)
+class Read:
+    """A base outcome read from the cache: the run that ran it."""
+
+    outcome: Outcome
+    run_id: str
+
+
+def _digest(key: str, vid: str, fingerprint: str, outcome: object, run_id: str) -> str:
+    text = json.dumps([key, vid, fingerprint, outcome, run_id], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 class BaseOutcomeCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path  # None: nothing is kept (the torch's sha is unknown)
+        self.refused: list[str] = []  # ids whose entry did not match its digest, last `get`
 
     @classmethod
     def for_torch(
@@ -38,10 +78,12 @@ class BaseOutcomeCache:
         a cache of its own."""
         if not _SHA.fullmatch(sha):
             return cls(None)
-        parts = [base, *(f"{k}={v}" for k, v in sorted((backend or {}).items()))]
-        name = sha
-        if any(parts):
-            name += "-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+        parts = [
+            base,
+            *(f"{k}={v}" for k, v in sorted((backend or {}).items())),
+            f"cpu={cpu_identity()}",
+        ]
+        name = sha + "-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
         return cls(state_dir / "base-outcomes" / f"{name}.json")
 
     def _read(self) -> dict[str, dict[str, object]]:
@@ -55,28 +97,47 @@ class BaseOutcomeCache:
 
     def get(self, ids: Sequence[str], fingerprints: Mapping[str, str]) -> dict[str, Outcome]:
         """The kept outcomes of `ids` whose fingerprint is still the one they ran with."""
+        return {vid: read.outcome for vid, read in self.read(ids, fingerprints).items()}
+
+    def read(self, ids: Sequence[str], fingerprints: Mapping[str, str]) -> dict[str, Read]:
+        """As `get`, with the run that ran each; an entry whose digest does not match what it
+        holds is left out (run again) and named in `refused`."""
         stored = self._read()
-        found = {}
+        key = self.path.name if self.path is not None else ""
+        found, self.refused = {}, []
         for vid in ids:
             entry = stored.get(vid)
             if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprints.get(vid):
                 continue
-            try:
-                found[vid] = Outcome.from_json(entry["outcome"])  # type: ignore[arg-type]
-            except (KeyError, TypeError, ValueError):
+            run_id = str(entry.get("run_id") or "")
+            expected = _digest(key, vid, fingerprints[vid], entry.get("outcome"), run_id)
+            if entry.get("digest") != expected:
+                self.refused.append(vid)
                 continue
+            try:
+                found[vid] = Read(Outcome.from_json(entry["outcome"]), run_id)  # type: ignore[arg-type]
+            except (KeyError, TypeError, ValueError):
+                self.refused.append(vid)
         return found
 
-    def put(self, outcomes: Iterable[Outcome], fingerprints: Mapping[str, str]) -> None:
+    def put(
+        self, outcomes: Iterable[Outcome], fingerprints: Mapping[str, str], run_id: str = ""
+    ) -> None:
+        """Keep `outcomes` (those worth keeping), each with the run that ran it."""
         if self.path is None:
             return
         stored = self._read()
+        key = self.path.name
         changed = False
         for outcome in outcomes:
             if outcome.status in _KEPT and outcome.id in fingerprints:
+                fingerprint = fingerprints[outcome.id]
+                data = outcome.to_json()
                 stored[outcome.id] = {
-                    "fingerprint": fingerprints[outcome.id],
-                    "outcome": outcome.to_json(),
+                    "fingerprint": fingerprint,
+                    "outcome": data,
+                    "run_id": run_id,
+                    "digest": _digest(key, outcome.id, fingerprint, data, run_id),
                 }
                 changed = True
         if changed:

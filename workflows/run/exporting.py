@@ -142,6 +142,7 @@ def run_record(
             finished.classification.get(vid),
             vid in holdout,
             str(base[vid].status) if vid in base else None,
+            finished.base_read.get(vid),
         )
         for vid, outcome in sorted(outcomes.items())
     )

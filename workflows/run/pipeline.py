@@ -34,6 +34,7 @@ from contracts.classification import Classification
 from suites.claims import Claims
 from suites.model import Inventory, Outcome, Status
 from workflows.run import exporting, on_build, planning, under_test, verification
+from workflows.run.base_outcomes import BaseOutcomeCache
 from workflows.run.context import Clock, RunContext
 from workflows.run.layout import BASE_SHARD, REFERENCE_SHARD, RunLayout
 from workflows.run.run_folder import (
@@ -386,12 +387,13 @@ def finish(
 
         inventory = load_inventory(request.inventory)
         base = None
+        read: dict[str, str] = {}  # base outcomes read from the cache: id -> the run that ran it
         reference = on_build.reference_for(request, ctx.settings)
         if change_env(request, ctx.settings):
             reference = ""
 
             def base(ids: Sequence[str]) -> dict[str, Outcome]:
-                return _base_outcomes(planned, inventory, ids, run_more, ctx)
+                return _base_outcomes(planned, inventory, ids, run_more, ctx, read)
 
         elif reference:
 
@@ -403,7 +405,7 @@ def finish(
                         raise _Faulted
                     return list(shard.outcomes)
 
-                return _reference_outcomes(planned, inventory, ids, run_reference, ctx)
+                return _reference_outcomes(planned, inventory, ids, run_reference, ctx, read)
 
         try:
             verdict, update = verification.verify(
@@ -417,6 +419,7 @@ def finish(
         finished.base_outcomes = verdict.base
         finished.unattributed = verdict.unattributed
         finished.reference = reference if verdict.base else ""
+        finished.base_read = {v: r for v, r in read.items() if v in verdict.base}
     if faults or verdict is None:
         finished.faults = tuple(faults)
         state = RunState.INFRA_ERROR
@@ -483,10 +486,10 @@ def _base_outcomes(
     ids: Sequence[str],
     run_more: Callable[[str, Sequence[str]], list[Outcome]],
     ctx: RunContext,
+    read: dict[str, str],
 ) -> dict[str, Outcome]:
     """`ids` on the base torch (the run's change not applied): from the cache of this torch's
     base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
-    from workflows.run.base_outcomes import BaseOutcomeCache
 
     environment = planned.environment
     sha = environment.torch.git_sha if environment else ""
@@ -496,12 +499,33 @@ def _base_outcomes(
         base=on_build.base_identity(planned.request, ctx.settings),
         backend=dict(environment.backend) if environment else None,
     )
+    return _cached_or_run(cache, inventory, ids, lambda m: run_more(BASE_SHARD, m), planned, read)
+
+
+def _cached_or_run(
+    cache: BaseOutcomeCache,
+    inventory: Inventory,
+    ids: Sequence[str],
+    run: Callable[[Sequence[str]], list[Outcome]],
+    planned: PlannedRun,
+    read: dict[str, str],
+) -> dict[str, Outcome]:
+    """`ids` from `cache` (each one read is named in `read`, with the run that ran it), the
+    rest run now by `run` and kept. An entry that fails its digest is said and run again."""
     fingerprints = {v.id: v.fingerprint for v in inventory.variants}
-    found = cache.get(ids, fingerprints)
+    kept = cache.read(ids, fingerprints)
+    if cache.refused:
+        print(
+            f"spyre-ci: {len(cache.refused)} kept base outcome(s) in {cache.path} do not match "
+            f"their digest (edited or cut): run again ({', '.join(cache.refused[:3])})",
+            file=sys.stderr,
+        )
+    found = {vid: entry.outcome for vid, entry in kept.items()}
+    read.update({vid: entry.run_id or "an earlier run" for vid, entry in kept.items()})
     missing = [vid for vid in ids if vid not in found]
     if missing:
-        ran = {o.id: o for o in run_more(BASE_SHARD, missing)}
-        cache.put(ran.values(), fingerprints)
+        ran = {o.id: o for o in run(missing) if o.status is not Status.REMOVED}
+        cache.put(ran.values(), fingerprints, planned.request.run_id)
         found.update(ran)
     return found
 
@@ -512,11 +536,11 @@ def _reference_outcomes(
     ids: Sequence[str],
     run: Callable[[Sequence[str]], list[Outcome]],
     ctx: RunContext,
+    read: dict[str, str],
 ) -> dict[str, Outcome]:
     """`ids` on the reference torch of a scheduled run on a build (the installed torch, as it
     is): from its cache, the rest run now (`REFERENCE_SHARD`) and cached. A variant the
     reference does not have (new on the build) is left out: there is nothing to compare."""
-    from workflows.run.base_outcomes import BaseOutcomeCache
 
     environment = planned.environment
     cache = BaseOutcomeCache.for_torch(
@@ -525,22 +549,14 @@ def _reference_outcomes(
         base="reference",
         backend=dict(environment.backend) if environment else None,
     )
-    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
-    found = cache.get(ids, fingerprints)
-    missing = [vid for vid in ids if vid not in found]
-    if missing:
-        ran = {o.id: o for o in run(missing) if o.status is not Status.REMOVED}
-        cache.put(ran.values(), fingerprints)
-        found.update(ran)
-    return found
+    return _cached_or_run(cache, inventory, ids, run, planned, read)
 
 
 def _keep_own_outcomes(planned: PlannedRun, finished: FinishedRun, ctx: RunContext) -> None:
     """A completed run that applied nothing at its torch's own sha (a nightly or periodic
     run) has outcomes that are that torch's own: they are kept as its base outcomes, what
     fails on that torch itself. A later change's A/B on the same torch reads them instead of
-    running them again, and `spyre-ci builds` shows them."""
-    from workflows.run.base_outcomes import BaseOutcomeCache
+    running them again."""
 
     environment = planned.environment
     request = planned.request
@@ -558,7 +574,11 @@ def _keep_own_outcomes(planned: PlannedRun, finished: FinishedRun, ctx: RunConte
         backend=dict(environment.backend),
     )
     inventory = load_inventory(request.inventory)
-    cache.put(finished.outcomes.values(), {v.id: v.fingerprint for v in inventory.variants})
+    cache.put(
+        finished.outcomes.values(),
+        {v.id: v.fingerprint for v in inventory.variants},
+        request.run_id,
+    )
 
 
 def _learn_traces(ctx: RunContext, request: RunRequest, finished: FinishedRun) -> None:

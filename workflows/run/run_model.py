@@ -347,6 +347,8 @@ class FinishedRun:
     # the reference torch of a scheduled run on a build (`reference` then names it).
     base_outcomes: dict[str, Outcome] = field(default_factory=dict)
     reference: str = ""
+    # Base outcomes read from the cache, not run by this run: id -> the run that ran it.
+    base_read: dict[str, str] = field(default_factory=dict)
     # Failing ids that are the torch's own, not pinned on what was tested (VerifiedRun's).
     unattributed: tuple[str, ...] = ()
 
