@@ -233,3 +233,41 @@ def test_a_run_names_a_source_it_cannot_use_before_anything_is_recorded(
     assert down.returncode == 3, down.stderr
     assert "cannot be read" in down.stderr
     assert not (state / "inventories").exists()  # stopped before the Inventory was built
+
+
+def test_a_drift_of_more_files_than_one_compare_lists_is_read_commit_by_commit() -> None:
+    """GitHub cuts a compare's file list at 300: a drift of 2 commits over 320 files is read
+    one commit at a time, every file in it, in order, and said to be paged; never cut."""
+    from workflows.run.base_build import _drift
+
+    texts = {f"torch/m{i:03}.py": "x = 0\n" for i in range(320)}
+    history = UpstreamHistory(texts, root_date="2026-12-01T01:00:00Z")
+    build = history.root
+    first = history.commit(
+        "first 200", "2026-12-02T12:00:00Z", {p: "x = 1\n" for p in list(texts)[:200]}
+    )
+    base = history.commit(
+        "last 120 and one again",
+        "2026-12-03T12:00:00Z",
+        {**{p: "x = 2\n" for p in list(texts)[200:]}, "torch/m000.py": "x = 3\n"},
+    )
+    server = UpstreamGitHubServer().start()
+    try:
+        history.register(server, REPO)
+        drift = _drift(adapter(server), REPO, build, base)
+    finally:
+        server.stop()
+    assert drift.paged and drift.commits == 2
+    assert [label for label, _ in drift.diffs] == [
+        f"drift commit {first[:12]}",
+        f"drift commit {base[:12]}",
+    ]
+    touched = [
+        line[len("+++ b/") :]
+        for _label, text in drift.diffs
+        for line in text.splitlines()
+        if line.startswith("+++ b/")
+    ]
+    assert set(touched) == set(texts) and len(touched) == 321  # m000 in both, in order
+    last = drift.diffs[-1][1]
+    assert "+x = 3" in last.split("+++ b/torch/m000.py", 1)[1].split("diff --git", 1)[0]

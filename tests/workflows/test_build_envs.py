@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from workflows.errors import InfrastructureError
 from workflows.runner import build_envs
 from workflows.runner.build_envs import MARKER, BuildEnvError, evict, provision
 
@@ -117,3 +118,20 @@ def test_the_least_recently_used_environments_go_first_and_a_recent_one_stays(
     assert (tmp_path / "build-recent").is_dir() and (tmp_path / "downloads").is_dir()
     assert "least recently used" in said[0]
     assert evict(tmp_path, 0, said.append) == []  # used within the hour: kept over the bound
+
+
+def test_a_cache_without_room_for_the_build_is_an_outage_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """The disk under the environment cache cannot hold the build (a wheel that claims 1 TB,
+    sparse): refused before anything is made, with the free space and the need named, as an
+    infrastructure fault (exit 3: the event is tried again later), and no folder left."""
+    wheel = tmp_path / "wheels" / f"torch-2.16.0.dev20261201-{TAGS}.whl"
+    wheel.parent.mkdir()
+    with wheel.open("wb") as handle:
+        handle.truncate(2**40)  # 1 TB, sparse: more than the disk holds
+    cache = tmp_path / "envs"
+    with pytest.raises(BuildEnvError, match=r"GB free, the build .* needs about") as raised:
+        provision(wheel, GOOD_SHA, cache, max_bytes=2**60)
+    assert isinstance(raised.value, InfrastructureError)
+    assert not build_envs.env_folder(cache, GOOD_SHA).exists()
