@@ -367,7 +367,7 @@ def test_cli_exit_codes_files_and_json(
     assert result["ready"] is True
 
     bad = state_with(BROKEN["timeouts"]())
-    assert _cli(bad, monkeypatch) == 1
+    assert _cli(bad, monkeypatch) == 5  # NOT READY: a check's "no", never 1
     assert "FAIL" in capsys.readouterr().out
 
     assert _cli(good, monkeypatch, "--days", "0") == 2
@@ -385,7 +385,7 @@ def test_cli_one_real_run_is_not_enough_data(
 ) -> None:
     monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(real_history))
     monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)
-    assert main(["readiness", "--now", _now()]) == 1
+    assert main(["readiness", "--now", _now()]) == 5
     printed = capsys.readouterr().out
     assert printed.startswith("Promotion readiness (L2 -> L3): NOT ENOUGH DATA")
     assert "0.0 days of 14 covered; 1 job of 10 needed" in printed
@@ -406,7 +406,7 @@ def test_cli_from_redis_history_and_a_store_that_is_down(tmp_path: Path) -> None
         result = cli(
             "readiness", "--now", _now(), "--l2-since", _l2_since(), "--json", env=redis_env
         )
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == 5, result.stderr
         by_key = {c["key"]: c["passed"] for c in json.loads(result.stdout)["criteria"]}
         assert by_key == {key: key != "queue_time" for key in CRITERIA}
     finally:

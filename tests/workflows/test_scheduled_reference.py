@@ -69,7 +69,7 @@ def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Pa
     assert results[RPOW]["classification"] == "pre-existing"  # fails on both torches
     assert "NEW FAILURES (1)" in done.stdout
     assert f"{GLU} [on torch " in done.stdout, done.stdout
-    assert "installed): passed]" in done.stdout, done.stdout
+    assert "installed): passed, run now]" in done.stdout, done.stdout
     # The reference ran in a shard of its own, on the installed torch.
     assert (out / "work" / "reference").is_dir() or any(out.rglob("reference"))
     # The build's own outcomes are kept: what fails on it, for the next run on it.
@@ -78,3 +78,20 @@ def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Pa
         kept.update(json.loads(path.read_text()))
     assert kept[GLU]["outcome"]["status"] == "failed"
     assert kept[RPOW]["outcome"]["status"] in ("failed", "error")
+
+    # What fails on the build itself is shown, and written as an expectations file.
+    listed = spyre_ci("builds", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    line = next(ln for ln in listed.stdout.splitlines() if ln.startswith(BUILD_SHA[:12]))
+    assert "2 outcome(s), 2 failing" in line and "nothing applied" in line
+    written = spyre_ci(
+        "builds", "expectations", BUILD_SHA[:10], "--out", str(tmp_path / "b.yaml"), env=env
+    )
+    assert written.returncode == 0, written.stderr
+    import yaml
+
+    rules = yaml.safe_load((tmp_path / "b.yaml").read_text())["expectations"]
+    assert {r["id"] for r in rules} == {GLU, RPOW}
+    assert "batch dimension" in next(r["reason"] for r in rules if r["id"] == GLU)
+    unknown = spyre_ci("builds", "expectations", "0" * 12, "--out", str(tmp_path / "x"), env=env)
+    assert unknown.returncode == 2 and "no kept outcomes" in unknown.stderr

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from suites.audit import Facts, Observed, Report
 from suites.model import Outcome, Status
-from workflows.cli.change_input import check_specs, read_text
+from workflows.cli.change_input import check_specs, history_store, read_text
 from workflows.errors import CommandError
 from workflows.settings import Settings, child_environment
 from workflows.stores.sources import work_tree
@@ -57,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_audit(args: argparse.Namespace, settings: Settings) -> int:
-    """Audit the suites; exit 0 when nothing to act on, 1 when there are findings."""
+    """Audit the suites; exit 0 when nothing to act on, 5 when there are findings (a check
+    that answered "no": never 1, which means new test failures)."""
     check_specs(args.specs or [])
     observed, known, source = _observed(args.results, settings)
     since = _since_root(args.since_root)
@@ -69,7 +71,7 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write("\n")
     else:
         print(report.render())
-    return 1 if report.acts else 0
+    return ExitCode.CHECK_FAILED if report.acts else ExitCode.OK
 
 
 def audit_suites(
@@ -259,9 +261,7 @@ def _observed(
                 messages[outcome.id] = outcome.message
         observed = {vid: Observed(tuple(s), messages[vid]) for vid, s in statuses.items()}
         return observed, frozenset(), "results " + ", ".join(results)
-    from workflows.stores.history import open_history
-
-    snapshot = open_history(settings.state_dir, settings.redis_url).snapshot()
+    snapshot = history_store(settings).snapshot()
     observed = {
         vid: Observed(h.recent, "", h.flaky) for vid, h in snapshot.variants.items() if h.recent
     }

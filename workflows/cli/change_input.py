@@ -241,6 +241,28 @@ def check_writable(path: Path, what: str) -> None:
             shutil.rmtree(created, ignore_errors=True)
 
 
+STATE_DIR = "the state directory, $SPYRE_CI_STATE_DIR"
+
+
+def state_dir(settings: Settings) -> Path:
+    """The state directory, once it is known to be usable: a folder this process can create
+    and write (History's SQLite file writes beside itself even to be read). Every command
+    that reads or writes it asks here first, so one that cannot be used is bad input (exit 2,
+    naming it) whichever command meets it; what fails after that is an outage (exit 3)."""
+    check_writable(settings.state_dir, STATE_DIR)
+    return settings.state_dir
+
+
+def history_store(settings: Settings) -> Any:
+    """The History `settings` name: Redis when a URL is set, else the SQLite file in the
+    state directory (checked usable first, `state_dir`)."""
+    from workflows.stores.history import open_history
+
+    if settings.redis_url:
+        return open_history(settings.state_dir, settings.redis_url)
+    return open_history(state_dir(settings))
+
+
 def check_specs(paths: Any, option: str = "--specs") -> None:
     """Every given spec file or folder exists."""
     for given in paths:

@@ -15,9 +15,11 @@ import pkgutil
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli import commands
 from workflows.errors import BadInput, Unavailable
 from workflows.settings import Settings
@@ -60,30 +62,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a usage error exits 2 (argparse), as bad input does
     if getattr(args, "func", None) is None:
         parser.print_help()
-        return 2
+        return ExitCode.BAD_INPUT
     _absolute_path_variables(os.environ)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
-    # The one place errors become exit codes (workflows/errors.py lists each type's category).
+    # The one place errors become exit codes (contracts/exit_codes.py says what each means;
+    # workflows/errors.py lists each error type's category).
     try:
         settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
         return int(args.func(args, settings))
     except BadInput as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
     except Unavailable as exc:  # the tests, or a service they need, could not run
         print(f"spyre-ci: infrastructure error (not a test result): {exc}", file=sys.stderr)
-        return 3
+        return ExitCode.INFRASTRUCTURE
     except KeyboardInterrupt:
         print("spyre-ci: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`| head`): stop writing, no traceback
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the flush at exit must not raise again
-        return 141  # what a shell reports for a writer stopped by SIGPIPE
+        return ExitCode.BROKEN_PIPE  # what a shell reports for a writer stopped by SIGPIPE
     except OSError as exc:
         # The machine's fault, not the tests': a full disk, a folder that cannot be written
         # (checked paths are refused before with exit 2; this is what changed under a run).
@@ -93,7 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"spyre-ci: infrastructure error (not a test result): {exc.strerror or exc}{where}",
             file=sys.stderr,
         )
-        return 3
+        return ExitCode.INFRASTRUCTURE
+    except Exception:
+        # spyre-ci's own bug: the traceback is for its maintainers. Never Python's exit 1 for
+        # a traceback, which a CI job would read as new test failures.
+        traceback.print_exc()
+        print(
+            "spyre-ci: internal error (not a test result): the traceback above is a bug in "
+            "spyre-ci; please report it",
+            file=sys.stderr,
+        )
+        return ExitCode.INFRASTRUCTURE
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -63,9 +63,13 @@ def _digest(key: str, vid: str, fingerprint: str, outcome: object, run_id: str) 
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+META = "_torch"  # the file's entry that says which torch it keeps (no variant id has no `::`)
+
+
 class BaseOutcomeCache:
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, about: Mapping[str, object] | None = None) -> None:
         self.path = path  # None: nothing is kept (the torch's sha is unknown)
+        self.about = dict(about or {})  # the torch, drift, backend and CPU it keeps, for `builds`
         self.refused: list[str] = []  # ids whose entry did not match its digest, last `get`
 
     @classmethod
@@ -84,7 +88,8 @@ class BaseOutcomeCache:
             f"cpu={cpu_identity()}",
         ]
         name = sha + "-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-        return cls(state_dir / "base-outcomes" / f"{name}.json")
+        about = {"sha": sha, "base": base, "backend": dict(backend or {}), "cpu": cpu_identity()}
+        return cls(state_dir / "base-outcomes" / f"{name}.json", about)
 
     def _read(self) -> dict[str, dict[str, object]]:
         if self.path is None:
@@ -128,6 +133,7 @@ class BaseOutcomeCache:
             return
         stored = self._read()
         key = self.path.name
+        stored[META] = self.about
         changed = False
         for outcome in outcomes:
             if outcome.status in _KEPT and outcome.id in fingerprints:
@@ -144,3 +150,23 @@ class BaseOutcomeCache:
             # A cache: losing it costs a rerun, never a verdict.
             with contextlib.suppress(OSError):
                 atomic_write(self.path, json.dumps(stored, sort_keys=True).encode())
+
+
+def kept(state_dir: Path) -> list[tuple[Path, dict[str, object], dict[str, Outcome]]]:
+    """Every kept torch under `state_dir`: its file, what it says of the torch, and its
+    outcomes whose digest holds (newest file first)."""
+    found = []
+    folder = state_dir / "base-outcomes"
+    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in files:
+        cache = BaseOutcomeCache(path)
+        stored = cache._read()
+        about = stored.pop(META, None)
+        fingerprints = {
+            vid: str(entry.get("fingerprint"))
+            for vid, entry in stored.items()
+            if isinstance(entry, dict)
+        }
+        outcomes = cache.get(list(fingerprints), fingerprints)
+        found.append((path, about if isinstance(about, dict) else {}, outcomes))
+    return found

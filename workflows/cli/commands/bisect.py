@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.change_input import checked
+from contracts.exit_codes import ExitCode
+from workflows.cli.change_input import checked, history_store, state_dir
 from workflows.cli.options import add_options
 from workflows.errors import CommandError, InfrastructureError
 from workflows.settings import Settings
@@ -32,7 +33,7 @@ def register(subparsers: Any) -> None:
         "need a build is replayed by its Python part, assuming its C++ part does not change "
         "the outcome (said, with a lower confidence); when every Python part passes, the "
         "answer is the window of those C++ parts; any other commit that cannot be replayed "
-        "narrows the window to it. Exit 0: a culprit or a window; 1: none in the window "
+        "narrows the window to it. Exit 0: a culprit or a window; 5: none in the window "
         "(fails on the base, or passes with every commit replayed); 2: bad input; 3: a step "
         "could not run.",
     )
@@ -64,11 +65,10 @@ def register(subparsers: Any) -> None:
 
 def bisect(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.drivers.bisect import BisectInfra, Target, record, run
-    from workflows.drivers.bisect.answer import FOUND
     from workflows.run.forensics import UPSTREAM_REPO
     from workflows.runner.shard_runner import Limits
 
-    state_dir = settings.state_dir
+    state = state_dir(settings)  # the record and the work go there: checked before any step
     limits = Limits(test_timeout_s=args.test_timeout, memory_mb=args.memory_mb)
     if args.run:
         if args.last_good or args.first_bad:
@@ -103,12 +103,12 @@ def bisect(args: argparse.Namespace, settings: Settings) -> int:
     adapter = _github(settings)
     results = []
     for target in targets:
-        work = state_dir / record.FOLDER / "work" / key
+        work = state / record.FOLDER / "work" / key
         try:
             found = run(target, adapter, work, warm=settings.zygote)
         except BisectInfra as exc:
             raise InfrastructureError(f"the bisect stopped: {exc}") from exc
-        path = record.save(state_dir, key, found)
+        path = record.save(state, key, found)
         results.append(found)
         if not args.json:
             _print(found, path)
@@ -117,7 +117,17 @@ def bisect(args: argparse.Namespace, settings: Settings) -> int:
         _add_to_run(run_state, answers)
     if args.json:
         print(json.dumps(results if len(results) != 1 else results[0], indent=2))
-    return 0 if all(a["outcome"] in FOUND for a in answers.values()) else 1
+    return exit_code(answers)
+
+
+def exit_code(answers: Mapping[str, Mapping[str, Any]]) -> ExitCode:
+    """0 when every variant has an answer in the window (a culprit, a window, a flaky window);
+    5 when one has none (it fails at the base, passes with every commit, or no step could be
+    decided): a check that answered "no", never 1, which says tests newly failed."""
+    from workflows.drivers.bisect.answer import FOUND
+
+    found_all = all(a["outcome"] in FOUND for a in answers.values())
+    return ExitCode.OK if found_all else ExitCode.CHECK_FAILED
 
 
 def _print(found: Mapping[str, Any], path: Path) -> None:
@@ -154,13 +164,12 @@ def _run_targets(
 ) -> tuple[list[Any], _RunState]:
     """One target per window of the run's forensics (only `--variant` ids when given)."""
     from dashboard_export.model import RunRecord
-    from workflows.cli.commands.runs import _history
     from workflows.drivers.bisect import Target
     from workflows.run.forensics import UPSTREAM_REPO
     from workflows.run.run_folder import load_planned
     from workflows.run.run_model import PipelineError
 
-    history = _history(settings)
+    history = history_store(settings)
     run = history.get_run(args.run)  # a store that is down: exit 3, from the CLI's one mapping
     if run is None:
         raise CommandError(f"no run {args.run!r} in History; `spyre-ci runs list` shows the ids")

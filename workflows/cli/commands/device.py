@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.errors import CommandError
 from workflows.settings import Settings
 
@@ -41,7 +42,7 @@ def register(subparsers: Any) -> None:
 def _device_usage(parser: argparse.ArgumentParser) -> Any:
     def usage(args: argparse.Namespace, _settings: Settings) -> int:
         parser.print_help()
-        return 2
+        return ExitCode.BAD_INPUT  # no subcommand: a usage error, as argparse's
 
     return usage
 
@@ -128,7 +129,7 @@ def run_demo(args: argparse.Namespace, _settings: Settings) -> int:
     results = demo_results(permissive=args.permissive)
     if args.json:
         print(json.dumps(results, indent=2, default=str))
-        return 0
+        return ExitCode.OK
     stats = results.pop("stats")
     print(f"device: {results['device']} (plain torch.Tensor: {results['tensor_is_plain']})")
     print(f"elementwise vs CPU: max |diff| {results['elementwise_max_abs_diff_vs_cpu']:.3g}")
@@ -149,7 +150,7 @@ def run_demo(args: argparse.Namespace, _settings: Settings) -> int:
             print(f"  {key}: {top}{', ...' if len(value) > 8 else ''}")
         else:
             print(f"  {key}: {value}")
-    return 0
+    return ExitCode.OK
 
 
 def run_info(args: argparse.Namespace, _settings: Settings) -> int:
@@ -171,4 +172,4 @@ def run_info(args: argparse.Namespace, _settings: Settings) -> int:
     else:
         for key, value in info.items():
             print(f"{key}: {value}")
-    return 0
+    return ExitCode.OK

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import check_out_dir, checked, read_json
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
@@ -110,7 +111,7 @@ def export(args: argparse.Namespace, settings: Settings) -> int:
     )
     for line in _publish(args, record, Path(out), settings):
         print(line)
-    return 0
+    return ExitCode.OK
 
 
 def _publish(args: argparse.Namespace, record: Any, out: Path, settings: Settings) -> list[str]:

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.change_input import checked
+from contracts.exit_codes import ExitCode
+from workflows.cli.change_input import checked, history_store
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
@@ -24,7 +25,8 @@ def register(subparsers: Any) -> None:
         help="undo or vet what runs taught History (forget, check, confirm)",
         description="History is what the selector learns from: outcomes, baselines, flaky "
         "marks and co-failures. These commands remove one run's share of it, list runs whose "
-        "share looks like the tool's fault, and apply a run that was held back.",
+        "share looks like the tool's fault, and apply a run that was held back. `check` "
+        "exits 5 when it lists a run to confirm or forget, 0 when there is none.",
     )
     sub = parser.add_subparsers(dest="history_command", metavar="ACTION", required=True)
     forget = sub.add_parser(
@@ -34,7 +36,9 @@ def register(subparsers: Any) -> None:
     )
     forget.add_argument("run_id")
     forget.set_defaults(func=checked(forget_run))
-    check = sub.add_parser("check", help="list runs whose learning looks suspect")
+    check = sub.add_parser(
+        "check", help="list runs whose learning looks suspect (exit 5 when there is one)"
+    )
     add_options(
         check,
         "limit",
@@ -48,18 +52,12 @@ def register(subparsers: Any) -> None:
     confirm.set_defaults(func=checked(confirm_run))
 
 
-def _store(settings: Settings) -> Any:
-    from workflows.cli.commands.runs import _history
-
-    return _history(settings)
-
-
 def forget_run(args: argparse.Namespace, settings: Settings) -> int:
     from dataclasses import replace
 
     from workflows.stores.history import RunState
 
-    history = _store(settings)
+    history = history_store(settings)
     run = history.get_run(args.run_id)
     removed = history.forget(args.run_id)
     if run is None and not any(removed.values()):
@@ -74,7 +72,7 @@ def forget_run(args: argparse.Namespace, settings: Settings) -> int:
         )
     what = ", ".join(f"{n} {kind}" for kind, n in removed.items() if n) or "nothing left"
     print(f"run {args.run_id}: forgotten ({what} removed)")
-    return 0
+    return ExitCode.OK
 
 
 def confirm_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -82,7 +80,7 @@ def confirm_run(args: argparse.Namespace, settings: Settings) -> int:
 
     from workflows.stores.history import RunState
 
-    history = _store(settings)
+    history = history_store(settings)
     if not history.confirm(args.run_id):
         raise CommandError(
             f"run {args.run_id} has nothing held back (`spyre-ci history check` "
@@ -92,13 +90,13 @@ def confirm_run(args: argparse.Namespace, settings: Settings) -> int:
     if run is not None:
         history.save_run(replace(run, state=RunState.COMPLETED))
     print(f"run {args.run_id}: confirmed; History learned it")
-    return 0
+    return ExitCode.OK
 
 
 def check_runs(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.stores.history import RunState
 
-    history = _store(settings)
+    history = history_store(settings)
     runs = history.list_runs(args.limit)
     suspects: list[tuple[str, str, str]] = []
     for run in runs:
@@ -126,7 +124,7 @@ def check_runs(args: argparse.Namespace, settings: Settings) -> int:
             print(f"      -> {hint}")
     if not suspects:
         print(f"no suspect runs among the last {len(runs)}")
-        return 0
+        return ExitCode.OK
     print(f"{len(suspects)} run(s) whose learning looks suspect:")
     for run_id, state, why in suspects:
         action = "confirm or forget" if state == RunState.HELD else "forget"
@@ -135,7 +133,9 @@ def check_runs(args: argparse.Namespace, settings: Settings) -> int:
             f"      -> `spyre-ci history {action.split()[0]} {run_id}`"
             + (f" or `spyre-ci history forget {run_id}`" if state == RunState.HELD else "")
         )
-    return 0
+    # Runs to confirm or forget: a check that answered "no". The runs that taught nothing
+    # (listed above) leave History as it was, so they alone do not.
+    return ExitCode.CHECK_FAILED
 
 
 def _held_back(summary: RunSummary) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import check_specs, checked, read_text
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
@@ -85,4 +86,4 @@ def impact_map(args: argparse.Namespace, settings: Settings) -> int:
         f"{args.out}: {len(data['variants'])} variants traced"
         + (f", {len(data['untraced'])} untraced (crashed or hung)" if data["untraced"] else "")
     )
-    return 0
+    return ExitCode.OK

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import check_specs
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
@@ -55,4 +56,4 @@ def cmd_inventory(args: argparse.Namespace, _settings: Settings) -> int:
     )
     for suite, why in inventory.unavailable_suites.items():
         print(f"suite {suite!r} unavailable: {why}", file=sys.stderr)
-    return 0
+    return ExitCode.OK

@@ -10,6 +10,12 @@ its run records it (`workflows.stores.pending`) and concludes neutral. `check` (
 nightly, from cron, or a worker's periodic check) judges it on the first build that holds
 it: a new failure there is attributed to the window between the two builds, which
 `spyre-ci bisect --run RUN_ID` narrows over its Python commits.
+
+`check`'s exit code, over every change it looked at (`check_code`): 1 when a deferred change
+newly fails on the first build that holds it, else 130 when a deferred run was interrupted,
+3 when a build or a deferred run's tests could not run, 2 for input a deferred run refused,
+4 when a deferred run came back without a verdict on its change, else 0. A change no build
+holds yet waits, as it should: it leaves the code at 0 (the output counts them).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
+from workflows.cli.change_input import check_out_dir, state_dir
 from workflows.cli.options import absolute_path
 from workflows.errors import CommandError
 from workflows.settings import Settings, child_environment
@@ -35,7 +43,8 @@ def register(subparsers: Any) -> None:
         "tested on the build of its base (SPYRE_CI_BUILD_INDEX): its run records it here and "
         "concludes neutral. `check` finds the first build that holds each one, provisions it "
         "and runs the change's selected variants there against the last build without it; "
-        "exit 1 when that run finds new failures, 3 when a build or the tests could not run.",
+        "exit 1 when that run finds new failures, 3 when a build or the tests could not run, "
+        "4 when a deferred run gives no verdict; changes still waiting for a build leave it 0.",
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub.add_parser("list", help="the deferred changes and their state")
@@ -56,7 +65,7 @@ def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.stores import pending
 
     if args.action == "list":
-        found = pending.entries(settings.state_dir)
+        found = pending.entries(state_dir(settings))
         if not found:
             print("no deferred changes")
         for entry in found:
@@ -68,7 +77,7 @@ def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
                 else f"waiting for a build that holds it (first run on {entry.base_build[:12]})"
             )
             print(f"{entry.head[:12]}  {', '.join(entry.files[:3])}  {said}")
-        return 0
+        return ExitCode.OK
     return _check(args, settings)
 
 
@@ -83,12 +92,14 @@ def _check(args: argparse.Namespace, settings: Settings) -> int:
             "SPYRE_CI_BUILD_INDEX is not set: there is no source of builds to look in"
         )
     assert settings.env_cache_dir is not None
+    state = state_dir(settings)
+    out_root = args.out_root or pending.folder(state) / "runs"
+    check_out_dir(out_root, "--out-root")  # refused before any build is looked for
     github = GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
     source = BuildSource(settings.build_index, settings.env_cache_dir / "downloads")
-    out_root = args.out_root or pending.folder(settings.state_dir) / "runs"
-    worst = 0
+    codes: list[ExitCode] = []
     waiting = 0
-    for entry in pending.open_entries(settings.state_dir):
+    for entry in pending.open_entries(state):
         chosen = base_build.first_containing(entry.head, entry.repo, source, github)
         if chosen is None:
             waiting += 1
@@ -107,14 +118,15 @@ def _check(args: argparse.Namespace, settings: Settings) -> int:
             env=child_environment(),
             check=False,
         )
-        if done.returncode in (2, 3, 130):
-            worst = max(worst, done.returncode) if worst != 1 else worst
+        code = deferred_code(done.returncode)
+        codes.append(code)
+        if code not in VERDICTS:
             print(f"{entry.head[:12]}: the deferred run exited {done.returncode}; still pending")
             continue
         run_id = _run_id(out)
         _report_for_original(out, entry)
         pending.mark(
-            settings.state_dir,
+            state,
             entry,
             {
                 "run_id": run_id,
@@ -125,9 +137,38 @@ def _check(args: argparse.Namespace, settings: Settings) -> int:
                 "out": str(out),
             },
         )
-        worst = 1 if done.returncode == 1 else worst
     print(f"{waiting} change(s) still waiting for a build")
-    return worst
+    return check_code(codes)
+
+
+# A deferred run's exit codes that judge its change: the change is marked as ran with it.
+# Any other leaves it pending, for the next check to try again.
+VERDICTS = frozenset({ExitCode.OK, ExitCode.NEW_FAILURES, ExitCode.NOT_TESTED})
+# `check`'s code over several changes: the first of these that one of them gave. A new
+# failure is the finding to act on, whatever else happened to the other changes.
+PRECEDENCE = (
+    ExitCode.NEW_FAILURES,
+    ExitCode.INTERRUPTED,
+    ExitCode.INFRASTRUCTURE,
+    ExitCode.BAD_INPUT,
+    ExitCode.NOT_TESTED,
+    ExitCode.OK,
+)
+
+
+def deferred_code(returncode: int) -> ExitCode:
+    """A deferred `spyre-ci run`'s exit status as a code of the scheme; a process that ended
+    outside it (killed by a signal, a code no run gives) could not run: 3."""
+    try:
+        code = ExitCode(returncode)
+    except ValueError:
+        return ExitCode.INFRASTRUCTURE
+    return code if code in PRECEDENCE else ExitCode.INFRASTRUCTURE
+
+
+def check_code(codes: list[ExitCode]) -> ExitCode:
+    """`pending check`'s exit code from its deferred runs' codes (0 when it ran none)."""
+    return min(codes, key=PRECEDENCE.index, default=ExitCode.OK)
 
 
 def _deferred_event(entry: Any, build_sha: str, folder: Path) -> Path:

@@ -1,8 +1,9 @@
 """`spyre-ci readiness`: the L2 -> L3 promotion criteria over a window of History's runs.
 
-Exit code 0 when every criterion passes (READY), 1 when one fails (NOT READY) or lacks the
+Exit code 0 when every criterion passes (READY), 5 when one fails (NOT READY) or lacks the
 evidence it needs (NOT ENOUGH DATA: History does not cover the 14-day window, too few jobs,
-under 30 days at L2), 2 for bad input, 3 when the History store is down.
+under 30 days at L2): a check that answers "no", never 1 (new test failures); 2 for bad
+input (a state directory that cannot be used included), 3 when the History store is down.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
+from workflows.cli.change_input import history_store
 from workflows.errors import CommandError
 from workflows.settings import Settings
 
@@ -31,7 +34,7 @@ def register(subparsers: Any) -> None:
         "running over 3 h under 1 %, median end-to-end time under 3 h, timeout rate under "
         "1 %. A criterion without the evidence it needs (History covering the 14 days, "
         "enough finished jobs) says NOT ENOUGH DATA and what is missing. Exit code 0 when "
-        "all pass (READY), 1 when one fails or lacks its evidence, 2 for bad input, 3 when "
+        "all pass (READY), 5 when one fails or lacks its evidence, 2 for bad input, 3 when "
         "History cannot be read.",
     )
     parser.add_argument(
@@ -85,7 +88,6 @@ def check_days(days: float) -> float:
 def readiness(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard_export.readiness import ReadinessError, assess
     from dashboard_export.readiness_report import render_html, render_markdown, render_text
-    from workflows.cli.commands.runs import _history
 
     days = check_days(args.days)
     now = parse_now(args.now)
@@ -95,7 +97,7 @@ def readiness(args: argparse.Namespace, settings: Settings) -> int:
     for option, path in (("--markdown", args.markdown), ("--html", args.html)):
         if path is not None and path.is_dir():
             raise CommandError(f"{option} {path}: a directory; name a file")
-    runs = _history(settings).list_runs(RUNS_READ)  # an outage: exit 3
+    runs = history_store(settings).list_runs(RUNS_READ)  # an outage: exit 3
     records = [run.to_json() for run in runs]
     try:
         result = assess(records, now, days, l2_since)
@@ -112,4 +114,4 @@ def readiness(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
         print(render_text(result), end="")
-    return 0 if result.ready else 1
+    return ExitCode.OK if result.ready else ExitCode.CHECK_FAILED

@@ -14,11 +14,11 @@ from workflows.cli.change_input import (
     add_source_arguments,
     check_out_dir,
     check_specs,
-    check_writable,
     checked,
     read_impact_map,
     read_inventory,
     read_source,
+    state_dir,
 )
 from workflows.cli.commands.select import COUNT_BUDGET_HELP, check_budget
 from workflows.cli.options import absolute_path, add_options
@@ -84,7 +84,7 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
 
     check_budget(args)
     check_out_dir(args.out)
-    check_writable(settings.state_dir, "the state directory, $SPYRE_CI_STATE_DIR")
+    state_dir(settings)  # one that cannot be used is refused as by every command (exit 2)
     check_specs(args.specs)
     if args.inventory is not None:
         read_inventory(args.inventory)  # refused here, before History is opened
@@ -125,7 +125,7 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         from workflows.stores.inventory_cache import default_inventory
 
         try:
-            inventory = default_inventory(settings.state_dir, args.specs)
+            inventory = default_inventory(state_dir(settings), args.specs)
         except SpecError as exc:
             which = "the specs given (--specs)" if args.specs else "the bundled suites"
             raise CommandError(f"{which} do not load: {exc}") from exc
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         raise
     print_summary(finished)
-    return int(finished.exit_code)
+    return int(finished.exit_code)  # the run's verdict (`FinishedRun.exit_code`)
 
 
 def under_test_lines(resolved: EnvironmentUnderTest | None) -> list[str]:
@@ -261,14 +261,37 @@ def print_summary(finished: FinishedRun) -> None:
     for status, count in sorted(results.counts.items(), key=lambda kv: -kv[1]):
         print(f"  {status:<{width}}  {count:>6}")
     new = finished.new_failures
+    base = finished.base_outcomes
+    side = f"on {finished.reference}" if finished.reference else "without the change"
     if new:
         print(f"  NEW FAILURES ({len(new)}):")
-        base = finished.base_outcomes
         for vid in new[:20]:
-            without = f" [without the change: {base[vid].status}]" if vid in base else ""
+            read = finished.base_read.get(vid)
+            how = f", read from run {read}" if read else ", run now"
+            without = f" [{side}: {base[vid].status}{how}]" if vid in base else ""
             print(f"    {vid}{without}: {finished.outcomes[vid].message[:120]}")
         if len(new) > 20:
             print(f"    ... and {len(new) - 20} more (see the report)")
+    own = [v for v in finished.unattributed if v in finished.outcomes]
+    if own:
+        environment = finished.planned.environment
+        torch = (
+            f"torch {environment.torch.version} ({environment.torch.git_sha[:12]})"
+            if environment is not None
+            else "the torch under test"
+        )
+        why = (
+            "the change was not applied"
+            if finished.not_tested
+            else "no run without the change showed them passing"
+            if not finished.reference
+            else f"not on {finished.reference}: new on this torch"
+        )
+        print(f"  FAILING ON {torch} ITSELF ({len(own)}; {why}; not blamed on anything):")
+        for vid in own[:20]:
+            print(f"    {vid}: {finished.outcomes[vid].message[:120]}")
+        if len(own) > 20:
+            print(f"    ... and {len(own) - 20} more (see the report)")
     for fault in finished.faults:
         print(f"  INFRASTRUCTURE ERROR (not a test result): {fault.summary}")
         for line in fault.cause.splitlines()[-12:]:

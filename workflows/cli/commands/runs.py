@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workflows.cli.change_input import checked
+from contracts.exit_codes import ExitCode
+from workflows.cli.change_input import checked, history_store
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
@@ -51,22 +52,15 @@ def register(subparsers: Any) -> None:
     pages.set_defaults(func=checked(write_pages))
 
 
-def _history(settings: Settings) -> Any:
-    """The History `settings` name (SQLite under the state directory, or Redis)."""
-    from workflows.stores.history import open_history
-
-    return open_history(settings.state_dir, settings.redis_url)
-
-
 def _when(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def list_runs(args: argparse.Namespace, settings: Settings) -> int:
-    runs = _history(settings).list_runs(args.limit)
+    runs = history_store(settings).list_runs(args.limit)
     if not runs:
         print("no runs yet: start one with `spyre-ci run --event FILE`")
-        return 0
+        return ExitCode.OK
     row = "{:<28} {:<10} {:<20} {:>8} {:>6} {:>4}"
     print(row.format("run", "state", "updated (UTC)", "selected", "failed", "new"))
     for run in runs:
@@ -81,7 +75,7 @@ def list_runs(args: argparse.Namespace, settings: Settings) -> int:
                 results.new_failures if results is not None else "-",
             )
         )
-    return 0
+    return ExitCode.OK
 
 
 def write_pages(args: argparse.Namespace, settings: Settings) -> int:
@@ -89,18 +83,18 @@ def write_pages(args: argparse.Namespace, settings: Settings) -> int:
 
     if not args.out:
         raise CommandError("runs pages: give --out DIR or set SPYRE_CI_RUNS_DIR")
-    written = write(_history(settings), Path(args.out), args.limit)
+    written = write(history_store(settings), Path(args.out), args.limit)
     print(f"wrote {len(written)} pages under {args.out} (served at /runs/, /flaky, /quality)")
-    return 0
+    return ExitCode.OK
 
 
 def show_run(args: argparse.Namespace, settings: Settings) -> int:
-    run = _history(settings).get_run(args.run_id)
+    run = history_store(settings).get_run(args.run_id)
     if run is None:
         raise CommandError(f"no run {args.run_id!r} in History; `spyre-ci runs list` shows the ids")
     if args.json:
         print(json.dumps(run.to_json(), indent=2, sort_keys=True))
-        return 0
+        return ExitCode.OK
     print(f"run {run.run_id}: {run.state} (updated {_when(run.updated_at)} UTC)")
     for key, value in sorted(run.summary.to_json().items()):
         if key != "forensics":
@@ -119,7 +113,7 @@ def show_run(args: argparse.Namespace, settings: Settings) -> int:
         )
     elif run.state != RunState.COMPLETED:
         print(f"  state: {meaning}")
-    return 0
+    return ExitCode.OK
 
 
 def field_lines(key: str, value: Any) -> list[str]:
@@ -190,8 +184,8 @@ def resume_run(args: argparse.Namespace, settings: Settings) -> int:
 
         if distributed.resume(args.run_id):
             print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
-            return 0
-    ctx = RunContext.open(settings, _history(settings))  # the run's services, built once here
+            return ExitCode.OK
+    ctx = RunContext.open(settings, history_store(settings))  # the run's services, built once here
     finished = embedded.resume(args.run_id, ctx, jobs=args.jobs)
     print_summary(finished)
-    return int(finished.exit_code)
+    return int(finished.exit_code)  # the run's verdict (`FinishedRun.exit_code`)

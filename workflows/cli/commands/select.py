@@ -11,14 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import (
     add_budget_arguments,
     add_source_arguments,
     checked,
+    history_store,
     read_impact_map,
     read_inventory,
     read_json,
     read_source,
+    state_dir,
 )
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
@@ -183,7 +186,7 @@ def select(args: argparse.Namespace, settings: Settings) -> int:
         )
         if args.plan_out:
             print(f"plan: {args.plan_out}")
-    return 0
+    return ExitCode.OK
 
 
 def _read_change(args: argparse.Namespace) -> Any:
@@ -231,22 +234,17 @@ def _default_inventory(settings: Settings) -> Path:
     if settings.inventory is not None:
         return settings.inventory
     try:
-        return default_inventory(settings.state_dir)
+        return default_inventory(state_dir(settings))
     except SpecError as exc:
         raise CommandError(f"the bundled suites do not load: {exc}") from exc
 
 
 def _trace_store(settings: Settings) -> Any:
     """The traces stored beside History (None when History is given as a file)."""
-    from workflows.stores.history import open_history
     from workflows.tracing.trace_store import trace_store_for
 
-    return trace_store_for(open_history(settings.state_dir, settings.redis_url))
+    return trace_store_for(history_store(settings))
 
 
 def _stored_history(changes: Any, settings: Settings) -> Any:
-    from workflows.stores.history import open_history
-
-    return open_history(settings.state_dir, settings.redis_url).snapshot(
-        p.path for p in changes.paths
-    )
+    return history_store(settings).snapshot(p.path for p in changes.paths)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import checked
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
@@ -94,4 +95,4 @@ def run(args: argparse.Namespace, _settings: Settings) -> int:
         server.serve_dev(config, args.host, args.port)
     else:
         server.serve(config, args.host, args.port, args.workers, args.log_level, front)
-    return 0
+    return ExitCode.OK

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import check_specs, read_text
 from workflows.errors import CommandError
 from workflows.settings import Settings
@@ -64,7 +65,7 @@ def register(subparsers: Any) -> None:
 
 def _help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
-    return 2
+    return ExitCode.BAD_INPUT  # no subcommand: a usage error, as argparse's
 
 
 def cmd_lint(args: argparse.Namespace, _settings: Settings) -> int:
@@ -86,14 +87,15 @@ def cmd_lint(args: argparse.Namespace, _settings: Settings) -> int:
     errors += len(missing)
     if errors:
         print(f"{errors} error(s) in {len(paths)} file(s)", file=sys.stderr)
-        return 2  # bad input, as everywhere (1 means new test failures)
+        # The spec files cannot be used: bad input, as a spec error is everywhere.
+        return ExitCode.BAD_INPUT
     warnings = len(problems)  # no errors here: every problem left is a warning
     shown = "" if args.warnings else ", --warnings shows them"
     print(
         f"{len(paths)} file(s) checked: no errors"
         + (f", {warnings} warning(s){shown}" if warnings else "")
     )
-    return 0
+    return ExitCode.OK
 
 
 def _expansion(specs: list[str] | None, suite: str | None = None, keep_trail: bool = False) -> Any:
@@ -118,12 +120,12 @@ def cmd_expand(args: argparse.Namespace, _settings: Settings) -> int:
     if args.json:
         json.dump([v.to_json() for v in expansion.variants], sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
-        return 0
+        return ExitCode.OK
     for v in expansion.variants:
         note = f"  [{v.expectation}: {v.reason}]" if str(v.expectation) != "pass" else ""
         print(f"{v.id}{note}")
     print(f"{len(expansion.variants)} variant(s)", file=sys.stderr)
-    return 0
+    return ExitCode.OK
 
 
 def cmd_explain(args: argparse.Namespace, _settings: Settings) -> int:
@@ -140,7 +142,7 @@ def cmd_explain(args: argparse.Namespace, _settings: Settings) -> int:
         print(gone.id)
         print(f"  excluded:    {gone.reason} (not generated, as in torch-spyre)")
         print(f"  decided by:  {gone.rule}")
-        return 0
+        return ExitCode.OK
     if plan is None:
         why = expansion.unavailable.get(suite)
         if why:
@@ -169,14 +171,14 @@ def cmd_explain(args: argparse.Namespace, _settings: Settings) -> int:
             print(f"    {rule.describe()}")
     elif plan.kind == "file":
         print(f"  upstream:    {plan.file}::{plan.device_class}::{plan.method}")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_schema(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.loader import schema
 
     print(json.dumps(schema(), indent=2))
-    return 0
+    return ExitCode.OK
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
@@ -198,4 +200,4 @@ def cmd_record(args: argparse.Namespace, _settings: Settings) -> int:
     entries = expectation_entries(results)
     write_expectations(entries, Path(args.out))
     print(f"{len(entries)} expectation(s) written to {args.out}")
-    return 0
+    return ExitCode.OK

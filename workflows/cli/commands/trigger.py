@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import checked
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
@@ -47,4 +48,4 @@ def run(args: argparse.Namespace, _settings: Settings) -> int:
         print(f"enqueued {args.kind} run of {config.upstream_repo}@{args.sha}")
     else:
         print(f"{args.kind} run of {config.upstream_repo}@{args.sha} was already enqueued")
-    return 0
+    return ExitCode.OK

@@ -3,9 +3,10 @@
 spyre-ci upgrade-diff --from 2.13.0 --to 2.14.1 [--run] [--validate] [--out DIR]
 spyre-ci upgrade-diff --from-inventory A.json.gz --to-inventory B.json.gz [--out DIR]
 
-Exit codes as every command's: with --run, 1 when the report's conclusion is failure (a variant
-failing on the new version that did not on the old: regressed, or new and failing), else 0; 3
-when an environment or the tests could not run. Without --run there is no conclusion: 0.
+Exit codes as every command's (contracts/exit_codes.py): with --run, 1 when the report's
+conclusion is failure (a variant failing on the new version that did not on the old:
+regressed, or new and failing), else 0; 3 when an environment or the tests could not run; 2
+for input it cannot use. Without --run there is no conclusion: 0.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import check_out_dir, check_specs, checked
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
@@ -179,7 +181,7 @@ def _offline(args: argparse.Namespace) -> int:
     _print_summary(data, args.out / "upgrade.json")
     if patch_line:
         print(patch_line)
-    return 0
+    return ExitCode.OK
 
 
 def _online(args: argparse.Namespace, settings: Settings) -> int:
@@ -226,7 +228,8 @@ def _online(args: argparse.Namespace, settings: Settings) -> int:
     out: Path = args.out
     path = out / "upgrade.json"
     patch_line = ""
-    code, conclusion = 0, ""  # no run, no conclusion: the diff and selection are written
+    # no run, no conclusion: the diff and selection are written
+    code, conclusion = ExitCode.OK, ""
     if args.run or args.validate:
         limits = Limits(args.test_timeout, 3 * 3600.0, args.memory_mb)
         kw = {

@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from workflows.cli.change_input import checked
+from contracts.exit_codes import ExitCode
+from workflows.cli.change_input import checked, state_dir
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
@@ -92,7 +93,7 @@ def worker(args: argparse.Namespace, settings: Settings) -> int:
             from workflows.stores.inventory_cache import default_inventory
 
             try:
-                inventory = default_inventory(settings.state_dir, args.specs)
+                inventory = default_inventory(state_dir(settings), args.specs)
             except SpecError as exc:
                 raise CommandError(
                     f"no spec loads, so there is no Inventory to run: {exc}"
@@ -138,7 +139,7 @@ def worker(args: argparse.Namespace, settings: Settings) -> int:
         )
     finally:
         stop.set()
-    return 0
+    return ExitCode.OK
 
 
 def _github_adapter(config_path: Path | None) -> Any:
@@ -182,7 +183,7 @@ def worker_status(args: argparse.Namespace, settings: Settings) -> int:
         state = distributed.status(url, settings.lease_ttl_s)
     except redis.RedisError as exc:
         print(f"redis   {masked(url)}: DOWN ({exc})")
-        return 3
+        return ExitCode.INFRASTRUCTURE
     problems = [
         what
         for what, down in (
@@ -193,7 +194,7 @@ def worker_status(args: argparse.Namespace, settings: Settings) -> int:
     ]
     if args.json:
         print(json.dumps({"redis": masked(url), "healthy": not problems, **state}, indent=2))
-        return 3 if problems else 0
+        return ExitCode.INFRASTRUCTURE if problems else ExitCode.OK
     print(
         f"redis   {masked(url)}: up; queue {state['queue']} task(s), "
         f"{state['queued_plans']} of them plans"
@@ -210,5 +211,5 @@ def worker_status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  run {s['run']} shard {s['shard']}: {s['state']}{owner}{left}")
     if problems:
         print(f"unhealthy: {'; '.join(problems)}")
-        return 3
-    return 0
+        return ExitCode.INFRASTRUCTURE  # a service is down: an outage, not a check's "no"
+    return ExitCode.OK

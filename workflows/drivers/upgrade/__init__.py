@@ -9,7 +9,7 @@ build_inventory(env) x 2                <venv>/bin/python -m workflows inventory
 selector.upgrade: diff, select          (pure)
 run_ids(env, ids) x 2                   shard subprocesses with the venv's python
 classify -> UpgradeDiff -> RunRecord    dashboard_export.layout.write_run (HUD files, report)
-exit_code(record)                       1 when the record's conclusion is failure, else 0
+exit_code(record)                       1: conclusion failure; 3: it could not run; else 0
 ```
 
 `python -m workflows.drivers.upgrade describe --out FILE.json.gz [--specs PATH]...` runs INSIDE an

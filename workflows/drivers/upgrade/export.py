@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from contracts.exit_codes import ExitCode
 from dashboard_export.model import Environment, RunRecord
 from suites.model import Inventory
 from workflows.drivers.upgrade.diff_run import VersionRun
@@ -146,10 +147,10 @@ def write_report(out_dir: Path, record: RunRecord, new_run: VersionRun) -> dict[
     return write_run(record, out_dir, junit)
 
 
-def exit_code(record: RunRecord) -> int:
+def exit_code(record: RunRecord) -> ExitCode:
     """The upgrade run's exit code, from the conclusion its report and callback carry
     (`RunRecord.effective_conclusion`): 1 when that is `failure` (a variant failing new on the
     new version: regressed, or new and failing), 3 when its tests could not run, else 0."""
     if record.infrastructure:
-        return 3
-    return 1 if record.effective_conclusion == "failure" else 0
+        return ExitCode.INFRASTRUCTURE
+    return ExitCode.NEW_FAILURES if record.effective_conclusion == "failure" else ExitCode.OK
