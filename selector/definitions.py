@@ -23,11 +23,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-from selector.diff import FilePatch
+from selector.diff import FilePatch, joined
 
 # What a changed line is part of, innermost first.
 FUNCTION = "function"  # a function or method body: its code object runs when called
@@ -86,7 +86,17 @@ def _apply(old: str, patch: FilePatch) -> tuple[str, list[int], list[int], list[
     """(new text, old-side removed lines, new-side added lines, old-side neighbours of each
     insertion). Each hunk is placed where
     its old lines (context and removed) match, at its header's line or, when the file moved
-    on since the diff was made, at the nearest offset that matches (as `patch` does)."""
+    on since the diff was made, at the nearest offset that matches (as `patch` does).
+    A file given in several sections: each over the text the ones before it made, and the
+    lines are those of the change they make together."""
+    if patch.sections:
+        new = old
+        for hunks in patch.in_order():
+            done = _apply(new, replace(patch, hunks=hunks, sections=()))
+            if done is None:
+                return None
+            new = done[0]
+        return _apply(old, joined(patch, old, new))
     lines = old.splitlines()
     out: list[str] = []
     old_changed: list[int] = []
@@ -341,6 +351,23 @@ _CPP_NOT_FUNCTIONS = frozenset(
     {"if", "for", "while", "switch", "catch", "return", "sizeof", "namespace", "TORCH_CHECK"}
 )
 _CPP_REGISTRATION = re.compile(r"\b(?:REGISTER_DISPATCH|REGISTER_ARCH_DISPATCH)\s*\(\s*(\w+)")
+# A line that is a macro invocation alone, without `;` (`CREATE_UNARY_TORCH_IMPL_FUNC(sin_out,
+# sin_stub)`): a statement of its own, unless the next line goes on with `(`, `{` or `:`
+# (`TORCH_IMPL_FUNC(x_out)` above its parameters).
+_MACRO_LINE = re.compile(r"^\s*[A-Z_][A-Z0-9_]*\s*\([^;{}]*\)\s*$")
+
+
+def cpp_head_restarts(after_macro_line: bool, line: str) -> bool:
+    """Whether `line` starts a new head: the line above was a macro invocation alone and this
+    one does not go on with it (otherwise every function after a row of such invocations
+    would take the first invocation's name)."""
+    stripped = line.strip()
+    return after_macro_line and bool(stripped) and not stripped.startswith(("(", "{", ":"))
+
+
+def cpp_macro_line(after_macro_line: bool, line: str) -> bool:
+    """The state `cpp_head_restarts` reads for the next line (a blank line keeps it)."""
+    return bool(_MACRO_LINE.match(line)) or (after_macro_line and not line.strip())
 
 
 def _cpp_spans(source: str) -> list[_Span]:
@@ -353,7 +380,11 @@ def _cpp_spans(source: str) -> list[_Span]:
     stack: list[tuple[str | None, int]] = []
     pending = ""  # text since the last `;`, `{` or `}`: the head of the next block
     pending_line = 1
+    macro_line = False
     for number, line in enumerate(lines, start=1):
+        if cpp_head_restarts(macro_line, line):
+            pending = ""
+        macro_line = cpp_macro_line(macro_line, line)
         for match in _CPP_REGISTRATION.finditer(line):
             spans.append(_Span(CPP_FUNCTION, match.group(1), number, number))
         for char in line:

@@ -4,13 +4,26 @@ Understands `diff --git` headers, renames and copies, new and deleted files, bin
 and hunks with the function context git prints after the second `@@`. A hunk that ends
 before its header's line counts are used up marks the diff as truncated (GitHub cuts long
 diffs that way), which the Scout treats as an incomplete change.
+
+This is the one reading of a diff that the selector and the change overlay share, so what is
+selected and what is applied are the same files and the same hunks:
+
+* every file name is a repository path, `.`/`..` parts and doubled `/` resolved
+  (`torch/../torch/x.py` is `torch/x.py`); a name that is absolute or leads out of the
+  repository is refused;
+* a file the diff gives in several sections (`git log -p --reverse` prints one per commit,
+  or two diffs put together) is one `FilePatch` whose sections apply in the diff's order,
+  each over the text the ones before it made (`FilePatch.in_order`; `diff_sections` joins
+  them); an order no text can follow (a section that changes a file an earlier one deleted)
+  is refused, naming the file and the sections.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 from selector.errors import SelectorError
 
@@ -39,14 +52,40 @@ class Hunk:
 
 
 @dataclass(frozen=True)
+class Section:
+    """One of the sections a diff gives one file in: where it starts in the diff (its line)
+    and the index of its first hunk in `FilePatch.hunks`."""
+
+    line: int
+    start: int
+
+
+@dataclass(frozen=True)
 class FilePatch:
-    """The diff of one file."""
+    """The diff of one file; `hunks` are all of its hunks, in the diff's order."""
 
     path: str  # new path ("b/"), or the old one for a deleted file
     status: str  # added | modified | removed | renamed | copied
     previous_path: str | None = None
     hunks: tuple[Hunk, ...] = ()
     binary: bool = False
+    # A file given in several sections: one per section, in order (empty when given once).
+    sections: tuple[Section, ...] = field(default=())
+
+    def in_order(self) -> tuple[tuple[Hunk, ...], ...]:
+        """The hunks, one group per section: each group applies to the text the groups
+        before it made (its line numbers are that text's), the first to the old file."""
+        if not self.sections:
+            return (self.hunks,)
+        starts = [s.start for s in self.sections] + [len(self.hunks)]
+        return tuple(self.hunks[a:b] for a, b in zip(starts, starts[1:], strict=False))
+
+    def where(self, group: int) -> str:
+        """`section N (line L of the diff)` for hunk group `group` (from 0) of a file given
+        in several sections; "" for a file given once."""
+        if not self.sections:
+            return ""
+        return f"section {group + 1} (line {self.sections[group].line} of the diff)"
 
 
 @dataclass(frozen=True)
@@ -57,7 +96,7 @@ class ParsedDiff:
 
 def parse_unified_diff(text: str, source: str = "<diff>") -> ParsedDiff:
     """Parse `git diff` output (several files); `source` names the input in errors."""
-    files: list[FilePatch] = []
+    sections: list[tuple[int, FilePatch]] = []  # (the diff's line of its header, the patch)
     truncated = False
     lines = text.splitlines()
     pos = 0
@@ -65,15 +104,46 @@ def parse_unified_diff(text: str, source: str = "<diff>") -> ParsedDiff:
     while pos < len(lines) and not _starts_file(lines, pos):
         pos += 1
     while pos < len(lines):
+        line = pos + 1
         patch, pos, cut = _parse_file(lines, pos, source)
-        files.append(patch)
+        sections.append((line, patch))
         truncated = truncated or cut
-    if not files and text.strip():
+    if not sections and text.strip():
         raise SelectorError(
             f"{source}: no `diff --git` or `---`/`+++` file header found; give the output of "
             "`git diff` (or a GitHub `.diff`)"
         )
-    return ParsedDiff(tuple(files), truncated)
+    from selector.diff_sections import one_per_file  # it builds on this module's records
+
+    return ParsedDiff(one_per_file(sections, source), truncated)
+
+
+def repository_path(name: str, where: str = "<diff>") -> str:
+    """The repository path a diff's file name means: `.` parts, doubled `/` and `..` parts
+    resolved (`./torch//nn/../nn/f.py` is `torch/nn/f.py`). An absolute name, or one whose
+    `..` leads out of the repository, is a SelectorError naming it (`where`: the diff and
+    line); so is a name that resolves to nothing."""
+    if name.startswith("/"):
+        raise SelectorError(
+            f"{where}: {name!r} is an absolute path: a diff names files relative to the "
+            "repository's top folder (as `git diff` prints them)"
+        )
+    parts: list[str] = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise SelectorError(
+                    f"{where}: {name!r} leads out of the repository (its `..` goes above "
+                    "the top folder); name the file by its path in the repository"
+                )
+            parts.pop()
+            continue
+        parts.append(part)
+    if not parts:
+        raise SelectorError(f"{where}: {name!r} names no file of the repository")
+    return "/".join(parts)
 
 
 def _starts_file(lines: list[str], pos: int) -> bool:
@@ -101,6 +171,10 @@ def _strip_prefix(name: str) -> str | None:
     return name
 
 
+def _named(name: str | None, source: str, line: int) -> str | None:
+    return None if name is None else repository_path(name, f"{source}:{line}")
+
+
 def _plain_pair(old: str, new: str) -> str:
     """The file a plain `diff -u OLD NEW` of two copies edits: the new name, unless it is a
     backup copy's (`x.py.orig` against `x.py`, either way round)."""
@@ -124,7 +198,8 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
             raise SelectorError(
                 f"{source}:{header_line}: cannot read the file names in {lines[pos]!r}"
             )
-        old, new = match.group(1), match.group(2)
+        old = _named(match.group(1), source, header_line)
+        new = _named(match.group(2), source, header_line)
         pos += 1
         # Extended header lines up to the first `---`, hunk or next file.
         while pos < len(lines) and not lines[pos].startswith(("--- ", "@@", "diff --git ")):
@@ -134,21 +209,23 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
             elif line.startswith("deleted file mode"):
                 status = "removed"
             elif line.startswith("rename from "):
-                status, renamed_from = "renamed", line[len("rename from ") :]
+                status = "renamed"
+                renamed_from = _named(line[len("rename from ") :], source, pos + 1)
             elif line.startswith("rename to "):
-                new = line[len("rename to ") :]
+                new = _named(line[len("rename to ") :], source, pos + 1)
             elif line.startswith("copy from "):
-                status, renamed_from = "copied", line[len("copy from ") :]
+                status = "copied"
+                renamed_from = _named(line[len("copy from ") :], source, pos + 1)
             elif line.startswith("copy to "):
-                new = line[len("copy to ") :]
+                new = _named(line[len("copy to ") :], source, pos + 1)
             elif line.startswith(("Binary files ", "GIT binary patch")):
                 binary = True
             pos += 1
     if pos < len(lines) and lines[pos].startswith("--- "):
-        minus = _strip_prefix(lines[pos][4:])
+        minus = _named(_strip_prefix(lines[pos][4:]), source, pos + 1)
         if pos + 1 >= len(lines) or not lines[pos + 1].startswith("+++ "):
             raise SelectorError(f"{source}:{pos + 1}: `---` line without the `+++` line after it")
-        plus = _strip_prefix(lines[pos + 1][4:])
+        plus = _named(_strip_prefix(lines[pos + 1][4:]), source, pos + 2)
         if minus is None:
             status = "added"
         if plus is None:
@@ -177,6 +254,19 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
             # (`diff -u x.py.orig x.py`, `diff -u a/x.py b/x.py` in other layouts).
             path = _plain_pair(old, new)
     return FilePatch(path, status, previous, tuple(hunks), binary), pos, truncated
+
+
+def joined(patch: FilePatch, old: str, new: str) -> FilePatch:
+    """`patch` as one section: the change from `old` (the text before its first section) to
+    `new` (after its last), in hunks as `diff -u` makes them (no function context)."""
+    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3)
+    lines = list(diff)[2:]  # the `---`/`+++` lines
+    hunks: list[Hunk] = []
+    pos = 0
+    while pos < len(lines):
+        hunk, pos, _cut = _parse_hunk(lines, pos, patch.path)
+        hunks.append(hunk)
+    return replace(patch, hunks=tuple(hunks), sections=())
 
 
 def _parse_hunk(lines: list[str], pos: int, source: str) -> tuple[Hunk, int, bool]:
@@ -253,35 +343,55 @@ def as_form(text: str, form: str) -> str:
     """The same change as another tool would print it: `git` (as given), `plain` (`diff -u`:
     no `diff --git` lines, no function context after `@@`), `github` (compare patches: one
     entry per file, hunks only, context dropped as another diff algorithm may place it
-    elsewhere). Hunk bodies are kept as they are."""
+    elsewhere). Hunk bodies are kept as they are; a file given in several sections keeps
+    them."""
     if form == "git":
         return text
     parsed = parse_unified_diff(text)
     if form == "plain":
         lines: list[str] = []
         for f in parsed.files:
-            old = f.previous_path or f.path
-            lines.append("--- /dev/null" if f.status == "added" else f"--- a/{old}")
-            lines.append("+++ /dev/null" if f.status == "removed" else f"+++ b/{f.path}")
-            lines += _plain_hunks(f)
+            for old, new, hunks in _sections_of(f):
+                lines.append(f"--- a/{old}" if old else "--- /dev/null")
+                lines.append(f"+++ b/{new}" if new else "+++ /dev/null")
+                lines += _plain_hunks(hunks)
         return "\n".join(lines) + "\n"
     if form == "github":
         entries: list[dict[str, object]] = [
             {
-                "filename": f.path,
-                "status": f.status,
-                "previous_filename": f.previous_path,
-                "patch": "\n".join(_plain_hunks(f)),
+                "filename": new or old,
+                "status": "added"
+                if old is None
+                else "removed"
+                if new is None
+                else ("renamed" if old != new else "modified"),
+                "previous_filename": old if old and new and old != new else None,
+                "patch": "\n".join(_plain_hunks(hunks)),
             }
             for f in parsed.files
+            for old, new, hunks in _sections_of(f)
         ]
         return compare_patch_text(entries)
     raise SelectorError(f"unknown diff form {form!r}; known: git, plain, github")
 
 
-def _plain_hunks(patch: FilePatch) -> list[str]:
+def _sections_of(patch: FilePatch) -> list[tuple[str | None, str | None, tuple[Hunk, ...]]]:
+    """(old name, new name, hunks) of each section (None: `/dev/null`): the first from the
+    old name (none for a new file), the last to none for a deleted file."""
+    groups = patch.in_order()
+    out: list[tuple[str | None, str | None, tuple[Hunk, ...]]] = []
+    for i, hunks in enumerate(groups):
+        old: str | None = patch.path
+        if i == 0:
+            old = None if patch.status == "added" else (patch.previous_path or patch.path)
+        new = None if patch.status == "removed" and i == len(groups) - 1 else patch.path
+        out.append((old, new, hunks))
+    return out
+
+
+def _plain_hunks(hunks: Sequence[Hunk]) -> list[str]:
     lines: list[str] = []
-    for h in patch.hunks:
+    for h in hunks:
         lines.append(f"@@ -{h.old_start},{h.old_count} +{h.new_start},{h.new_count} @@")
         lines += list(h.lines)
     return lines

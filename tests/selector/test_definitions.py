@@ -350,3 +350,33 @@ def test_docstrings_and_comments_change_nothing_but_strings_do(
         assert p.decision == "none"
     else:
         assert p.facts.functions == (f"{path}:softmax",)
+
+
+def test_a_file_in_two_sections_is_selected_on_the_change_they_make_together(
+    inventory: Inventory,
+) -> None:
+    path = "torch/nn/functional.py"
+
+    def section(old: str, new: str) -> str:
+        return "".join(
+            difflib.unified_diff(
+                old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"
+            )
+        )
+
+    # The second section edits a line only the first one wrote, and a harmless last section
+    # (a comment) follows: only their order makes the text, and glu's edit is in it.
+    first = PY.replace('"glu does not support scalars"', '"no scalars"')
+    second = first.replace('"no scalars"', '"no scalars at all"')
+    last = second.replace("LIMIT = 3", "LIMIT = 3  # the number of tries")
+    sections = section(PY, first) + section(first, second) + section(second, last)
+    (patch,) = parse_unified_diff(sections).files
+    assert len(patch.in_order()) == 3
+    assert apply_patch(PY, patch) == last
+    assert locate(patch, PY) == locate(parse_unified_diff(section(PY, last)).files[0], PY)
+    seen = []
+    for text in (sections, section(PY, last)):
+        p = plan(ChangeSet.from_diff(text).with_sources({path: PY}), inventory)
+        seen.append((p.facts.functions, p.facts.op_names, p.selected_ids))
+    assert seen[0] == seen[1]
+    assert f"{path}:glu" in seen[0][0]

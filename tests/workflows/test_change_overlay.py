@@ -233,3 +233,81 @@ def test_the_overlay_is_keyed_by_the_change(site: Path, tmp_path: Path) -> None:
 )
 def test_file_kinds(path: str, kind: str) -> None:
     assert file_kind(path) == kind
+
+
+def test_a_files_sections_apply_in_the_diffs_order(site: Path, tmp_path: Path) -> None:
+    """`git log -p --reverse` of two commits of one file, then a harmless third: the second
+    edits what only the first wrote; every section takes effect, the file is applied once."""
+    first = FUNCTIONAL.replace("if x == 0:", "if x <= 1:")
+    second = first.replace('"no scalars"', '"no scalars or ones"')
+    last = second.replace('return "kept"', 'return "kept"  # as it was')
+    path = "torch/nn/functional.py"
+    diff = (
+        git_diff(path, FUNCTIONAL, first, tmp=tmp_path)
+        + git_diff(path, first, second, tmp=tmp_path)
+        + git_diff(path, second, last, tmp=tmp_path)
+    )
+    change = prepare(diff, site, cache_dir=tmp_path / "c")
+    assert [(f.path, f.module) for f in change.applied] == [(path, "torch.nn.functional")]
+    assert change.applied[0].why == "3 hunks in 3 sections, applied in the diff's order"
+    code = "import torch.nn.functional as F\ntry:\n    F.glu(1)\nexcept RuntimeError as e:\n"
+    code += "    print(e)\nprint(F.keep())\n"
+    done = run_python(site, change.env({"PYTHONPATH": str(site)}), code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["no scalars or ones", "kept"]
+
+    # Newest first (`git log -p` as it prints by default): the order cannot be honored.
+    newest_first = git_diff(path, first, second, tmp=tmp_path) + git_diff(
+        path, FUNCTIONAL, first, tmp=tmp_path
+    )
+    with pytest.raises(
+        ChangeError,
+        match=r"my.patch: torch/nn/functional.py: section 1 \(line 1 of the diff\), hunk 1 "
+        r".* not in the installed file .*`git log -p --reverse`",
+    ):
+        prepare(newest_first, site, source="my.patch", cache_dir=tmp_path / "c")
+    # Two edits of one line, each made against the installed file: the second cannot follow.
+    both = git_diff(path, FUNCTIONAL, first, tmp=tmp_path)
+    other = git_diff(path, FUNCTIONAL, FUNCTIONAL.replace("x == 0", "x < 0"), tmp=tmp_path)
+    line = len(both.splitlines()) + 1
+    with pytest.raises(
+        ChangeError,
+        match=rf"torch/nn/functional.py: section 2 \(line {line} of the diff\), hunk 1 .* not "
+        r"in the text the sections before it made",
+    ):
+        prepare(both + other, site, source="my.patch", cache_dir=tmp_path / "c")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["torch/../torch/nn/functional.py", "./torch/nn/functional.py", "torch//nn/functional.py"],
+)
+def test_a_path_is_applied_under_its_repository_path(name: str, site: Path, tmp_path: Path) -> None:
+    diff = git_diff("torch/nn/functional.py", FUNCTIONAL, BROKEN_GLU, tmp=tmp_path)
+    change = prepare(diff.replace("torch/nn/functional.py", name), site, cache_dir=tmp_path / "c")
+    plain = prepare(diff, site, cache_dir=tmp_path / "c")
+    assert change.applied == plain.applied
+    done = run_python(
+        site, change.env({"PYTHONPATH": str(site)}), "import torch.nn.functional as F\nF.glu(1)"
+    )
+    assert "no scalars" in done.stderr  # the change took effect
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("torch/../../x.py", "leads out of the repository"), ("/tmp/x.py", "is an absolute path")],
+)
+def test_a_path_outside_the_tree_is_refused(
+    name: str, why: str, site: Path, tmp_path: Path
+) -> None:
+    diff = git_diff("torch/nn/functional.py", FUNCTIONAL, BROKEN_GLU, tmp=tmp_path)
+    with pytest.raises(ChangeError, match=rf"my.patch:1: '{re.escape(name)}' {why}"):
+        prepare(
+            diff.replace("a/torch/nn/functional.py", f"a/{name}").replace(
+                "b/torch/nn/functional.py", f"b/{name}"
+            ),
+            site,
+            source="my.patch",
+            cache_dir=tmp_path / "c",
+        )
+    assert not (tmp_path / "c").exists()

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from selector.diff import FilePatch
+from collections.abc import Sequence
+
+from selector.diff import FilePatch, Hunk
+
+# A file's sections apply in the diff's order; `git log -p` prints the newest commit first.
+_ORDER = (
+    "are its sections in the order they were made? `git log -p --reverse` prints the "
+    "oldest commit first"
+)
 
 
 class PatchError(Exception):
@@ -14,20 +22,35 @@ def apply_patch(text: str, patch: FilePatch, *, fuzz_lines: int = 200) -> str:
 
     Each hunk's old lines (context and removed) must match the text exactly, at the line the
     header names or within `fuzz_lines` of it (upstream moves code between releases; the
-    offset is harmless, a content mismatch is not).
+    offset is harmless, a content mismatch is not). A file the diff gives in several
+    sections: each section's hunks over the text the sections before it made.
     """
+    for group, hunks in enumerate(patch.in_order()):
+        text = _apply_hunks(text, hunks, patch, group, fuzz_lines)
+    return text
+
+
+def _apply_hunks(
+    text: str, hunks: Sequence[Hunk], patch: FilePatch, group: int, fuzz_lines: int
+) -> str:
     lines = text.splitlines(keepends=True)
     shift = 0
-    for number, hunk in enumerate(patch.hunks, 1):
+    section = patch.where(group)
+    for number, hunk in enumerate(hunks, 1):
         old = [line[1:] for line in hunk.lines if line[:1] in " -"]
         new = [line[1:] for line in hunk.lines if line[:1] in " +"]
         want = hunk.old_start - 1 + shift
         at = _find(lines, old, want, fuzz_lines)
         if at is None:
+            where = "the installed file (is this diff against another torch version?)"
+            if group:
+                where = f"the text the sections before it made ({_ORDER})"
+            elif patch.sections:
+                where = f"the installed file (another torch version? {_ORDER})"
             raise PatchError(
-                f"{patch.path}: hunk {number} (@@ -{hunk.old_start},{hunk.old_count} @@) does "
-                f"not apply: its lines {hunk.old_start}..{hunk.old_start + len(old) - 1} are "
-                "not in the installed file (is this diff against another torch version?)"
+                f"{patch.path}: {section + ', ' if section else ''}hunk {number} "
+                f"(@@ -{hunk.old_start},{hunk.old_count} @@) does not apply: its lines "
+                f"{hunk.old_start}..{hunk.old_start + len(old) - 1} are not in {where}"
             )
         eol = "\n"
         lines[at : at + len(old)] = [line + eol for line in new]

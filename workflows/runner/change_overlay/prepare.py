@@ -6,6 +6,8 @@ Every file of the change falls in one of three groups:
 * **applied**: a Python module of an installed package (`torch/`, `functorch/`): its hunks
   are applied to the installed file's text (`patching.apply_patch`) and the result is
   written into the overlay folder; new modules, deleted modules and renames are applied too.
+  A file the diff gives in several sections (`git log -p --reverse`) gets them in the diff's
+  order, each over the text the ones before it made, as `selector.diff` reads them.
 * **not applied**: what only a build of torch would bring (C++/CUDA sources and headers,
   `native_functions.yaml` and the other codegen inputs, `torchgen/`, build files), and any
   file of the installed packages that is not a Python module. A run names each of them.
@@ -30,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from selector import SelectorError
-from selector.diff import FilePatch, parse_unified_diff
+from selector.diff import FilePatch, parse_unified_diff, repository_path
 from workflows.runner.change_overlay.patching import PatchError, apply_patch
 from workflows.settings import child_environment
 
@@ -197,10 +199,10 @@ def check_hunk_counts(diff_text: str, source: str) -> None:
     while pos < len(lines):
         line = lines[pos]
         if line.startswith("diff --git "):
-            current, number = line.split(" b/", 1)[-1], 0
+            current, number = _shown(line.split(" b/", 1)[-1]), 0
         elif line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
             name = line[4:].split("\t", 1)[0].strip()
-            current = name[2:] if name.startswith(("a/", "b/")) else name
+            current = _shown(name[2:] if name.startswith(("a/", "b/")) else name)
         match = _HUNK.match(line)
         if not match:
             pos += 1
@@ -237,6 +239,15 @@ def check_hunk_counts(diff_text: str, source: str) -> None:
                 f" counts {old} old and {new} new lines but holds {seen_old} and {seen_new}: "
                 "the diff is cut or was edited by hand; make it again with `git diff`"
             )
+
+
+def _shown(name: str) -> str:
+    """A diff's file name as the change's files are listed (the parser has refused the
+    names it cannot resolve)."""
+    try:
+        return repository_path(name)
+    except SelectorError:
+        return name
 
 
 @dataclass(frozen=True)
@@ -281,12 +292,14 @@ def prepare_layer(
     if empty and not under.texts:
         return NO_CHANGE, under
     diff_text = diff_text or ""
-    if strict and not empty:
-        check_hunk_counts(diff_text, source)
     try:
+        # The selector's reading of the diff: its files (paths resolved, a file's sections
+        # joined) are what is applied, listed and selected on.
         parsed = parse_unified_diff(diff_text, source) if not empty else None
     except SelectorError as exc:
         raise ChangeError(str(exc)) from None
+    if strict and not empty:
+        check_hunk_counts(diff_text, source)
     key = hashlib.sha256(
         f"{FORMAT}\0{torch_root}\0{torch_sha}\0{under.id}\0{diff_text}".encode()
     ).hexdigest()[:20]
@@ -375,10 +388,10 @@ def _apply_one(
         why = f"renamed from {patch.previous_path}"
         return FileEffect(patch.path, "renamed", why, module, patch.previous_path), new_text
     hunks = len(patch.hunks)
-    return (
-        FileEffect(patch.path, patch.status, f"{hunks} hunk{'s' if hunks != 1 else ''}", module),
-        new_text,
-    )
+    why = f"{hunks} hunk{'s' if hunks != 1 else ''}"
+    if patch.sections:
+        why += f" in {len(patch.sections)} sections, applied in the diff's order"
+    return FileEffect(patch.path, patch.status, why, module), new_text
 
 
 def _broken(texts: Mapping[str, str | None], applied: Sequence[FileEffect]) -> list[str]:
