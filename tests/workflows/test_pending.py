@@ -58,3 +58,42 @@ def test_check_without_a_source_of_builds_is_bad_input(tmp_path: Path) -> None:
     done = cli("pending", "check", env={"SPYRE_CI_STATE_DIR": str(tmp_path)})
     assert done.returncode == 2
     assert "SPYRE_CI_BUILD_INDEX is not set" in done.stderr
+
+
+def test_a_scheduled_run_checks_the_waiting_changes_and_a_push_does_not(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """What a worker does after it finishes a run (`spyre-ci pending check` when the run
+    was a nightly and changes wait); a check that cannot reach the source is said and
+    leaves every change pending, for the next nightly."""
+    from contracts.event import TriggerEvent
+    from workflows.drivers.pending_check import after_scheduled, waiting_after
+    from workflows.run.run_model import RunRequest
+    from workflows.settings import Settings
+
+    pending.record(tmp_path, entry("1" * 40, "2026-12-02T12:00:00Z"))
+    variables = {
+        "SPYRE_CI_STATE_DIR": str(tmp_path),
+        "SPYRE_CI_BUILD_INDEX": "http://127.0.0.1:9/simple",  # nothing answers there
+        "SPYRE_CI_ENV_CACHE": str(tmp_path / "envs"),
+        "SPYRE_CI_GITHUB_URL": "http://127.0.0.1:9",
+        "SPYRE_CI_GITHUB_TOKEN": "t",
+    }
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings.from_env(variables)
+
+    def request(kind: str) -> RunRequest:
+        event = TriggerEvent(kind=kind, delivery_id="d", repo="pytorch/pytorch", head_sha="9" * 40)
+        return RunRequest(
+            run_id=f"{kind}-1", event=event, out_dir=str(tmp_path / "out"), inventory="x"
+        )
+
+    said: list[str] = []
+    assert waiting_after(request("push"), settings) == 0
+    assert after_scheduled(request("push"), settings, said.append) is None and said == []
+    assert waiting_after(request("nightly"), Settings.from_env({"SPYRE_CI_STATE_DIR": "/x"})) == 0
+    code = after_scheduled(request("nightly"), settings, said.append)
+    assert code == 3, said  # the source cannot be read: an outage, tried again next time
+    assert said[0].startswith("1 deferred change(s) wait for a build")
+    assert [e.head for e in pending.open_entries(tmp_path)] == ["1" * 40]

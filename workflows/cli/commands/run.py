@@ -212,6 +212,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         raise
     print_summary(finished)
+    from workflows.drivers import pending_check
+
+    waiting = pending_check.waiting_after(request, settings)
+    if waiting:
+        print(
+            f"  {waiting} deferred change(s) wait for a build that holds them: "
+            "`spyre-ci pending check` judges them on the builds now in the source "
+            "(a worker does it after every scheduled run)"
+        )
     return int(finished.exit_code)  # the run's verdict (`FinishedRun.exit_code`)
 
 

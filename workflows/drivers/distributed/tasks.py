@@ -8,12 +8,14 @@ must agree on them. Each task's body is a step of its own module (`shard`, `fini
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import Any
 
 from celery import chord
 
+from workflows.drivers import pending_check
 from workflows.run import pipeline, run_model
 
 from . import celery_app, finish, shard
@@ -21,6 +23,8 @@ from .celery_app import app
 from .drain import in_task
 from .keys import OPEN_RUNS, PLAN_PRIORITY, RESULT_TTL_S, key
 from .outages import through_outages
+
+_log = logging.getLogger("spyre_ci.pending")
 
 
 # Celery ships no type information: its task decorator is untyped for mypy --strict.
@@ -69,7 +73,23 @@ def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     Sent by the run's chord, or by the sweep when the chord never fired (its last shard
     completed while Redis was away)."""
     token = uuid.uuid4().hex
-    return through_outages(f"finish of run {run_id}", lambda: finish.finish_once(run_id, token))
+    summary = through_outages(f"finish of run {run_id}", lambda: finish.finish_once(run_id, token))
+    try:
+        request = celery_app.load_planned(run_id).request
+        if pending_check.waiting_after(request, celery_app.context().settings):
+            pending_check_task.delay(run_id)
+    except Exception as exc:  # noqa: BLE001 - the run is finished; the next nightly checks
+        _log.warning("run %s: deferred changes not checked after it: %s", run_id, exc)
+    return summary
+
+
+@app.task(name="spyre_ci.pending_check")  # type: ignore[untyped-decorator]
+def pending_check_task(run_id: str) -> int | None:
+    """After a scheduled run: judge the deferred changes on the builds that now hold them
+    (`spyre-ci pending check`), as their own task so the run's finish never waits on it."""
+    with in_task():
+        request = celery_app.load_planned(run_id).request
+        return pending_check.after_scheduled(request, celery_app.context().settings, _log.info)
 
 
 def _fan_out(run_id: str, shards: int) -> None:
