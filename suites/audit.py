@@ -38,7 +38,7 @@ from typing import Any
 from suites.loader import SpecFile, as_names, load_spec
 from suites.model import Expectation, Status, Variant, split_variant_id
 from suites.record import summarize
-from suites.rules import MODES, canonical_dtype
+from suites.rules import MODES, canonical_dtype, torch_holds
 from suites.spec_patch import NameEdit
 
 KINDS = ("xpass", "other_failure", "stale_skip", "uncovered", "orphan", "renamed", "new_exposed")
@@ -67,6 +67,7 @@ class AuditRule:
     id_glob: str | None = None
     names: tuple[str, ...] = ()  # file suites: the test names of the entry
     index: int = -1  # position in the expectations list (expectations files)
+    torch: str = ""  # the entry's torch condition (expectations files), "" for every torch
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,7 @@ def _expectation_rules(spec: SpecFile, suite: str) -> list[AuditRule]:
             reason=str(item.get("reason", "")),
             id_glob=str(item["id"]),
             index=i,
+            torch=str(item.get("torch") or ""),
         )
         for i, item in enumerate(spec.get(("expectations",)) or ())
     ]
@@ -450,6 +452,8 @@ def stale_rules(
     for rule in rules:
         if rule.suite in unavailable or rule.kind == "file_tests":
             continue  # file suites are judged by their test names (`unmatched_names`)
+        if not torch_holds(rule.torch, rule.source, facts.torch_version):
+            continue  # a rule for another torch: it matches nothing here, as it should
         skip = rule.mode is Expectation.SKIP
         what = rule.id_glob or f"{rule.kind} rule ({rule.mode})"
         if rule.source not in used_sources and rule.mode is not Expectation.PASS:

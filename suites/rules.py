@@ -12,12 +12,13 @@ Two rule systems live here:
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from suites.loader import Path_, SpecFile, as_names, item_names
+from suites.loader import Path_, SpecError, SpecFile, as_names, item_names
 from suites.model import Expectation
 from suites.template_names import TEMPLATE_UPSTREAM
 
@@ -175,10 +176,46 @@ def spec_rules(spec: SpecFile, entry_where: Path_) -> list[Rule]:
     return out
 
 
-def expectation_rules(spec: SpecFile) -> list[Rule]:
-    """Rules of a generated expectations file, one per id (or id glob)."""
+@functools.cache
+def installed_torch_version() -> str | None:
+    """The version of the torch this interpreter has (read without importing it), None
+    without one: an Inventory is expanded by the interpreter of the torch it describes."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def torch_condition(text: str, where: str) -> Any:
+    """An expectation's `torch` condition (PEP 440 specifiers such as `>=2.14.1` or
+    `>=2.13,<2.14.1`; pre-releases and nightlies included); bad input names `where`."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(text, prereleases=True)
+    except InvalidSpecifier as exc:
+        raise SpecError(f"{where}: torch: {text!r} is not a version condition ({exc})") from None
+
+
+def torch_holds(text: str | None, where: str, version: str | None) -> bool:
+    """Whether a rule with the `torch` condition `text` holds on torch `version` (a rule
+    without one holds everywhere; with one, never on an unknown torch)."""
+    if not text:
+        return True
+    condition = torch_condition(str(text), where)
+    return version is not None and condition.contains(version.split("+", 1)[0])
+
+
+def expectation_rules(spec: SpecFile, torch_version: str | None = None) -> list[Rule]:
+    """Rules of a generated expectations file, one per id (or id glob): those whose `torch`
+    condition holds on `torch_version` (default: the installed torch's)."""
+    version = installed_torch_version() if torch_version is None else torch_version
     out: list[Rule] = []
     for i, item in enumerate(spec.get(("expectations",)) or ()):
+        if not torch_holds(item.get("torch"), spec.line_ref(("expectations", i)), version):
+            continue
         out.append(
             Rule(
                 source=spec.line_ref(("expectations", i)),

@@ -35,6 +35,7 @@ class NewEntry:
     mode: str
     reason: str
     comment: str = ""  # a `#` line written just above the entry
+    torch: str = ""  # the torch versions it holds on (PEP 440 specifiers); "" for every torch
 
 
 def removal_patch(remove: Mapping[Path, set[int]], root: Path) -> tuple[str, list[str]]:
@@ -127,8 +128,11 @@ def _insertions(
     ordered = ids == sorted(ids)
     out: dict[int, list[str]] = {}
     for entry in sorted(entries, key=lambda e: e.id):
+        fields = {"id": entry.id, "mode": entry.mode, "reason": entry.reason}
+        if entry.torch:
+            fields["torch"] = entry.torch
         body = yaml.safe_dump(
-            [{"id": entry.id, "mode": entry.mode, "reason": entry.reason}],
+            [fields],
             sort_keys=False,
             allow_unicode=True,
             width=100,

@@ -172,3 +172,34 @@ def test_record_results_into_expectations(tmp_path: Path) -> None:
         {"id": "a::t::z::float32", "mode": "skip", "reason": "crashed: the test process died"},
     ]
     assert summarize("x" * 300).endswith("…")
+
+
+def test_an_expectation_holds_on_the_torches_its_condition_names(tmp_path) -> None:
+    """`torch:` (PEP 440 specifiers, nightlies included) decides on which torch an entry
+    holds; a condition that is no version condition is bad input naming its line."""
+    import pytest
+
+    from suites.loader import SpecError, load_spec
+    from suites.rules import expectation_rules
+
+    path = tmp_path / "x.expectations.yaml"
+    path.write_text(
+        "version: 1\nexpectations:\n"
+        "- {id: 's::t::a::float32', mode: xfail, reason: r, torch: '<2.14.1'}\n"
+        "- {id: 's::t::b::float32', mode: xfail, reason: r, torch: '>=2.14.1'}\n"
+        "- {id: 's::t::c::float32', mode: xfail, reason: r}\n"
+    )
+    spec = load_spec(path)
+
+    def ids(version: str) -> list[str]:
+        return [str(r.id_glob) for r in expectation_rules(spec, version)]
+
+    assert ids("2.13.0+cpu") == ["s::t::a::float32", "s::t::c::float32"]
+    assert ids("2.14.1") == ["s::t::b::float32", "s::t::c::float32"]
+    assert ids("2.16.0.dev20261201") == ["s::t::b::float32", "s::t::c::float32"]
+    path.write_text(
+        "version: 1\nexpectations:\n- {id: 's::t::a::float32', mode: xfail, reason: r, "
+        "torch: 'after 2.14'}\n"
+    )
+    with pytest.raises(SpecError, match=r"x.expectations.yaml:3.*torch: 'after 2.14'"):
+        expectation_rules(load_spec(path), "2.13.0")

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from suites.expand import expand, load_suites
+from suites.loader import load_spec
 from suites.model import Expectation
+from suites.rules import expectation_rules
 from suites.spec_patch import NewEntry, expectations_patch
 from tests.testing.paths import REPO_ROOT
 from workflows.cli.main import main
@@ -99,7 +101,9 @@ def test_patch_adds_regressions_and_new_failures_removes_fixes(
     patch = tmp_path / "out" / "upgrade.patch"
     patch.parent.mkdir()
     line = write_upgrade_patch(DATA, [str(specs)], patch, "upgrade-2.13.0-2.14.1-20261202T0100Z")
-    assert str(patch) in line and "adds 3 and removes 1" in line, line
+    # 3 added from 2.14.1 on; the fixed one's entry kept for the torches before it
+    assert str(patch) in line, line
+    assert "adds 3 and removes 0 expectation(s), keeps 1 for the torches before" in line, line
     text = patch.read_text()
     assert "a/specs/mini.expectations.yaml" in text  # relative to the git work tree
     assert "+# upgrade run upgrade-2.13.0-2.14.1-20261202T0100Z, torch 2.13.0 -> 2.14.1: " in text
@@ -107,21 +111,34 @@ def test_patch_adds_regressions_and_new_failures_removes_fixes(
     assert "new-failing (new -> failed)" in text
     _apply(patch, repo)
     patched = (specs / "mini.expectations.yaml").read_text()
-    assert "# add: rounding\n" in patched and "# mul: known\n" in patched  # comments stay
-    assert FIXED not in patched
+    assert "# mul: known\n" in patched  # comments stay
     assert "reason: 'RuntimeError: spyre refuses float64'" in patched
     assert main(["suites", "lint", str(specs)]) == 0
     capsys.readouterr()
+    # Valid on both torches: the installed 2.13.0 keeps what it had, 2.14.1 gets the run's.
     variants = {v.id: v for v in expand(load_suites([specs])).variants}
-    assert variants[REGRESSED].expectation is Expectation.XFAIL
-    assert variants[NEW_FAILING].expectation is Expectation.XFAIL
-    assert variants[NEW_FAILING].reason == "AssertionError: 1 != 2"
-    assert variants[NEW_HANGING].expectation is Expectation.SKIP  # a hang is not run again
-    assert variants[FIXED].expectation is Expectation.PASS
+    assert variants[REGRESSED].expectation is Expectation.PASS
+    assert variants[NEW_FAILING].expectation is Expectation.PASS
+    assert variants[FIXED].expectation is Expectation.XFAIL
     assert variants["mini::compare_cpu::mul::float32"].expectation is Expectation.XFAIL
+    file = specs / "mini.expectations.yaml"
+    on = {
+        version: {r.id_glob: r for r in expectation_rules(load_spec(file), version)}
+        for version in ("2.13.0", "2.14.1", "2.15.0.dev20261201")
+    }
+    assert set(on["2.13.0"]) == {FIXED, "mini::compare_cpu::mul::float32"}
+    for newer in ("2.14.1", "2.15.0.dev20261201"):
+        assert set(on[newer]) == {
+            REGRESSED,
+            NEW_FAILING,
+            NEW_HANGING,
+            "mini::compare_cpu::mul::float32",
+        }
+        assert on[newer][NEW_HANGING].mode is Expectation.SKIP  # a hang is not run again
+        assert on[newer][NEW_FAILING].reason == "AssertionError: 1 != 2"
     # Ids stay in order (the list was sorted): the new entries sit between the old ones.
     ids = [ln.split("id: ")[1] for ln in patched.splitlines() if ln.startswith("- id: ")]
-    assert ids == sorted(ids) and len(ids) == 4
+    assert ids == sorted(ids) and len(ids) == 5
     # Once applied, the same run proposes nothing more.
     again, _root, _notes = upgrade_patch(DATA, load_suites([specs]))
     assert again == ""

@@ -22,7 +22,7 @@ from suites.audit import AuditRule, audit_rules
 from suites.model import Expectation, Status, split_variant_id
 from suites.record import summarize
 from suites.renames import Rename
-from suites.rules import MODES
+from suites.rules import MODES, torch_holds
 from suites.spec_patch import NewEntry, expectations_patch, rename_edits, rename_patch
 
 _XFAILS = (Expectation.XFAIL, Expectation.XFAIL_STRICT)
@@ -50,11 +50,17 @@ def upgrade_patch(
 
     run = data.get("run") or {}
     files = suite_files(specs)
-    exact: dict[str, AuditRule] = {}  # variant id -> its exact-id expectations rule
-    for each in audit_rules(specs):
-        if each.kind == "expectations" and each.id_glob:
-            exact.setdefault(each.id_glob, each)
     versions = f"torch {data.get('from_version')} -> {data.get('to_version')}"
+    # Valid on both sides: what changes at the new version holds from it on (`>=TO`), and
+    # what it fixed keeps its entry for the torches before it (`<TO`), so one set of spec
+    # files is green on the old torch and the new one alike.
+    to = _release(str(data.get("to_version") or ""))
+    since, until = (f">={to}", f"<{to}") if to else ("", "")
+    exact: dict[str, AuditRule] = {}  # variant id -> its exact-id rule on the new torch
+    for each in audit_rules(specs):
+        holds = not to or torch_holds(each.torch, each.source, to)
+        if each.kind == "expectations" and each.id_glob and holds:
+            exact.setdefault(each.id_glob, each)
     where = f"upgrade run {run_id}, {versions}" if run_id else f"upgrade run {versions}"
     remove: dict[Path, set[int]] = {}
     add: dict[Path, list[NewEntry]] = {}
@@ -65,6 +71,8 @@ def upgrade_patch(
         if category == "fixed":
             if rule is not None and rule.mode in _XFAILS:
                 remove.setdefault(rule.file.resolve(), set()).add(rule.index)
+                if until:
+                    _kept_before(rule, until, where, add, notes)
             else:
                 notes.append(f"{vid}: fixed, not an exact-id xfail entry: edit by hand if needed")
             continue
@@ -92,10 +100,12 @@ def upgrade_patch(
         (path,) = paths
         if rule is not None and rule.mode is MODES[mode]:
             continue  # its exact entry says so already
-        if rule is not None:  # an exact entry decides it otherwise: replace it
+        if rule is not None:  # an exact entry decides it otherwise: from TO on, the new one
             remove.setdefault(rule.file.resolve(), set()).add(rule.index)
+            if until:
+                _kept_before(rule, until, where, add, notes)
         comment = f"{where}: {category} ({row.get('before') or 'new'} -> {after})"
-        add.setdefault(path, []).append(NewEntry(vid, mode, reason, comment))
+        add.setdefault(path, []).append(NewEntry(vid, mode, reason, comment, since))
     # What upstream renamed: entries (file-suite names, supported_ops, exact expectation ids)
     # follow to the new name. An exact entry the rows above edit is left to them.
     renames = [Rename.from_json(r) for r in data.get("renamed") or ()]
@@ -121,6 +131,35 @@ def upgrade_patch(
     return text + renamed_text, base, notes + refused + not_renamed
 
 
+def _release(version: str) -> str:
+    """`2.14.1` of `2.14.1+cpu` (a local label is no version of its own); "" when unknown."""
+    return version.split("+", 1)[0].strip()
+
+
+def _kept_before(
+    rule: AuditRule,
+    until: str,
+    where: str,
+    add: dict[Path, list[NewEntry]],
+    notes: list[str],
+) -> bool:
+    """The exact entry `rule` (being removed) written again for the torches before the new
+    version (`until`): the old torch keeps its expectation. False (nothing written, a note)
+    when the entry holds more than id, mode and reason, or a torch condition already."""
+    from suites.loader import load_spec
+
+    item = (load_spec(rule.file).get(("expectations",)) or [])[rule.index]
+    if not isinstance(item, dict) or set(item) - {"id", "mode", "reason"}:
+        notes.append(f"{rule.source}: keep it for the torches before this one ({until}) by hand")
+        return False
+    add.setdefault(rule.file.resolve(), []).append(
+        NewEntry(
+            str(item["id"]), str(item["mode"]), str(item["reason"]), f"{where}: kept before", until
+        )
+    )
+    return True
+
+
 def write_upgrade_patch(
     data: Mapping[str, Any], spec_paths: Sequence[str], out: Path, run_id: str = ""
 ) -> str:
@@ -142,11 +181,13 @@ def write_upgrade_patch(
         sign: sum(1 for line in lines if re.match(rf"^\{sign}\s*- id: ", line)) - renamed_ids
         for sign in "+-"
     }
+    kept = sum(1 for line in lines if re.match(r"^\+\s*torch: ['\"]?<", line))
     if not text:
         return f"patch: {out} is empty (nothing to propose){_notes(notes)}"
     return (
         f"patch: {out} (git apply, paths relative to {base}): adds {counts['+']} and "
         f"removes {counts['-']} expectation(s)"
+        + (f", keeps {kept} for the torches before the new one" if kept else "")
         + (f", renames {renamed} name(s) upstream renamed" if renamed else "")
         + _notes(notes)
     )
