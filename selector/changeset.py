@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -36,6 +37,20 @@ class ChangeSet:
     # Old-side text of changed files (the base version), by path: the Scout maps changed
     # lines to the definitions that hold them. Files not here are read from hunks alone.
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    def seed(self) -> str:
+        """What seeds this change's holdout: its head sha, else a digest of what it changes
+        (two different diffs without a sha draw different samples, so the holdout covers
+        the Inventory over many runs; the same diff draws the same one)."""
+        if self.head_sha and self.head_sha not in ("nosha", "unknown"):
+            return self.head_sha
+        digest = hashlib.sha256()
+        for changed in sorted(self.paths, key=lambda p: p.path):
+            digest.update(f"{changed.path}\0{changed.status}\0".encode())
+            patch = self.patches.get(changed.path)
+            if patch is not None:
+                digest.update(repr(patch.hunks).encode())
+        return "change-" + digest.hexdigest()[:16]
 
     def with_sources(self, sources: Mapping[str, str]) -> ChangeSet:
         """The same change, with old-side texts for (some of) its patched files."""

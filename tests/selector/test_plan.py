@@ -100,6 +100,24 @@ def test_holdout_is_seeded_by_the_head_sha(index: InventoryIndex) -> None:
     assert sum(first.skipped.values()) + len(first.holdout) + len(first.selected) == len(index.ids)
 
 
+def test_a_change_without_a_sha_seeds_its_holdout_by_what_it_changes(
+    index: InventoryIndex,
+) -> None:
+    """Two unrelated diffs given without a sha draw different holdouts (the Inventory is
+    covered over many runs); the same diff draws the same one."""
+    change = example_change("push_softmax_kernel")
+    unsha = replace(change, head_sha="")
+    first = plan(unsha, index)
+    assert first.holdout and plan(unsha, index).holdout == first.holdout
+    hunk = next(iter(change.patches.values())).hunks[0]
+    other_patch = replace(next(iter(change.patches.values())), hunks=(hunk,) * 2)
+    other = replace(unsha, patches={**change.patches, other_patch.path: other_patch})
+    assert other.seed() != unsha.seed() and unsha.seed().startswith("change-")
+    assert plan(other, index).holdout != first.holdout
+    shared = set(plan(other, index).holdout) & set(first.holdout)
+    assert len(shared) < len(first.holdout) // 2  # not the same sample, as a constant made
+
+
 def test_count_budget_keeps_the_best_and_always_the_failing_and_new(
     inventory: Inventory,
 ) -> None:

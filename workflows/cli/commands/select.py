@@ -77,7 +77,12 @@ def register(subparsers: Any) -> None:
     )
     add_options(parser, "impact_map", "no_trace")
     add_budget_arguments(parser, COUNT_BUDGET_HELP)
-    add_options(parser, "seed", "shards", help={"seed": "holdout seed (default: the head sha)"})
+    add_options(
+        parser,
+        "seed",
+        "shards",
+        help={"seed": "holdout seed (default: the head sha, else a digest of the change)"},
+    )
     parser.add_argument(
         "--trial",
         action="append",
