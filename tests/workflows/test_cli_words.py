@@ -35,7 +35,40 @@ def test_job_is_not_taken_as_jobs(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["run", "--event", "e.json", "--job", "2"])
     assert exited.value.code == 2
-    assert "unrecognized arguments: --job 2" in capsys.readouterr().err
+    assert "unrecognized arguments: --job (did you mean --jobs?) 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        # the required option is missing because it was mistyped: both are said
+        (
+            ["run", "--evnt", "e.json"],
+            "--evnt is no option of this command (did you mean --event?)",
+        ),
+        (["run", "--event", "e.json", "--holdot", "1"], "--holdot (did you mean --holdout?) 1"),
+        (["runs", "list", "--limt", "3"], "--limt (did you mean --limit?) 3"),
+        (["runs", "list", "--zzzz"], "unrecognized arguments: --zzzz\n"),
+    ],
+)
+def test_a_mistyped_option_gets_the_nearest_one_of_its_command(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_version_names_the_package_and_the_torch(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"spyre-ci {metadata.version('spyre-ci')} (torch ")
+    assert metadata.version("torch") in out
 
 
 @pytest.mark.parametrize(

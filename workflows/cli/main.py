@@ -17,7 +17,7 @@ import sys
 import threading
 import traceback
 from collections.abc import MutableMapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from contracts.exit_codes import ExitCode
 from workflows.cli import commands
@@ -47,12 +47,70 @@ class Parser(argparse.ArgumentParser):
             action, f"invalid choice: {value!r} ({hint}choose from {', '.join(names)})"
         )
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, with the nearest option named for each one this command does
+        not know, whatever error came first (`run --evnt F`: "--event is required")."""
+        if "required" in message:
+            known = [o for o in self._option_string_actions if o.startswith("--")]
+            for given in getattr(self, "_given", ()):
+                flag = str(given).split("=", 1)[0]
+                if flag.startswith("--") and flag not in known:
+                    close = difflib.get_close_matches(flag, known, n=1, cutoff=0.7)
+                    message += f"; {flag} is no option of this command" + (
+                        f" (did you mean {close[0]}?)" if close else ""
+                    )
+        super().error(message)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse, but an option no parser knows is named with the nearest one the
+        command has (`--evnt`: did you mean `--event`?)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            known = _option_strings(self, parsed)
+            hints = []
+            for extra in extras:
+                flag = extra.split("=", 1)[0]
+                close = difflib.get_close_matches(flag, known, n=1, cutoff=0.7)
+                hints.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+            self.error(f"unrecognized arguments: {' '.join(hints)}")
+        return parsed
+
+
+def _option_strings(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> list[str]:
+    """The long options of the (sub)command `parsed` went to, and the parser's own."""
+    found = [o for o in parser._option_string_actions if o.startswith("--")]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(parsed, str(action.dest), None)
+            sub = action.choices.get(chosen) if chosen else None
+            if isinstance(sub, argparse.ArgumentParser):
+                found += _option_strings(sub, parsed)
+    return found
+
+
+def version_line() -> str:
+    """`spyre-ci --version`: this package's version and the torch it runs tests on."""
+    from importlib import metadata
+
+    def of(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return f"spyre-ci {of('spyre-ci')} (torch {of('torch')}, Python {sys.version.split()[0]})"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="spyre-ci",
         description="Keep an out-of-tree PyTorch backend green while upstream PyTorch moves.",
     )
+    parser.add_argument("--version", action="version", version=version_line())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
