@@ -132,3 +132,14 @@ def test_output_piped_to_head_ends_without_a_traceback() -> None:
     assert first.strip()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert code == 141
+
+
+def test_a_failure_message_is_one_line_cut_at_a_word() -> None:
+    from workflows.cli.commands.run import one_line
+
+    text = "Traceback (most recent call last):\n  File x\nAssertionError: " + "word " * 40
+    line = one_line(text)
+    assert "\n" not in line and len(line) <= 120 and line.endswith("word...")
+    assert line.startswith("AssertionError: word")  # the line naming what was raised
+    assert one_line("RuntimeError: short") == "RuntimeError: short"
+    assert one_line("") == ""

@@ -247,6 +247,22 @@ def under_test_lines(resolved: EnvironmentUnderTest | None) -> list[str]:
     return lines
 
 
+def one_line(message: str, width: int = 120) -> str:
+    """A failure's message as one terminal line: its first line naming an exception, else its
+    first line that is no traceback frame, cut at a word with `...` past `width`."""
+    import re
+
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    raised = re.compile(r"^(E\s+)?[A-Za-z_][\w.]*(Error|Exception|Failure|Exit|Interrupt)\b")
+    plain = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "^"))]
+    said = next((ln for ln in lines if raised.match(ln)), plain[0] if plain else "")
+    if len(said) <= width:
+        return said
+    cut = said[: width - 3]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip(" ,;:") + "..."
+
+
 def print_summary(finished: FinishedRun) -> None:
     plan, summary = finished.planned.plan, finished.summary
     results = summary.results or RunResults()
@@ -278,7 +294,7 @@ def print_summary(finished: FinishedRun) -> None:
             read = finished.base_read.get(vid)
             how = f", read from run {read}" if read else ", run now"
             without = f" [{side}: {base[vid].status}{how}]" if vid in base else ""
-            print(f"    {vid}{without}: {finished.outcomes[vid].message[:120]}")
+            print(f"    {vid}{without}: {one_line(finished.outcomes[vid].message)}")
         if len(new) > 20:
             print(f"    ... and {len(new) - 20} more (see the report)")
     own = [v for v in finished.unattributed if v in finished.outcomes]
@@ -298,7 +314,7 @@ def print_summary(finished: FinishedRun) -> None:
         )
         print(f"  FAILING ON {torch} ITSELF ({len(own)}; {why}; not blamed on anything):")
         for vid in own[:20]:
-            print(f"    {vid}: {finished.outcomes[vid].message[:120]}")
+            print(f"    {vid}: {one_line(finished.outcomes[vid].message)}")
         if len(own) > 20:
             print(f"    ... and {len(own) - 20} more (see the report)")
     for fault in finished.faults:
