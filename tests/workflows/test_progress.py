@@ -39,3 +39,18 @@ def test_the_eta_is_zero_when_everything_is_done() -> None:
     clock.now = 30.0
     progress(_passed(0))
     assert progress.line().endswith("1/1 tests, 0 failed, 00:30 elapsed, ETA 00:00")
+
+
+def test_reruns_are_a_phase_of_their_own_never_counted_twice() -> None:
+    """14 failures, then their 14 reruns: the plan's total stays, its failures stay 14, and
+    the reruns are counted apart ("28 failed" for 14 and a growing total were what it was)."""
+    clock = Clock()
+    progress = Progress(20, io.StringIO(), clock=clock)
+    for i in range(20):
+        progress(Outcome(f"s::t::op{i}::float32", Status.FAILED if i < 14 else Status.PASSED, 0.1))
+    progress.start_phase("rerun", 14)
+    for i in range(14):
+        progress(Outcome(f"s::t::op{i}::float32", Status.FAILED, 0.1))
+    line = progress.line()
+    assert "20/20 tests, 14 failed" in line and line.endswith("; rerun 14/14, 14 failed")
+    assert (progress.total, progress.failed) == (20, 14)

@@ -88,7 +88,7 @@ def _execute(
 
     def execute(name: str, ids: Sequence[str]) -> ShardRun:
         if progress is not None:
-            progress.add_total(len(ids))
+            progress.start_phase(name, len(ids))
         return pipeline.execute_shard(
             request, name, ids, progress, settings=settings, parallel=1, stop=stop
         )
