@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from selector.aliases import alias_index
+from selector.kernels import KernelMap
 from selector.levels import subject_level
 from selector.opnames import compact, family_of, op_key
 from suites.model import Expectation, Inventory, Variant
@@ -35,6 +36,7 @@ class InventoryIndex:
     level_of_id: Mapping[str, int]  # see selector.levels
     families: frozenset[str]
     compact_families: Mapping[str, str]  # compact(name) -> family, for file-stem guesses
+    kernels: KernelMap  # C++ kernel function -> ops (the Inventory's native_functions.yaml)
 
     @classmethod
     def build(
@@ -98,6 +100,7 @@ class InventoryIndex:
             level_of_id=level_of_id,
             families=families,
             compact_families=compact_families,
+            kernels=KernelMap(inventory.kernels),
         )
 
     @classmethod

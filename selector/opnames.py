@@ -291,26 +291,31 @@ def _cpp_symbols(text: str) -> Iterator[str]:
         yield definition.group(1)
 
 
-def _cpp_names(patch: FilePatch) -> Iterator[Touch]:
-    def touches(symbol: str, evidence: str) -> Iterator[Touch]:
-        yield Touch(symbol, patch.path, evidence)
-        folded = _kernel_words(symbol)
-        if folded and folded != symbol:
-            yield Touch(folded, patch.path, evidence)
-
+def cpp_symbols(patch: FilePatch) -> Iterator[tuple[str, str]]:
+    """(symbol, evidence) of the C++ definitions a patch shows changed, from its text alone:
+    each hunk's function context, definitions on changed lines, the last definition a context
+    line opened above a changed line."""
     for hunk in patch.hunks:
         for symbol in _cpp_symbols(hunk.context):
-            yield from touches(symbol, "hunk context")
+            yield symbol, "hunk context"
         enclosing: str | None = None
         for line in hunk.lines:
             for symbol in _cpp_symbols(line[1:]):
                 if line[:1] in "+-":
-                    yield from touches(symbol, "changed definition")
+                    yield symbol, "changed definition"
                 else:
                     enclosing = symbol
             if line[:1] in "+-" and enclosing:
-                yield from touches(enclosing, "enclosing function")
+                yield enclosing, "enclosing function"
                 enclosing = None
+
+
+def _cpp_names(patch: FilePatch) -> Iterator[Touch]:
+    for symbol, evidence in cpp_symbols(patch):
+        yield Touch(symbol, patch.path, evidence)
+        folded = _kernel_words(symbol)
+        if folded and folded != symbol:
+            yield Touch(folded, patch.path, evidence)
 
 
 def _stem_guess(patch: FilePatch) -> Iterator[Touch]:

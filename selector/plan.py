@@ -57,7 +57,7 @@ class PlanConfig:
     disabled: frozenset[str] = frozenset()
     full_run_labels: tuple[str, ...] = FULL_RUN_LABELS
     extra_families: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    seed: str | None = None  # holdout seed; the head sha when None
+    seed: str | None = None  # holdout seed; the change's own (`ChangeSet.seed`) when None
     # Drawn at least (when there are that many): 2 % of a few hundred is too few to bound.
     holdout_min: int = 30
 
@@ -228,7 +228,13 @@ def plan(
         before = previous.fingerprints
     elif previous is not None:
         before = {v.id: v.fingerprint for v in previous.variants}
-    facts = scout(changes, index, config.full_run_labels, traced=impact is not None)
+    facts = scout(
+        changes,
+        index,
+        config.full_run_labels,
+        traced=impact is not None,
+        traced_ops=impact.inverted()[1] if impact is not None else (),
+    )
     available = list(heuristics or REGISTRY.values())
     unknown = (config.trial | config.disabled) - {h.name for h in available}
     if unknown:
@@ -330,7 +336,7 @@ def _decide(
             unchosen,
             near_variants(facts, index, chosen),
             config,
-            random.Random(config.seed or changes.head_sha or "spyre-ci"),
+            random.Random(config.seed or changes.seed()),
             durations,
             total_s - selected_s,
             limit=None if config.budget_count is None else config.budget_count - len(chosen),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -30,6 +30,7 @@ from selector.definitions import (
 from selector.diff import FilePatch, iter_changed_lines
 from selector.globs import first_match
 from selector.index import InventoryIndex
+from selector.kernels import NO_MAP, KernelNaming, name_changes
 from selector.levels import LEVEL_MODULE, source_level
 from selector.opnames import (
     Touch,
@@ -37,6 +38,7 @@ from selector.opnames import (
     compact,
     line_names,
     located_touches,
+    op_key,
     touched_names,
 )
 from suites.template_names import TEMPLATE_UPSTREAM
@@ -73,9 +75,11 @@ class PathFact:
     module_level: bool = False  # a change outside every definition: it runs at import
     # Why a path is run broadly (a fallback the Scout chose), or "".
     broad: str = ""
+    # C++: changed definitions the kernel map could not name, each with why (`selector.kernels`).
+    unnamed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "path": self.path,
             "status": self.status,
             "area": self.area,
@@ -90,6 +94,9 @@ class PathFact:
             "module_level": self.module_level,
             "broad": self.broad,
         }
+        if self.unnamed:  # a plan written before there were such notes saves back unchanged
+            data["unnamed"] = list(self.unnamed)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PathFact:
@@ -107,6 +114,7 @@ class PathFact:
             tuple(data.get("definitions", ())),
             bool(data.get("module_level")),
             str(data.get("broad", "")),
+            tuple(data.get("unnamed", ())),
         )
 
 
@@ -205,11 +213,14 @@ def scout(
     full_run_labels: Iterable[str] = FULL_RUN_LABELS,
     *,
     traced: bool = False,
+    traced_ops: Collection[str] = (),
 ) -> ChangeFacts:
     """Classify every path, name the touched ops (kept when `index` knows them) and decide.
 
     `traced`: a trace (impact map) will join the changed functions; without one, a code path
-    that names no op and no suite watches cannot be narrowed and runs blind."""
+    that names no op and no suite watches cannot be narrowed and runs blind. `traced_ops`:
+    the ops (`op_key`) the trace saw dispatched; a kernel of one of them is named even when
+    no variant tests it by name (the trace joins it)."""
     path_facts: list[PathFact] = []
     ops: dict[str, list[str]] = {}
     weak_only: dict[str, bool] = {}
@@ -275,6 +286,26 @@ def scout(
             touches = _touches(changed.path, patch)
         named: list[str] = []
         untested: list[str] = []
+        kernels = KernelNaming()
+        if (
+            policy == "targeted"
+            and index is not None
+            and patch is not None
+            and changed.path.endswith(_CPP_SUFFIXES)
+        ):
+            kernels = _kernel_naming(
+                changed.path, patch, located, changes.sources.get(changed.path), index, traced_ops
+            )
+        for op, how in kernels.found:
+            # The kernel map first: its evidence is the one a reason shows.
+            kernel_op = canonical(op)
+            named.append(kernel_op)
+            evidence = ops.setdefault(kernel_op, [])
+            note = f"{changed.path}: {how}"
+            if note not in evidence:
+                evidence.append(note)
+            weak_only[kernel_op] = False
+            level[kernel_op] = min(level.get(kernel_op, LEVEL_MODULE), source_level(changed.path))
         for touch in touches:
             test = touch.name.rsplit(".", 1)[-1]  # `TestCommon.test_out` is `test_out`
             if rule.area == "upstream_tests" and test.startswith("test_"):
@@ -339,6 +370,7 @@ def scout(
                 definitions=_digest(located),
                 module_level=module_level,
                 broad=broad,
+                unnamed=kernels.unnamed,
             )
         )
     touched = tuple(
@@ -395,6 +427,24 @@ def _executed(located: list[Located]) -> list[str]:
         elif item.kind == CLASS:
             names[item.name + ".*"] = None
     return list(names)
+
+
+def _kernel_naming(
+    path: str,
+    patch: FilePatch,
+    located: list[Located] | None,
+    source: str | None,
+    index: InventoryIndex,
+    traced_ops: Collection[str],
+) -> KernelNaming:
+    """The kernel map's names for a C++ file's changed definitions (`selector.kernels`): an
+    op counts when the inventory tests it or the trace saw it dispatched."""
+
+    def accept(op: str) -> bool:
+        return index.knows_op(op) or op_key(op) in traced_ops
+
+    innermost = _innermost(located) if located is not None else None
+    return name_changes(index.kernels, patch, innermost, source, accept)
 
 
 def _digest(located: list[Located] | None) -> tuple[str, ...]:
@@ -509,7 +559,7 @@ def _decide(
         return "blind", [f"change reaches every op: {shown}{more}"]
     unresolved = [f for f in facts if f.unresolved]
     if unresolved:
-        shown = ", ".join(f"{f.path} ({f.broad})" if f.broad else f.path for f in unresolved[:3])
+        shown = ", ".join(_unresolved_why(f) for f in unresolved[:3])
         if all(f.broad for f in unresolved):
             return "blind", [f"cannot narrow: {shown}"]
         return "blind", [f"cannot name the ops changed in kernel code: {shown}"]
@@ -529,7 +579,20 @@ def _decide(
             f"old source (e.g. {located[0].path}: {', '.join(located[0].definitions[:3])})"
         )
     reasons += [f"{f.path}: {f.broad}" for f in targeted if f.broad]
+    reasons += [
+        f"{f.path}: no op named for {why} (the ops named elsewhere in the file stand for it)"
+        for f in targeted
+        if f.ops
+        for why in f.unnamed[:3]
+        if why != NO_MAP
+    ]
     return "targeted", reasons
+
+
+def _unresolved_why(fact: PathFact) -> str:
+    why = fact.broad or "; ".join(fact.unnamed[:2])
+    more = f"; and {len(fact.unnamed) - 2} more" if not fact.broad and len(fact.unnamed) > 2 else ""
+    return f"{fact.path} ({why}{more})" if why else fact.path
 
 
 def _completeness(changes: ChangeSet, facts: list[PathFact]) -> str:
@@ -563,6 +626,16 @@ def _risk(
         reasons.append(
             f"{len(quiet)} code path(s) name no op; only watch globs and history "
             f"cover them (e.g. {quiet[0]})"
+        )
+    unnamed = [
+        f.path
+        for f in facts
+        if f.policy == "targeted" and f.ops and f.unnamed and f.unnamed != (NO_MAP,)
+    ]
+    if unnamed:
+        reasons.append(
+            f"{len(unnamed)} C++ file(s) changed definitions the kernel map could not name "
+            f"(e.g. {unnamed[0]})"
         )
     untested = sorted({op for f in facts for op in f.untested})
     if untested:

@@ -126,6 +126,9 @@ class Inventory:
     unavailable_suites: Mapping[str, str] = field(default_factory=dict)  # suite -> why
     # Spec files that did not lint (or expand) and so are not in the Inventory: file -> why.
     refused_specs: Mapping[str, str] = field(default_factory=dict)
+    # The kernel map of this torch's native_functions.yaml: C++ function -> (its dispatch
+    # keys, the ops it implements). Empty in an Inventory built before it carried one.
+    kernels: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.variants)
@@ -137,7 +140,7 @@ class Inventory:
         return {v.id: v for v in self.variants}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "format": INVENTORY_FORMAT,
             "torch_version": self.torch_version,
             "torch_git_version": self.torch_git_version,
@@ -147,6 +150,11 @@ class Inventory:
             "refused_specs": dict(self.refused_specs),
             "variants": [v.to_json() for v in self.variants],
         }
+        if self.kernels:  # an Inventory built without a map saves as it did before
+            data["kernels"] = {
+                name: [keys, list(ops)] for name, (keys, ops) in self.kernels.items()
+            }
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Inventory:
@@ -162,6 +170,10 @@ class Inventory:
             api_surface=dict(data.get("api_surface", {})),
             unavailable_suites=dict(data.get("unavailable_suites", {})),
             refused_specs=dict(data.get("refused_specs", {})),
+            kernels={
+                str(name): (str(keys), tuple(ops))
+                for name, (keys, ops) in data.get("kernels", {}).items()
+            },
             variants=tuple(Variant.from_json(v) for v in data["variants"]),
         )
 
