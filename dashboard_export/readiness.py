@@ -238,7 +238,9 @@ class Readiness:
     verdicts: dict[str, int]  # runs in the window by verdict
     runs: int  # runs in the window
     older: int  # runs before the window, left out
-    not_counted: dict[str, tuple[str, ...]]  # cancelled / running run ids in the window
+    # cancelled / running run ids in the window; `tried`: runs of a patch given with `--diff`
+    # (anywhere in History), never CI jobs
+    not_counted: dict[str, tuple[str, ...]]
     covered_days: float = 0.0  # how much of the window History's runs reach back over
     first_run: float | None = None  # History's first run (epoch seconds), None without runs
 
@@ -293,7 +295,11 @@ def assess(
     jobs: list[JobFacts] = []
     older = 0
     first: float | None = None
+    tried: list[str] = []
     for record in records:
+        if (record.get("summary") or {}).get("tried"):
+            tried.append(str(record.get("run_id")))  # a patch someone tried: no CI job
+            continue
         job = job_facts(record)
         if job.created_at <= now:
             first = job.created_at if first is None else min(first, job.created_at)
@@ -329,6 +335,8 @@ def assess(
         v: tuple(j.run_id for j in jobs if j.verdict == v)[:IDS_SHOWN]
         for v in ("cancelled", "running")
     }
+    if tried:
+        not_counted["tried"] = tuple(tried[:IDS_SHOWN])
     return Readiness(
         start, now, days, criteria, verdicts, len(jobs), older, not_counted, covered, first
     )

@@ -73,6 +73,11 @@ def _not_counted(r: Readiness) -> list[str]:
             f"{r.verdicts['running']} unfinished runs, not counted in the pass rate: "
             + ", ".join(r.not_counted["running"])
         )
+    if r.not_counted.get("tried"):
+        lines.append(
+            "runs of a patch tried with --diff, no CI jobs, not counted: "
+            + ", ".join(r.not_counted["tried"])
+        )
     return lines
 
 

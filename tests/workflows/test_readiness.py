@@ -237,6 +237,16 @@ def test_stopped_and_unfinished_runs() -> None:
     assert by_key["long_jobs"]["measured"] == 103
 
 
+def test_a_patch_tried_with_diff_is_no_ci_job() -> None:
+    """Runs of a patch someone tried (`spyre-ci run --diff`) are neither jobs nor failures:
+    ten red tries leave a healthy window ready, and are named as not counted."""
+    tried = [_record(f"tried-{i}", 1, new_failures=3, tried=True) for i in range(10)]
+    result = _assessed(_healthy() + tried)
+    assert result["ready"] is True and result["verdicts"]["fail"] == 0
+    assert result["not_counted"]["tried"] == [f"tried-{i}" for i in range(10)]
+    assert RunSummary.from_json({"tried": True}).plan is not None
+
+
 def test_no_runs_is_not_ready() -> None:
     result = _assessed([], l2_since=None)
     assert result["ready"] is False and all(c["value"] is None for c in result["criteria"])

@@ -61,7 +61,7 @@ def test_a_completed_row_reads_as_typed_parts() -> None:
         0,
         None,
         "/srv/spyre-ci/out1",
-        missing=frozenset({"backend", "torch_sha"}),
+        missing=frozenset({"backend", "torch_sha", "tried"}),
     )
     assert summary.results is not None and summary.results.new_failures == 4
     assert summary.results.counts == {"failed": 4, "passed": 4}

@@ -58,6 +58,7 @@ class PlanFacts:
     backend: Mapping[str, Any] = field(default_factory=dict)
     torch_sha: str = ""
     missing: frozenset[str] = frozenset()  # see `RunResults.missing`
+    tried: bool = False  # a patch given with `--diff`: no CI job (`spyre-ci readiness`)
 
     KEYS = (
         "event",
@@ -69,6 +70,7 @@ class PlanFacts:
         "holdout",
         "fallback",
         "out_dir",
+        "tried",
     )
 
     def to_json(self) -> dict[str, Any]:
@@ -92,6 +94,7 @@ class PlanFacts:
             backend=dict(data["backend"]) if isinstance(data.get("backend"), Mapping) else {},
             torch_sha=_str(data.get("torch_sha")),
             missing=frozenset(cls.KEYS) - data.keys(),
+            tried=bool(data.get("tried")),
         )
 
 
