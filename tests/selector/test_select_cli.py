@@ -221,3 +221,16 @@ def test_bad_history_file_names_file_and_field(
     )
     assert code == 2
     assert str(bad) in err and message in err
+
+
+def test_a_miscounted_diff_is_refused_as_run_refuses_it(
+    capsys: pytest.CaptureFixture[str], inventory_file: Path, tmp_path: Path
+) -> None:
+    """A hunk header that counts more lines than the hunk holds (a cut or hand-edited diff)
+    is bad input, never a silent full run of the whole Inventory."""
+    text = (REPO_ROOT / "examples" / "changes" / "glu_batch_check.patch").read_text()
+    patch = tmp_path / "miscounted.patch"
+    patch.write_text(text.replace("@@ -1802,9 +1802,10 @@", "@@ -1802,12 +1802,13 @@"))
+    code, out, err = run_cli(capsys, "--diff", str(patch), "--inventory", str(inventory_file))
+    assert code == 2 and "miscounted.patch: a hunk counts more lines" in err
+    assert "selected" not in out

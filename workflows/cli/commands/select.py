@@ -199,7 +199,14 @@ def _read_change(args: argparse.Namespace) -> Any:
 
     change = read_source(args)
     if change.event is None:  # a bare --diff: read_source always has its text
-        return ChangeSet.from_diff(change.diff_text or "", source=change.diff_source)
+        chosen = ChangeSet.from_diff(change.diff_text or "", source=change.diff_source)
+        if chosen.truncated:  # a diff the user gave is taken as written, as `run` takes it
+            raise CommandError(
+                f"{change.diff_source or args.diff}: a hunk counts more lines than the diff "
+                "holds (the diff is cut or was edited by hand): refused rather than planned "
+                "as a full run; make it again with `git diff`"
+            )
+        return chosen
     return ChangeSet.from_event(change.event, change.diff_text, diff_source=change.diff_source)
 
 
