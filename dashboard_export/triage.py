@@ -4,7 +4,8 @@ Each failure's class comes from its message and the plan's reasons:
 
 - `device-rule`: a Spyre rule refused the op or dtype (`backend_under_test.rules`);
 - `precision`: a tolerance was exceeded (`assert_close`: "not close", "Mismatched
-  elements");
+  elements"), unless nearly every element is off by as much as its value (a sign flip, a
+  wrong op: `wrong_values`), which is no matter of tolerance;
 - `related`: neither, but the plan selected the variant because the change touched what it
   runs (`op_match`, `impact_map` reasons);
 - `unknown`: none of these.
@@ -103,11 +104,30 @@ class FailureTriage:
         return data
 
 
+_MISMATCHED = re.compile(r"Mismatched elements: (\d+) / (\d+)")
+_RELATIVE = re.compile(r"Greatest relative difference: (inf|nan|[0-9.eE+-]+)")
+
+
+def wrong_values(message: str) -> bool:
+    """Whether a comparison failure is no matter of tolerance: (nearly) every element differs
+    and by as much as the values themselves (a sign flip, a wrong op), as assert_close's own
+    figures say. Such a failure is not `precision`."""
+    mismatched, relative = _MISMATCHED.search(message), _RELATIVE.search(message)
+    if mismatched is None or relative is None or int(mismatched.group(2)) == 0:
+        return False
+    share = int(mismatched.group(1)) / int(mismatched.group(2))
+    try:
+        worst = float(relative.group(1))
+    except ValueError:
+        return False
+    return share >= 0.9 and not worst < 1.0  # nan and inf count as wrong
+
+
 def classify(message: str, related: bool) -> str:
     """The finer class of one failure (see the module's table)."""
     if _RULE.search(message):
         return DEVICE_RULE
-    if _PRECISION.search(message):
+    if _PRECISION.search(message) and not wrong_values(message):
         return PRECISION
     return RELATED if related else UNKNOWN
 

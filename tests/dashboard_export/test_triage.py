@@ -211,3 +211,20 @@ def test_wide_characters_never_push_the_verdict_over_the_byte_cap() -> None:
     verdict = triage.run_verdict(failures, messages, first_bad=None, job="j", version="1")
     assert verdict is not None and 1 <= len(verdict["evidence"]) < 10
     assert len(json.dumps(verdict).encode()) <= 16 * 1024
+
+
+def test_a_sign_flip_is_no_matter_of_precision() -> None:
+    """20 of 20 elements wrong by twice their value is a wrong result, not a tolerance."""
+    flipped = (
+        "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 20 / 20 (100.0%)\n"
+        "Greatest absolute difference: 40.0 at index (19,) (up to 1e-05 allowed)\n"
+        "Greatest relative difference: 2.0 at index (0,) (up to 1.3e-06 allowed)"
+    )
+    rounding = flipped.replace("20 / 20 (100.0%)", "1 / 20 (5.0%)").replace(
+        "relative difference: 2.0", "relative difference: 0.001"
+    )
+    assert triage.classify(flipped, related=True) == triage.RELATED
+    assert triage.classify(flipped, related=False) == triage.UNKNOWN
+    assert triage.classify(rounding, related=True) == triage.PRECISION
+    everywhere_small = flipped.replace("relative difference: 2.0", "relative difference: 0.01")
+    assert triage.classify(everywhere_small, related=False) == triage.PRECISION
