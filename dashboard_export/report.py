@@ -289,7 +289,10 @@ def render_markdown(
             + (f", read from run {result.base_read}" if result.base_read else "")
             + ")",
             "",
-            *_md_forensics((record.forensics if forensics is None else forensics).get(result.id)),
+            *_md_forensics(
+                (record.forensics if forensics is None else forensics).get(result.id),
+                result.base_status,
+            ),
             fence,
             message,
             fence,
@@ -344,13 +347,18 @@ def render_markdown(
     return "\n".join(out).rstrip() + "\n"
 
 
-def forensics_line(entry: Mapping[str, Any] | None) -> str:
+def forensics_line(entry: Mapping[str, Any] | None, base_status: str | None = None) -> str:
     """The line `last good X / first bad Y (compare: URL); triage: class (category)`, with
     `; bisect: <culprit or window> (<confidence> confidence)` once `spyre-ci bisect` answered
-    it, or "" without an entry."""
+    it, or "" without an entry. `base_status`: the failure's outcome without the change in
+    this run (A/B): when it passed there, that is its last good, whatever History knows."""
     if not entry:
         return ""
-    good = entry.get("last_good_sha") or "unknown (never seen passing)"
+    good = entry.get("last_good_sha") or (
+        "the torch without the change (this run's A/B)"
+        if base_status in ("passed", "xfailed", "skipped")
+        else "unknown (History never saw it pass upstream)"
+    )
     line = f"last good {good} / first bad {entry.get('first_bad_sha') or 'unknown'}"
     if entry.get("compare_url"):
         line += f" (compare: {entry['compare_url']})"
@@ -362,8 +370,8 @@ def forensics_line(entry: Mapping[str, Any] | None) -> str:
     return line
 
 
-def _md_forensics(entry: Mapping[str, Any] | None) -> list[str]:
-    line = forensics_line(entry)
+def _md_forensics(entry: Mapping[str, Any] | None, base_status: str | None = None) -> list[str]:
+    line = forensics_line(entry, base_status)
     return [_md(line), ""] if line else []
 
 
@@ -527,7 +535,7 @@ def _failure_view(result: VariantResult, entry: Mapping[str, Any] | None) -> dic
         "status": str(result.status),
         "seconds": _seconds(result.outcome.duration_s),
         "base_status": result.base_status,
-        "forensics": forensics_line(entry),
+        "forensics": forensics_line(entry, result.base_status),
         "compare_url": (entry.get("compare_url") if entry else None) or "",
         "message": _short(result.outcome.message) or "(no message)",
     }

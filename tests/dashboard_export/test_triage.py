@@ -228,3 +228,15 @@ def test_a_sign_flip_is_no_matter_of_precision() -> None:
     assert triage.classify(rounding, related=True) == triage.PRECISION
     everywhere_small = flipped.replace("relative difference: 2.0", "relative difference: 0.01")
     assert triage.classify(everywhere_small, related=False) == triage.PRECISION
+
+
+def test_a_failure_that_passed_without_the_change_is_never_called_never_seen_passing() -> None:
+    from dashboard_export.report import forensics_line
+
+    entry = {"last_good_sha": None, "first_bad_sha": "b" * 12, "class": "related"}
+    assert "the torch without the change (this run's A/B)" in forensics_line(entry, "passed")
+    assert "never saw it pass" in forensics_line(entry, "failed")
+    assert "never saw it pass" in forensics_line(entry)
+    assert forensics_line({**entry, "last_good_sha": "a" * 12}, "passed").startswith(
+        "last good " + "a" * 12
+    )
