@@ -135,11 +135,23 @@ def _files_line(record: RunRecord) -> str:
     event = record.event
     n = len(event.files)
     if not n:
+        change = record.environment.change or {}
+        paths = [
+            str(entry.get("path"))
+            for key in ("applied", "not_applied", "no_effect")
+            for entry in change.get(key) or ()
+            if isinstance(entry, Mapping) and entry.get("path")
+        ]
+        if paths:  # the diff named them (a --diff, GitHub's compare)
+            shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+            return f"{len(paths)} changed file{'s' if len(paths) != 1 else ''}: {shown}"
         return "no changed-file list in the event" + (
             "" if event.files_complete else " (the selector had to fetch or assume it)"
         )
     note = "" if event.files_complete else " (incomplete list)"
-    return f"{n} changed file{'s' if n != 1 else ''}{note}"
+    names = [f.path for f in event.files[:5]]
+    more = f" and {n - 5} more" if n > 5 else ""
+    return f"{n} changed file{'s' if n != 1 else ''}{note}: {', '.join(names)}{more}"
 
 
 def _seconds(value: float | None) -> str:
