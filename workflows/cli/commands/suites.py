@@ -98,7 +98,12 @@ def cmd_lint(args: argparse.Namespace, _settings: Settings) -> int:
     return ExitCode.OK
 
 
-def _expansion(specs: list[str] | None, suite: str | None = None, keep_trail: bool = False) -> Any:
+def _expansion(
+    specs: list[str] | None,
+    suite: str | None = None,
+    keep_trail: bool = False,
+    subjects: Any = None,
+) -> Any:
     from suites.expand import expand, load_suites
     from suites.loader import SpecError
 
@@ -110,7 +115,7 @@ def _expansion(specs: list[str] | None, suite: str | None = None, keep_trail: bo
     if suite is not None and suite not in {s.suite_name for s in loaded}:
         names = ", ".join(sorted(s.suite_name for s in loaded))
         raise CommandError(f"no suite named {suite!r} (loaded: {names})")
-    return expand(loaded, suite=suite, keep_trail=keep_trail)
+    return expand(loaded, suite=suite, keep_trail=keep_trail, subjects=subjects)
 
 
 def cmd_expand(args: argparse.Namespace, _settings: Settings) -> int:
@@ -132,11 +137,16 @@ def cmd_explain(args: argparse.Namespace, _settings: Settings) -> int:
     from suites.model import split_variant_id
 
     try:
-        suite = split_variant_id(args.variant_id)[0]
+        suite, _template, subject, _dtype = split_variant_id(args.variant_id)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    expansion = _expansion(args.specs, suite, keep_trail=True)
+    # Its subject alone first (a few variants, not the whole database); the whole suite only
+    # to name the nearest ids of one that is not there.
+    expansion = _expansion(args.specs, suite, keep_trail=True, subjects={suite: {subject}})
     plan = expansion.by_id().get(args.variant_id)
+    if plan is None and args.variant_id not in expansion.excluded:
+        expansion = _expansion(args.specs, suite, keep_trail=True)
+        plan = expansion.by_id().get(args.variant_id)
     if plan is None and args.variant_id in expansion.excluded:
         gone = expansion.excluded[args.variant_id]
         print(gone.id)
