@@ -205,8 +205,10 @@ def _select(subjects: Sequence[Any], entry: dict[str, Any]) -> list[Any]:
 def _decorator_rules(
     info: Any, template: str, dtype: Any, dtype_name: str, subject: str, source: str
 ) -> tuple[list[Rule], list[Any]]:
-    """OpInfo/ModuleInfo decorators for one upstream test as rules, and the raw decorators."""
+    """OpInfo/ModuleInfo decorators for one upstream test as rules, and the raw decorators
+    (with the tolerance decorators of the tests `tolerance_tests` adds, for fingerprints)."""
     from suites.fingerprint import applicable_decorators, skip_reason
+    from suites.templates import tolerance_tests
 
     cls, test = TEMPLATE_UPSTREAM[template]
     decorators = applicable_decorators(info, cls, test, device_name(), dtype)
@@ -248,24 +250,53 @@ def _decorator_rules(
                     **one,  # type: ignore[arg-type]
                 )
             )
-        elif type(dec).__name__ in ("toleranceOverride", "precisionOverride"):
-            value = dec.d.get(dtype) if dtype is not None else None
-            if value is None:
-                continue
-            tol = (
-                Tolerance(float(value.atol), float(value.rtol))
-                if hasattr(value, "atol")
-                else Tolerance(float(value), None)
-            )
-            rules.append(
-                Rule(
-                    f"{source} -> {cls}.{test} {type(dec).__name__}",
-                    "opinfo",
-                    precision=tol,
-                    **one,  # type: ignore[arg-type]
-                )
-            )
+    seen = {id(d) for d in decorators}
+    overrides: dict[int, tuple[str, Any]] = {}  # by identity, in the order upstream applies them
+    for tcls, ttest in tolerance_tests(template, info):
+        found = (
+            decorators
+            if (tcls, ttest) == (cls, test)
+            else applicable_decorators(info, tcls, ttest, device_name(), dtype)
+        )
+        for dec in found:
+            if type(dec).__name__ in _TOLERANCE_DECORATORS:
+                overrides.setdefault(id(dec), (f"{tcls}.{ttest}", dec))
+                if id(dec) not in seen:
+                    seen.add(id(dec))
+                    decorators.append(dec)
+    chosen = _tolerance_override(list(overrides.values()), dtype)
+    if chosen is not None:
+        where, kind, tol = chosen
+        rules.append(
+            Rule(f"{source} -> {where} {kind}", "opinfo", precision=tol, **one)  # type: ignore[arg-type]
+        )
     return rules, decorators
+
+
+_TOLERANCE_DECORATORS = ("toleranceOverride", "precisionOverride")
+
+
+def _tolerance_override(
+    overrides: Sequence[tuple[str, Any]], dtype: Any
+) -> tuple[str, str, Tolerance] | None:
+    """The tolerance upstream's test runs at for `dtype`, as common_device_type sets it: a
+    toleranceOverride naming the dtype has priority over a precisionOverride (atol only); of
+    each kind the last applied (listed) wins."""
+    if dtype is None:
+        return None
+    by_kind: dict[str, tuple[str, str, Tolerance]] = {}
+    for where, dec in overrides:
+        kind = type(dec).__name__
+        value = dec.d.get(dtype)
+        if value is None:
+            continue
+        tol = (
+            Tolerance(float(value.atol), float(value.rtol))
+            if kind == "toleranceOverride"
+            else Tolerance(float(value), None)
+        )
+        by_kind[kind] = (where, kind, tol)
+    return by_kind.get("toleranceOverride") or by_kind.get("precisionOverride")
 
 
 def _expectations_file(spec: SpecFile, entry: dict[str, Any]) -> list[Rule]:

@@ -35,3 +35,14 @@ def applies(name: str, info: Any, dtype: Any) -> bool:
 
     table = {**ops.APPLIES, **modules.APPLIES}
     return bool(table[name](info, dtype))
+
+
+def tolerance_tests(name: str, info: Any) -> tuple[tuple[str, str], ...]:
+    """The upstream (class, test) pairs whose OpInfo tolerance overrides set a template's
+    tolerance for one subject: the test the template is named after, except where upstream
+    makes that comparison in another test (imports torch)."""
+    from suites.template_names import TEMPLATE_UPSTREAM
+    from suites.templates import ops
+
+    kind = ops.TOLERANCE_TESTS.get(name)
+    return kind(info) if kind is not None else (TEMPLATE_UPSTREAM[name],)

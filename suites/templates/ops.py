@@ -13,6 +13,7 @@ from suites.templates.compare import (
     assert_close,
     move_sample,
     reference_samples,
+    reference_tolerances,
     reseed,
     samples,
     to_cpu,
@@ -267,7 +268,8 @@ def compile(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:  # 
 # the same way on both sides (a Python formula in torch.nn.functional, a torch._refs function
 # both sides run) passes them all; these catch it.
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
+# Upstream's reference helper judges a mismatch in these by the float64 result.
+_LESS_THAN_FLOAT64 = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _to_numpy(value: Any) -> Any:
@@ -313,7 +315,8 @@ def _from_reference(expected: Any, actual: Any) -> Any:
 def numpy_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
     """TestCommon.test_numpy_ref (and test_unary_ufuncs' test_reference_numerics): the device
     result matches the OpInfo's `ref`, a NumPy reference computed in float64 on the CPU sample
-    and rounded to the result's dtype. Samples the reference cannot take are skipped."""
+    and rounded to the result's dtype, at `reference_tolerances`. Samples the reference cannot
+    take are skipped."""
     import warnings
 
     import numpy as np
@@ -338,6 +341,7 @@ def numpy_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
             atol=ctx.atol,
             rtol=ctx.rtol,
             what=f"sample {ran + refused} against the NumPy reference",
+            rule=reference_tolerances,
         )
         ran += 1
     if not ran:
@@ -372,9 +376,10 @@ def _precise(sample: Any, dtype: torch.dtype) -> Any:
 
 def python_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
     """TestCommon.test_python_ref_torch_fallback: a Python reference (torch._refs) run on the
-    device matches its torch operator (`op.torch_opinfo`) run on the CPU. In float16 and
-    bfloat16 a mismatch passes when the reference is no farther than the torch operator from the
-    operator's float64 result on the CPU."""
+    device matches its torch operator (`op.torch_opinfo`) run on the CPU, at
+    `reference_tolerances`. Below float64 a mismatch passes when the reference is no farther
+    than the torch operator from the operator's float64 result on the CPU, as upstream's
+    helper allows."""
     torch_op = op.torch_opinfo
     ran = 0
     for sample in reference_samples(op, dtype, limit=ctx.max_samples):
@@ -383,10 +388,16 @@ def python_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
         actual = to_cpu(_call(op, dev))
         try:
             assert_close(
-                actual, expected, dtype=dtype, atol=ctx.atol, rtol=ctx.rtol, what=f"sample {ran}"
+                actual,
+                expected,
+                dtype=dtype,
+                atol=ctx.atol,
+                rtol=ctx.rtol,
+                what=f"sample {ran}",
+                rule=reference_tolerances,
             )
         except AssertionError:
-            if dtype not in _LOW_PRECISION:
+            if dtype not in _LESS_THAN_FLOAT64:
                 raise
             precise = to_cpu(_call(torch_op, _precise(sample, dtype)))
             ref_error, torch_error = _distance(actual, precise), _distance(expected, precise)
@@ -399,6 +410,35 @@ def python_ref(op: Any, dtype: torch.dtype, device: str, ctx: Context) -> None:
         ran += 1
     if not ran:
         raise NoSamples(_NO_SAMPLES)
+
+
+def _numpy_ref_tests(op: Any) -> tuple[tuple[str, str], ...]:
+    """The upstream test that compares `op` with its NumPy reference. test_ops.py's
+    test_numpy_ref leaves elementwise, reduction and spectral ops to their own files' reference
+    tests; the tolerance overrides an OpInfo sets for that comparison name those tests."""
+    from torch.testing._internal.opinfo.core import (
+        BinaryUfuncInfo,
+        ReductionOpInfo,
+        SpectralFuncInfo,
+        SpectralFuncType,
+        UnaryUfuncInfo,
+    )
+
+    if isinstance(op, UnaryUfuncInfo):
+        return (("TestUnaryUfuncs", "test_reference_numerics_normal"),)
+    if isinstance(op, BinaryUfuncInfo):
+        # test_binary_ufuncs.py's class is TestBinaryUfuncsDevice on torch 2.13, earlier
+        # TestBinaryUfuncs: either name selects the same decorators.
+        return (
+            ("TestBinaryUfuncsDevice", "test_reference_numerics"),
+            ("TestBinaryUfuncs", "test_reference_numerics"),
+        )
+    if isinstance(op, ReductionOpInfo):
+        return (("TestReductions", "test_ref_small_input"),)
+    if isinstance(op, SpectralFuncInfo):
+        one_d = op.ndimensional == SpectralFuncType.OneD
+        return (("TestFFT", "test_reference_1d" if one_d else "test_reference_nd"),)
+    return (("TestCommon", "test_numpy_ref"),)
 
 
 def _dtypes(op: Any) -> set[torch.dtype]:
@@ -440,4 +480,10 @@ APPLIES: dict[str, Callable[[Any, Any], bool]] = {
     "python_ref": lambda op, dt: (
         getattr(op, "torch_opinfo", None) is not None and dt in _dtypes(op)
     ),
+}
+
+# The upstream tests whose toleranceOverride / precisionOverride decorators set a template's
+# tolerance, where they are not the one test the template is named after (TEMPLATE_UPSTREAM).
+TOLERANCE_TESTS: dict[str, Callable[[Any], tuple[tuple[str, str], ...]]] = {
+    "numpy_ref": _numpy_ref_tests,
 }
