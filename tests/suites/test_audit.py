@@ -246,3 +246,20 @@ def test_patch_of_every_entry_leaves_an_empty_list(tmp_path: Path) -> None:
     flow.write_text("version: 1\nexpectations: [{id: a::b::c::d, mode: xfail, reason: r}]\n")
     diff, refused = removal_patch({flow: {0}}, tmp_path)
     assert diff == "" and "not a block-style list item" in refused[0]
+
+
+def test_a_pass_of_a_variant_that_depends_on_the_cpu_removes_nothing() -> None:
+    """An xfail whose reason says it depends on the CPU passes on some CPUs by design: one
+    CPU's pass is no `xpass` finding (its entry stays for the CPUs it fails on)."""
+    from suites.audit import CPU_DEPENDENT, AuditRule, Observed, xpasses
+    from suites.model import Expectation, Status, Variant
+
+    def variant(vid: str, reason: str) -> Variant:
+        return Variant(vid, "ops", "numpy_ref", "x", "float16", Expectation.XFAIL, reason, "f:1")
+
+    cpu = variant("ops::numpy_ref::a::float16", f"{CPU_DEPENDENT}: passes with oneDNN fp16")
+    plain = variant("ops::numpy_ref::b::float16", "AssertionError: off by 0.25")
+    seen = {v.id: Observed((Status.PASSED, Status.PASSED)) for v in (cpu, plain)}
+    rules = {"f:1": AuditRule("f:1", Path("f"), 1, "expectations", "ops", Expectation.XFAIL, "r")}
+    found = xpasses([cpu, plain], seen, rules)
+    assert [f.subject for f in found] == [plain.id]
