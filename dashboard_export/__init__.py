@@ -24,4 +24,9 @@ class PublishRefused(ExportError):
 
 class PublishUnavailable(Unavailable):
     """An endpoint (HUD, the CRCR relay, GitHub) stayed down or unreachable through the
-    publisher's retries: an outage, not an ExportError; the same publish may succeed later."""
+    publisher's retries: an outage, not an ExportError; the same publish may succeed later.
+    `retry_after`: seconds the endpoint asked to wait (its `Retry-After`), when it named any."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -145,6 +145,8 @@ def environment(record: RunRecord) -> dict[str, Any]:
         **(
             {"infrastructure_error": record.infrastructure_message} if record.infrastructure else {}
         ),
+        # ... and why a run with no new failure is not green (`evidence`: fail closed).
+        **({"evidence_gap": record.gaps_message[:_SUMMARY_MAX]} if record.gaps else {}),
     }
 
 

@@ -9,17 +9,21 @@ a small state file next to the export and re-exporting updates it instead of add
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from contracts.errors import Refused, Unavailable
-from dashboard_export import ExportError, PublishUnavailable
+from dashboard_export import ExportError, PublishUnavailable, retry
 from dashboard_export.crcr import result_counts
 from dashboard_export.layout import atomic_write
 from dashboard_export.model import RunRecord
 from dashboard_export.report import render_markdown
+from dashboard_export.retry import RetryPolicy
+
+T = TypeVar("T")
 
 SUMMARY_LIMIT = 65_535  # GitHub's cap on a check run's output.summary
 DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
@@ -38,7 +42,9 @@ class GitHubChecks(Protocol):
     """What this publisher needs of a GitHub adapter (relay.github.GitHubAdapter is one).
 
     Each call raises contracts.errors.Refused when GitHub (or the adapter) refuses it and
-    contracts.errors.Unavailable when GitHub is down or unreachable.
+    contracts.errors.Unavailable when GitHub is down, unreachable or answers 408 or 429
+    (with `retry_after`, in seconds, when GitHub sent a Retry-After): the calls are retried
+    under the publishing retry policy (`dashboard_export.retry`).
     """
 
     def set_commit_status(
@@ -108,6 +114,9 @@ def description(record: RunRecord) -> str:
         # First, so that the 140 characters keep it: the numbers are not about the change.
         lead = "change tested in part" if tested == "partial" else "change NOT tested"
         text = f"{lead}; {text}"
+    if record.gaps and record.effective_conclusion == "neutral":
+        # First too: why the numbers are not a pass (`evidence`).
+        text = f"{record.gaps_message}; {text}"
     return text[:DESCRIPTION_LIMIT]
 
 
@@ -130,13 +139,16 @@ def publish_github(
     state_path: str | Path | None = None,
     repo: str | None = None,
     sha: str | None = None,
+    policy: RetryPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> GitHubResult:
     """Post the run's commit status and/or check run on the upstream commit.
 
     `repo`/`sha` default to the event's repository and head sha. `state_path` remembers the
     check run id so a re-export updates the same check run. Check runs need the adapter's
-    GitHub App identity; commit statuses its token. Raises ExportError when GitHub refuses
-    a call and PublishUnavailable when it is down.
+    GitHub App identity; commit statuses its token. Each call follows the retry policy
+    (`policy`, default `RetryPolicy.from_env()`). Raises ExportError when GitHub refuses a
+    call and PublishUnavailable when it stays down through the retries.
     """
     if status not in ("in_progress", "completed"):
         raise ExportError(f"GitHub status must be in_progress or completed, not {status!r}")
@@ -151,34 +163,49 @@ def publish_github(
     state = None
     run_id: int | None = None
     created = False
+
+    def call(what: str, attempt: Callable[[], T]) -> T:
+        value, _attempts = retry.run(attempt, what=what, policy=policy, sleep=sleep)
+        return value
+
     try:
         if commit_status:
             state = _STATUS_STATE[conclusion] if conclusion else "pending"
             text = description(record) if done else "running"
-            adapter.set_commit_status(repo, sha, state, name, text, target)
+            status_state = state
+            call(
+                "commit status",
+                lambda: adapter.set_commit_status(repo, sha, status_state, name, text, target),
+            )
         if check_run:
             output = check_output(record) if done else None
             known = _load_state(state_path, repo, sha, name)
             if known is not None:
-                adapter.update_check_run(
-                    repo,
-                    known,
-                    "completed" if done else "in_progress",
-                    conclusion,
-                    output,
-                    details_url=target,
+                call(
+                    f"check run {known}",
+                    lambda: adapter.update_check_run(
+                        repo,
+                        known,
+                        "completed" if done else "in_progress",
+                        conclusion,
+                        output,
+                        details_url=target,
+                    ),
                 )
                 run_id = known
             else:
-                run_id = adapter.create_check_run(
-                    repo,
-                    sha,
-                    name,
-                    external_id(record),
-                    "completed" if done else "in_progress",
-                    conclusion,
-                    output,
-                    target,
+                run_id = call(
+                    "check run",
+                    lambda: adapter.create_check_run(
+                        repo,
+                        sha,
+                        name,
+                        external_id(record),
+                        "completed" if done else "in_progress",
+                        conclusion,
+                        output,
+                        target,
+                    ),
                 )
                 created = True
                 _save_state(state_path, repo, sha, name, run_id)

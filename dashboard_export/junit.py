@@ -21,6 +21,11 @@ from suites.model import Outcome, Status
 # variant and its exact status when the JUnit result alone cannot tell (timeout, crash).
 VARIANT_PROPERTY = "variant_id"
 STATUS_PROPERTY = "status"
+# torch-spyre's mark of an attempt that is a retry, and of what kind (comma-separated kinds).
+RETRIED_PROPERTY = "result.retried"
+RERUN_REPORT = "rerun"  # Verify's reruns (`workflows.run.verification`), reports `rerun.*.xml`
+ATTEMPTLESS_REPORTS = ("base", "reference")  # the A/B runs' reports, on another torch
+ATTEMPT_KEY = "report_kind"  # which kind of report a testcase came from (`attempts_in`)
 _XFAIL_TYPES = ("pytest.xfail",)
 
 
@@ -153,27 +158,111 @@ def outcomes(cases: Iterable[Mapping[str, Any]]) -> list[Outcome]:
     return list(found.values())
 
 
-def merge_attempts(cases: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One testcase per variant: the last attempt, earlier failed attempts as `rerun` entries.
+def report_kind(stem: str) -> str | None:
+    """What a JUnit report under a run's `junit/` holds, from its name
+    (`<shard>.<pid>.<n>.xml`): "first" (a shard's or the expansion's first attempts, and any
+    report named otherwise), "rerun" (Verify's rerun of failures), or None for the A/B runs
+    on another torch (`base`, `reference`): evidence about that torch, not attempts of these
+    tests."""
+    shard = stem.split(".", 1)[0]
+    if shard in ATTEMPTLESS_REPORTS:
+        return None
+    return "rerun" if shard == RERUN_REPORT else "first"
 
-    A shard reruns failures in new reports (`shard.1.xml`, `shard.2.xml`, ...); upstream's
-    rows keep the final result and list earlier failed tries under `rerun`, as
-    pytest-rerunfailures writes them.
+
+def attempts_in(directory: str | Path) -> list[dict[str, Any]]:
+    """The testcases of a run's attempts, in the order they ran: first attempts, then
+    reruns (each group in natural file order), each tagged with its report's kind
+    (`ATTEMPT_KEY`); the A/B reports on another torch are left out (`report_kind`)."""
+    cases = read_junit_dir(directory)
+    kinds = [report_kind(str(case.get("invoking_file", ""))) for case in cases]
+    ordered: list[dict[str, Any]] = []
+    for wanted in ("first", "rerun"):
+        for case, kind in zip(cases, kinds, strict=True):
+            if kind == wanted:
+                ordered.append({**case, ATTEMPT_KEY: kind})
+    return ordered
+
+
+def attempt_cases(directory: str | Path | None) -> list[dict[str, Any]] | None:
+    """A run's JUnit folder as one testcase per variant, its attempts in it (`attempts_in`,
+    `merge_attempts`); None when there is no such folder."""
+    if directory is None or not Path(directory).is_dir():
+        return None
+    return merge_attempts(attempts_in(directory))
+
+
+def retried_kinds(case: Mapping[str, Any]) -> list[str]:
+    """The kinds a testcase's `result.retried` property names (torch-spyre's mark on an
+    attempt that is a retry: `stall`, `signal`, `pod`; ours: `rerun`, `zygote`)."""
+    value = properties(case).get(RETRIED_PROPERTY, "")
+    return [kind.strip() for kind in value.split(",") if kind.strip()]
+
+
+def merge_attempts(cases: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One testcase per variant: the last attempt, every earlier one kept under `rerun`.
+
+    A run reruns failures in new reports (`rerun.<pid>.<n>.xml`, `attempts_in`); upstream's
+    rows keep the final result and list earlier tries under `rerun`, as pytest-rerunfailures
+    writes them: an earlier attempt's failure and error entries (one entry of its status for
+    an attempt that had neither). What kind of retry each later attempt was goes into the
+    `result.retried` property, one kind per retry in the order they ran, as torch-spyre marks
+    it: the attempt's own mark when its runner wrote one (`stall`, `zygote`, ...), else
+    `rerun` for a rerun report's, else `retry`. The row keeps its first attempt's
+    `invoking_file`, so summaries count it once, under the shard that ran it. Two testcases
+    of one variant in one report (pytest's second one for a teardown error) are one attempt.
     """
     merged: dict[str, dict[str, Any]] = {}
+    report_of: dict[str, Any] = {}  # variant -> the report its last attempt came from
     for case in cases:
         vid = case_id(case)
-        previous = merged.get(vid)
         current = dict(case)
-        if previous is not None:
-            reruns = as_list(previous.get("rerun"))
-            for tag in ("failure", "error"):
-                reruns += as_list(previous.get(tag))
-            reruns += as_list(current.get("rerun"))
-            if reruns:
-                current["rerun"] = reruns
-        merged[vid] = current
+        previous = merged.get(vid)
+        report = current.get("invoking_file")
+        if previous is None or report_of[vid] == report:
+            merged[vid] = current if previous is None else _same_attempt(previous, current)
+            report_of[vid] = report
+            continue
+        report_of[vid] = report
+        reruns = as_list(previous.get("rerun")) + _as_rerun(previous)
+        kinds = retried_kinds(previous)
+        own = [k for k in retried_kinds(current) if k not in kinds]
+        kinds += own or [RERUN_REPORT if current.get(ATTEMPT_KEY) == "rerun" else "retry"]
+        current["rerun"] = reruns + as_list(current.get("rerun"))
+        current["invoking_file"] = previous.get("invoking_file", current.get("invoking_file"))
+        merged[vid] = with_property(current, RETRIED_PROPERTY, ",".join(kinds))
     return list(merged.values())
+
+
+def with_property(case: Mapping[str, Any], name: str, value: str) -> dict[str, Any]:
+    """The testcase with `<property name= value=>` set (replaced when it was there)."""
+    kept = [
+        dict(prop)
+        for block in as_list(case.get("properties"))
+        for prop in as_list(block.get("property"))
+        if prop.get("name") != name
+    ]
+    return {**case, "properties": {"property": [*kept, {"name": name, "value": value}]}}
+
+
+def _as_rerun(attempt: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An earlier attempt as `rerun` entries: its failures and errors, else its status."""
+    entries = [dict(d) for tag in ("failure", "error") for d in as_list(attempt.get(tag))]
+    if entries:
+        return entries
+    return [{"type": str(case_status(attempt)), "message": case_message(attempt), "text": ""}]
+
+
+def _same_attempt(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """pytest's two testcases of one test (call, then a teardown error) as one attempt: the
+    first, with the second's failure when only the second failed, their times added."""
+    merged = dict(first)
+    if case_status(second).is_failure and not case_status(first).is_failure:
+        for tag in ("failure", "error", "skipped"):
+            merged.pop(tag, None)
+        merged.update({tag: second[tag] for tag in ("failure", "error") if tag in second})
+    merged["time"] = float(first.get("time", 0.0) or 0.0) + float(second.get("time", 0.0) or 0.0)
+    return merged
 
 
 def _natural(path: Path) -> list[Any]:

@@ -12,8 +12,10 @@ DIR/forensics.json                             the new failures' windows and the
                                                (only when the record has forensics)
 ```
 `DIR/junit/` and `DIR/plan.json` belong to the pipeline; JUnit found in `DIR/junit/` feeds the
-per-test rows. Every file is written whole under a temporary name and renamed, and content
-is deterministic, so exporting a run again replaces each file with the same bytes.
+per-test rows and is the evidence the results are checked against (`evidence`: a record
+they disagree with is never green, in any of the files). Every file is written whole under
+a temporary name and renamed, and content is deterministic, so exporting a run again
+replaces each file with the same bytes.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dashboard_export import ExportError
+from dashboard_export import ExportError, evidence
 from dashboard_export.crcr import callback_body, envelope_for, fit_body
 from dashboard_export.hud_row import row_for
-from dashboard_export.junit import case_id, merge_attempts, read_junit_dir
+from dashboard_export.junit import attempt_cases, case_id
 from dashboard_export.model import RunRecord
 from dashboard_export.report import render_html, render_markdown
 from dashboard_export.stats import cases_from_results, collections, object_key
@@ -43,15 +45,17 @@ def per_test_collections(
 ) -> dict[str, list[dict[str, Any]]]:
     """The three per-test collections, from JUnit where there is some, else from the results.
 
-    A variant run more than once (reruns) gets one row, its earlier failures under `rerun`;
-    a variant with a result but no testcase (a crashed worker writes none) still gets a row.
+    A variant run more than once (reruns) gets one row, its earlier attempts under `rerun`
+    and the kind of each retry in `result.retried` (`junit.merge_attempts`); a variant with
+    a result but no testcase (a crashed worker writes none) still gets a row.
     """
-    cases: list[dict[str, Any]] = []
-    if junit_dir is not None and Path(junit_dir).is_dir():
-        cases = merge_attempts(read_junit_dir(junit_dir))
+    return _collections(record, attempt_cases(junit_dir) or [])
+
+
+def _collections(record: RunRecord, cases: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     seen = {case_id(c) for c in cases}
-    cases += [c for c in cases_from_results(record) if c["name"] not in seen]
-    return collections(cases, record)
+    rows = cases + [c for c in cases_from_results(record) if c["name"] not in seen]
+    return collections(rows, record)
 
 
 def write_run(
@@ -59,19 +63,23 @@ def write_run(
 ) -> dict[str, Path]:
     """Write every format of one run under `out_dir`; returns {artifact name: path}.
 
-    `junit_dir` defaults to `out_dir/junit`. Everything is validated against its schema
-    (per-test rows: one of every shape) before anything is written, so a bad record leaves
-    no half export behind.
+    `junit_dir` defaults to `out_dir/junit`. The record is judged against that JUnit first
+    (`evidence.with_cases`: its `evidence_gaps`, kept in run.json), so every file says the
+    same conclusion. Everything is validated against its schema (per-test rows: one of every
+    shape) before anything is written, so a bad record leaves no half export behind.
     """
     out = Path(out_dir)
     junit = Path(junit_dir) if junit_dir is not None else out / "junit"
+    cases = attempt_cases(junit)
+    if cases is not None:
+        record = evidence.with_cases(record, cases)
     callback, _ = fit_body(callback_body(record, "completed"))
     envelope, _ = fit_body(envelope_for(record, "completed"))
     row = row_for(record)
     validate("callback", callback)
     validate("hud_envelope", envelope)
     validate("crcr_workflow_job", row)
-    per_test = per_test_collections(record, junit)
+    per_test = _collections(record, cases or [])
     for name, rows in per_test.items():
         _validate_rows(name, rows)
 

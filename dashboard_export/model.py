@@ -20,7 +20,7 @@ from typing import Any
 
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
-from dashboard_export import ExportError
+from dashboard_export import ExportError, evidence
 from dashboard_export.validation import errors
 from suites.model import Outcome, Status, split_variant_id
 
@@ -336,6 +336,9 @@ class RunRecord:
     forensics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The run's `workflow.triage_verdict` (`triage.run_verdict`), made with the forensics.
     triage_verdict: Mapping[str, Any] | None = None
+    # Where the run's JUnit disagrees with `results` (`evidence.junit_gaps`, set by
+    # `layout.write_run`): each keeps the run from `success`.
+    evidence_gaps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("started_at", "completed_at", "queued_at"):
@@ -405,15 +408,32 @@ class RunRecord:
         return tuple(r for r in self.failures if r.classification in (None, Classification.NEW))
 
     @property
+    def gaps(self) -> tuple[str, ...]:
+        """Why the outcomes cannot be vouched for as a pass (`evidence`): results the plan
+        promises and the record lacks, results that contradict each other, and where the
+        JUnit disagrees with them (`evidence_gaps`). Empty for a run that can be green."""
+        return evidence.record_gaps(self) + self.evidence_gaps
+
+    @property
     def effective_conclusion(self) -> str:
         """`failure` when a failure is new (or unclassified), or when the tests could not run;
         pre-existing and flaky failures stay green; `neutral` instead of `success` when the
-        change was tested only in part or not at all (never a plain success about it)."""
+        change was tested only in part or not at all (never a plain success about it), or
+        when the outcomes and their evidence disagree (`gaps`: fail closed). A `success`
+        set in the record is held to the same evidence."""
         if self.conclusion:
-            return self.conclusion
+            return "neutral" if self.conclusion == "success" and self.gaps else self.conclusion
         if self.new_failures or self.infrastructure:
             return "failure"
-        return "neutral" if self.environment.tested in ("partial", "not_tested") else "success"
+        if self.gaps or self.environment.tested in ("partial", "not_tested"):
+            return "neutral"
+        return "success"
+
+    @property
+    def gaps_message(self) -> str:
+        """One line on `gaps` for places that take one (a check run's title, HUD's
+        environment); empty without any."""
+        return evidence.headline(self.gaps)
 
     @property
     def infrastructure_message(self) -> str:
@@ -455,6 +475,7 @@ class RunRecord:
                 else {}
             ),
             **({"triage_verdict": dict(self.triage_verdict)} if self.triage_verdict else {}),
+            **({"evidence_gaps": list(self.evidence_gaps)} if self.evidence_gaps else {}),
         }
 
     @classmethod
@@ -497,6 +518,7 @@ class RunRecord:
             ci_run_id=str(data.get("ci_run_id") or ""),
             forensics={str(k): dict(v) for k, v in (data.get("forensics") or {}).items()},
             triage_verdict=data.get("triage_verdict") or None,
+            evidence_gaps=tuple(str(g) for g in data.get("evidence_gaps") or ()),
         )
 
     def save(self, path: str | Path) -> None:

@@ -1,28 +1,30 @@
 """Thin HTTP publishers: HUD `POST /crcr/results` and the CRCR relay callback.
 
 Builders decide what to send; these only send it. HUD's contract: header
-`x-hud-internal-bot`, 10 s timeout, body at most 2 MB (else 413), 4xx returned as is,
-5xx and network errors retried after 1, 2 and 4 s, then raised as PublishUnavailable.
+`x-hud-internal-bot`, 10 s timeout, body at most 2 MB (else 413). Every POST follows the one
+retry policy (`dashboard_export.retry`): 408, 429, 5xx and network errors are tried again,
+honoring `Retry-After`, up to the cap, then raised as `RetriesExhausted` (a
+PublishUnavailable); any other 4xx is raised at once as PublishRefused.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import requests
 
-from dashboard_export import ExportError, PublishRefused, PublishUnavailable
+from dashboard_export import ExportError, PublishRefused, PublishUnavailable, retry
 from dashboard_export.crcr import HUD_BODY_LIMIT, callback_body, encode, envelope_for, fit_body
 from dashboard_export.model import RunRecord
+from dashboard_export.retry import RetryPolicy
 from dashboard_export.validation import validate
 
 HUD_PATH = "/crcr/results"
 HUD_AUTH_HEADER = "x-hud-internal-bot"
 TIMEOUT_S = 10.0
-RETRY_DELAYS_S = (1.0, 2.0, 4.0)
 HUD_DUPLICATE = 409  # HUD's answer to a write on a record that is final already
 _BODY_SHOWN = 500  # characters of an error response quoted in an ExportError
 
@@ -46,39 +48,36 @@ def post_json(
     *,
     session: requests.Session | None = None,
     timeout: float = TIMEOUT_S,
-    retry_delays: Sequence[float] = RETRY_DELAYS_S,
+    policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
     what: str = "POST",
 ) -> Delivery:
-    """POST compact JSON; retry 5xx and network errors after each delay.
+    """POST compact JSON under the retry policy (`dashboard_export.retry`).
 
-    Raises PublishRefused on a 4xx and PublishUnavailable once the retries are spent.
-
-    `sleep` is injectable so tests check the back-off without waiting for it.
+    Raises PublishRefused on a 4xx other than 408 and 429, and `retry.RetriesExhausted` (a
+    PublishUnavailable) once the retries are spent. `sleep` is injectable so tests check
+    the waits without waiting them.
     """
     data = encode(body)
     http = session or requests.Session()
     all_headers = {"Content-Type": "application/json", **headers}
-    attempts = 0
-    last_problem = ""
-    for delay in (*retry_delays, None):
-        attempts += 1
+
+    def attempt() -> requests.Response:
         try:
             response = http.post(url, data=data, headers=all_headers, timeout=timeout)
         except requests.RequestException as exc:
-            last_problem = f"network error: {exc.__class__.__name__}: {exc}"
-        else:
-            if response.status_code < 400:
-                return Delivery(url, response.status_code, response.text, attempts, len(data))
-            if response.status_code < 500:
-                raise PublishRefused(
-                    f"{what} {url} answered {response.status_code}: {response.text[:_BODY_SHOWN]}",
-                    response.status_code,
-                )
-            last_problem = f"{response.status_code}: {response.text[:_BODY_SHOWN]}"
-        if delay is not None:
-            sleep(delay)
-    raise PublishUnavailable(f"{what} {url} failed after {attempts} attempts; last: {last_problem}")
+            raise PublishUnavailable(f"network error: {exc.__class__.__name__}: {exc}") from exc
+        if response.status_code < 400:
+            return response
+        shown = f"{response.status_code}: {response.text[:_BODY_SHOWN]}"
+        if retry.retryable(response.status_code):
+            raise PublishUnavailable(
+                shown, retry.retry_after_s(response.headers.get("Retry-After"))
+            )
+        raise PublishRefused(f"{what} {url} answered {shown}", response.status_code)
+
+    response, attempts = retry.run(attempt, what=f"{what} {url}", policy=policy, sleep=sleep)
+    return Delivery(url, response.status_code, response.text, attempts, len(data))
 
 
 def publish_hud(
@@ -89,6 +88,7 @@ def publish_hud(
     session: requests.Session | None = None,
     sleep: Callable[[float], None] = time.sleep,
     require_https: bool = True,
+    policy: RetryPolicy | None = None,
 ) -> Delivery:
     """POST one relay-to-HUD envelope to `{hud_url}/crcr/results`.
 
@@ -106,6 +106,7 @@ def publish_hud(
         fitted,
         {HUD_AUTH_HEADER: bot_key},
         session=session,
+        policy=policy,
         sleep=sleep,
         what="HUD",
     )
@@ -121,6 +122,7 @@ def publish_run_to_hud(
     session: requests.Session | None = None,
     sleep: Callable[[float], None] = time.sleep,
     require_https: bool = True,
+    policy: RetryPolicy | None = None,
 ) -> Delivery:
     """Build the run's envelope and publish it (HUD keeps one row per dynamoKey).
 
@@ -136,6 +138,7 @@ def publish_run_to_hud(
             session=session,
             sleep=sleep,
             require_https=require_https,
+            policy=policy,
         )
     except PublishRefused as exc:
         if exc.status != HUD_DUPLICATE:
@@ -153,6 +156,7 @@ def publish_callback(
     status: str = "completed",
     session: requests.Session | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    policy: RetryPolicy | None = None,
 ) -> Delivery:
     """POST the run's CRCR callback to the relay with `Authorization: Bearer <token>`.
 
@@ -174,6 +178,7 @@ def publish_callback(
         body,
         {"Authorization": f"Bearer {token}"},
         session=session,
+        policy=policy,
         sleep=sleep,
         what="CRCR callback",
     )

@@ -234,6 +234,15 @@ def render_markdown(
         ]
         for cause in record.infrastructure:
             out += [_fence(cause), ""]
+    if record.gaps and not record.infrastructure:
+        out += [
+            "## Results incomplete: not a pass",
+            "",
+            "The outcomes and their per-test evidence disagree, so the run is not green:",
+            "",
+            *(f"- {_md(gap)}" for gap in record.gaps),
+            "",
+        ]
     if record.held_back:
         out += [
             f"**Held back from History**: {_md(record.held_back)}. Check the failures, "

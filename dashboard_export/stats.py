@@ -3,7 +3,8 @@
 Upstream's tools/stats/upload_test_stats.py parses JUnit testcases, summarizes them per
 (file, classname, job, invoking file), keeps failed/errored/rerun cases apart, and uploads
 each collection as gzip JSON lines under `{collection}/{workflow_run_id}/{attempt}`. Same here,
-from the testcases of `junit.read_junit_dir` (or, when a run left no JUnit, from its results).
+from the testcases of `junit.attempt_cases` (one per variant, every attempt of it kept) or,
+for a variant no testcase names, from its result.
 """
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dashboard_export.junit import as_list, case_id, case_status, properties
+from contracts.classification import Classification
+from dashboard_export.junit import (
+    RERUN_REPORT,
+    RETRIED_PROPERTY,
+    as_list,
+    case_id,
+    case_status,
+    properties,
+    retried_kinds,
+)
 from dashboard_export.model import RunRecord, VariantResult, datetime64
 from suites.model import Status
 
@@ -23,6 +33,13 @@ TABLES = {
 }
 _DETAIL_TAGS = ("failure", "error", "skipped", "rerun")
 _OUTPUT_TAGS = ("system-out", "system-err")
+# The rerun entry of a flaky variant whose failing attempt left no testcase (no JUnit, or
+# only the passing one): the record says it failed once, not how.
+FLAKY_ATTEMPT = {
+    "type": "flaky",
+    "message": "failed, then passed on rerun (the failing attempt's output is not in the run)",
+    "text": "",
+}
 
 
 def cases_from_results(record: RunRecord) -> list[dict[str, Any]]:
@@ -31,8 +48,11 @@ def cases_from_results(record: RunRecord) -> list[dict[str, Any]]:
 
 
 def run_rows(cases: Iterable[Mapping[str, Any]], record: RunRecord) -> list[dict[str, Any]]:
-    """One `test_run_s3` row per testcase; the run's verified status wins over JUnit's."""
+    """One `test_run_s3` row per testcase; the run's verified status wins over JUnit's. A
+    variant Verify found flaky keeps its failing attempt: under `rerun` from its JUnit, or
+    as `FLAKY_ATTEMPT` when no testcase of it was kept, `result.retried=rerun` either way."""
     status_of = {r.id: r.status for r in record.results}
+    flaky = {r.id for r in record.results if r.classification is Classification.FLAKY}
     time_inserted = _inserted(record)
     job_id, workflow_id = _job_id(record), _workflow_id(record)
     rows = []
@@ -63,6 +83,9 @@ def run_rows(cases: Iterable[Mapping[str, Any]], record: RunRecord) -> list[dict
         }
         for tag in _DETAIL_TAGS:
             row[tag] = [_detail(d) for d in as_list(case.get(tag))]
+        if vid in flaky and not retried_kinds(case):
+            row["rerun"].append(dict(FLAKY_ATTEMPT))
+            row["properties"].append({"name": RETRIED_PROPERTY, "value": RERUN_REPORT})
         for tag in _OUTPUT_TAGS:
             row[tag] = [{"text": str(d.get("text", ""))} for d in as_list(case.get(tag))]
         rows.append(row)

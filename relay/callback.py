@@ -13,8 +13,9 @@ for no dispatch, duplicate or skipped state) -> HUD forward (502 if HUD stays do
 4xx if it refuses the body; either way the state is left unchanged so a fixed or later retry
 is taken; HUD's 409, its write-once rule, is a duplicate: 200, and the job moves on as if HUD
 had taken it) -> commit -> check run for L3/L4 on a pull request's head (best effort: GitHub
-trouble never fails a callback). Nightly and periodic results come as one `completed`
-callback, without a dispatch and without the state machine.
+trouble never fails a callback; its calls follow the publishing retry policy, and a `success`
+whose counts and listed tests disagree completes it `neutral`). Nightly and periodic results
+come as one `completed` callback, without a dispatch and without the state machine.
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import redis
 from jsonschema import Draft202012Validator
 
 from contracts.errors import Unavailable
+from dashboard_export import retry
+from dashboard_export.evidence import callback_gaps, checked_conclusion
+from dashboard_export.retry import RetryPolicy
 from relay.allowlist import Allowlist, AllowlistEntry, AllowlistFile, logical_event
 from relay.callback_auth import BearerAuth, Unauthorized
 from relay.config import RelayConfig
@@ -51,6 +56,7 @@ from relay.github import GitHubAdapter, GitHubUnavailable
 from relay.triage import checked_verdict
 
 log = logging.getLogger("relay.callback")
+T = TypeVar("T")
 
 # What the relay itself needs (the upstream relay's required fields); the rest is typed when
 # present but optional, so any downstream speaking schema_version "1" is accepted.
@@ -123,6 +129,7 @@ class CallbackService:
         adapter: GitHubAdapter | None = None,
         hud: HudPublisher | None = None,
         clock: Callable[[], float] = time.time,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         self.config = config
         self.state = CrcrState(client)
@@ -133,6 +140,9 @@ class CallbackService:
         self.adapter = adapter
         self.hud = hud if hud is not None else default_hud_publisher(config)
         self.clock = clock
+        # Check runs are published as HUD is: the one retry policy (dashboard_export.retry).
+        self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy.from_env()
+        self.sleep: Callable[[float], None] = time.sleep
         self.demotions = (
             Demotions(adapter, self.state, config.upstream_repo) if adapter is not None else None
         )
@@ -229,7 +239,7 @@ class CallbackService:
             raise
         extra = {
             "callback": json.dumps(data, separators=(",", ":")),
-            "conclusion": str(workflow.get("conclusion") or ""),
+            "conclusion": _check_run_conclusion(workflow, key.repo),
             "level": entry.level,
             "repo": repo,
         }
@@ -239,7 +249,7 @@ class CallbackService:
             if change.state == IN_PROGRESS
             else _float(change.fields.get("in_progress_at", (current or {}).get("in_progress_at")))
         )
-        check = self._check_run(key, entry, data, change, started_at)
+        check = self._check_run(key, entry, data, change, started_at, now)
         return (
             200,
             "duplicate" if forwarded == "duplicate" else change.state.lower(),
@@ -294,10 +304,12 @@ class CallbackService:
         data: Mapping[str, Any],
         change: Plan,
         started_at: float | None,
+        now: float,
     ) -> int | str | None:
         """Create or complete the job's upstream check run (L3/L4), after the commit. A check
         run belongs to a pull request: one from `pull_request`, or a push of its
-        `ciflow/trunk/<pr>` tag; a branch push or a deleted ref gets none."""
+        `ciflow/trunk/<pr>` tag; a branch push or a deleted ref gets none. `now`: when this
+        callback arrived (a starting job's `started_at`)."""
         if entry.level not in ("L3", "L4"):
             return None
         job = _job_of(key, data, self.config.upstream_repo)
@@ -311,7 +323,7 @@ class CallbackService:
             entry.wants_check_run(_labels(data))
             or (entry.level == "L3" and self.state.check_run_wanted(job["head"], key.repo))
         )
-        if wanted and self._demoted(key.repo, entry.level, started_at):
+        if wanted and self._demoted(key.repo, entry.level, started_at, now):
             wanted = False
         done = change.state != IN_PROGRESS
         if done and not job["head"]:
@@ -347,15 +359,19 @@ class CallbackService:
             self.state.release_check_run(redis_key)
             return None
         done = slot.state not in ("", IN_PROGRESS)
+        adapter = self.adapter
         try:
-            check_id = self.adapter.create_check_run(
-                job["upstream"],
-                job["head"],
-                job["name"],
-                job["external_id"],
-                "completed" if done else "in_progress",
-                conclusion=(slot.conclusion or "neutral") if done else None,
-                details_url=job.get("url") or None,
+            check_id = self._github(
+                f"check run {job['name']} on {job['upstream']}",
+                lambda: adapter.create_check_run(
+                    job["upstream"],
+                    job["head"],
+                    job["name"],
+                    job["external_id"],
+                    "completed" if done else "in_progress",
+                    conclusion=(slot.conclusion or "neutral") if done else None,
+                    details_url=job.get("url") or None,
+                ),
             )
         except BaseException:
             self.state.release_check_run(redis_key)
@@ -375,19 +391,42 @@ class CallbackService:
             )
         return check_id
 
-    def _demoted(self, repo: str, level: str, started_at: float | None) -> bool:
+    def _demoted(
+        self, repo: str, level: str, started_at: float | None, now: float | None = None
+    ) -> bool:
+        """Whether a new check run for `repo` is held back by its demotion. `now`: when the
+        request asking arrived, the time a demotion it is the first to see began (so the job
+        whose own callback sees it first is held back too, as it is by the reference)."""
         if self.demotions is None:
             return False
-        held = self.demotions.suppressed(repo, level, started_at)
+        held = self.demotions.suppressed(repo, level, started_at, seen_at=now)
         if held:
             log.info("%s is being demoted (crcr-demotion PR open): no new check run", repo)
         return held
 
     def _complete(self, job: Mapping[str, Any], check_id: str, conclusion: str) -> None:
-        assert self.adapter is not None
-        self.adapter.update_check_run(
-            job["upstream"], int(check_id), status="completed", conclusion=conclusion or "neutral"
+        adapter = self.adapter
+        assert adapter is not None
+        self._github(
+            f"check run {check_id} on {job['upstream']}",
+            lambda: adapter.update_check_run(
+                job["upstream"],
+                int(check_id),
+                status="completed",
+                conclusion=conclusion or "neutral",
+            ),
         )
+
+    def _github(self, what: str, call: Callable[[], T]) -> T:
+        """One check-run call under the publishing retry policy (408, 429, 5xx and network
+        errors again, honoring Retry-After, up to the cap); GitHubUnavailable after that."""
+        try:
+            value, _attempts = retry.run(
+                call, what=what, policy=self.retry_policy, sleep=self.sleep
+            )
+        except retry.RetriesExhausted as exc:
+            raise GitHubUnavailable(str(exc)) from exc
+        return value
 
     def label_added(self, payload: Mapping[str, Any]) -> list[int]:
         """`pull_request` `labeled` `ciflow/crcr/<device>`: the device's L3 repos want check
@@ -480,10 +519,15 @@ class CallbackService:
                     ((body.get("payload") or {}).get("repository") or {}).get("full_name")
                     or self.config.upstream_repo
                 )
+                complete = partial(
+                    self.adapter.update_check_run,
+                    upstream,
+                    int(check_id),
+                    status="completed",
+                    conclusion="timed_out",
+                )
                 try:
-                    self.adapter.update_check_run(
-                        upstream, int(check_id), status="completed", conclusion="timed_out"
-                    )
+                    self._github(f"check run {check_id} on {upstream}", complete)
                 except (RelayError, GitHubUnavailable) as exc:
                     log.warning("check run %s: %s", check_id, exc)
         return len(swept)
@@ -550,8 +594,19 @@ def _job_of(key: JobKey, data: Mapping[str, Any], upstream_repo: str) -> dict[st
         "pr_number": number,
         "external_id": f"{key.run_id}:{number}",
         "url": details_url(key.repo, key.run_id) or "",
-        "conclusion": workflow.get("conclusion"),
+        "conclusion": checked_conclusion(workflow),
     }
+
+
+def _check_run_conclusion(workflow: Mapping[str, Any], repo: str) -> str:
+    """The conclusion the job's check run shows: the callback's, except that a `success`
+    whose counts and listed tests disagree is `neutral` (fail closed,
+    `dashboard_export.evidence.callback_gaps`). HUD gets the callback as it came."""
+    conclusion = checked_conclusion(workflow)
+    if conclusion != str(workflow.get("conclusion") or ""):
+        gaps = "; ".join(callback_gaps(workflow))
+        log.warning("%s reported success, its check run is neutral: %s", repo, gaps)
+    return conclusion
 
 
 def _labels(data: Mapping[str, Any]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import pytest
 from dashboard_export import ExportError, PublishUnavailable
 from dashboard_export.github import check_name, publish_github
 from dashboard_export.model import RunRecord
+from dashboard_export.retry import RetryPolicy
 from relay.github import GitHubAdapter
 from tests.servers.github_api import GitHubAPIServer
 
@@ -74,6 +75,12 @@ def test_green_run_and_github_errors(record: RunRecord, github_api: GitHubAPISer
     github_api.fail_next("POST", r"/statuses/", status=422)
     with pytest.raises(ExportError, match=r"GitHub crcr/.* on pytorch/pytorch@bbbbbbbbbbbb"):
         publish_github(record, _adapter(github_api, app=False))
-    github_api.fail_next("POST", r"/statuses/", status=502)
+    github_api.fail_next("POST", r"/statuses/", status=502, times=2)
     with pytest.raises(PublishUnavailable, match=r"GitHub crcr/.* on pytorch/pytorch@bbbbbbbbbbbb"):
-        publish_github(record, _adapter(github_api, app=False))
+        # A cap that leaves room for one retry: both attempts answered 502.
+        publish_github(
+            record,
+            _adapter(github_api, app=False),
+            policy=RetryPolicy(cap_s=1.5),
+            sleep=lambda _s: None,
+        )

@@ -69,7 +69,9 @@ def test_write_run_leaves_every_format_valid(
         from_junit["successes"],
     ) == (8, 2, 1, 2, 3)
     failed = read_json_lines(out / "hud/failed_test_runs/9876543210/2")
-    assert len(failed) == 4  # mul, Linear (error), det, the crash
+    # mul, Linear (error), det, the crash; and add float16, flaky: its failing attempt is
+    # kept under `rerun`, and upstream counts rows with reruns as failed runs.
+    assert len(failed) == 5
 
 
 def test_reexport_rewrites_the_same_files_and_nothing_else(
@@ -97,30 +99,72 @@ def test_junit_under_out_dir_is_used_by_default(
     assert names == {r.id for r in record.results}
 
 
-def test_reruns_become_one_row_with_rerun_entries(record: RunRecord, tmp_path: Path) -> None:
+def _report(path: Path, vid: str, body: str = "", properties: str = "") -> None:
+    path.write_text(
+        f'<testsuites><testsuite name="pytest"><testcase classname="sample" name="{vid}" '
+        f'time="0.25">{properties}{body}</testcase></testsuite></testsuites>'
+    )
+
+
+def test_reruns_become_one_row_keeping_every_attempt(record: RunRecord, tmp_path: Path) -> None:
+    """As a run leaves them in junit/: the shard's first attempt, Verify's rerun (whose report
+    name sorts first), and the A/B run on the base torch, which is no attempt of it."""
     junit = tmp_path / "junit"
     junit.mkdir()
     vid = "sample::binary_ufunc::add::float16"  # classified flaky in the record
-    for attempt, body in (
-        (1, '<failure message="mismatch at index 3">trace</failure>'),
-        (2, ""),
-        (10, ""),
-    ):
-        (junit / f"shard-0.{attempt}.xml").write_text(
-            f'<testsuites><testsuite name="pytest"><testcase classname="sample" name="{vid}" '
-            f'time="0.25">{body}</testcase></testsuite></testsuites>'
-        )
-    write_run(record, tmp_path / "out", junit_dir=junit)
-    rows = [
-        r for r in read_json_lines(tmp_path / "out/hud/test_run/9876543210/2") if r["name"] == vid
-    ]
+    failing = '<failure message="mismatch at index 3">trace</failure>'
+    _report(junit / "shard-0.4242.0.xml", vid, failing)
+    _report(junit / "rerun.4242.0.xml", vid)
+    _report(junit / "base.4242.0.xml", vid, '<failure message="on the base torch">b</failure>')
+    out = tmp_path / "out"
+    write_run(record, out, junit_dir=junit)
+    rows = [r for r in read_json_lines(out / "hud/test_run/9876543210/2") if r["name"] == vid]
     assert len(rows) == 1
     [row] = rows
-    assert row["result"] == "success" and row["failure"] == []
+    # The last attempt (the rerun, which passed), counted under the shard that ran it first.
+    assert row["result"] == "success" and row["failure"] == [] and row["status"] == "passed"
     assert row["rerun"] == [{"type": "", "message": "mismatch at index 3", "text": "trace"}]
-    assert row["invoking_file"] == "shard-0.10"  # the last attempt, in numeric order
-    failed = read_json_lines(tmp_path / "out/hud/failed_test_runs/9876543210/2")
+    assert row["invoking_file"] == "shard-0.4242.0"
+    assert {"name": "result.retried", "value": "rerun"} in row["properties"]
+    failed = read_json_lines(out / "hud/failed_test_runs/9876543210/2")
     assert vid in {r["name"] for r in failed}  # as upstream: reruns count as failed runs
+    assert RunRecord.load(out / "run.json").evidence_gaps == ()
+
+
+def test_each_retry_says_what_kind_it_was(record: RunRecord, tmp_path: Path) -> None:
+    """A runner's own mark on a retried attempt (torch-spyre's `result.retried`: a stall, a
+    zygote that died under the test) is kept, one kind per retry, then Verify's rerun."""
+    junit = tmp_path / "junit"
+    junit.mkdir()
+    vid = "sample::binary_ufunc::mul::float32"  # a new failure in the record
+    failed = '<failure message="mul gave 4">t</failure>'
+    _report(junit / "shard-0.7.0.xml", vid, '<failure message="Timeout">stalled</failure>')
+    mark = '<properties><property name="result.retried" value="stall"/></properties>'
+    _report(junit / "shard-0.7.1.xml", vid, failed, mark)
+    _report(junit / "rerun.7.0.xml", vid, failed)
+    write_run(record, tmp_path / "out", junit_dir=junit)
+    [row] = [
+        r for r in read_json_lines(tmp_path / "out/hud/test_run/9876543210/2") if r["name"] == vid
+    ]
+    assert [e["message"] for e in row["rerun"]] == ["Timeout", "mul gave 4"]
+    assert {"name": "result.retried", "value": "stall,rerun"} in row["properties"]
+    assert row["result"] == "failure"
+
+
+def test_a_flaky_result_without_its_failing_testcase_keeps_the_attempt(
+    record: RunRecord, tmp_path: Path
+) -> None:
+    """No JUnit of the failing try (only the passing one, or none): the record says it failed
+    once, so the row says so."""
+    write_run(record, tmp_path / "bare")
+    [row] = [
+        r
+        for r in read_json_lines(tmp_path / "bare/hud/test_run/9876543210/2")
+        if r["name"] == "sample::binary_ufunc::add::float16"
+    ]
+    assert row["result"] == "success" and len(row["rerun"]) == 1
+    assert row["rerun"][0]["type"] == "flaky"
+    assert {"name": "result.retried", "value": "rerun"} in row["properties"]
 
 
 def test_a_removed_variant_is_a_skipped_hud_row(record: RunRecord, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from dashboard_export.crcr import envelope_for, hud_envelope
 from dashboard_export.hud_row import row_for, workflow_job_row
 from dashboard_export.model import RunRecord, VariantResult
 from dashboard_export.publish import post_json, publish_callback, publish_hud, publish_run_to_hud
+from dashboard_export.retry import RetryPolicy
 from suites.model import Outcome, Status
 from tests.servers.hud import HudServer
 from tests.testing.processes import free_port
@@ -28,6 +29,12 @@ class Sleeps(list[float]):
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
 
+    def backoff(self) -> list[float]:
+        """Each wait's base (1, 2, 4, ... s), checked to be within its quarter of jitter."""
+        bases = [float(2**i) for i in range(len(self))]
+        assert all(b <= s <= 1.25 * b for b, s in zip(bases, self, strict=True)), self
+        return bases
+
 
 def _publish(
     record: RunRecord,
@@ -35,6 +42,7 @@ def _publish(
     status: str = "completed",
     key: str = KEY,
     sleep: Sleeps | None = None,
+    policy: RetryPolicy | None = None,
 ) -> Any:
     return publish_run_to_hud(
         record,
@@ -43,6 +51,7 @@ def _publish(
         status=status,
         sleep=sleep if sleep is not None else Sleeps(),
         require_https=False,
+        policy=policy,
     )
 
 
@@ -153,18 +162,22 @@ def test_server_refuses_over_2mb_and_publisher_trims(
     assert len(failed) == 50 and row["failed_tests"] == len(big.failures)
 
 
-def test_5xx_is_retried_after_1_2_4_seconds(record: RunRecord, hud_server: HudServer) -> None:
+def test_5xx_is_retried_after_1_2_4_seconds_and_jitter(
+    record: RunRecord, hud_server: HudServer
+) -> None:
     hud_server.fail_next(2, 503)
     sleeps = Sleeps()
     delivery = _publish(record, hud_server, sleep=sleeps)
-    assert delivery.attempts == 3 and sleeps == [1.0, 2.0]
+    # 1 s then 2 s, each with up to a quarter more at random, never less.
+    assert delivery.attempts == 3 and sleeps.backoff() == [1.0, 2.0]
     assert len(hud_server.rows) == 1
 
     hud_server.fail_next(4, 502)
     sleeps = Sleeps()
     with pytest.raises(PublishUnavailable, match="failed after 4 attempts; last: 502") as info:
-        _publish(record, hud_server, sleep=sleeps)
-    assert sleeps == [1.0, 2.0, 4.0]
+        _publish(record, hud_server, sleep=sleeps, policy=RetryPolicy(cap_s=10))
+    # A fourth wait (8 s) would pass the 10 s cap: not begun.
+    assert sleeps.backoff() == [1.0, 2.0, 4.0]
     # An outage, told apart by type: neither bad input (ValueError) nor an ExportError.
     assert isinstance(info.value, Unavailable)
     assert not isinstance(info.value, (ValueError, ExportError))
@@ -174,8 +187,10 @@ def test_network_errors_are_retried(record: RunRecord) -> None:
     sleeps = Sleeps()
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(PublishUnavailable, match="failed after 4 attempts; last: network error"):
-        publish_run_to_hud(record, url, KEY, sleep=sleeps, require_https=False)
-    assert sleeps == [1.0, 2.0, 4.0]
+        publish_run_to_hud(
+            record, url, KEY, sleep=sleeps, require_https=False, policy=RetryPolicy(cap_s=10)
+        )
+    assert sleeps.backoff() == [1.0, 2.0, 4.0]
 
 
 def test_hud_url_must_be_https(record: RunRecord) -> None:

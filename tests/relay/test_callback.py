@@ -320,9 +320,13 @@ def test_a_completion_while_the_label_creates_the_check_run_completes_that_one(
     assert run["status"] == "completed" and run["conclusion"] == "failure"
 
 
-def test_hud_outage_is_502_and_leaves_the_state_for_a_retry(crcr: Crcr) -> None:
+def test_hud_outage_is_502_and_leaves_the_state_for_a_retry(
+    crcr: Crcr, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A retry cap of 0: the first 503 is the outage (the retries are test_publish's).
+    monkeypatch.setenv("SPYRE_CI_PUBLISH_RETRY_S", "0")
     crcr.push("d-8")
-    crcr.hud.fail_next(4, 503)
+    crcr.hud.fail_next(1, 503)
     refused = crcr.callback("tok-spyre", body("d-8", "in_progress"))
     assert refused.status_code == 502
     retried = crcr.callback("tok-spyre", body("d-8", "in_progress"))

@@ -261,6 +261,40 @@ def test_an_open_demotion_pr_holds_back_new_l3_check_runs(crcr: Crcr) -> None:
     assert isinstance(again.json()["check_run"], int)
 
 
+class TickingClock:
+    """Wall time that moves on at every reading, as time.time does between the moment a
+    callback arrives and the moment its demotion lookup is recorded."""
+
+    def __init__(self, start: float, step: float = 0.004) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_the_callback_that_first_sees_a_demotion_gets_no_check_run(crcr: Crcr) -> None:
+    """The job whose own in_progress is the first to find the demotion PR open started
+    milliseconds before the lookup answered; the reference holds a job starting after its
+    sweep saw the PR back, and so does the relay: neither start nor completion creates one."""
+    crcr.push("d-race")
+    clock = TickingClock(crcr.clock.now + 10)
+    demotions = crcr.http.relay.callbacks.demotions
+    assert demotions is not None
+    demotions.cache_seconds = 0
+    crcr.http.relay.callbacks.clock = demotions.clock = clock
+    crcr.github.add_pull("pytorch/pytorch", "pytorch:crcr-demotion/acme/l3-backend")
+    started = crcr.callback("tok-l3", body("d-race", "in_progress", job="j", payload=LABELLED_PR))
+    assert started.status_code == 200 and started.json()["check_run"] is None
+    done = crcr.callback(
+        "tok-l3", body("d-race", "completed", job="j", conclusion="success", payload=LABELLED_PR)
+    )
+    assert done.status_code == 200 and done.json()["check_run"] is None
+    assert crcr.github.check_runs == {}
+    assert len(crcr.hud.rows) == 1  # its result still reaches HUD
+
+
 def test_demotion_lookup_fails_open(crcr: Crcr) -> None:
     demotions = crcr.http.relay.callbacks.demotions
     assert demotions is not None
@@ -327,3 +361,45 @@ def test_failed_tests_detail_and_triage_verdict_reach_hud(crcr: Crcr) -> None:
     }
     verdict = json.loads(row["triage_verdict_json"])
     assert verdict["category"] == "upstream" and verdict["suspected_upstream"]["pr"] == 12
+
+
+# -- publishing that survives GitHub and HUD: the one retry policy, failing closed -------------
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def test_check_runs_follow_the_publishing_retry_policy(crcr: Crcr) -> None:
+    sleeps = Sleeps()
+    crcr.http.relay.callbacks.sleep = sleeps
+    crcr.push("d-429")
+    crcr.github.fail_next("POST", r"/check-runs$", status=429, headers={"Retry-After": "1"})
+    started = crcr.callback("tok-l4", body("d-429", "in_progress", job="j", payload=TRUNK))
+    run = crcr.github.check_runs[started.json()["check_run"]]
+    assert len(crcr.github.find("POST", r"/check-runs$")) == 2 and len(crcr.github.check_runs) == 1
+    crcr.github.fail_next("PATCH", r"/check-runs/", status=503)
+    done = crcr.callback(
+        "tok-l4", body("d-429", "completed", job="j", conclusion="success", payload=TRUNK)
+    )
+    assert done.status_code == 200 and run["conclusion"] == "success"
+    assert len(sleeps) == 2 and 1.0 <= sleeps[0] <= 1.25 and 1.0 <= sleeps[1] <= 1.25
+    # A refusal is not retried, and it fails no callback.
+    crcr.github.fail_next("POST", r"/check-runs$", status=422)
+    refused = crcr.callback("tok-l4", body("d-429", "in_progress", job="k", payload=TRUNK))
+    assert refused.status_code == 200 and refused.json()["check_run"].startswith("failed: ")
+    assert len(sleeps) == 2
+
+
+def test_a_success_whose_counts_disagree_completes_its_check_run_neutral(crcr: Crcr) -> None:
+    crcr.push("d-odd")
+    started = crcr.callback("tok-l4", body("d-odd", "in_progress", job="j", payload=TRUNK))
+    run = crcr.github.check_runs[started.json()["check_run"]]
+    done = body("d-odd", "completed", job="j", conclusion="success", payload=TRUNK)
+    done["workflow"]["test_results"] = {"passed": 10, "failed": 0, "skipped": 0, "total": 12}
+    assert crcr.callback("tok-l4", done).status_code == 200
+    assert run["status"] == "completed" and run["conclusion"] == "neutral"
+    # HUD gets the callback as it came: its row is HUD's own derivation.
+    [row] = [r for r in crcr.hud.rows if r["job_name"] == "j"]
+    assert row["conclusion"] == "success"

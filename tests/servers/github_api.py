@@ -108,6 +108,7 @@ class _Failure:
     pattern: re.Pattern[str]
     status: int
     times: int
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -230,9 +231,19 @@ class GitHubAPIServer:
         self.pulls.append(pull)
         return pull
 
-    def fail_next(self, method: str, path_regex: str, status: int = 502, times: int = 1) -> None:
-        """Answer the next `times` matching requests with `status` (after recording them)."""
-        self._failures.append(_Failure(method.upper(), re.compile(path_regex), status, times))
+    def fail_next(
+        self,
+        method: str,
+        path_regex: str,
+        status: int = 502,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Answer the next `times` matching requests with `status` and `headers` (a 429's
+        `Retry-After`, say), after recording them."""
+        self._failures.append(
+            _Failure(method.upper(), re.compile(path_regex), status, times, dict(headers or {}))
+        )
 
     def find(self, method: str, path_regex: str) -> list[RecordedRequest]:
         """Recorded requests whose method matches and whose path matches `path_regex`."""
@@ -251,7 +262,7 @@ class GitHubAPIServer:
                     and failure.pattern.search(req.path)
                 ):
                     failure.times -= 1
-                    return failure.status, {"message": "Injected failure"}, {}
+                    return failure.status, {"message": "Injected failure"}, dict(failure.headers)
         for method, pattern, name in _ROUTES:
             match = pattern.fullmatch(req.path)
             if match and method == req.method:

@@ -87,6 +87,7 @@ def register(subparsers: Any) -> None:
 
 
 def export(args: argparse.Namespace, settings: Settings) -> int:
+    from dashboard_export.evidence import with_junit
     from dashboard_export.layout import write_run
     from dashboard_export.model import RunRecord
 
@@ -103,7 +104,8 @@ def export(args: argparse.Namespace, settings: Settings) -> int:
     check_out_dir(out)
     if record_path.exists():
         read_json(record_path, "run record")  # a directory, binary or deep file is named here
-    record = RunRecord.load(record_path)
+    # Judged against its JUnit first, so what is published says what the files say.
+    record = with_junit(RunRecord.load(record_path), args.junit or Path(out) / "junit")
     written = write_run(record, out, junit_dir=args.junit)
     print(
         f"wrote {len(written)} files under {out} "
