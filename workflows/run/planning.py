@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import selector
 from suites.model import Inventory
 from workflows.run.run_model import Hub, PipelineError, PlanNotes, RunRequest, plan_json
-from workflows.stores.sources import GitHubSources, with_old_sources
+from workflows.stores.sources import GitHubSources, tests_root, with_old_sources
 from workflows.tracing.trace_store import TraceStore, joined_trace
 from workflows.tracing.traces import ImpactNote, TraceError, describe, read_trace
 
@@ -79,10 +79,13 @@ def plan_change(
 ) -> PlanResult:
     """Stages 1-3 over one change; the Plan, its JSON (with the impact map named) and shards.
 
-    The old-side sources this machine has (`workflows.stores.sources`) are added to the change, so
-    that the Scout places changed lines in their definitions whatever form the diff has
-    (`github`: the GitHub that gives the files this machine lacks; None: none)."""
-    changes = with_old_sources(changes, torch_version=inventory.torch_version, github=github)
+    The old-side sources this machine has (`workflows.stores.sources`: the installed torch,
+    and the checkout of upstream's tests the file suites import, `${TORCH_ROOT}`) are added to
+    the change, so that the Scout places changed lines in their definitions whatever form the
+    diff has (`github`: the GitHub that gives the files this machine lacks; None: none)."""
+    changes = with_old_sources(
+        changes, torch_version=inventory.torch_version, github=github, tests=tests_root()
+    )
     result = selector.plan(
         changes, inventory, history, config, previous=previous, impact=impact[0] if impact else None
     )
@@ -145,18 +148,25 @@ def plan_upgrade(
     details_old: Mapping[str, Any] | None = None,
     details_new: Mapping[str, Any] | None = None,
     *,
-    holdout: float = 0.02,
+    holdout: float | None = None,
     seed: str | None = None,
     canaries: bool = True,
 ) -> tuple[InventoryDiff, UpgradeSelection]:
     """The upgrade's Scout and plan (`selector.upgrade`): the diff of the two Inventories and
-    the selection to run on both versions; selector errors become PipelineErrors."""
+    the selection to run on both versions (`holdout`: its share, None: the selector's default
+    rate); selector errors become PipelineErrors."""
+    from selector.plan import DEFAULT_HOLDOUT_RATE
     from selector.upgrade import diff_inventories, select_upgrade
 
     try:
         diff = diff_inventories(old, new, details_old, details_new)
         return diff, select_upgrade(
-            diff, old, new, holdout_rate=holdout, seed=seed, canaries=canaries
+            diff,
+            old,
+            new,
+            holdout_rate=DEFAULT_HOLDOUT_RATE if holdout is None else holdout,
+            seed=seed,
+            canaries=canaries,
         )
     except selector.SelectorError as exc:
         raise PipelineError(str(exc)) from None

@@ -12,6 +12,12 @@ report, the callback and the HUD row:
     not_tested  nothing of what the change does to torch could be applied, or the torch under
                 test is not the one the event names (a nightly on another build)
 
+A change to upstream's test files that a file suite reuses (`${TORCH_ROOT}/test/...`) is
+applied to them, on the changed side only (`change_overlay.UpstreamTests`); its edits are
+tested only by the variants of those files: a plan that runs none of them (`reached`, at plan
+time) or a run where none of them ran (`reached(..., ran=True)`, at finish) is not `tested`.
+A test file no suite reuses has no effect, and the notes say so.
+
 A run that is not `tested` and has no new failure concludes `neutral`, never `success`.
 """
 
@@ -19,15 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import cache
 from importlib import metadata
 from importlib.machinery import PathFinder
 from importlib.util import find_spec
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import overload
 
 from suites.backend import BUNDLED_BACKEND, backend_package, device_name
+from suites.model import Outcome, Status
 from workflows.run.on_build import (
     SCHEDULED,
     OnBuild,
@@ -51,12 +59,15 @@ from workflows.runner.change_overlay import (
     AppliedChange,
     ChangeError,
     FileEffect,
+    UpstreamTests,
     file_kind,
     prepare,
+    upstream_test_file,
 )
+from workflows.runner.change_overlay.prepare import WHY_NO_TREE, WHY_UNUSED_TEST
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
 from workflows.settings import Settings, child_environment
-from workflows.stores.sources import installed_torch
+from workflows.stores.sources import installed_torch, reused_tests, tests_root
 
 TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
 # What the callback, HUD row and report say for each (GitHub's check-run wording: a run that
@@ -132,7 +143,9 @@ def applied_change(
     the user gave does not apply."""
     trigger = request.event
     builds = torch_builds.roots(settings)
+    tests = upstream_tests(request)
     key = (
+        tests,
         request.diff_text,
         request.diff_source,
         request.change_strict,
@@ -145,18 +158,31 @@ def applied_change(
     )
     found = _PREPARED.get(key)
     if found is None:
-        found = _PREPARED[key] = _applied_change(request, settings, builds, cache_dir)
+        found = _PREPARED[key] = _applied_change(request, settings, builds, cache_dir, tests)
     return found
 
 
 _PREPARED: dict[tuple[object, ...], AppliedChange] = {}
 
 
+def upstream_tests(request: RunRequest) -> UpstreamTests:
+    """The checkout of upstream's tests the request's file suites import (`${TORCH_ROOT}`
+    as its test processes see it) and the files of it they reuse."""
+    root = tests_root()
+    return UpstreamTests(
+        root, reused_tests(request.specs, root) if root is not None else frozenset()
+    )
+
+
 def _applied_change(
-    request: RunRequest, settings: Settings, builds: tuple[Path, ...], cache_dir: Path | None
+    request: RunRequest,
+    settings: Settings,
+    builds: tuple[Path, ...],
+    cache_dir: Path | None,
+    tests: UpstreamTests,
 ) -> AppliedChange:
     if not request.apply_change:
-        return not_applied(request)
+        return not_applied(request, tests)
     root, _version = installed_torch()
     if root is None:
         raise PipelineError("torch is not installed here: no torch to apply the change to")
@@ -172,7 +198,7 @@ def _applied_change(
         root, sha = on_build.site_packages, on_build.found.build.git_sha
         layer = on_build.layer
     if not request.diff_text:
-        return with_unpatched_files(_drift_only(on_build), request)
+        return with_unpatched_files(_drift_only(on_build), request, tests)
     try:
         change = prepare(
             request.diff_text,
@@ -182,10 +208,11 @@ def _applied_change(
             torch_sha=sha,
             cache_dir=cache_dir,
             under=layer,
+            tests=tests,
         )
     except ChangeError as exc:
         raise ChangeNotApplicable(str(exc)) from None
-    return with_unpatched_files(change, request)
+    return with_unpatched_files(change, request, tests)
 
 
 def _drift_only(on_build: OnBuild | None) -> AppliedChange:
@@ -212,9 +239,10 @@ def deferred(request: RunRequest, change: AppliedChange, settings: Settings) -> 
     )
 
 
-def not_applied(request: RunRequest) -> AppliedChange:
+def not_applied(request: RunRequest, tests: UpstreamTests | None = None) -> AppliedChange:
     """The change as a run that was asked not to apply it (`--no-apply`) has it: every file
-    that changes torch named as not applied, so the verdict says the change was not tested."""
+    that changes torch, or a test a suite reuses (`tests`, default the request's), named as
+    not applied, so the verdict says the change was not tested."""
     from selector import SelectorError
     from selector.diff import parse_unified_diff
 
@@ -229,28 +257,49 @@ def not_applied(request: RunRequest) -> AppliedChange:
             files.append(
                 FileEffect(patch.path, patch.status, why, previous_path=patch.previous_path)
             )
-    applies = [f for f in files if file_kind(f.path) != "outside"]
-    outside = [replace(f, why=_WHY_OUTSIDE) for f in files if file_kind(f.path) == "outside"]
+    tests = upstream_tests(request) if tests is None else tests
+    applies: list[FileEffect] = []
+    outside: list[FileEffect] = []
+    for f in files:
+        why_none = _no_effect(f.path, f.previous_path, tests)
+        if why_none is None:
+            applies.append(f)
+        else:
+            outside.append(replace(f, why=why_none))
     return with_unpatched_files(
-        replace(NO_CHANGE, not_applied=tuple(applies), no_effect=tuple(outside)), request
+        replace(NO_CHANGE, not_applied=tuple(applies), no_effect=tuple(outside)), request, tests
     )
 
 
-def with_unpatched_files(change: AppliedChange, request: RunRequest) -> AppliedChange:
+def _no_effect(path: str, previous: str | None, tests: UpstreamTests) -> str | None:
+    """Why a changed file has no effect on what runs here, or None when it has one (it
+    changes torch, or is an upstream test file a suite reuses)."""
+    paths = [path, *([previous] if previous else [])]
+    if all(upstream_test_file(p) for p in paths):
+        if tests.root is None:
+            return WHY_NO_TREE
+        return None if tests.reused.intersection(paths) else WHY_UNUSED_TEST
+    return _WHY_OUTSIDE if all(file_kind(p) == "outside" for p in paths) else None
+
+
+def with_unpatched_files(
+    change: AppliedChange, request: RunRequest, tests: UpstreamTests | None = None
+) -> AppliedChange:
     """`change` with the event's changed files that its diff does not hold (GitHub sent no
     patch: binary, very large, a cut compare; or no diff at all): each is named as not
-    applied when it changes torch, else as having no effect."""
+    applied when it changes torch or is a test a suite reuses (`tests`, default the
+    request's), else as having no effect."""
     seen = {f.path for f in (*change.applied, *change.not_applied, *change.no_effect)}
     missing = [f for f in request.event.files if f.path not in seen]
     if not missing:
         return change
+    tests = upstream_tests(request) if tests is None else tests
     not_applied, no_effect = list(change.not_applied), list(change.no_effect)
     for changed in missing:
         kind = file_kind(changed.path)
-        if kind == "outside" and (
-            changed.previous_path is None or file_kind(changed.previous_path) == "outside"
-        ):
-            no_effect.append(FileEffect(changed.path, changed.status, _WHY_OUTSIDE))
+        why_none = _no_effect(changed.path, changed.previous_path, tests)
+        if why_none is not None:
+            no_effect.append(FileEffect(changed.path, changed.status, why_none))
         else:
             why = "no diff of this file was available to apply" + (
                 " (and it needs a build)" if kind == "build" else ""
@@ -298,22 +347,24 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
     else:
         state = change.state
         affects = [f.path for f in (*change.applied, *change.not_applied)]
+        tests = any(upstream_test_file(f.path) for f in change.not_applied)
+        what = "that change torch" + (" or the upstream tests it runs" if tests else "")
         if state == "not_applied" and not request.apply_change:
             tested = NOT_TESTED
             notes.append(
                 f"the run was asked not to apply the change (--no-apply): its "
-                f"{len(change.not_applied)} file(s) that change torch were not tested"
+                f"{len(change.not_applied)} file(s) {what} were not tested"
             )
         elif state == "not_applied":
             tested = NOT_TESTED
             notes.append(
-                f"none of the {len(change.not_applied)} file(s) that change torch could be "
-                f"applied without a build: {listed(change.not_applied)}"
+                f"none of the {len(change.not_applied)} file(s) {what} could be "
+                f"applied{'' if tests else ' without a build'}: {listed(change.not_applied)}"
             )
         elif state == "partial":
             tested = PARTIAL
             notes.append(
-                f"{len(change.not_applied)} of {len(affects)} file(s) that change torch not "
+                f"{len(change.not_applied)} of {len(affects)} file(s) {what} not "
                 f"applied: {listed(change.not_applied)}"
             )
         if head and not base and on_build is None and not (sha and same_sha(sha, head)):
@@ -345,8 +396,14 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
     elif trigger.truncated and tested == TESTED:
         tested = PARTIAL
         notes.append("GitHub's list of the change's files is cut (300 files at most)")
+    unused = _unused_tests(change.no_effect)
+    if unused:
+        notes.append(
+            f"no effect here: {listed(unused)}: upstream test file(s) no file suite reuses"
+            + (" (TORCH_ROOT is unset)" if unused[0].why == WHY_NO_TREE else "")
+        )
     if change.broken:
-        notes.append("the changed torch does not import: " + "; ".join(change.broken[:5]))
+        notes.append("the changed code does not import: " + "; ".join(change.broken[:5]))
     if on_build is not None and head and needs_build(change):
         notes.append(
             f"deferred: {len(needs_build(change))} file(s) that need a build "
@@ -367,3 +424,80 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
         HEADLINES[tested],
         tuple(notes),
     )
+
+
+# The test infrastructure of the installed torch: every variant imports it, so any variant
+# that runs tests an edit to it.
+TEST_INFRASTRUCTURE = "torch/testing/_internal/"
+_NOT_RUN = "edited tests not run"  # the notes `reached` adds start so
+
+
+@overload
+def reached(
+    environment: EnvironmentUnderTest, ids: Iterable[str], *, ran: bool = False
+) -> EnvironmentUnderTest: ...
+
+
+@overload
+def reached(environment: None, ids: Iterable[str], *, ran: bool = False) -> None: ...
+
+
+def reached(
+    environment: EnvironmentUnderTest | None, ids: Iterable[str], *, ran: bool = False
+) -> EnvironmentUnderTest | None:
+    """`environment` as the variants `ids` leave it: the plan's (what its shards run) or,
+    `ran`, those that ran (`ran_ids`). An edited upstream test file a suite reuses is tested
+    only by its own variants (`<suite>::<file stem>::...`), an edited module of
+    `torch/testing/_internal/` by any variant: a change whose every applied file is left
+    untested is `not_tested`, one with other files `partial`, each with a note naming them.
+    None (a run planned before its environment was recorded) stays None."""
+    if environment is None or environment.tested == NOT_TESTED:
+        return environment
+    change = environment.change
+    ids = list(ids)
+    said = " ".join(n for n in environment.notes if n.startswith(_NOT_RUN))
+    unused = _unused_tests(change.no_effect)
+    if unused and not change.applied and not ids and not said:
+        # Nothing of the change runs here: no verdict on it, whatever else it holds.
+        note = f"{_NOT_RUN}: nothing of the change reaches a test that runs here"
+        return replace(
+            environment,
+            tested=NOT_TESTED,
+            headline=HEADLINES[NOT_TESTED],
+            notes=(*environment.notes, note),
+        )
+    stems = {vid.split("::")[1] for vid in ids if vid.count("::") >= 2}
+    missing = [
+        f
+        for f in change.applied
+        if f.path not in said
+        and (
+            (f.tree and not stems & {PurePosixPath(p).stem for p in (f.path, f.previous_path) if p})
+            or (f.path.startswith(TEST_INFRASTRUCTURE) and not ids)
+        )
+    ]
+    if not missing:
+        return environment
+    how = (
+        "none of the variants that test them ran (skipped or removed)"
+        if ran
+        else "the plan runs none of the variants that test them"
+    )
+    note = f"{_NOT_RUN}: {listed(missing)}: {how}"
+    others = [f for f in change.applied if f not in missing]
+    tested = (
+        (PARTIAL if environment.tested == TESTED else environment.tested) if others else NOT_TESTED
+    )
+    return replace(
+        environment, tested=tested, headline=HEADLINES[tested], notes=(*environment.notes, note)
+    )
+
+
+def _unused_tests(files: Iterable[FileEffect]) -> list[FileEffect]:
+    """The upstream test files among `files` that no file suite reuses."""
+    return [f for f in files if f.why in (WHY_UNUSED_TEST, WHY_NO_TREE)]
+
+
+def ran_ids(outcomes: Iterable[Outcome]) -> list[str]:
+    """The ids of `outcomes` whose test ran: neither skipped nor removed."""
+    return [o.id for o in outcomes if o.status not in (Status.SKIPPED, Status.REMOVED)]

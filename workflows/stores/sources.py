@@ -6,7 +6,8 @@ Where a file is read from, first match wins:
 1. the installed torch of the Inventory's version (`torch/...` paths: the wheel carries the
    Python sources in the repository's layout), when its version is the Inventory's; when
    GitHub is at hand too, only if the patch applies to it (the installed torch is a release,
-   the base a commit of main);
+   the base a commit of main); upstream's test files (`test/...`) from the checkout the file
+   suites import them from (`${TORCH_ROOT}`, `tests_root`), on the same terms;
 2. GitHub's contents API at the change's base sha (`GET /repos/{repo}/contents/{path}?ref=`,
    raw media type), for every other file the Scout can read (C++ kernels,
    `native_functions.yaml`, Python files the wheel lacks or has at another version), when a
@@ -40,7 +41,7 @@ from typing import Protocol
 
 import selector
 from selector.definitions import apply_patch, can_locate
-from workflows.settings import Settings
+from workflows.settings import Settings, absolute, child_environment
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +156,11 @@ def installed_torch() -> tuple[Path | None, str]:
     return Path(spec.origin).resolve().parent.parent, version
 
 
-def installed_source(path: str, root: Path) -> str | None:
-    """The text of repository path `path` under `root` (the installed torch), or None."""
+def installed_source(path: str, root: Path, top: str = "torch") -> str | None:
+    """The text of repository path `path` under `root` (the installed torch; with `top`
+    "test", the suites' upstream checkout), or None."""
     parts = PurePosixPath(path).parts
-    if not parts or parts[0] != "torch" or ".." in parts or PurePosixPath(path).is_absolute():
+    if not parts or parts[0] != top or ".." in parts or PurePosixPath(path).is_absolute():
         return None
     file = root.joinpath(*parts)
     try:
@@ -167,6 +169,51 @@ def installed_source(path: str, root: Path) -> str | None:
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def tests_root(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The upstream checkout file suites import their tests from: `${TORCH_ROOT}` as a test
+    process sees it (`environ`, default the environment it inherits), made absolute; None
+    when unset or not a folder."""
+    environ = child_environment() if environ is None else environ
+    raw = environ.get("TORCH_ROOT", "")
+    if not raw:
+        return None
+    root = absolute(raw)
+    return root if root.is_dir() else None
+
+
+def reused_tests(
+    specs: Sequence[str], root: Path, environ: Mapping[str, str] | None = None
+) -> frozenset[str]:
+    """The repository paths (`test/test_x.py`) of the files under `root` (the suites'
+    checkout) that a file suite of `specs` (files or folders; default: the bundled specs)
+    imports, with `${NAME}` expanded as in `environ` (default: what a test process
+    inherits). A spec that does not load names none: planning and the plugin say why."""
+    from suites.loader import SpecError, load_spec, resolve_test_path, spec_paths
+
+    env = dict(child_environment() if environ is None else environ)
+    env["TORCH_ROOT"] = str(root)
+    top = root.resolve()
+    found: set[str] = set()
+    for spec_path in spec_paths(list(specs) or None):
+        try:
+            spec = load_spec(spec_path)
+        except SpecError:
+            continue
+        entries = spec.get(("test_suite_config", "files"))
+        for entry in entries if isinstance(entries, list) else ():
+            raw = entry.get("path") if isinstance(entry, dict) else None
+            if not isinstance(raw, str):
+                continue
+            path, _missing = resolve_test_path(raw, spec.path, env)
+            if path is None:
+                continue
+            try:
+                found.add(path.resolve().relative_to(top).as_posix())
+            except ValueError:  # a file outside the checkout: not upstream's
+                continue
+    return frozenset(found)
 
 
 def github_sources(settings: Settings) -> GitHubSources | None:
@@ -192,6 +239,7 @@ def with_old_sources(
     torch_version: str = "",
     root: Path | None = None,
     github: GitHubSources | None = None,
+    tests: Path | None = None,
 ) -> selector.ChangeSet:
     """`change` with the old-side texts this machine has, or GitHub gives, for its patched
     files.
@@ -199,7 +247,8 @@ def with_old_sources(
     `torch_version`: the Inventory's torch; the installed sources are used only when the
     installed torch is that version (empty: whatever is installed). `root` overrides where
     torch is found (tests). `github`: the GitHub source (the one the settings configure,
-    `github_sources`, handed in with the run's context); None: no GitHub."""
+    `github_sources`, handed in with the run's context); None: no GitHub. `tests`: the
+    checkout upstream's test files are read from (`tests_root`); None: none."""
     if not change.patches:
         return change
     remote = github
@@ -216,7 +265,10 @@ def with_old_sources(
         root = None
     sources: dict[str, str] = {}
     for path, patch in wanted.items():
-        text = installed_source(patch.previous_path or path, root) if root is not None else None
+        old = patch.previous_path or path
+        text = installed_source(old, root) if root is not None else None
+        if text is None and tests is not None:
+            text = installed_source(old, tests, top="test")
         if text is not None and (remote is None or apply_patch(text, patch) is not None):
             sources[path] = text
     if remote is not None and change.base_sha:

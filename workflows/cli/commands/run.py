@@ -113,6 +113,7 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         # upstream's, made against its base: what does not apply is named in the verdict.
         change_strict=args.diff is not None,
         apply_change=not args.no_apply,
+        specs=tuple(args.specs),  # the upstream test files they reuse take the change too
     )
     check_change(change, settings)  # refused before the Inventory is built or anything is recorded
     inventory = args.inventory

@@ -1,32 +1,40 @@
 """The change under test, applied to the installed torch without a build.
 
-    change = prepare(diff_text, torch_root)        # what applies, what cannot, the overlay
+    change = prepare(diff_text, torch_root, tests=UpstreamTests(checkout, reused))
     env = change.env()                             # a test process imports the changed torch
 
 `prepare` sorts the change's files (applied Python modules, files only a build brings, files
-outside the installed torch) and writes an overlay folder; a test process started with
-`change.env()` runs `site/sitecustomize.py`, which puts `finder.ChangeFinder` first on
-`sys.meta_path` before anything imports torch. The installed files are never written.
+outside the installed torch, upstream test files the suites reuse) and writes an overlay
+folder; a test process started with `change.env()` runs `site/sitecustomize.py`, which puts
+`finder.ChangeFinder` first on `sys.meta_path` before anything imports torch, and imports
+the edited upstream tests from the overlay's mirror of TORCH_ROOT. The installed files and
+the checkout are never written.
 """
 
 from workflows.runner.change_overlay.prepare import (
     CHANGE_VAR,
     NO_CHANGE,
     NO_LAYER,
+    TREE_VAR,
     AppliedChange,
     ChangeError,
     FileEffect,
     Layer,
+    UpstreamTests,
     file_kind,
     prepare,
     prepare_layer,
+    upstream_test_file,
 )
 
 __all__ = [
     "CHANGE_VAR",
     "NO_CHANGE",
     "NO_LAYER",
+    "TREE_VAR",
     "Layer",
+    "UpstreamTests",
+    "upstream_test_file",
     "prepare_layer",
     "AppliedChange",
     "ChangeError",

@@ -17,22 +17,36 @@ class PatchError(Exception):
     """A hunk does not apply; the message names the hunk and the first differing line."""
 
 
-def apply_patch(text: str, patch: FilePatch, *, fuzz_lines: int = 200) -> str:
+def apply_patch(
+    text: str,
+    patch: FilePatch,
+    *,
+    fuzz_lines: int = 200,
+    against: str = "the installed file",
+    hint: str = "is this diff against another torch version?",
+) -> str:
     """The text with every hunk of `patch` applied.
 
     Each hunk's old lines (context and removed) must match the text exactly, at the line the
     header names or within `fuzz_lines` of it (upstream moves code between releases; the
     offset is harmless, a content mismatch is not). A file the diff gives in several
-    sections: each section's hunks over the text the sections before it made.
+    sections: each section's hunks over the text the sections before it made. `against`
+    names the file a hunk that does not apply was looked for in, `hint` what may be wrong.
     """
     for group, hunks in enumerate(patch.in_order()):
-        text = _apply_hunks(text, hunks, patch, group, fuzz_lines)
+        text = _apply_hunks(text, hunks, patch, group, fuzz_lines, (against, hint))
     return text
 
 
 def _apply_hunks(
-    text: str, hunks: Sequence[Hunk], patch: FilePatch, group: int, fuzz_lines: int
+    text: str,
+    hunks: Sequence[Hunk],
+    patch: FilePatch,
+    group: int,
+    fuzz_lines: int,
+    named: tuple[str, str],
 ) -> str:
+    against, hint = named
     lines = text.splitlines(keepends=True)
     shift = 0
     section = patch.where(group)
@@ -42,11 +56,11 @@ def _apply_hunks(
         want = hunk.old_start - 1 + shift
         at = _find(lines, old, want, fuzz_lines)
         if at is None:
-            where = "the installed file (is this diff against another torch version?)"
+            where = f"{against} ({hint})"
             if group:
                 where = f"the text the sections before it made ({_ORDER})"
             elif patch.sections:
-                where = f"the installed file (another torch version? {_ORDER})"
+                where = f"{against} ({hint} {_ORDER})"
             raise PatchError(
                 f"{patch.path}: {section + ', ' if section else ''}hunk {number} "
                 f"(@@ -{hunk.old_start},{hunk.old_count} @@) does not apply: its lines "

@@ -11,11 +11,19 @@ Every file of the change falls in one of three groups:
 * **not applied**: what only a build of torch would bring (C++/CUDA sources and headers,
   `native_functions.yaml` and the other codegen inputs, `torchgen/`, build files), and any
   file of the installed packages that is not a Python module. A run names each of them.
-* **no effect**: files outside the installed torch (upstream's own `test/`, docs, CI
-  configuration, type stubs): the torch under test is the same with or without them.
+* **no effect**: files outside the installed torch (docs, CI configuration, type stubs, and
+  upstream's own `test/` files no file suite reuses): what runs is the same with or without
+  them.
 
-The overlay is keyed by the diff and the installed torch, so the same change prepared on
-another machine, or again for a resumed run, lands in the same folder with the same files.
+Upstream's test files that a file suite reuses (`${TORCH_ROOT}/test/...`, `UpstreamTests`)
+are applied too, to the checkout the suites import them from: their hunks over TORCH_ROOT's
+text, the results in a mirror of TORCH_ROOT inside the overlay folder (`tree/`: the edited
+files written, every other entry a symlink to the checkout's), which the changed side's test
+processes get as their TORCH_ROOT (`AppliedChange.env`); the base side keeps the checkout.
+
+The overlay is keyed by the diff and the installed torch (and the edited test files' texts),
+so the same change prepared on another machine, or again for a resumed run, lands in the
+same folder with the same files.
 """
 
 from __future__ import annotations
@@ -37,8 +45,10 @@ from workflows.runner.change_overlay.patching import PatchError, apply_patch
 from workflows.settings import child_environment
 
 CHANGE_VAR = "SPYRE_CI_CHANGE"  # the activation file a test process applies at start
+TREE_VAR = "TORCH_ROOT"  # the upstream checkout file suites import their tests from
 SITE_DIR = Path(__file__).resolve().parent / "site"
 ACTIVATION_FILE = "activation.json"
+TREE_DIR = "tree"  # the mirror of TORCH_ROOT in an overlay folder
 FORMAT = 1
 
 # Installed packages of the torch wheel whose Python modules are applied at import time.
@@ -68,6 +78,7 @@ class FileEffect:
     why: str  # what happened to it, in a few words
     module: str | None = None  # the module an applied file is
     previous_path: str | None = None
+    tree: str = ""  # TREE_VAR for an upstream test file applied to the suites' checkout
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"path": self.path, "status": self.status, "why": self.why}
@@ -75,6 +86,8 @@ class FileEffect:
             data["module"] = self.module
         if self.previous_path:
             data["previous_path"] = self.previous_path
+        if self.tree:
+            data["tree"] = self.tree
         return data
 
     @classmethod
@@ -85,13 +98,25 @@ class FileEffect:
             str(data.get("why", "")),
             data.get("module"),
             data.get("previous_path"),
+            str(data.get("tree") or ""),
         )
 
 
 @dataclass(frozen=True)
+class UpstreamTests:
+    """The upstream checkout file suites import their tests from (`${TORCH_ROOT}` as a test
+    process sees it; None: unset) and the repository paths of its files a suite reuses
+    (`test/test_x.py`): those are applied to it, the rest of `test/` has no effect."""
+
+    root: Path | None
+    reused: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class AppliedChange:
-    """What a change does to the torch under test; `folder` holds the overlay when any file
-    applied (`activation.json` and the changed modules' texts)."""
+    """What a change does to the torch under test; `folder` holds the overlay when any module
+    applied (`activation.json` and the changed modules' texts), `tree` the mirror of
+    TORCH_ROOT with the edited upstream test files when any applied."""
 
     id: str
     applied: tuple[FileEffect, ...] = ()
@@ -99,6 +124,7 @@ class AppliedChange:
     no_effect: tuple[FileEffect, ...] = ()
     folder: str = ""
     broken: tuple[str, ...] = field(default=())  # changed modules that do not compile
+    tree: str = ""
 
     @property
     def state(self) -> str:
@@ -111,9 +137,11 @@ class AppliedChange:
     def env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment additions that make a Python process import torch with the change
         (its PYTHONPATH that of `environ`, default: the one it inherits, with the overlay's
-        site folder first); empty when nothing applied."""
+        site folder first) and the edited upstream tests (TORCH_ROOT the mirror); empty when
+        nothing applied."""
+        found: dict[str, str] = {TREE_VAR: self.tree} if self.tree else {}
         if not self.folder:
-            return {}
+            return found
         environ = child_environment() if environ is None else environ
         paths = [str(SITE_DIR)] + [
             p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE_DIR)
@@ -121,6 +149,7 @@ class AppliedChange:
         return {
             CHANGE_VAR: str(Path(self.folder) / ACTIVATION_FILE),
             "PYTHONPATH": os.pathsep.join(paths),
+            **found,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -173,6 +202,12 @@ def file_kind(path: str) -> str:
     return "outside"
 
 
+def upstream_test_file(path: str) -> bool:
+    """A file of upstream's test tree (`test/...`), what file suites import from TORCH_ROOT."""
+    parts = PurePosixPath(path).parts
+    return len(parts) > 1 and parts[0] == "test"
+
+
 def module_name(path: str) -> str:
     """`torch/nn/functional.py` -> `torch.nn.functional`; a package's `__init__.py` is the
     package."""
@@ -185,6 +220,10 @@ def module_name(path: str) -> str:
 _WHY_BUILD = "needs a build of torch (C++/CUDA, codegen input or build file)"
 _WHY_OTHER = "not a Python module of the installed torch: only a build or install brings it"
 WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
+WHY_UNUSED_TEST = "an upstream test file no file suite reuses (no config names it): no effect"
+WHY_NO_TREE = (
+    f"an upstream test file; ${{{TREE_VAR}}} is unset, so no file suite reuses it here: no effect"
+)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -270,6 +309,8 @@ def prepare(diff_text: str | None, torch_root: Path, **options: Any) -> AppliedC
     `strict` (a diff the user gave): a hunk that does not apply, a module that is not there,
     a cut hunk are ChangeErrors. Otherwise (an event's compare diff, made against upstream's
     base, rarely the installed torch) such a file is not applied and named with the reason.
+    `tests`: the checkout the file suites import upstream's tests from, and what of it they
+    reuse; its edited files are applied to it in the same way (None: `test/` has no effect).
     The overlay (the layer's modules and the change's over them) is written under
     `cache_dir` (default: the system's temporary folder) in a folder named by the change,
     the layer and the torch, once."""
@@ -285,8 +326,9 @@ def prepare_layer(
     torch_sha: str = "",
     cache_dir: Path | None = None,
     under: Layer = NO_LAYER,
+    tests: UpstreamTests | None = None,
 ) -> tuple[AppliedChange, Layer]:
-    """`prepare`, and the layer the result makes (`under` with the change's files over it):
+    """`prepare`, and the layer the result makes (`under` with the change's modules over it):
     what a further change is applied over."""
     empty = not diff_text or not diff_text.strip()
     if empty and not under.texts:
@@ -300,17 +342,18 @@ def prepare_layer(
         raise ChangeError(str(exc)) from None
     if strict and not empty:
         check_hunk_counts(diff_text, source)
-    key = hashlib.sha256(
-        f"{FORMAT}\0{torch_root}\0{torch_sha}\0{under.id}\0{diff_text}".encode()
-    ).hexdigest()[:20]
     applied: list[FileEffect] = []
     not_applied: list[FileEffect] = []
     no_effect: list[FileEffect] = []
     texts: dict[str, str | None] = dict(under.texts)  # path -> new text, None: removed
+    tree: dict[str, str | None] = {}  # the same for the upstream test files applied
     for patch in parsed.files if parsed else ():
-        kinds = {file_kind(patch.path)} | (
-            {file_kind(patch.previous_path)} if patch.previous_path else set()
-        )
+        paths = [patch.path, *([patch.previous_path] if patch.previous_path else [])]
+        if tests is not None and all(upstream_test_file(p) for p in paths):
+            bucket, effect = _sort_test(patch, tests, source, strict, tree)
+            {"applied": applied, "not_applied": not_applied}.get(bucket, no_effect).append(effect)
+            continue
+        kinds = {file_kind(p) for p in paths}
         if "python" not in kinds:
             if "build" in kinds:
                 not_applied.append(_effect(patch, _WHY_BUILD))
@@ -333,15 +376,55 @@ def prepare_layer(
         texts[patch.path] = text
         if patch.status == "renamed" and patch.previous_path:
             texts[patch.previous_path] = None
+    seed = f"{FORMAT}\0{torch_root}\0{torch_sha}\0{under.id}\0{diff_text}"
+    if tree and tests is not None:  # the mirror's files are the checkout's as it is now
+        seed += f"\0{tests.root}\0" + "\0".join(f"{p}\0{t}" for p, t in sorted(tree.items()))
+    key = hashlib.sha256(seed.encode()).hexdigest()[:20]
     own = {f.path for f in applied}
-    broken = tuple(_broken({p: t for p, t in texts.items() if p in own}, applied))
+    changed = {p: t for p, t in (*texts.items(), *tree.items()) if p in own}
+    broken = tuple(_broken(changed, applied))
     change = AppliedChange(key, tuple(applied), tuple(not_applied), tuple(no_effect), broken=broken)
-    layer = Layer(key, texts) if applied else under
-    if not texts:
+    layer = Layer(key, texts) if any(not f.tree for f in applied) else under
+    if not texts and not tree:
         return change, layer
     folder = (cache_dir or Path(tempfile.gettempdir()) / "spyre-ci-changes") / key
-    _write_overlay(folder, change.id, texts, torch_root)
-    return replace(change, folder=str(folder)), layer
+    mirror = (tests.root, tree) if tree and tests is not None and tests.root else None
+    _write_overlay(folder, change.id, texts, torch_root, mirror)
+    return (
+        replace(
+            change,
+            folder=str(folder) if texts else "",
+            tree=str(folder / TREE_DIR) if mirror else "",
+        ),
+        layer,
+    )
+
+
+def _sort_test(
+    patch: FilePatch,
+    tests: UpstreamTests,
+    source: str,
+    strict: bool,
+    tree: dict[str, str | None],
+) -> tuple[str, FileEffect]:
+    """Where an upstream test file of the change goes (`applied`, `not_applied`,
+    `no_effect`) and its effect: applied to the suites' checkout when a suite reuses it (its
+    text into `tree`), else of no effect. A hunk that does not apply there is a ChangeError
+    when `strict`, else the file is not applied, with the reason."""
+    if tests.root is None:
+        return "no_effect", _effect(patch, WHY_NO_TREE)
+    if patch.path not in tests.reused and patch.previous_path not in tests.reused:
+        return "no_effect", _effect(patch, WHY_UNUSED_TEST)
+    try:
+        effect, text = _apply_one(patch, tests.root, source, tree=True)
+    except ChangeError as exc:
+        if strict:
+            raise
+        return "not_applied", _effect(patch, str(exc).split(": ", 1)[-1])
+    tree[patch.path] = text
+    if patch.status == "renamed" and patch.previous_path:
+        tree[patch.previous_path] = None
+    return "applied", effect
 
 
 def _effect(patch: FilePatch, why: str) -> FileEffect:
@@ -349,10 +432,18 @@ def _effect(patch: FilePatch, why: str) -> FileEffect:
 
 
 def _apply_one(
-    patch: FilePatch, root: Path, source: str, under: Layer = NO_LAYER
+    patch: FilePatch, root: Path, source: str, under: Layer = NO_LAYER, *, tree: bool = False
 ) -> tuple[FileEffect, str | None]:
-    """(the applied effect, the module's new text; None for a deletion)."""
-    module = module_name(patch.path)
+    """(the applied effect, the file's new text; None for a deletion). `tree`: an upstream
+    test file over the suites' checkout `root` (TORCH_ROOT), else a module over the
+    installed torch."""
+    module = None if tree else module_name(patch.path)
+    where = f"${TREE_VAR}" if tree else "the installed torch"
+    hint = (
+        f"is ${TREE_VAR} a checkout of the change's base?"
+        if tree
+        else "is this diff against another torch version?"
+    )
     if patch.binary:
         raise ChangeError(f"{source}: {patch.path}: a binary diff cannot be applied")
     if patch.status == "added":
@@ -360,11 +451,12 @@ def _apply_one(
         there = under.texts[patch.path] is not None if patch.path in under.texts else None
         if there or (there is None and target.exists()):
             raise ChangeError(
-                f"{source}: {patch.path}: the diff adds this file, but the installed torch "
-                f"already has it ({target}): is this diff against another torch version?"
+                f"{source}: {patch.path}: the diff adds this file, but {where} already has "
+                f"it ({target}): {hint}"
             )
         text = apply_patch("", patch) if patch.hunks else ""
-        return FileEffect(patch.path, "added", "new module", module), text
+        why = "new upstream test file" if tree else "new module"
+        return FileEffect(patch.path, "added", why, module, tree=TREE_VAR if tree else ""), text
     old_path = patch.previous_path or patch.path
     original = root / old_path
     try:
@@ -374,29 +466,38 @@ def _apply_one(
         old_text = layered if layered is not None else original.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ChangeError(
-            f"{source}: {old_path}: not in the installed torch ({original}): "
-            f"{getattr(exc, 'strerror', None) or exc}; is this diff against another "
-            "torch version?"
+            f"{source}: {old_path}: not in {where} ({original}): "
+            f"{getattr(exc, 'strerror', None) or exc}; {hint}"
         ) from None
     try:
-        new_text = apply_patch(old_text, patch) if patch.hunks else old_text
+        against = f"{where}'s file ({original})" if tree else "the installed file"
+        new_text = (
+            apply_patch(old_text, patch, against=against, hint=hint) if patch.hunks else old_text
+        )
     except PatchError as exc:
         raise ChangeError(f"{source}: {exc}") from None
+    mark = TREE_VAR if tree else ""
     if patch.status == "removed":
-        return FileEffect(patch.path, "removed", "module deleted", module), None
+        why = "upstream test file deleted" if tree else "module deleted"
+        return FileEffect(patch.path, "removed", why, module, tree=mark), None
     if patch.status == "renamed":
         why = f"renamed from {patch.previous_path}"
-        return FileEffect(patch.path, "renamed", why, module, patch.previous_path), new_text
+        return (
+            FileEffect(patch.path, "renamed", why, module, patch.previous_path, tree=mark),
+            new_text,
+        )
     hunks = len(patch.hunks)
     why = f"{hunks} hunk{'s' if hunks != 1 else ''}"
     if patch.sections:
         why += f" in {len(patch.sections)} sections, applied in the diff's order"
-    return FileEffect(patch.path, patch.status, why, module), new_text
+    if tree:
+        why += f", applied to the upstream tests under ${TREE_VAR}"
+    return FileEffect(patch.path, patch.status, why, module, tree=mark), new_text
 
 
 def _broken(texts: Mapping[str, str | None], applied: Sequence[FileEffect]) -> list[str]:
-    """`path:line: message` of each changed module (path -> text) that does not compile: the
-    change's own failure (every test that imports it fails), never the tool's."""
+    """`path:line: message` of each changed module or test file (path -> text) that does not
+    compile: the change's own failure (every test that imports it fails), never the tool's."""
     found = []
     for path, text in texts.items():
         if text is None:
@@ -411,11 +512,16 @@ def _broken(texts: Mapping[str, str | None], applied: Sequence[FileEffect]) -> l
 
 
 def _write_overlay(
-    folder: Path, change_id: str, texts: Mapping[str, str | None], root: Path
+    folder: Path,
+    change_id: str,
+    texts: Mapping[str, str | None],
+    root: Path,
+    mirror: tuple[Path, Mapping[str, str | None]] | None = None,
 ) -> None:
-    """The activation file and the changed modules' texts (path -> text, None: removed),
-    written once: a finished folder is never rewritten (a test process may be reading it),
-    a half-written one is replaced."""
+    """The activation file and the changed modules' texts (path -> text, None: removed), and
+    the mirror of TORCH_ROOT (`mirror`: the checkout and its edited files' texts), written
+    once: a finished folder is never rewritten (a test process may be reading it), a
+    half-written one is replaced."""
     if (folder / ACTIVATION_FILE).is_file():
         return
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -438,6 +544,11 @@ def _write_overlay(
                 "new": not (root / path).exists(),
             }
         )
+    if mirror is not None:
+        checkout, edited = mirror
+        _write_mirror(
+            staging / TREE_DIR, checkout.resolve(), {PurePosixPath(p): t for p, t in edited.items()}
+        )
     activation = {"format": FORMAT, "id": change_id, "modules": modules, "deleted": deleted}
     (staging / ACTIVATION_FILE).write_text(json.dumps(activation, indent=1) + "\n", "utf-8")
     try:
@@ -448,3 +559,28 @@ def _write_overlay(
             return
         shutil.rmtree(folder, ignore_errors=True)
         os.rename(staging, folder)
+
+
+def _write_mirror(target: Path, origin: Path, edited: Mapping[PurePosixPath, str | None]) -> None:
+    """`target` as `origin` with `edited` (paths relative to both -> text, None: absent):
+    the folders that hold an edited file are made, everything else is a symlink to
+    `origin`'s entry, so the checkout is never copied nor written."""
+    target.mkdir()
+    below: dict[str, dict[PurePosixPath, str | None]] = {}
+    for path, text in edited.items():
+        if len(path.parts) == 1:
+            if text is not None:
+                (target / path.name).write_text(text, encoding="utf-8")
+            continue
+        below.setdefault(path.parts[0], {})[PurePosixPath(*path.parts[1:])] = text
+    try:
+        names = sorted(os.listdir(origin))
+    except OSError:  # a folder the change adds
+        names = []
+    for name in names:
+        # Bytecode of the mirror's files goes into its own `__pycache__`, never the checkout's.
+        if name in below or PurePosixPath(name) in edited or name == "__pycache__":
+            continue
+        os.symlink(origin / name, target / name)
+    for name, inner in sorted(below.items()):
+        _write_mirror(target / name, origin / name, inner)

@@ -1,0 +1,367 @@
+"""A change to upstream's test files is tested: a file a file suite reuses
+(`${TORCH_ROOT}/test/...`) takes the change in a mirror of TORCH_ROOT that only the changed
+side's test processes import, its edited tests are selected and run there, and a run that
+runs none of them never says the change was tested. A hunk that does not apply to
+TORCH_ROOT is bad input; a test file no suite reuses has no effect, and the run says so.
+
+End to end on `tests/suites/upstream_like/` (TORCH_ROOT) with `tiny.yaml`."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from contracts.event import TriggerEvent
+from selector import ChangeSet
+from tests.testing.cli import build_inventory, cli, spyre_ci
+from tests.testing.paths import REPO_ROOT
+from tests.testing.shared import built_once
+from workflows.run.run_model import ChangeUnderTest, EnvironmentUnderTest, RunRequest
+from workflows.run.under_test import NOT_TESTED, PARTIAL, TESTED, not_applied, reached
+from workflows.runner.change_overlay import (
+    TREE_VAR,
+    ChangeError,
+    FileEffect,
+    UpstreamTests,
+    prepare,
+)
+from workflows.runner.change_overlay.prepare import WHY_UNUSED_TEST
+from workflows.stores.sources import reused_tests, tests_root, with_old_sources
+
+UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
+TINY = UPSTREAM_LIKE / "tiny.yaml"
+OPS_FILE = "test/test_tiny_ops.py"
+OPS_TEXT = (UPSTREAM_LIKE / OPS_FILE).read_text()
+ONES = "tiny::test_tiny_ops::TestTiny::test_ones::none"
+ONES_LINE = "self.assertEqual(torch.ones(3, device=device).sum().item(), 3.0)"
+
+
+def edit_diff(path: str, old: str, new: str) -> str:
+    """A unified diff (`diff -u` form, no function context) of one file."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
+    return "".join(lines)
+
+
+def ops_edit(old: str, new: str) -> str:
+    assert old in OPS_TEXT
+    return edit_diff(OPS_FILE, OPS_TEXT, OPS_TEXT.replace(old, new, 1))
+
+
+@pytest.fixture(scope="module")
+def upstream_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Inventory of tiny.yaml over the upstream-like tree (9 variants)."""
+    env = {**os.environ, "TORCH_ROOT": str(UPSTREAM_LIKE)}
+    return built_once(
+        tmp_path_factory, "upstream-tiny.json.gz", lambda p: build_inventory(TINY, p, env=env)
+    )
+
+
+# -- the overlay of TORCH_ROOT ------------------------------------------------------------
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path) -> Path:
+    """A small upstream checkout: a reused test file, a sibling it imports, other entries."""
+    root = tmp_path / "pytorch"
+    (root / "test" / "nested").mkdir(parents=True)
+    (root / "test" / "test_a.py").write_text("from common_a import VALUE\n\nX = VALUE\n")
+    (root / "test" / "common_a.py").write_text("VALUE = 1\n")
+    (root / "test" / "nested" / "test_b.py").write_text("Y = 2\n")
+    (root / "test" / "__pycache__").mkdir()  # the checkout's bytecode: never the mirror's
+    (root / "README.md").write_text("upstream\n")
+    return root
+
+
+def test_a_reused_test_file_is_applied_to_a_mirror_of_torch_root(
+    checkout: Path, tmp_path: Path
+) -> None:
+    diff = edit_diff("test/test_a.py", "from common_a import VALUE\n\nX = VALUE\n", "X = 3\n")
+    tests = UpstreamTests(checkout, frozenset({"test/test_a.py"}))
+    change = prepare(diff, tmp_path / "site", tests=tests, cache_dir=tmp_path / "cache")
+    assert change.state == "applied" and not change.folder  # no module of torch changed
+    [effect] = change.applied
+    assert (effect.path, effect.tree, effect.module) == ("test/test_a.py", TREE_VAR, None)
+    assert change.env() == {TREE_VAR: change.tree}  # the changed side's TORCH_ROOT
+    mirror = Path(change.tree)
+    assert (mirror / "test" / "test_a.py").read_text() == "X = 3\n"
+    assert not (mirror / "test" / "test_a.py").is_symlink()
+    for untouched in ("README.md", "test/common_a.py", "test/nested"):
+        assert (mirror / untouched).is_symlink()
+        assert (mirror / untouched).resolve() == (checkout / untouched).resolve()
+    assert not (mirror / "test" / "__pycache__").exists()
+    assert (checkout / "test" / "test_a.py").read_text().startswith("from common_a")
+    # Prepared again (a shard on another process): the same folder, not rewritten.
+    again = prepare(diff, tmp_path / "site", tests=tests, cache_dir=tmp_path / "cache")
+    assert (again.id, again.tree) == (change.id, change.tree)
+    # The checkout moved on: another mirror, never the stale one.
+    (checkout / "test" / "test_a.py").write_text("from common_a import VALUE\n\nX = VALUE\n# +\n")
+    moved = prepare(diff, tmp_path / "site", tests=tests, cache_dir=tmp_path / "cache")
+    assert moved.tree != change.tree
+
+
+def test_new_removed_and_nested_test_files(checkout: Path, tmp_path: Path) -> None:
+    diff = (
+        edit_diff("test/nested/test_b.py", "Y = 2\n", "Y = 5\n")
+        + "".join(difflib.unified_diff([], ["Z = 1\n"], "/dev/null", "b/test/test_new.py"))
+        + "".join(difflib.unified_diff(["VALUE = 1\n"], [], "a/test/common_a.py", "/dev/null"))
+    )
+    reused = frozenset({"test/nested/test_b.py", "test/test_new.py", "test/common_a.py"})
+    change = prepare(diff, tmp_path, tests=UpstreamTests(checkout, reused), cache_dir=tmp_path)
+    assert sorted(f.status for f in change.applied) == ["added", "modified", "removed"]
+    mirror = Path(change.tree)
+    assert (mirror / "test" / "nested" / "test_b.py").read_text() == "Y = 5\n"
+    assert (mirror / "test" / "test_new.py").read_text() == "Z = 1\n"
+    assert not (mirror / "test" / "common_a.py").exists()
+    assert (mirror / "test" / "test_a.py").is_symlink()
+
+
+def test_a_hunk_that_does_not_apply_to_torch_root_names_file_and_hunk(
+    checkout: Path, tmp_path: Path
+) -> None:
+    diff = edit_diff("test/test_a.py", "from common_a import ELSE\n\nX = VALUE\n", "X = 3\n")
+    tests = UpstreamTests(checkout, frozenset({"test/test_a.py"}))
+    with pytest.raises(ChangeError) as refused:
+        prepare(diff, tmp_path, tests=tests, cache_dir=tmp_path)
+    assert "test/test_a.py: hunk 1 (@@ -1,3 @@) does not apply" in str(refused.value)
+    assert f"$TORCH_ROOT's file ({checkout / 'test' / 'test_a.py'})" in str(refused.value)
+    # An event's diff (made against upstream's base): named not applied, never run as is.
+    loose = prepare(diff, tmp_path, tests=tests, cache_dir=tmp_path, strict=False)
+    assert [f.path for f in loose.not_applied] == ["test/test_a.py"]
+    assert loose.state == "not_applied" and not loose.tree
+
+
+def test_a_test_file_no_suite_reuses_has_no_effect(checkout: Path, tmp_path: Path) -> None:
+    # Its hunk would not apply either: a file no suite reuses is never looked at.
+    diff = edit_diff("test/test_other.py", "nothing like it\n", "X = 1\n")
+    unused = prepare(diff, tmp_path, tests=UpstreamTests(checkout, frozenset({"test/test_a.py"})))
+    assert unused.state == "none" and not unused.tree and unused.env() == {}
+    assert "no file suite reuses" in unused.no_effect[0].why
+    unset = prepare(diff, tmp_path, tests=UpstreamTests(None))
+    assert "TORCH_ROOT} is unset" in unset.no_effect[0].why
+
+
+def test_a_change_to_torch_and_its_tests_gets_both(checkout: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("V = 1\n")
+    diff = edit_diff("torch/__init__.py", "V = 1\n", "V = 2\n") + edit_diff(
+        "test/test_a.py", "from common_a import VALUE\n\nX = VALUE\n", "X = 3\n"
+    )
+    tests = UpstreamTests(checkout, frozenset({"test/test_a.py"}))
+    change = prepare(diff, site, tests=tests, cache_dir=tmp_path / "cache")
+    env = change.env({"PYTHONPATH": ""})
+    assert env[TREE_VAR] == change.tree and "SPYRE_CI_CHANGE" in env
+    assert Path(change.tree).parent == Path(change.folder)
+
+
+# -- which files the suites reuse, and their old text for the selector ------------------------
+
+
+def test_the_files_a_spec_reuses_under_torch_root() -> None:
+    assert reused_tests([str(TINY)], UPSTREAM_LIKE) == {OPS_FILE}
+    everything = reused_tests([str(UPSTREAM_LIKE)], UPSTREAM_LIKE)
+    assert {OPS_FILE, "test/test_tiny_generic.py", "test/test_tiny_plain.py"} <= everything
+    assert reused_tests([], UPSTREAM_LIKE) == frozenset()  # the bundled specs: OpInfo only
+    assert tests_root({"TORCH_ROOT": str(UPSTREAM_LIKE)}) == UPSTREAM_LIKE
+    assert tests_root({}) is None
+
+
+def test_the_edited_test_is_located_from_torch_root_and_selected(
+    upstream_inventory: Path, tmp_path: Path
+) -> None:
+    diff = ops_edit(ONES_LINE, ONES_LINE.replace("3.0", "4.0"))
+    change = with_old_sources(ChangeSet.from_diff(diff), tests=UPSTREAM_LIKE)
+    assert change.sources[OPS_FILE] == OPS_TEXT
+    patch = tmp_path / "edit.diff"
+    patch.write_text(diff)
+    env = {**os.environ, "TORCH_ROOT": str(UPSTREAM_LIKE)}
+    chosen = cli(
+        "select", "--diff", str(patch), "--inventory", str(upstream_inventory), "--explain",
+        env=env,
+    )  # fmt: skip
+    assert chosen.returncode == 0, chosen.stderr
+    assert "selected 1 of 9" in chosen.stdout
+    assert f"{ONES}  <- upstream_test: upstream test {OPS_FILE}:TestTiny.test_ones" in (
+        chosen.stdout
+    )
+
+
+# -- the verdict: tested only by the edited tests' own variants ---------------------------
+
+
+def _environment(
+    *applied: FileEffect, no_effect: tuple[FileEffect, ...] = ()
+) -> EnvironmentUnderTest:
+    change = ChangeUnderTest(
+        "c1", "applied" if applied else "none", applied=applied, no_effect=no_effect
+    )
+    return EnvironmentUnderTest(change=change, tested=TESTED, headline="the change was tested")
+
+
+EDITED = FileEffect(OPS_FILE, "modified", "1 hunk", tree=TREE_VAR)
+MODULE = FileEffect("torch/nn/functional.py", "modified", "1 hunk", "torch.nn.functional")
+INTERNAL = FileEffect(
+    "torch/testing/_internal/common_utils.py", "modified", "1 hunk", "x.common_utils"
+)
+UNUSED = FileEffect("test/test_nn.py", "modified", WHY_UNUSED_TEST)
+
+
+@pytest.mark.parametrize(
+    ("applied", "ids", "tested"),
+    [
+        ((EDITED,), [ONES], TESTED),
+        ((EDITED,), ["ops::compare_cpu::abs::float32"], NOT_TESTED),
+        ((EDITED,), [], NOT_TESTED),
+        ((EDITED, MODULE), ["ops::compare_cpu::abs::float32"], PARTIAL),
+        ((MODULE,), [], TESTED),  # not a test: what the selector chose stands
+        ((INTERNAL,), [], NOT_TESTED),
+        ((INTERNAL,), ["ops::compare_cpu::abs::float32"], TESTED),
+    ],
+)
+def test_what_runs_decides_whether_edited_tests_were_tested(
+    applied: tuple[FileEffect, ...], ids: list[str], tested: str
+) -> None:
+    planned = reached(_environment(*applied), ids)
+    assert planned.tested == tested
+    if tested != TESTED:
+        assert planned.notes[-1].startswith("edited tests not run:")
+        assert planned.headline != "the change was tested"
+    # At finish the same verdict, said once.
+    assert reached(planned, ids, ran=True).notes == planned.notes
+
+
+def test_planned_but_none_ran_is_not_tested() -> None:
+    planned = reached(_environment(EDITED), [ONES])
+    assert planned.tested == TESTED
+    finished = reached(planned, [], ran=True)
+    assert finished.tested == NOT_TESTED
+    assert "none of the variants that test them ran" in finished.notes[-1]
+    assert reached(None, [], ran=True) is None
+
+
+def test_a_change_only_to_tests_no_suite_reuses_is_not_called_tested() -> None:
+    alone = reached(_environment(no_effect=(UNUSED,)), [])
+    assert alone.tested == NOT_TESTED
+    with_module = reached(_environment(MODULE, no_effect=(UNUSED,)), ["ops::x::y::float32"])
+    assert with_module.tested == TESTED
+
+
+def test_no_apply_names_a_reused_test_file_not_applied() -> None:
+    diff = ops_edit(ONES_LINE, ONES_LINE.replace("3.0", "4.0")) + edit_diff(
+        "test/test_nn.py", "a\n", "b\n"
+    )
+    request = RunRequest(
+        "r1", TriggerEvent("push", "d1", "pytorch/pytorch", ""), "out", "", diff_text=diff
+    )
+    change = not_applied(request, UpstreamTests(UPSTREAM_LIKE, frozenset({OPS_FILE})))
+    assert [f.path for f in change.not_applied] == [OPS_FILE]
+    assert [f.path for f in change.no_effect] == ["test/test_nn.py"]
+
+
+# -- end to end: `spyre-ci run --diff` over the upstream-like tree ------------------------
+
+
+def run(
+    diff: str, inventory: Path, tmp_path: Path, name: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    patch = tmp_path / f"{name}.diff"
+    patch.write_text(diff)
+    out = tmp_path / name
+    env = {
+        **os.environ,
+        "TORCH_ROOT": str(UPSTREAM_LIKE),
+        "SPYRE_CI_STATE_DIR": str(tmp_path / "state"),
+    }
+    done = spyre_ci(
+        "run", "--diff", str(patch), "--inventory", str(inventory), "--specs", str(TINY),
+        "--holdout", "0", "--jobs", "1", "--no-progress", "--out", str(out), env=env,
+    )  # fmt: skip
+    record = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    return done, record
+
+
+def test_an_edit_that_breaks_an_upstream_test_is_its_new_failure(
+    upstream_inventory: Path, tmp_path: Path
+) -> None:
+    done, record = run(
+        ops_edit(ONES_LINE, ONES_LINE.replace("3.0", "4.0")), upstream_inventory, tmp_path, "red"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    [result] = record["results"]
+    assert (result["id"], result["status"], result["classification"]) == (ONES, "failed", "new")
+    assert result["base_status"] == "passed"  # A/B: the base side imports TORCH_ROOT as it is
+    environment = record["environment"]
+    assert environment["tested"] == "tested"
+    assert environment["change"]["applied"][0]["tree"] == "TORCH_ROOT"
+    assert f"applied: {OPS_FILE}" in done.stdout and "change TESTED" in done.stdout
+    assert (UPSTREAM_LIKE / OPS_FILE).read_text() == OPS_TEXT  # the checkout is never written
+
+
+@pytest.mark.slow
+def test_a_harmless_edit_runs_green_and_is_tested(upstream_inventory: Path, tmp_path: Path) -> None:
+    done, record = run(
+        ops_edit(ONES_LINE, ONES_LINE.replace("3.0)", "3)")), upstream_inventory, tmp_path, "ok"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(r["id"], r["status"]) for r in record["results"]] == [(ONES, "passed")]
+    assert record["environment"]["tested"] == "tested"
+    assert "change TESTED" in done.stdout
+
+
+@pytest.mark.slow
+def test_an_edit_that_removes_the_selected_test_is_not_tested(
+    upstream_inventory: Path, tmp_path: Path
+) -> None:
+    renamed = ops_edit("def test_ones(self, device):", "def test_ones_renamed(self, device):")
+    done, record = run(renamed, upstream_inventory, tmp_path, "renamed")
+    assert done.returncode == 4, done.stdout + done.stderr  # nothing of it ran: no verdict
+    assert record["environment"]["tested"] == "not_tested"
+    assert "change NOT TESTED" in done.stdout and "edited tests not run" in done.stdout
+
+
+def test_a_hunk_that_does_not_apply_to_torch_root_is_bad_input(
+    upstream_inventory: Path, tmp_path: Path
+) -> None:
+    wrong = ops_edit(ONES_LINE, ONES_LINE.replace("3.0", "4.0")).replace(
+        " class TestTiny(TestCase):", " class TestTinyElsewhere(TestCase):"
+    )
+    patch = tmp_path / "wrong.diff"
+    patch.write_text(wrong)
+    env = {**os.environ, "TORCH_ROOT": str(UPSTREAM_LIKE), "SPYRE_CI_ZYGOTE": "0"}
+    done = cli(
+        "run", "--diff", str(patch), "--inventory", str(upstream_inventory), "--specs", str(TINY),
+        "--no-progress", "--out", str(tmp_path / "out"), env=env,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"the change cannot be applied: {patch}: {OPS_FILE}: hunk 1" in done.stderr
+    assert "does not apply" in done.stderr and "$TORCH_ROOT" in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was recorded
+
+
+def test_a_test_file_no_suite_reuses_is_said_to_have_no_effect(
+    upstream_inventory: Path, tmp_path: Path
+) -> None:
+    generic = UPSTREAM_LIKE / "test" / "test_tiny_generic.py"
+    text = generic.read_text()
+    diff = edit_diff(
+        "test/test_tiny_generic.py", text, text.replace("import torch\n", "import torch\nE = 1\n")
+    )
+    patch = tmp_path / "unused.diff"
+    patch.write_text(diff)
+    env = {**os.environ, "TORCH_ROOT": str(UPSTREAM_LIKE), "SPYRE_CI_ZYGOTE": "0"}
+    done = cli(
+        "run", "--diff", str(patch), "--inventory", str(upstream_inventory), "--specs", str(TINY),
+        "--holdout", "0", "--no-progress", "--out", str(tmp_path / "out"), env=env,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr  # nothing of it runs here
+    assert "no effect here: test/test_tiny_generic.py" in done.stdout
+    assert "change TESTED" not in done.stdout and "selected 0" in done.stdout
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["environment"]["change"]["no_effect"][0]["path"] == "test/test_tiny_generic.py"
