@@ -95,7 +95,7 @@ def test_a_compare_404_leaves_the_change_not_tested(
     done, record = run_event(
         push_event(tmp_path, ["torch/nn/functional.py"]), github, glu_inventory, tmp_path
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 4, done.stdout + done.stderr  # not tested: no verdict
     environment = record["environment"]
     assert environment["tested"] == "not_tested"
     assert environment["change"]["not_applied"][0]["path"] == "torch/nn/functional.py"
