@@ -5,6 +5,12 @@ same client, the same error translation (404, 422, rate limits, a server down) a
 test server; its methods are short and independent, and splitting them by endpoint would
 spread that handling over several modules.
 
+Every answer is checked against the shape GitHub's API documents before any of it is used
+(`_object`, `_items`, `_field`): a JSON array where an object belongs, a file entry without
+its name, a body that is not JSON are `GitHubUnavailable` naming the call and the field (a
+proxy's page or a broken server answering for GitHub; the same call may work later), never
+a traceback and never an answer read in part.
+
 Two identities: a token (compare, contents, commit statuses, repository_dispatch) and a GitHub App
 installation (check runs: GitHub only lets Apps write them). `base_url` selects a GitHub
 Enterprise server (tests point it at a local implementation of the same REST endpoints);
@@ -26,10 +32,11 @@ from urllib.parse import quote
 
 import github3
 import requests
-from github3.exceptions import GitHubError
+from github3.exceptions import GitHubError, IncompleteResponse, UnprocessableResponseBody
 
 from contracts.errors import Refused
 from contracts.event import ChangedFile
+from dashboard_export.retry import retry_after_s, retryable
 from relay.config import GitHubConfig
 from relay.events import RelayError, RelayUnavailable
 
@@ -77,16 +84,22 @@ class UpstreamCommit:
     author: str
 
 
-def _upstream_commit(item: Mapping[str, Any]) -> UpstreamCommit:
-    detail: Mapping[str, Any] = item["commit"] if isinstance(item.get("commit"), dict) else {}
-    author: Mapping[str, Any] = detail["author"] if isinstance(detail.get("author"), dict) else {}
-    login: Mapping[str, Any] = item["author"] if isinstance(item.get("author"), dict) else {}
+def _upstream_commit(item: Mapping[str, Any], what: str, where: str) -> UpstreamCommit:
+    detail = _object(item.get("commit") or {}, what, f"{where}.commit")
+    author = _object(detail.get("author") or {}, what, f"{where}.commit.author")
+    login = _object(item.get("author") or {}, what, f"{where}.author")
     name = str(author.get("name") or login.get("login") or "unknown")
-    return UpstreamCommit(str(item["sha"]), str(detail.get("message") or ""), name)
+    message = _field(detail, "message", str, what, f"{where}.commit") or ""
+    return UpstreamCommit(_field(item, "sha", str, what, where, required=True), message, name)
 
 
 class GitHubUnavailable(RelayUnavailable):
-    """GitHub answered 5xx or could not be reached; the call may succeed if retried."""
+    """GitHub answered 408, 429 or 5xx, or could not be reached; the call may succeed if
+    retried (`retry_after`: the seconds GitHub's Retry-After asked for, when it sent one)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class GitHubRefused(RelayError, Refused):
@@ -156,34 +169,36 @@ class GitHubAdapter:
         params: dict[str, Any] | None = {"per_page": COMPARE_PAGE_SIZE, "page": 1}
         what = f"compare {repo} {base[:12]}...{head[:12]}"
         first = self._request(client, "GET", url, what, params=params)
-        body = first.json()
-        raw_files = [f for f in body.get("files") or [] if isinstance(f, dict)]
-        commits = [c for c in body.get("commits") or [] if isinstance(c, dict)]
+        body = _object(_json(first, what), what)
+        raw_files = [_file_entry(f, what, where) for where, f in _items(body, "files", what)]
+        pages = [body]
         next_url = first.links.get("next", {}).get("url")
         while next_url:
             page = self._request(client, "GET", next_url, what)
-            commits += [c for c in page.json().get("commits") or [] if isinstance(c, dict)]
+            pages.append(_object(_json(page, what), what))
             next_url = page.links.get("next", {}).get("url")
-        messages = [c.get("commit", {}).get("message", "") for c in commits]
-        shas = [str(c.get("sha") or "") for c in commits]
+        commits = [
+            _upstream_commit(item, what, where)
+            for page_body in pages
+            for where, item in _items(page_body, "commits", what)
+        ]
         files = tuple(
             ChangedFile(
                 f["filename"],
-                _FILE_STATUS.get(f.get("status", ""), "modified"),
+                _FILE_STATUS.get(f.get("status") or "", "modified"),
                 f.get("previous_filename"),
             )
             for f in raw_files
         )
-        entries = tuple({k: f[k] for k in _ENTRY_KEYS if k in f} for f in raw_files)
         return Comparison(
             files,
             len(raw_files) >= COMPARE_FILE_CAP,
-            tuple(messages),
-            entries,
-            str(body.get("status") or ""),
-            _count(body.get("ahead_by")),
-            _count(body.get("behind_by")),
-            tuple(shas),
+            tuple(c.message for c in commits),
+            tuple(raw_files),
+            _field(body, "status", str, what) or "",
+            _field(body, "ahead_by", int, what) or 0,
+            _field(body, "behind_by", int, what) or 0,
+            tuple(c.sha for c in commits),
         )
 
     def window_commits(self, repo: str, base: str, head: str) -> tuple[UpstreamCommit, ...]:
@@ -198,9 +213,10 @@ class GitHubAdapter:
         while url:
             page = self._request(client, "GET", url, what, params=params)
             params = None  # the next link carries them
-            for item in page.json().get("commits") or []:
-                if isinstance(item, dict) and isinstance(item.get("sha"), str):
-                    found.append(_upstream_commit(item))
+            body = _object(_json(page, what), what)
+            found += [
+                _upstream_commit(item, what, where) for where, item in _items(body, "commits", what)
+            ]
             url = page.links.get("next", {}).get("url")
         return tuple(found)
 
@@ -216,9 +232,8 @@ class GitHubAdapter:
         while url:
             page = self._request(client, "GET", url, what, params=params)
             params = None
-            for f in page.json().get("files") or []:
-                if isinstance(f, dict) and isinstance(f.get("filename"), str):
-                    entries.append({k: f[k] for k in _ENTRY_KEYS if k in f})
+            body = _object(_json(page, what), what)
+            entries += [_file_entry(f, what, where) for where, f in _items(body, "files", what)]
             url = page.links.get("next", {}).get("url")
         return tuple(entries)
 
@@ -226,14 +241,14 @@ class GitHubAdapter:
         """The committer date of `sha` (ISO 8601, as GitHub gives it; "" when it gives none)."""
         client = self._client()
         url = f"{self._api_root(client)}/repos/{repo}/commits/{sha}"
-        page = self._request(
-            client, "GET", url, f"commit {repo} {sha[:12]}", params={"per_page": 1}
-        )
-        detail = page.json().get("commit") or {}
+        what = f"commit {repo} {sha[:12]}"
+        page = self._request(client, "GET", url, what, params={"per_page": 1})
+        detail = _object(_object(_json(page, what), what).get("commit") or {}, what, "commit")
         for who in ("committer", "author"):
-            person = detail.get(who) if isinstance(detail, dict) else None
-            if isinstance(person, dict) and isinstance(person.get("date"), str):
-                return str(person["date"])
+            person = _object(detail.get(who) or {}, what, f"commit.{who}")
+            date = _field(person, "date", str, what, f"commit.{who}")
+            if date:
+                return str(date)
         return ""
 
     # -- contents -------------------------------------------------------------------------------
@@ -269,7 +284,7 @@ class GitHubAdapter:
         if kind.startswith("application/json"):
             # A directory listing, or a server that ignored the raw media type: the JSON
             # object form carries small files base64-encoded.
-            data = _json_file_content(data)
+            data = _json_file_content(data, what)
             if data is None or len(data) > max_bytes:
                 return None
         try:
@@ -414,8 +429,13 @@ class GitHubAdapter:
             f"open pull requests of {repo} from {head}",
             params={"state": "open", "head": head, "per_page": 1},
         )
-        pulls = response.json() if response.content else []
-        return isinstance(pulls, list) and bool(pulls)
+        what = f"open pull requests of {repo} from {head}"
+        pulls = _json(response, what) if response.content else []
+        if not isinstance(pulls, list):
+            raise _not_documented(
+                what, f"a JSON {_kind(pulls)} where a list of pull requests belongs"
+            )
+        return bool(pulls)
 
     def suite_check_runs(self, repo: str, check_suite_id: int) -> list[dict[str, Any]]:
         """The check runs of one check suite (`name`, `external_id`, ...), first 100."""
@@ -427,8 +447,9 @@ class GitHubAdapter:
             f"check runs of suite {check_suite_id} on {repo}",
             params={"per_page": 100},
         )
-        runs = response.json().get("check_runs") if response.content else None
-        return [r for r in runs or [] if isinstance(r, dict)]
+        what = f"check runs of suite {check_suite_id} on {repo}"
+        body = _object(_json(response, what), what) if response.content else {}
+        return [dict(run) for _where, run in _items(body, "check_runs", what)]
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -501,16 +522,19 @@ class GitHubAdapter:
         passed: tuple[int, ...] = (),
         **kwargs: Any,
     ) -> requests.Response:
-        """One REST call; 5xx and network errors are GitHubUnavailable, other 4xx (except
-        the statuses in `passed`, handed back) GitHubRefused."""
+        """One REST call; 408, 429, 5xx and network errors are GitHubUnavailable, other 4xx
+        (except the statuses in `passed`, handed back) GitHubRefused."""
         try:
             response: requests.Response = client.session.request(method, url, **kwargs)
         except requests.RequestException as exc:
             raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
         if response.status_code in passed:
             return response
-        if response.status_code >= 500:
-            raise GitHubUnavailable(f"{what}: GitHub answered {response.status_code}")
+        if retryable(response.status_code):
+            raise GitHubUnavailable(
+                f"{what}: GitHub answered {response.status_code}",
+                retry_after_s(response.headers.get("Retry-After")),
+            )
         if response.status_code >= 400:
             raise GitHubRefused(
                 f"{what}: GitHub answered {response.status_code}: {_message(response)}"
@@ -523,15 +547,94 @@ class GitHubAdapter:
             return fn(*args)
         except requests.RequestException as exc:
             raise GitHubUnavailable(f"{what}: GitHub unreachable: {exc}") from exc
+        except (IncompleteResponse, UnprocessableResponseBody) as exc:
+            # a 2xx that is not the object GitHub documents, or lacks its attributes
+            raise _not_documented(what, f"github3 could not read it: {exc.msg}") from exc
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # github3 reading an answer of another shape (a JSON array for an object, a body
+            # that is not JSON): the answer's fault, the arguments are the adapter's own.
+            raise _not_documented(
+                what, f"github3 could not read it: {type(exc).__name__}: {exc}"
+            ) from exc
         except GitHubError as exc:
             code = getattr(exc, "code", None) or 0
-            if code >= 500:
-                raise GitHubUnavailable(f"{what}: GitHub answered {code}") from exc
+            if retryable(code):
+                answer = getattr(exc, "response", None)
+                headers = getattr(answer, "headers", None) or {}
+                raise GitHubUnavailable(
+                    f"{what}: GitHub answered {code}", retry_after_s(headers.get("Retry-After"))
+                ) from exc
             raise GitHubRefused(f"{what}: GitHub answered {code}: {exc.msg}") from exc
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+def _not_documented(what: str, problem: str) -> GitHubUnavailable:
+    """An answer that is not of the shape GitHub's API documents: an outage (a proxy's page,
+    a broken server answering for GitHub), named; none of it is used."""
+    return GitHubUnavailable(
+        f"{what}: GitHub's answer is not what its API documents ({problem[:300]}); "
+        "nothing of it was used (a proxy or a broken server answering for GitHub?)"
+    )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return names.get(type(value), "null" if value is None else type(value).__name__)
+
+
+def _json(response: requests.Response, what: str) -> Any:
+    """The answer's JSON body; one that is not JSON is `_not_documented`."""
+    try:
+        return response.json()
+    except ValueError as exc:
+        start = response.text[:60].strip()
+        raise _not_documented(what, f"not JSON: {exc}; it starts {start!r}") from None
+
+
+def _object(value: Any, what: str, where: str = "the answer") -> Mapping[str, Any]:
+    """`value`, which GitHub documents as a JSON object."""
+    if not isinstance(value, dict):
+        raise _not_documented(what, f"{where} is a JSON {_kind(value)}, not an object")
+    return value
+
+
+def _items(body: Mapping[str, Any], key: str, what: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """`body[key]`, a list of objects (absent or null: none), each with where it is."""
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _not_documented(what, f"{key} is a JSON {_kind(value)}, not an array")
+    return [(f"{key}[{i}]", _object(item, what, f"{key}[{i}]")) for i, item in enumerate(value)]
+
+
+def _field(
+    item: Mapping[str, Any],
+    key: str,
+    kind: type,
+    what: str,
+    where: str = "the answer",
+    required: bool = False,
+) -> Any:
+    """`item[key]` when it is of `kind` (None when absent or null, unless `required`)."""
+    value = item.get(key)
+    if value is None and not required:
+        return None
+    negative = isinstance(value, int) and value < 0
+    if not isinstance(value, kind) or isinstance(value, bool) or negative:
+        expected = {str: "a string", int: "a count"}.get(kind, kind.__name__)
+        raise _not_documented(what, f"{where}.{key} is a JSON {_kind(value)}, not {expected}")
+    return value
+
+
+def _file_entry(item: Mapping[str, Any], what: str, where: str) -> dict[str, Any]:
+    """A file entry of a compare or a commit, checked, with what spyre-ci keeps of it."""
+    _field(item, "filename", str, what, where, required=True)
+    for key in ("status", "previous_filename", "patch"):
+        _field(item, key, str, what, where)
+    _field(item, "changes", int, what, where)
+    return {k: item[k] for k in _ENTRY_KEYS if k in item}
 
 
 def _read_at_most(response: requests.Response, limit: int, what: str) -> bytes | None:
@@ -549,23 +652,37 @@ def _read_at_most(response: requests.Response, limit: int, what: str) -> bytes |
     return b"".join(chunks)
 
 
-def _json_file_content(data: bytes) -> bytes | None:
+def _json_file_content(data: bytes, what: str) -> bytes | None:
+    """The bytes of a contents answer in its JSON form; None for what is not a file's text
+    here (a directory's listing, a symlink or submodule, a file over 1 MB, which GitHub
+    sends with `encoding: none`)."""
     try:
         body = json.loads(data)
-    except ValueError:
+    except ValueError as exc:
+        raise _not_documented(what, f"not JSON: {exc}") from None
+    if isinstance(body, list):  # a directory's entries
         return None
-    if not isinstance(body, dict) or body.get("type") != "file":
+    kind = _field(_object(body, what), "type", str, what, required=True)
+    if kind != "file":
         return None
-    if body.get("encoding") != "base64" or not isinstance(body.get("content"), str):
-        return None  # over 1 MB GitHub sends `encoding: none` and no content
+    encoding = _field(body, "encoding", str, what)
+    if encoding == "none":  # over 1 MB: no content in this form
+        return None
+    content = _field(body, "content", str, what, required=True)
+    if encoding != "base64":
+        raise _not_documented(what, f"the file's encoding is {encoding!r}, not base64")
     try:
-        return base64.b64decode(body["content"])
-    except ValueError:
-        return None
+        return base64.b64decode(content)
+    except ValueError as exc:  # binascii.Error
+        raise _not_documented(what, f"its base64 content does not decode: {exc}") from None
 
 
 def _message(response: requests.Response) -> str:
+    """GitHub's `message` of a refusal; the start of the body when it has none."""
     try:
-        return str(response.json().get("message", ""))[:300]
+        body = response.json()
     except ValueError:
         return response.text[:300]
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])[:300]
+    return response.text[:300]

@@ -9,8 +9,12 @@ error into another to get its exit code; `workflows.cli.main` maps the categorie
   (workflows.tracing.traces), and the other packages' own types (`RelayError`,
   `SelectorError`, `SpecError`, `ExportError`, `contracts.errors.Refused`) derive from it.
 - `Unavailable` (exit 3, "not a test result"): the tests or a service they need could not
-  run. `InfrastructureError`, `HistoryError` (workflows.stores.history) and the other
-  packages' outage types derive from it.
+  run. `InfrastructureError`, `HistoryError` (workflows.stores.history: a History that
+  fails while in use, SQLite's "database or disk is full" included, named by its file),
+  `RedisUnavailable` (workflows.stores.redis_clients) and the other packages' outage types
+  derive from it. What the machine raises under a command without a category of its own
+  (an `OSError` such as a full disk, a `sqlite3.Error` of the state directory) is an outage
+  too, mapped by `workflows.cli.main` to one line naming the path.
 - `KeyboardInterrupt` (exit 130), also raised for SIGTERM.
 
 The module sits at the root beside `settings.py`, under every layer, so the runner and the

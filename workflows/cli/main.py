@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import importlib
 import os
 import pkgutil
 import signal
+import sqlite3
 import sys
 import threading
 import traceback
@@ -129,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # as Ctrl-C
     # The one place errors become exit codes (contracts/exit_codes.py says what each means;
     # workflows/errors.py lists each error type's category).
+    settings: Settings | None = None
     try:
         settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
         return int(args.func(args, settings))
@@ -149,9 +152,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The machine's fault, not the tests': a full disk, a folder that cannot be written
         # (checked paths are refused before with exit 2; this is what changed under a run).
         # History learns last, so nothing of the run was learned; it can be resumed.
-        where = f" ({exc.filename})" if exc.filename else ""
+        where = f" ({exc.filename})" if exc.filename else _full_disk_hint(exc, settings)
         print(
             f"spyre-ci: infrastructure error (not a test result): {exc.strerror or exc}{where}",
+            file=sys.stderr,
+        )
+        return ExitCode.INFRASTRUCTURE
+    except sqlite3.Error as exc:
+        # A database in the state directory that failed while in use (a full disk, an I/O
+        # error) and that its store did not name: an outage, one line, never a traceback.
+        state = f" under the state directory {settings.state_dir}" if settings else ""
+        print(
+            f"spyre-ci: infrastructure error (not a test result): a database{state} failed: {exc}",
             file=sys.stderr,
         )
         return ExitCode.INFRASTRUCTURE
@@ -180,6 +192,17 @@ def _absolute_path_variables(environ: MutableMapping[str, str]) -> None:
         value = environ.get(name)
         if value and not os.path.isabs(value):
             environ[name] = os.path.abspath(os.path.expanduser(value))
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _full_disk_hint(exc: OSError, settings: Settings | None) -> str:
+    """Where to look when a write that named no file found its disk full."""
+    if exc.errno not in _FULL:
+        return ""
+    state = f"the state directory {settings.state_dir}, " if settings else ""
+    return f" (a disk spyre-ci writes to is full: {state}the run's --out, or the temporary folder)"
 
 
 def _interrupt(signum: int, _frame: object) -> None:

@@ -5,13 +5,16 @@ Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them),
 of the shard with the most time left (`workflows/runner/stealing.py`), so the runners finish
 together. The warm runner's zygote (`workflows/runner/zygote.py`) starts warming before the plan is
 made and stops when the run ends; `SPYRE_CI_ZYGOTE=0` (the context's `settings.zygote`) starts
-every test process cold.
+every test process cold. A run holds its out directory from its plan to its last export
+(`run_folder.holding`): a second run, or a `runs resume`, into the same `--out` meanwhile is
+refused, naming the run that holds it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from suites.claims import Claims
 from suites.model import Outcome
@@ -27,13 +30,14 @@ def run(
     request: run_model.RunRequest, ctx: RunContext, jobs: int = 1, show_progress: bool = True
 ) -> run_model.FinishedRun:
     """plan -> shards in a pool of `jobs` -> finish; returns the finished run."""
-    _warm_up(request, ctx)
-    try:
-        planned = pipeline.plan(request, ctx)
-    except BaseException:
-        zygote.stop_all()
-        raise
-    return _execute(planned, ctx, jobs, show_progress, done={})
+    with run_folder.holding(Path(request.out_dir), request.run_id):
+        _warm_up(request, ctx)
+        try:
+            planned = pipeline.plan(request, ctx)
+        except BaseException:
+            zygote.stop_all()
+            raise
+        return _execute(planned, ctx, jobs, show_progress, done={})
 
 
 def resume(
@@ -47,11 +51,12 @@ def resume(
         )
     if run.state.final:
         raise run_model.PipelineError(f"run {run_id} is already {run.state}: nothing to resume")
-    planned = run_folder.load_planned(run.summary.out_dir, run_id)
-    _warm_up(planned.request, ctx)
-    names = ctx.layout(planned.request).shard_names(len(planned.shards))
-    done = {name: run_folder.recorded_outcomes(planned.request, name) for name in names}
-    return _execute(planned, ctx, jobs, show_progress, done)
+    with run_folder.holding(Path(run.summary.out_dir), run_id):
+        planned = run_folder.load_planned(run.summary.out_dir, run_id)
+        _warm_up(planned.request, ctx)
+        names = ctx.layout(planned.request).shard_names(len(planned.shards))
+        done = {name: run_folder.recorded_outcomes(planned.request, name) for name in names}
+        return _execute(planned, ctx, jobs, show_progress, done)
 
 
 def _warm_up(request: run_model.RunRequest, ctx: RunContext) -> None:

@@ -2,15 +2,28 @@
 started, the plan it keeps and the outcomes a resumed run keeps.
 
     where each file is: `workflows.run.layout.RunLayout`
+
+Who holds it: one run at a time writes into an out directory (`holding`, for the run's
+whole life: plan, shards, finish and exports). The hold is an `flock` on `LOCK_FILE` in the
+folder, which names the run holding it; the kernel lets go of it when that process ends,
+however it ends, so the lock of a run that was killed is taken over by the next one (and
+said).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
+import socket
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +91,98 @@ def claim_out_dir(out: Path, run_id: str, history: HistoryStore) -> None:
         # cleared: a user's own `work/` elsewhere is never touched.
         for stale in RunLayout(out, run_id).stale:
             shutil.rmtree(stale, ignore_errors=True)
+
+
+LOCK_FILE = ".spyre-ci-run.lock"  # in the out directory while a run holds it
+
+
+@contextlib.contextmanager
+def holding(out: Path, run_id: str) -> Iterator[None]:
+    """Hold the out directory `out` for run `run_id` while the block runs: another run (or a
+    `runs resume`) that wants it meanwhile is refused (PipelineError, exit 2) naming this
+    one. Folders made only for the lock are removed again when the run leaves nothing in
+    them (a run refused as bad input leaves no `--out` behind)."""
+    if out.exists() and not out.is_dir():
+        raise PipelineError(f"{out}: not a directory; pass another --out")
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    fd = _lock(out, run_id)
+    try:
+        yield
+    finally:
+        # Unlinked while still held: a run waiting on this file finds it gone and locks the
+        # next one (`_lock` checks that the file it holds is the one on disk).
+        with contextlib.suppress(OSError):
+            os.unlink(out / LOCK_FILE)
+        os.close(fd)  # lets go of the flock
+        for folder in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+
+
+def _lock(out: Path, run_id: str) -> int:
+    path = out / LOCK_FILE
+    while True:
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:  # the folder went with the run that made it: again
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise PipelineError(
+                f"{out} is in use by {_described(holder)}: one run writes into an out "
+                "directory at a time; wait for it to end, or pass another --out"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # released and removed between our open and our lock
+            os.close(fd)
+            continue
+        previous = _holder(fd)
+        if previous:  # its process ended holding it: killed, or its machine went down
+            print(
+                f"spyre-ci: {out}: {_described(previous)} ended without letting go of it; "
+                "taking it over",
+                file=sys.stderr,
+            )
+        me = {
+            "run_id": run_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.time(),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+        return fd
+
+
+def _holder(fd: int) -> dict[str, object]:
+    """Who the lock file says holds it ({} when it names no one yet)."""
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _described(holder: dict[str, object]) -> str:
+    if not holder.get("run_id"):
+        return "another run (starting)"
+    since = holder.get("since")
+    when = (
+        dt.datetime.fromtimestamp(since, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if isinstance(since, int | float)
+        else "an unknown time"
+    )
+    return (
+        f"run {holder['run_id']} (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
+        f"since {when})"
+    )
 
 
 STARTED_FILE = "started_at"  # in a shard's work dir: when it first started (epoch seconds)

@@ -17,28 +17,20 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
 from workflows.errors import Unavailable
+from workflows.stores import redis_clients
+from workflows.stores.redis_clients import masked
 from workflows.stores.run_summary import RunSummary
 
-
-def masked(url: str) -> str:
-    """A service URL fit for a message or a log: its password (or token) replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+__all__ = ["HistoryError", "HistoryStore", "RedisHistory", "SQLiteHistory", "masked"]
 
 
 class HistoryError(Unavailable):
@@ -179,7 +171,12 @@ DROP TABLE outcome_v1; DROP TABLE baseline_v1; DROP TABLE known_v1;
 
 
 class SQLiteHistory:
-    """History in one SQLite file: the embedded default."""
+    """History in one SQLite file: the embedded default.
+
+    Every read and write goes through `_guard`: SQLite's errors (a full disk, "disk I/O
+    error", a file that cannot be written) are a `HistoryError` naming the file, and a write
+    that fails is rolled back whole, so nothing half-written is ever read back.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -187,8 +184,22 @@ class SQLiteHistory:
         try:
             self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             self._open()
-        except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"{self.path}: cannot open the History database: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise HistoryError(
+                f"{self.path}: cannot open the History database: {exc}{_disk_hint(exc)}"
+            ) from exc
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:  # a failed COMMIT leaves it open: end it, unwritten
+                with suppress(sqlite3.Error):
+                    self._db.rollback()
+            raise HistoryError(
+                f"History at {self.path}: {what} failed: {exc}{_disk_hint(exc)}"
+            ) from exc
 
     def _open(self) -> None:
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
@@ -201,66 +212,69 @@ class SQLiteHistory:
             self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     def apply(self, run_id: str, update: HistoryUpdate) -> None:
-        now = time.time()
-        with self._db:
-            self._db.executemany(
-                "INSERT OR IGNORE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (run_id, o.id, attempt, seq, str(o.status), o.duration_s, now)
-                    for seq, (o, attempt) in enumerate(attempts(update.outcomes))
-                ],
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO flaky VALUES (?, ?)",
-                [(v, run_id) for v in update.mark_flaky],
-            )
-            self._db.executemany(
-                "INSERT OR IGNORE INTO baseline VALUES (?, ?, ?, ?)",
-                [(v, run_id, str(s), now) for v, s in update.baseline.items()],
-            )
-            if update.baseline:
-                self._db.execute(
-                    "DELETE FROM baseline WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
-                    "ROW_NUMBER() OVER (PARTITION BY variant ORDER BY at DESC, run_id DESC) "
-                    "AS n FROM baseline) WHERE n > ?)",
-                    (_BASELINES_KEPT,),
+        with self._guard(f"recording run {run_id}"):
+            now = time.time()
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (run_id, o.id, attempt, seq, str(o.status), o.duration_s, now)
+                        for seq, (o, attempt) in enumerate(attempts(update.outcomes))
+                    ],
                 )
-            self._db.executemany(
-                "INSERT OR IGNORE INTO cofailure VALUES (?, ?, ?)",
-                [(run_id, p, v) for p, ids in update.co_failures.items() for v in ids],
-            )
-            if update.known_variants is not None:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO known VALUES (?, ?, ?)",
-                    (run_id, now, json.dumps(sorted(update.known_variants))),
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO flaky VALUES (?, ?)",
+                    [(v, run_id) for v in update.mark_flaky],
                 )
-                self._db.execute(
-                    "DELETE FROM known WHERE run_id NOT IN "
-                    "(SELECT run_id FROM known ORDER BY at DESC LIMIT ?)",
-                    (_KNOWN_KEPT,),
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO baseline VALUES (?, ?, ?, ?)",
+                    [(v, run_id, str(s), now) for v, s in update.baseline.items()],
                 )
-            self._db.execute("DELETE FROM held WHERE run_id = ?", (run_id,))
+                if update.baseline:
+                    self._db.execute(
+                        "DELETE FROM baseline WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
+                        "ROW_NUMBER() OVER (PARTITION BY variant ORDER BY at DESC, run_id DESC) "
+                        "AS n FROM baseline) WHERE n > ?)",
+                        (_BASELINES_KEPT,),
+                    )
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO cofailure VALUES (?, ?, ?)",
+                    [(run_id, p, v) for p, ids in update.co_failures.items() for v in ids],
+                )
+                if update.known_variants is not None:
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO known VALUES (?, ?, ?)",
+                        (run_id, now, json.dumps(sorted(update.known_variants))),
+                    )
+                    self._db.execute(
+                        "DELETE FROM known WHERE run_id NOT IN "
+                        "(SELECT run_id FROM known ORDER BY at DESC LIMIT ?)",
+                        (_KNOWN_KEPT,),
+                    )
+                self._db.execute("DELETE FROM held WHERE run_id = ?", (run_id,))
 
     def forget(self, run_id: str) -> dict[str, int]:
-        removed: dict[str, int] = {}
-        with self._db:
-            for table in ("outcome", "flaky", "baseline", "cofailure", "known", "held"):
-                cursor = self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-                removed[table] = cursor.rowcount
-        return removed
+        with self._guard(f"forgetting run {run_id}"):
+            removed: dict[str, int] = {}
+            with self._db:
+                for table in ("outcome", "flaky", "baseline", "cofailure", "known", "held"):
+                    cursor = self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                    removed[table] = cursor.rowcount
+            return removed
 
     def hold(self, run_id: str, update: HistoryUpdate, reason: str) -> None:
-        with self._db:
+        with self._guard(f"holding run {run_id}"), self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO held VALUES (?, ?, ?)",
                 (run_id, reason, json.dumps(update.to_json())),
             )
 
     def held(self, run_id: str) -> tuple[HistoryUpdate, str] | None:
-        row = self._db.execute(
-            "SELECT body, reason FROM held WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        return (HistoryUpdate.from_json(json.loads(row[0])), row[1]) if row else None
+        with self._guard(f"reading the held update of run {run_id}"):
+            row = self._db.execute(
+                "SELECT body, reason FROM held WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return (HistoryUpdate.from_json(json.loads(row[0])), row[1]) if row else None
 
     def confirm(self, run_id: str) -> bool:
         held = self.held(run_id)
@@ -270,44 +284,49 @@ class SQLiteHistory:
         return True
 
     def snapshot(self, paths: Iterable[str] = ()) -> History:
-        recent: dict[str, list[tuple[str, float]]] = {}
-        for variant, status, duration in self._db.execute(
-            "SELECT variant, status, duration_s FROM outcome ORDER BY at, run_id, seq"
-        ):
-            recent.setdefault(variant, []).append((status, duration))
-        flaky = {v for (v,) in self._db.execute("SELECT variant FROM flaky")}
-        baseline = dict(
-            self._db.execute(  # the newest per variant wins
-                "SELECT variant, status FROM baseline ORDER BY at, run_id"
-            ).fetchall()
-        )
-        co: dict[str, dict[str, int]] = {}
-        for path in set(paths):
-            for variant, count in self._db.execute(
-                "SELECT variant, COUNT(*) FROM cofailure WHERE path = ? GROUP BY variant", (path,)
+        with self._guard("reading History"):
+            recent: dict[str, list[tuple[str, float]]] = {}
+            for variant, status, duration in self._db.execute(
+                "SELECT variant, status, duration_s FROM outcome ORDER BY at, run_id, seq"
             ):
-                co.setdefault(path, {})[variant] = int(count)
-        row = self._db.execute("SELECT ids FROM known ORDER BY at DESC LIMIT 1").fetchone()
-        known = frozenset(json.loads(row[0])) if row else frozenset()
-        return _history(recent, flaky, baseline, co, known)
+                recent.setdefault(variant, []).append((status, duration))
+            flaky = {v for (v,) in self._db.execute("SELECT variant FROM flaky")}
+            baseline = dict(
+                self._db.execute(  # the newest per variant wins
+                    "SELECT variant, status FROM baseline ORDER BY at, run_id"
+                ).fetchall()
+            )
+            co: dict[str, dict[str, int]] = {}
+            for path in set(paths):
+                for variant, count in self._db.execute(
+                    "SELECT variant, COUNT(*) FROM cofailure WHERE path = ? GROUP BY variant",
+                    (path,),
+                ):
+                    co.setdefault(path, {})[variant] = int(count)
+            row = self._db.execute("SELECT ids FROM known ORDER BY at DESC LIMIT 1").fetchone()
+            known = frozenset(json.loads(row[0])) if row else frozenset()
+            return _history(recent, flaky, baseline, co, known)
 
     def save_run(self, run: RunRecord) -> None:
-        run.updated_at = time.time()
-        with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO run VALUES (?, ?, ?)",
-                (run.run_id, json.dumps(run.to_json()), run.updated_at),
-            )
+        with self._guard(f"saving run {run.run_id}"):
+            run.updated_at = time.time()
+            with self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO run VALUES (?, ?, ?)",
+                    (run.run_id, json.dumps(run.to_json()), run.updated_at),
+                )
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        row = self._db.execute("SELECT body FROM run WHERE run_id = ?", (run_id,)).fetchone()
-        return RunRecord.from_json(json.loads(row[0])) if row else None
+        with self._guard(f"reading run {run_id}"):
+            row = self._db.execute("SELECT body FROM run WHERE run_id = ?", (run_id,)).fetchone()
+            return RunRecord.from_json(json.loads(row[0])) if row else None
 
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
-        rows = self._db.execute(
-            "SELECT body FROM run ORDER BY updated_at DESC LIMIT ?", (limit,)
-        ).fetchall()
-        return [RunRecord.from_json(json.loads(body)) for (body,) in rows]
+        with self._guard("listing runs"):
+            rows = self._db.execute(
+                "SELECT body FROM run ORDER BY updated_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+            return [RunRecord.from_json(json.loads(body)) for (body,) in rows]
 
 
 # Appends one entry of one run once: the per-run set of what it wrote makes a retried task a
@@ -345,8 +364,6 @@ class RedisHistory:
     """
 
     def __init__(self, url: str, prefix: str = "spyre-ci:history") -> None:
-        from workflows.stores import redis_clients
-
         self.url = url
         self._redis = redis_clients.shared(url, socket_timeout=10)
         self._prefix = prefix
@@ -356,16 +373,8 @@ class RedisHistory:
     def _key(self, *parts: str) -> str:
         return ":".join((self._prefix, *parts))
 
-    @contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
-        import redis
-
-        try:
-            yield
-        except redis.RedisError as exc:
-            raise HistoryError(
-                f"Redis History at {masked(self.url)}: {what} failed: {exc}"
-            ) from exc
+    def _guard(self, what: str) -> AbstractContextManager[None]:
+        return redis_clients.answering(self.url, what, HistoryError, "Redis History")
 
     def apply(self, run_id: str, update: HistoryUpdate) -> None:
         wrote = self._key("wrote", run_id)
@@ -548,6 +557,14 @@ def _history(
             baseline=Status(base) if base else None,
         )
     return History(variants, co, known)
+
+
+def _disk_hint(exc: sqlite3.Error) -> str:
+    """What to look at when SQLite says the disk failed it."""
+    text = str(exc)
+    if "full" in text or "disk I/O" in text:
+        return " (is the disk of the state directory full? a write that fails is undone whole)"
+    return ""
 
 
 def open_history(state_dir: str | Path, redis_url: str | None = None) -> HistoryStore:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,10 @@ from workflows.errors import CommandError, InfrastructureError
 from workflows.settings import Settings
 
 _SHA = re.compile(r"[0-9a-fA-F]{7,40}")
+# Each of GitHub's answers (connect, then each read of it); a slower one is GitHub not
+# answering (exit 3). The bisect's deadline bounds all of them together.
+GITHUB_REQUEST_TIMEOUT_S = 10.0
+DEFAULT_DEADLINE_S = 3600.0  # the whole bisect: GitHub's answers and every point's runs
 
 
 def register(subparsers: Any) -> None:
@@ -35,7 +40,7 @@ def register(subparsers: Any) -> None:
         "answer is the window of those C++ parts; any other commit that cannot be replayed "
         "narrows the window to it. Exit 0: a culprit or a window; 5: none in the window "
         "(fails on the base, or passes with every commit replayed); 2: bad input; 3: a step "
-        "could not run.",
+        "could not run, or the deadline passed first (what was found is printed and kept).",
     )
     parser.add_argument(
         "--run",
@@ -59,15 +64,27 @@ def register(subparsers: Any) -> None:
         help="the upstream repository (default: the run's, else pytorch/pytorch)",
     )
     add_options(parser, "specs", "test_timeout", "memory_mb")
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=DEFAULT_DEADLINE_S,
+        metavar="SECONDS",
+        help="stop the whole bisect (GitHub's answers and every point's runs) after this "
+        f"long, with what it found by then (default: {DEFAULT_DEADLINE_S:g}; each GitHub "
+        f"request also times out after {GITHUB_REQUEST_TIMEOUT_S:g} s)",
+    )
     parser.add_argument("--json", action="store_true", help="print the answers as JSON")
     parser.set_defaults(func=checked(bisect))
 
 
 def bisect(args: argparse.Namespace, settings: Settings) -> int:
-    from workflows.drivers.bisect import BisectInfra, Target, record, run
+    from workflows.drivers.bisect import BisectInfra, Deadline, Target, record, run
     from workflows.run.forensics import UPSTREAM_REPO
     from workflows.runner.shard_runner import Limits
 
+    seconds = float(args.deadline_s)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise CommandError(f"--deadline-s {args.deadline_s:g}: must be more than 0 (seconds)")
     state = state_dir(settings)  # the record and the work go there: checked before any step
     limits = Limits(test_timeout_s=args.test_timeout, memory_mb=args.memory_mb)
     if args.run:
@@ -100,14 +117,20 @@ def bisect(args: argparse.Namespace, settings: Settings) -> int:
         ]
         run_state = None
         key = record.window_key(args.last_good, args.first_bad)
-    adapter = _github(settings)
-    results = []
+    deadline = Deadline.after(seconds)  # from here: GitHub's answers and the points' runs
+    adapter = _github(settings, min(GITHUB_REQUEST_TIMEOUT_S, seconds))
+    results: list[dict[str, Any]] = []
+    cut = False  # a later window could not be listed: what the earlier ones found is kept
     for target in targets:
         work = state / record.FOLDER / "work" / key
         try:
-            found = run(target, adapter, work, warm=settings.zygote)
+            found = run(target, adapter, work, warm=settings.zygote, deadline=deadline)
         except BisectInfra as exc:
-            raise InfrastructureError(f"the bisect stopped: {exc}") from exc
+            if not results:
+                raise InfrastructureError(f"the bisect stopped: {exc}") from exc
+            print(f"spyre-ci: the bisect stopped: {exc}", file=sys.stderr)
+            cut = True
+            break
         path = record.save(state, key, found)
         results.append(found)
         if not args.json:
@@ -117,15 +140,19 @@ def bisect(args: argparse.Namespace, settings: Settings) -> int:
         _add_to_run(run_state, answers)
     if args.json:
         print(json.dumps(results if len(results) != 1 else results[0], indent=2))
-    return exit_code(answers)
+    return ExitCode.INFRASTRUCTURE if cut else exit_code(answers)
 
 
 def exit_code(answers: Mapping[str, Mapping[str, Any]]) -> ExitCode:
     """0 when every variant has an answer in the window (a culprit, a window, a flaky window);
+    3 when the deadline stopped one before its answer (what it found is kept, no verdict);
     5 when one has none (it fails at the base, passes with every commit, or no step could be
     decided): a check that answered "no", never 1, which says tests newly failed."""
     from workflows.drivers.bisect.answer import FOUND
+    from workflows.drivers.bisect.search import STOPPED
 
+    if any(a["outcome"] == STOPPED for a in answers.values()):
+        return ExitCode.INFRASTRUCTURE
     found_all = all(a["outcome"] in FOUND for a in answers.values())
     return ExitCode.OK if found_all else ExitCode.CHECK_FAILED
 
@@ -141,7 +168,7 @@ def _print(found: Mapping[str, Any], path: Path) -> None:
     print(f"record: {path}")
 
 
-def _github(settings: Settings) -> Any:
+def _github(settings: Settings, timeout: float) -> Any:
     from relay.github import GitHubAdapter
 
     if not settings.github_token:
@@ -149,7 +176,7 @@ def _github(settings: Settings) -> Any:
             "the bisect lists the window's commits through GitHub: set SPYRE_CI_GITHUB_TOKEN "
             "(and SPYRE_CI_GITHUB_URL for a GitHub Enterprise server)"
         )
-    return GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
+    return GitHubAdapter(base_url=settings.github_url, token=settings.github_token, timeout=timeout)
 
 
 class _RunState:

@@ -181,8 +181,12 @@ def resume_run(args: argparse.Namespace, settings: Settings) -> int:
 
     if settings.redis_url:
         from workflows.drivers import distributed
+        from workflows.stores.redis_clients import answering
 
-        if distributed.resume(args.run_id):
+        # Redis down (or failing) is an outage named in one line: exit 3, never a traceback.
+        with answering(settings.redis_url, f"resuming run {args.run_id}"):
+            enqueued = distributed.resume(args.run_id)
+        if enqueued:
             print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
             return ExitCode.OK
     ctx = RunContext.open(settings, history_store(settings))  # the run's services, built once here

@@ -8,9 +8,10 @@ bisects the points of the window (point k: the base with the first k commits app
 decided by at least two agreeing runs; `replay` runs a point's variants with its cumulative
 diff applied through the change overlay; `answer` turns a search into the culprit or the
 smallest window with its evidence and confidence; `record` keeps it under the state
-directory and adds it to a run's forensics, report and triage verdict.
+directory and adds it to a run's forensics, report and triage verdict. A `Deadline` bounds
+the whole of it (GitHub's answers and the points' runs).
 """
 
-from workflows.drivers.bisect.replay import BisectError, BisectInfra, Target, run
+from workflows.drivers.bisect.replay import BisectError, BisectInfra, Deadline, Target, run
 
-__all__ = ["BisectError", "BisectInfra", "Target", "run"]
+__all__ = ["BisectError", "BisectInfra", "Deadline", "Target", "run"]

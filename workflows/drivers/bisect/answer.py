@@ -11,6 +11,10 @@ see past them, assuming independence: a culprit at or after one is named with th
 assumption and one level lower; a top that passes names the changes not replayed (those
 build parts, and the commits from the first one that cannot be replayed) as the window, one
 level lower when replayed commits sit between them.
+
+A search the deadline stopped (`stopped`) is no answer in the window, only what it had
+found: the window between the last point it knew good and the first it knew bad (the
+whole window when it knew neither), `low` confidence.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from workflows.drivers.bisect.search import (
     FAILS_AT_BASE,
     FLAKY,
     NOT_REPRODUCED,
+    STOPPED,
     UNDECIDABLE,
     WINDOW,
     Search,
@@ -95,6 +100,18 @@ def answer(
             f"{(commits[bad - 1].sha if bad > 0 else first_bad)[:12]} ({len(rest)} commit(s))"
         )
         found["window"] = _window(after(good), commits[bad - 1].sha if bad else first_bad, rest)
+    elif outcome == STOPPED:
+        good = search.good or 0
+        bad = search.bad if search.bad is not None else len(commits)
+        high = commits[bad - 1].sha if 0 < bad < len(commits) else first_bad
+        rest = commits[good:bad]
+        confidence = "low"
+        summary = (
+            f"stopped at the deadline after {len(search.steps)} decided step(s), before an "
+            f"answer: the culprit is between {after(good)[:12]} and {high[:12]} "
+            f"({len(rest)} commit(s))"
+        )
+        found["window"] = _window(after(good), high, rest)
     elif outcome == FAILS_AT_BASE:
         summary = f"fails on the window's base {last_good[:12]} too: not a regression of it"
     else:

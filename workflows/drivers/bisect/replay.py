@@ -6,11 +6,17 @@ GitHub is reached through the product's client (`relay.github.GitHubAdapter`: th
 commits, then each commit's files and patches). A point's test processes import the torch of
 that point (`SPYRE_CI_CHANGE`, the overlay of the cumulative diff) and are forked from a warm
 zygote when one may serve them; the zygotes of a point stop when it is decided.
+
+A bisect has a `Deadline` for all of it: GitHub's answers and every point's runs. Past it
+while the window is being listed (a slow GitHub), nothing could be decided: `BisectInfra`
+(exit 3). Past it during the search, no further run starts and the variants still open are
+answered `stopped`, with the window they had narrowed to.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +26,7 @@ from contracts.errors import BadInput, Unavailable
 from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
 from suites.model import Status
 from workflows.drivers.bisect.answer import answer
-from workflows.drivers.bisect.search import Step, bisect
+from workflows.drivers.bisect.search import STOPPED, Step, bisect
 from workflows.drivers.bisect.window import Commit, classify, replayable_prefix, state_diff
 from workflows.run.on_build import same_sha, torch_git_sha
 from workflows.runner import zygote
@@ -51,15 +57,61 @@ class Target:
     limits: Limits = Limits()
 
 
-def window(adapter: GitHubAdapter, target: Target) -> list[Commit]:
-    """The window's commits, oldest first, each classified."""
+@dataclass(frozen=True)
+class Deadline:
+    """When a bisect must stop: `seconds` from its start (`time.monotonic`)."""
+
+    seconds: float
+    ends: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(seconds, time.monotonic() + seconds)
+
+    def left(self) -> float:
+        return max(0.0, self.ends - time.monotonic())
+
+    def passed(self) -> bool:
+        return self.left() <= 0.0
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g} s (--deadline-s)"
+
+
+NO_DEADLINE = Deadline(float("inf"), float("inf"))
+
+
+def window(
+    adapter: GitHubAdapter, target: Target, deadline: Deadline = NO_DEADLINE
+) -> list[Commit]:
+    """The window's commits, oldest first, each classified. The deadline is checked before
+    each of GitHub's answers is asked for: past it, `BisectInfra` (nothing decided)."""
     where = f"{target.repo} {target.last_good[:12]}...{target.first_bad[:12]}"
+
+    def in_time(done: str | None) -> None:
+        if not deadline.passed():
+            return
+        if done is None:  # an earlier window took the time
+            raise BisectInfra(
+                f"the bisect's deadline of {deadline} passed before the window {where} was "
+                "listed; nothing of it was decided"
+            )
+        raise BisectInfra(
+            f"GitHub was too slow: the bisect's deadline of {deadline} passed while the "
+            f"window {where} was being listed ({done}); nothing was decided (give more time "
+            "with --deadline-s, or try again when GitHub answers faster)"
+        )
+
     try:
+        in_time(None)
         listed = adapter.window_commits(target.repo, target.last_good, target.first_bad)
-        commits = [
-            classify(c.sha, c.message, c.author, adapter.commit_entries(target.repo, c.sha))
-            for c in listed
-        ]
+        commits = []
+        for n, c in enumerate(listed):
+            in_time(f"the files of {n} of its {len(listed)} commit(s) read")
+            commits.append(
+                classify(c.sha, c.message, c.author, adapter.commit_entries(target.repo, c.sha))
+            )
+        in_time(f"the files of all its {len(listed)} commit(s) read, no time left to run them")
     except GitHubRefused as exc:
         raise BisectError(
             f"GitHub refused the window {where}: {exc} (are both shas commits of {target.repo}, "
@@ -82,10 +134,13 @@ def run(
     *,
     warm: bool = True,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    deadline: Deadline = NO_DEADLINE,
 ) -> dict[str, Any]:
     """The bisect of `target` (JSON): the window's commits, the torch it ran on, and per
-    variant its answer. BisectError on bad input, BisectInfra when a point cannot run.
-    `warm`: the points' test processes may fork from the warm zygote (`Settings.zygote`)."""
+    variant its answer. BisectError on bad input, BisectInfra when a point cannot run or
+    GitHub did not list the window before the `deadline`; variants the deadline stopped
+    later are answered `stopped`. `warm`: the points' test processes may fork from the warm
+    zygote (`Settings.zygote`)."""
     from workflows.run.pipeline import execute_ids
 
     root, version = installed_torch()
@@ -98,7 +153,7 @@ def run(
             f"spyre-ci: the installed torch is {sha[:12] or version}, not the window's base "
             f"{target.last_good[:12]}: the commits are replayed on it (lower confidence)"
         )
-    commits = window(adapter, target)
+    commits = window(adapter, target, deadline)
     top, why = replayable_prefix(commits, root)
     replayable = sum(c.replayable for c in commits)
     assumed = sum(bool(c.assumed) for c in commits[:top])
@@ -169,9 +224,16 @@ def run(
             run_point,
             lambda status: Status(status).is_failure,
             heard,
+            deadline.passed,
         )
     finally:
         zygote.stop_all()
+    stopped = sorted(vid for vid, s in searches.items() if s.answer == STOPPED)
+    if stopped:
+        say(
+            f"bisect: the deadline of {deadline} passed before {', '.join(stopped)} had an "
+            "answer: each is given the window it had narrowed to (stopped)"
+        )
     return {
         "repo": target.repo,
         "last_good": target.last_good,

@@ -9,6 +9,10 @@ decides it, else it is `undecidable` (flaky) and that variant's search stops the
 window it had. The base must pass and the top must fail (else there is nothing to bisect in
 what can be replayed): a top that passes below a commit that cannot be replayed narrows the
 window to that commit and the rest.
+
+A bisect has a deadline (`expired`): once it has passed, no further run starts; each
+search still open ends `stopped` with the bounds it had, and a step whose runs had not
+decided it is dropped (its runs decided nothing).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ WINDOW = "window"  # the smallest window it can be narrowed to (a commit not rep
 FLAKY = "flaky"  # a point could not be decided: the window it had then
 FAILS_AT_BASE = "fails_at_base"  # it fails without any commit of the window
 NOT_REPRODUCED = "not_reproduced"  # every commit replayed (or its Python part): it passes
+STOPPED = "stopped"  # the deadline passed first: the bounds it had then
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,10 @@ class Search:
 RunPoint = Callable[[int, Sequence[str]], Mapping[str, str]]  # (point, ids) -> id: status
 
 
+def _never() -> bool:
+    return False
+
+
 def bisect(
     variants: Sequence[str],
     top: int,
@@ -120,11 +129,13 @@ def bisect(
     run_point: RunPoint,
     is_failure: Callable[[str], bool],
     on_step: Callable[[int, Mapping[str, Step]], None] | None = None,
+    expired: Callable[[], bool] = _never,
 ) -> dict[str, Search]:
     """Every variant's search, points shared: each round runs the point most searches need
     (the lowest on a tie) for those variants, `MIN_RUNS` times and more for those whose
     runs disagree. `run_point` runs the ids once at a point (id -> status) and raises on an
-    infrastructure fault; `on_step` hears each point's steps."""
+    infrastructure fault; `on_step` hears each point's steps. Once `expired()`, no run
+    starts: every open search ends `STOPPED`."""
     searches = {vid: Search(vid, top, complete) for vid in variants}
     while True:
         wanted: dict[int, list[str]] = {}
@@ -134,8 +145,13 @@ def bisect(
                 wanted.setdefault(point, []).append(vid)
         if not wanted:
             return searches
+        if expired():
+            for ids in wanted.values():
+                for vid in ids:
+                    searches[vid].answer = STOPPED
+            return searches
         point = min(wanted, key=lambda p: (-len(wanted[p]), p))
-        steps = run_step(point, wanted[point], run_point, is_failure)
+        steps = run_step(point, wanted[point], run_point, is_failure, expired)
         for vid, step in steps.items():
             searches[vid].learn(step)
         if on_step is not None:
@@ -143,12 +159,19 @@ def bisect(
 
 
 def run_step(
-    point: int, ids: Sequence[str], run_point: RunPoint, is_failure: Callable[[str], bool]
+    point: int,
+    ids: Sequence[str],
+    run_point: RunPoint,
+    is_failure: Callable[[str], bool],
+    expired: Callable[[], bool] = _never,
 ) -> dict[str, Step]:
-    """The ids' steps at one point: runs until each is decided (see `decide`)."""
+    """The ids' steps at one point: runs until each is decided (see `decide`); an id whose
+    runs had not decided it when `expired()` has no step."""
     runs: dict[str, list[str]] = {vid: [] for vid in ids}
     decided: dict[str, str] = {}
     while len(decided) < len(ids):
+        if any(runs.values()) and expired():
+            break
         pending = [vid for vid in ids if vid not in decided]
         found = run_point(point, pending)
         for vid in pending:
@@ -156,4 +179,4 @@ def run_step(
             decision = decide([is_failure(s) for s in runs[vid]])
             if decision is not None:
                 decided[vid] = decision
-    return {vid: Step(point, tuple(runs[vid]), decided[vid]) for vid in ids}
+    return {vid: Step(point, tuple(runs[vid]), decided[vid]) for vid in ids if vid in decided}
