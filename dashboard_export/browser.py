@@ -33,6 +33,10 @@ class RunRow:
     holdout_misses: int | None = None
     miss_rate: float | None = None
     false_green: bool | None = None
+    # Where the run's files are, and whether the relay serves them at /runs/<id> (written
+    # into its runs folder); a run written elsewhere gets no link that would answer 404.
+    out_dir: str = ""
+    served: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ def render_index(runs: Sequence[RunRow], variants: Sequence[str], generated_at: 
     """The runs list, newest first, and the variants that have a page."""
     rows = [
         [
-            _run_link(r.run_id),
+            _run_link(r.run_id) if r.served else Markup("<code>{}</code>").format(r.run_id),
             r.state,
             r.event,
             when(r.updated_at),
@@ -116,7 +120,11 @@ def render_index(runs: Sequence[RunRow], variants: Sequence[str], generated_at: 
             _number(r.new_failures),
             Markup('<a href="/runs/{0}">report</a> · <a href="/runs/{0}/tests">tests</a>').format(
                 r.run_id
-            ),
+            )
+            if r.served
+            else Markup(
+                '<span class="muted">written to <code>{}</code>, not served here</span>'
+            ).format(r.out_dir or "another folder"),
         ]
         for r in runs
     ]

@@ -19,6 +19,7 @@ from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
+from workflows.run.on_build import torch_git_sha
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import RunSummary
 
@@ -27,7 +28,8 @@ NIGHTLY = "c" * 40
 
 @pytest.fixture(scope="module")
 def browsed(tiny_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A state dir: two real tiny runs (push at b*40), then a nightly at c*40 where one
+    """A state dir: two real tiny runs (nightlies at the installed torch's sha, tested), then
+    a nightly at c*40 where one
     variant that passed before fails and one is marked flaky."""
     state = tmp_path_factory.mktemp("browser-state")
     history = SQLiteHistory(state / "history.sqlite3")
@@ -90,15 +92,24 @@ def test_runs_pages_writes_every_page_from_history(
     assert _pages(browsed, out, monkeypatch) == 0
 
     index = (out / "index.html").read_text()
-    for run_id in ("real-1", "real-2", "nightly-3"):
-        assert f'href="/runs/{run_id}"' in index
+    # The real runs wrote into the state folder, not the runs folder the relay serves: no
+    # link that would answer 404, and where their files are instead.
+    assert 'href="/runs/nightly-3"' in index
+    for run_id in ("real-1", "real-2"):
+        assert f'href="/runs/{run_id}"' not in index
+        assert f"<code>{browsed / run_id}</code>, not served here" in index
+    # Pages written into the folder that holds them link their reports.
+    assert _pages(browsed, browsed, monkeypatch) == 0
+    served = (browsed / "index.html").read_text()
+    assert all(f'href="/runs/{r}"' in served for r in ("real-1", "real-2", "nightly-3"))
     assert f"/variants/{page_name(broken)}" in index and 'href="/readiness"' in index
 
     page = (out / "variants" / f"{page_name(broken)}.html").read_text()
     assert "failed" in page and "passed" in page and "real-1" in page
-    assert "last good: <code>" + "b" * 40 in page
+    good = torch_git_sha()  # the real runs' sha: the installed torch's own
+    assert "last good: <code>" + good in page
     assert "first bad: <code>" + NIGHTLY in page
-    assert f"compare/{'b' * 40}...{NIGHTLY}" in page
+    assert f"compare/{good}...{NIGHTLY}" in page
 
     assert flaky in (out / "flaky.html").read_text()
     assert broken not in (out / "flaky.html").read_text()

@@ -30,8 +30,10 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def run_row(run: RunRecord) -> RunRow:
-    """A run record's row: counts from its summary, quality from its summary's metrics."""
+def run_row(run: RunRecord, runs_dir: Path | None = None) -> RunRow:
+    """A run record's row: counts from its summary, quality from its summary's metrics.
+    `runs_dir`: the folder the relay serves runs from; a run whose out directory is not
+    `runs_dir/<run id>` is marked not served (its report is elsewhere)."""
     facts, results = run.summary.plan, run.summary.results
     metrics: Mapping[str, Any] = results.metrics if results is not None else {}
     holdout = facts.holdout if facts is not None else None
@@ -57,7 +59,20 @@ def run_row(run: RunRecord) -> RunRow:
         miss_rate,
         # As selector.verify.false_green_rate: only runs with a holdout are measured.
         bool(green) if isinstance(green, bool) and holdout else None,
+        out_dir=facts.out_dir if facts is not None else "",
+        served=runs_dir is None or _served(facts.out_dir if facts else "", runs_dir, run.run_id),
     )
+
+
+def _served(out_dir: str, runs_dir: Path, run_id: str) -> bool:
+    """Whether the relay's `/runs/<run_id>` finds this run's files: they are in
+    `runs_dir/<run_id>` (an out directory not recorded is taken to be there)."""
+    if not out_dir:
+        return True
+    try:
+        return Path(out_dir).resolve() == (runs_dir / run_id).resolve()
+    except OSError:
+        return False
 
 
 def variant_pages(history: HistoryStore, runs: list[RunRecord]) -> list[VariantPage]:
@@ -111,7 +126,7 @@ def write_pages(history: HistoryStore, out: Path, limit: int = 50) -> list[Path]
     """Write index.html, flaky.html, quality.html and variants/<name>.html into `out` from
     the `limit` most recent runs; the paths written."""
     runs = history.list_runs(limit)
-    rows = [run_row(r) for r in runs]
+    rows = [run_row(r, out) for r in runs]
     pages = variant_pages(history, runs)
     out.mkdir(parents=True, exist_ok=True)
     (out / "variants").mkdir(exist_ok=True)
