@@ -4,6 +4,12 @@ Variants near the change (the op families of the touched and selected ops, chang
 templates) are drawn NEAR_BOOST times as often as the others; Verify weighs each drawn
 variant back by its stratum (`HoldoutStratum.weight`, Horvitz-Thompson), so the estimate of
 what selection missed stays unbiased (docs/selector.md, "The holdout: strata and weights").
+
+By default the holdout's cost is bounded by the selection's: the number of draws is cut until
+their expected seconds (draws x the stratum's mean duration) fit in a share of the selected
+seconds, never below a floor. The count is fixed before any variant is drawn and each stratum
+is still a simple random sample of that many, so a slow variant is as likely to be drawn as
+a fast one of its stratum and the weights stay population / drawn.
 """
 
 from __future__ import annotations
@@ -24,13 +30,19 @@ STRATUM_MIN = 5
 
 
 class HoldoutKnobs(Protocol):
-    """What of the plan's configuration the draw reads (`PlanConfig` has both)."""
+    """What of the plan's configuration the draw reads (`PlanConfig` has them all)."""
 
     @property
-    def holdout_rate(self) -> float: ...
+    def holdout_share(self) -> float: ...  # of the unselected
 
     @property
-    def holdout_min(self) -> int: ...
+    def holdout_min(self) -> int: ...  # drawn at least, before the time bound
+
+    @property
+    def holdout_bound(self) -> float | None: ...  # of the selected seconds; None: unbounded
+
+    @property
+    def holdout_floor(self) -> int: ...  # drawn at least, whatever the time bound
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,11 @@ class HoldoutStratum:
     @property
     def weight(self) -> float:
         return self.population / self.drawn if self.drawn else 0.0
+
+    @property
+    def expected_s(self) -> float:
+        """The seconds this many draws take on average: drawn x the population's mean."""
+        return self.drawn * self.population_s / self.population if self.population else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +125,40 @@ def near_variants(
     return frozenset(near)
 
 
+@dataclass(frozen=True)
+class HoldoutRule:
+    """How a plan sized its holdout (plan.json `holdout_rule`)."""
+
+    share: float  # of the unselected, at least `minimum`
+    minimum: int
+    time_share: float | None  # of the selected seconds (None: not bounded by time)
+    allowance_s: float | None  # time_share x the selected seconds
+    floor: int  # drawn at least, whatever the allowance
+    expected_s: float  # the drawn count's expected seconds (strata means)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "share": self.share,
+            "minimum": self.minimum,
+            "time_share": self.time_share,
+            "allowance_s": None if self.allowance_s is None else round(self.allowance_s, 3),
+            "floor": self.floor,
+            "expected_s": round(self.expected_s, 3),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HoldoutRule:
+        time_share, allowance = data.get("time_share"), data.get("allowance_s")
+        return cls(
+            float(data["share"]),
+            int(data.get("minimum", 0)),
+            None if time_share is None else float(time_share),
+            None if allowance is None else float(allowance),
+            int(data.get("floor", 0)),
+            float(data.get("expected_s", 0.0)),
+        )
+
+
 def draw_holdout(
     unchosen: Sequence[str],
     near: Collection[str],
@@ -116,26 +167,34 @@ def draw_holdout(
     durations: Mapping[str, float],
     unselected_s: float,
     limit: int | None = None,
+    selected_s: float = 0.0,
 ) -> tuple[HoldoutStratum, ...]:
-    """The holdout's strata: `holdout_rate` of `unchosen` (at least `holdout_min`, at most
+    """The holdout's strata: `holdout_share` of `unchosen` (at least `holdout_min`, at most
     `limit`: what a count budget leaves), a `near` one NEAR_BOOST times as likely to be drawn
-    as a far one. `unselected_s`: the seconds of all of `unchosen` (the far stratum's are
-    what the near one's leave)."""
+    as a far one. With `holdout_bound`, fewer: the most draws whose expected seconds fit
+    in that share of `selected_s` (the selection's), at least `holdout_floor`. `unselected_s`:
+    the seconds of all of `unchosen` (the far stratum's are what the near one's leave)."""
     if not unchosen or (limit is not None and limit <= 0):
         return ()
     pools = {
         "near": [v for v in unchosen if v in near],
         "far": [v for v in unchosen if v not in near],
     }
-    k = min(len(unchosen), max(1, config.holdout_min, round(config.holdout_rate * len(unchosen))))
+    k = min(len(unchosen), max(1, config.holdout_min, round(config.holdout_share * len(unchosen))))
     if limit is not None:
         k = min(k, limit)
+    near_s = sum(durations[v] for v in pools["near"])
+    seconds = {"near": near_s, "far": max(0.0, unselected_s - near_s)}
+    if config.holdout_bound is not None:
+        means = [seconds[n] / len(p) if p else 0.0 for n, p in pools.items()]
+        allowance = config.holdout_bound * selected_s
+        k = _fitting(
+            k, allowance, config.holdout_floor, len(pools["near"]), len(pools["far"]), means
+        )
     sizes = _allocate(k, len(pools["near"]), len(pools["far"]))
     if limit is not None and sum(sizes) > limit:  # the strata minimums do not fit: near first
         near_n = min(sizes[0], limit - min(sizes[1], limit // 2))
         sizes = (near_n, min(sizes[1], limit - near_n))
-    near_s = sum(durations[v] for v in pools["near"])
-    seconds = {"near": near_s, "far": max(0.0, unselected_s - near_s)}
     strata = []
     for (name, pool), n in zip(pools.items(), sizes, strict=True):
         if pool:
@@ -144,6 +203,21 @@ def draw_holdout(
                 HoldoutStratum(name, len(pool), ids, seconds[name], sum(durations[v] for v in ids))
             )
     return tuple(strata)
+
+
+def _fitting(
+    most: int, allowance: float, floor: int, near: int, far: int, means: Sequence[float]
+) -> int:
+    """The most draws (up to `most`) whose expected seconds, as `_allocate` splits them over
+    the strata, fit in `allowance`; at least `floor` (or `most`, when less). The count depends
+    on the strata's sizes and mean durations only, never on which variants are drawn."""
+    k = min(most, floor)
+    while k < most:
+        n_near, n_far = _allocate(k + 1, near, far)
+        if n_near * means[0] + n_far * means[1] > allowance:
+            break
+        k += 1
+    return k
 
 
 def _allocate(k: int, near: int, far: int) -> tuple[int, int]:

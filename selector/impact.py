@@ -12,7 +12,7 @@ the file, for the selector and the selection benchmark alike.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,18 +90,21 @@ class ImpactMap:
 
     def executing(self, function: str) -> set[str]:
         """Ids that ran `path:qualname`, code nested in it (`.<locals>.`), or, for
-        `path:Class.*`, any method of the class."""
-        by_function = self.inverted()[0]
-        if function.endswith(".*"):
-            prefix = function[:-1]
-            prefixes: tuple[str, ...] = (prefix,)
-        else:
-            prefixes = (function + ".<locals>.",)
-        ids = set(by_function.get(function, ()))
-        for name, vids in self._by_file(function.split(":", 1)[0]).items():
-            if name.startswith(prefixes):
-                ids |= vids
+        `path:Class.*`, any method of the class. A bare name the trace never saw as such
+        (`path:__rpow__`: a def whose enclosing class the diff did not show) stands for any
+        method or nested function of that name in the file (`Tensor.__rpow__`)."""
+        by_function = self._by_file(function.split(":", 1)[0])
+        ids: set[str] = set()
+        for name in _standing_for(function, by_function):
+            ids |= by_function[name]
         return ids
+
+    def in_session(self, function: str) -> bool:
+        """Whether the trace saw `function` (as `executing` reads it) run outside any test:
+        at import or collection."""
+        prefix = function.split(":", 1)[0] + ":"
+        names = [name for name in self.session_functions if name.startswith(prefix)]
+        return bool(_standing_for(function, names))
 
     def executing_file(self, path: str) -> set[str]:
         """Ids that ran any function of `path`."""
@@ -244,6 +247,22 @@ class ImpactMap:
             session_ops=frozenset(session.get("aten_ops", ())),
             fingerprints=dict(data.get("fingerprints") or {}),
         )
+
+
+def _standing_for(function: str, names: Collection[str]) -> list[str]:
+    """The traced names (of `function`'s file) a changed `function` stands for: itself and
+    code nested in it; every method of `path:Class.*`; for a bare name not among `names`,
+    any method or nested function of that name."""
+    if function.endswith(".*"):
+        prefix = function[:-1]
+        return [name for name in names if name.startswith(prefix)]
+    nested = function + ".<locals>."
+    found = [name for name in names if name == function or name.startswith(nested)]
+    qualname = function.partition(":")[2]
+    if function not in names and "." not in qualname:
+        bare = "." + qualname
+        found += [name for name in names if name.endswith(bare) or bare + ".<locals>." in name]
+    return found
 
 
 def _deltas(members: tuple[int, ...]) -> list[int]:

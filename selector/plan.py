@@ -21,7 +21,13 @@ from selector.changeset import ChangeSet
 from selector.errors import SelectorError
 from selector.heuristics import REGISTRY, Heuristic, RetrieveContext
 from selector.history import History
-from selector.holdout import HoldoutStratum, draw_holdout, near_variants, uniform_holdout
+from selector.holdout import (
+    HoldoutRule,
+    HoldoutStratum,
+    draw_holdout,
+    near_variants,
+    uniform_holdout,
+)
 from selector.impact import ImpactMap
 from selector.index import InventoryIndex
 from selector.plan_parts import Budget, ChangeNote, Totals, TrialNote
@@ -30,6 +36,7 @@ from selector.shard import Shard, shard_lpt
 from suites.model import Inventory
 
 PLAN_FORMAT = 1
+DEFAULT_HOLDOUT_RATE = 0.02
 # Heuristics whose variants run whatever the budget and the threshold say.
 MANDATORY = ("failing", "new")
 
@@ -48,7 +55,11 @@ class PlanConfig:
 
     budget_count: int | None = None
     budget_seconds: float | None = None
-    holdout_rate: float = 0.02  # a count budget holds the holdout too (`holdout_room`)
+    # Share of the unselected drawn for the holdout (a count budget holds it too,
+    # `holdout_room`). None, the default: DEFAULT_HOLDOUT_RATE, its cost bounded by the
+    # selection's (`holdout_time_share`, `holdout_floor`); a share given: that share, whatever
+    # it costs (the rule before the bound).
+    holdout_rate: float | None = None
     shards: int = 1
     threshold: float = 0.0  # selected when the summed score is above it
     default_duration_s: float = 1.0  # for variants the History never timed
@@ -60,6 +71,10 @@ class PlanConfig:
     seed: str | None = None  # holdout seed; the change's own (`ChangeSet.seed`) when None
     # Drawn at least (when there are that many): 2 % of a few hundred is too few to bound.
     holdout_min: int = 30
+    # The default holdout's expected seconds at most this share of the selection's...
+    holdout_time_share: float = 0.25
+    # ...but at least this many draws: one per stratum minimum (holdout.STRATUM_MIN) of both.
+    holdout_floor: int = 10
 
     def __post_init__(self) -> None:
         if self.budget_count is not None and self.budget_seconds is not None:
@@ -68,12 +83,28 @@ class PlanConfig:
             raise SelectorError(f"budget_count must be >= 0, not {self.budget_count}")
         if self.budget_seconds is not None and self.budget_seconds < 0:
             raise SelectorError(f"budget_seconds must be >= 0, not {self.budget_seconds}")
-        if not 0.0 <= self.holdout_rate <= 1.0:
+        if self.holdout_rate is not None and not 0.0 <= self.holdout_rate <= 1.0:
             raise SelectorError(f"holdout rate must be within [0, 1], not {self.holdout_rate}")
+        if self.holdout_time_share < 0:
+            raise SelectorError(f"holdout_time_share must be >= 0, not {self.holdout_time_share}")
         if self.shards < 1:
             raise SelectorError(f"shards must be at least 1, not {self.shards}")
-        if self.holdout_min < 0:
-            raise SelectorError(f"holdout_min must be >= 0, not {self.holdout_min}")
+        if self.holdout_min < 0 or self.holdout_floor < 0:
+            raise SelectorError(
+                f"holdout_min and holdout_floor must be >= 0, not {self.holdout_min}, "
+                f"{self.holdout_floor}"
+            )
+
+    @property
+    def holdout_share(self) -> float:
+        """The share of the unselected the holdout draws (before any time bound)."""
+        return DEFAULT_HOLDOUT_RATE if self.holdout_rate is None else self.holdout_rate
+
+    @property
+    def holdout_bound(self) -> float | None:
+        """The bound on the holdout's expected seconds, as a share of the selection's; None
+        when a holdout rate was given (that share runs whatever it costs)."""
+        return self.holdout_time_share if self.holdout_rate is None else None
 
 
 @dataclass(frozen=True)
@@ -143,6 +174,7 @@ class Plan:
     unselected: Mapping[str, tuple[tuple[Reason, ...], str]] = field(default_factory=dict)
     # How the holdout was drawn; empty in a plan from before the strata (see `strata`).
     holdout_strata: tuple[HoldoutStratum, ...] = ()
+    holdout_rule: HoldoutRule | None = None  # how it was sized; None: no holdout (or older)
 
     @property
     def strata(self) -> tuple[HoldoutStratum, ...]:
@@ -162,7 +194,7 @@ class Plan:
         return (*self.selected_ids, *self.holdout)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "format": PLAN_FORMAT,
             "decision": self.decision,
             "fallback": self.fallback,
@@ -177,6 +209,9 @@ class Plan:
             "change": self.change.to_json(),
             "change_facts": self.facts.to_json(),
         }
+        if self.holdout_rule is not None:  # a plan without one saves back unchanged
+            data["holdout_rule"] = self.holdout_rule.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Plan:
@@ -200,6 +235,9 @@ class Plan:
             trial={str(k): TrialNote.from_json(v) for k, v in data.get("trial", {}).items()},
             holdout_strata=tuple(
                 HoldoutStratum.from_json(s) for s in data.get("holdout_strata", ())
+            ),
+            holdout_rule=(
+                HoldoutRule.from_json(data["holdout_rule"]) if data.get("holdout_rule") else None
             ),
         )
 
@@ -234,6 +272,7 @@ def plan(
         config.full_run_labels,
         traced=impact is not None,
         traced_ops=impact.inverted()[1] if impact is not None else (),
+        impact=impact,
     )
     available = list(heuristics or REGISTRY.values())
     unknown = (config.trial | config.disabled) - {h.name for h in available}
@@ -329,7 +368,8 @@ def _decide(
     total_s = durations.total(index.runnable_set)
     selected_s = sum(durations[v] for v in chosen)
     strata: tuple[HoldoutStratum, ...] = ()
-    if decision == "targeted" and config.holdout_rate > 0:
+    rule = None
+    if decision == "targeted" and config.holdout_share > 0:
         # Inventory order keeps the sample reproducible without sorting 50,000 ids.
         unchosen = [v for v in eligible if v not in chosen_set]
         strata = draw_holdout(
@@ -340,6 +380,16 @@ def _decide(
             durations,
             total_s - selected_s,
             limit=None if config.budget_count is None else config.budget_count - len(chosen),
+            selected_s=selected_s,
+        )
+        bound = config.holdout_bound
+        rule = HoldoutRule(
+            config.holdout_share,
+            config.holdout_min,
+            bound,
+            None if bound is None else bound * selected_s,
+            config.holdout_floor if bound is not None else config.holdout_min,
+            sum(s.expected_s for s in strata),
         )
     holdout = tuple(sorted(v for s in strata for v in s.ids))
     if budget.kind == "count":  # N bounds what runs: the selection and the holdout
@@ -387,6 +437,7 @@ def _decide(
         trial=_trial_summary(reasons, config, chosen_set),
         unselected=unselected,
         holdout_strata=strata,
+        holdout_rule=rule if strata else None,
     )
 
 
@@ -487,11 +538,11 @@ def _fit(
 
 
 def holdout_room(config: PlanConfig) -> int:
-    """Of a count budget N, what the selection leaves to the holdout: `holdout_rate` of N
+    """Of a count budget N, what the selection leaves to the holdout: `holdout_share` of N
     (none of a tiny budget). The holdout takes more when the selection leaves more room."""
     if config.budget_count is None or config.force_full:
         return 0
-    return min(config.budget_count, round(config.holdout_rate * config.budget_count))
+    return min(config.budget_count, round(config.holdout_share * config.budget_count))
 
 
 def _trial_summary(

@@ -28,7 +28,9 @@ from selector.definitions import (
     locate,
 )
 from selector.diff import FilePatch, iter_changed_lines
+from selector.drift import drifted_locate, hunk_functions
 from selector.globs import first_match
+from selector.impact import ImpactMap
 from selector.index import InventoryIndex
 from selector.kernels import NO_MAP, KernelNaming, name_changes
 from selector.levels import LEVEL_MODULE, source_level
@@ -54,6 +56,11 @@ _UPSTREAM_TESTS: dict[str, tuple[str, ...]] = {
 # PyTorch's own label to turn target determination off for a pull request.
 FULL_RUN_LABELS = ("ci-no-td", "ciflow/crcr/spyre-full")
 _EVIDENCE_LIMIT = 6
+# A blind-area file narrowed through the trace runs in full when the changed functions run in
+# more than this share of the runnable variants: the trace records functions, not the
+# branches in them, so it cannot say which of those variants the edit reaches, and a full
+# run then costs at most 1 / 0.9 = 1.11x the narrowed one.
+HUB_FULL_SHARE = 0.9
 _SCHEMA_EVIDENCE = ("native_functions.yaml func", "derivatives.yaml name")
 
 
@@ -214,13 +221,17 @@ def scout(
     *,
     traced: bool = False,
     traced_ops: Collection[str] = (),
+    impact: ImpactMap | None = None,
 ) -> ChangeFacts:
     """Classify every path, name the touched ops (kept when `index` knows them) and decide.
 
     `traced`: a trace (impact map) will join the changed functions; without one, a code path
     that names no op and no suite watches cannot be narrowed and runs blind. `traced_ops`:
     the ops (`op_key`) the trace saw dispatched; a kernel of one of them is named even when
-    no variant tests it by name (the trace joins it)."""
+    no variant tests it by name (the trace joins it). `impact`: that trace, when at hand: a
+    blind-area file whose changed functions most variants run (`HUB_FULL_SHARE`), or that
+    run at import, is not narrowed."""
+    traced = traced or impact is not None
     path_facts: list[PathFact] = []
     ops: dict[str, list[str]] = {}
     weak_only: dict[str, bool] = {}
@@ -255,27 +266,21 @@ def scout(
             )
             continue
         policy = rule.policy
-        executed = _executed(located) if located is not None else None
+        narrowed = blind_why = ""
+        if policy == "blind" and traced and patch is not None and changed.path.endswith(".py"):
+            # A Python file every op depends on (torch/_tensor.py), changed only inside
+            # function bodies: the trace knows which variants run those functions.
+            placed = _blind_python(changed.path, patch, located, changes.sources, index, impact)
+            located, executed, narrowed, blind_why, placed_by = placed
+            if narrowed:
+                policy = "targeted"
+        else:
+            executed = _executed(located) if located is not None else None
+            placed_by = "source" if located is not None else "hunks" if patch else ""
         # A module-level line runs at import; a memoized function's body runs once per
         # process, credited by a trace to whichever variant called it first: both reach
         # every variant that runs code of the file.
-        module_level = located is not None and (
-            any(item.kind == MODULE for item in _innermost(located))
-            or any(item.cached for item in located)
-        )
-        narrowed = ""
-        if (
-            policy == "blind"
-            and traced
-            and changed.path.endswith(".py")
-            and executed is not None
-            and executed
-            and not module_level
-        ):
-            # A Python file every op depends on (torch/_tensor.py), changed only inside
-            # function bodies: the trace knows which variants run those functions.
-            policy = "targeted"
-            narrowed = "only function bodies changed; the trace joins them"
+        module_level = located is not None and _at_import(located)
         if policy != "targeted":
             touches: list[Touch] = []
         elif located is not None and patch is not None:
@@ -342,7 +347,7 @@ def scout(
         unresolved = (
             policy == "targeted" and rule.unresolved_is_blind and not named and not untested
         )
-        broad = narrowed
+        broad = narrowed or blind_why
         if (
             policy == "targeted"
             and not unresolved
@@ -366,8 +371,8 @@ def scout(
                 patch is not None,
                 unresolved,
                 tuple(dict.fromkeys(untested)),
-                located=("source" if located is not None else "hunks" if patch else ""),
-                definitions=_digest(located),
+                located=placed_by,
+                definitions=_digest(located) or tuple(f"function {q}" for q in executed or ()),
                 module_level=module_level,
                 broad=broad,
                 unnamed=kernels.unnamed,
@@ -415,6 +420,95 @@ def _innermost(located: Iterable[Located]) -> list[Located]:
     for item in located:
         seen.setdefault((item.side, item.line), item)
     return list(seen.values())
+
+
+def _at_import(located: list[Located]) -> bool:
+    """A change that runs at import (module level) or once per process (a memoized body)."""
+    return any(item.kind == MODULE for item in _innermost(located)) or any(
+        item.cached for item in located
+    )
+
+
+def _blind_python(
+    path: str,
+    patch: FilePatch,
+    located: list[Located] | None,
+    sources: Mapping[str, str],
+    index: InventoryIndex | None,
+    impact: ImpactMap | None,
+) -> tuple[list[Located] | None, list[str] | None, str, str, str]:
+    """A Python file of a blind area with a trace: (located lines, changed functions, why it is
+    narrowed or "", why it runs in full or "", how its lines were placed). Narrowed when every
+    changed line is inside a function, placed by the old source (where the patch does not
+    apply as it is, at the one place its removed lines and most of its context match: it was
+    made against another version of the file, `selector.drift`) or by the hunks' indentation
+    (no old source), and those functions are no hub (`_hub`)."""
+    source = sources.get(path)
+    how, note = "source", ""
+    if located is None and source is not None:
+        drifted = drifted_locate(patch, source)
+        if drifted is not None:
+            located, differed = drifted
+            how = "drift"
+            note = (
+                ", placed in the old source where the patch's changed lines match "
+                f"({differed} of its context line(s) differ: made against another version)"
+            )
+    at_hand = (
+        "no old source at hand"
+        if source is None
+        else "the patch does not fit the old source at hand (its removed lines or most of "
+        "its context differ)"
+    )
+    if located is not None:
+        names = _executed(located)
+        if _at_import(located) or any(i.kind == CLASS for i in _innermost(located)):
+            why = "changed at module or class level, or in a memoized function: runs at import"
+            return located, names, "", why, how
+    else:
+        how = "hunks"
+        found, unplaced = hunk_functions(patch)
+        if not found:
+            return (
+                None,
+                None,
+                "",
+                f"changed lines not placed in functions: {at_hand}, and "
+                f"{unplaced or 'the patch shows no changed line'}",
+                how,
+            )
+        names, note = list(found), f", placed by the hunks' indentation ({at_hand})"
+    hub = _hub(path, names, index, impact)
+    if not names or hub:
+        return located, names, "", hub or "no changed function found", how
+    return located, names, f"only function bodies changed{note}; the trace joins them", "", how
+
+
+def _hub(
+    path: str, qualnames: list[str], index: InventoryIndex | None, impact: ImpactMap | None
+) -> str:
+    """Why the trace cannot narrow the changed functions of a blind-area file, or "": one
+    runs at import (the trace's session: every variant may depend on what it builds), or
+    together they run in more than HUB_FULL_SHARE of the runnable variants."""
+    if impact is None or index is None or not index.runnable_set:
+        return ""
+    reach: set[str] = set()
+    for qualname in qualnames:
+        function = f"{path}:{qualname}"
+        if impact.in_session(function):
+            return (
+                f"changed {qualname} runs at import (the trace's session): every variant may "
+                "depend on what it builds"
+            )
+        reach |= impact.executing(function)
+    share = len(reach & index.runnable_set) / len(index.runnable_set)
+    if share <= HUB_FULL_SHARE:
+        return ""
+    shown = ", ".join(qualnames[:3]) + (" and more" if len(qualnames) > 3 else "")
+    return (
+        f"changed {shown} run in {share:.0%} of the variants (a hub: over "
+        f"{HUB_FULL_SHARE:.0%}; the trace records functions, not the branches in them)"
+    )
 
 
 def _executed(located: list[Located]) -> list[str]:
@@ -554,7 +648,9 @@ def _decide(
         return "none", ["no file changed"]
     blind = [f for f in facts if f.policy == "blind"]
     if blind:
-        shown = ", ".join(f"{f.path} ({f.area})" for f in blind[:3])
+        shown = ", ".join(
+            f"{f.path} ({f.area}{': ' + f.broad if f.broad else ''})" for f in blind[:3]
+        )
         more = f" and {len(blind) - 3} more" if len(blind) > 3 else ""
         return "blind", [f"change reaches every op: {shown}{more}"]
     unresolved = [f for f in facts if f.unresolved]
@@ -636,6 +732,18 @@ def _risk(
         reasons.append(
             f"{len(unnamed)} C++ file(s) changed definitions the kernel map could not name "
             f"(e.g. {unnamed[0]})"
+        )
+    loose = [
+        f.path
+        for f in facts
+        if f.policy == "targeted"
+        and f.located in ("drift", "hunks")
+        and classify(f.path).policy == "blind"
+    ]
+    if loose:
+        reasons.append(
+            f"{len(loose)} file(s) of a blind area narrowed through the trace without an old "
+            f"source the patch applies to (e.g. {loose[0]})"
         )
     untested = sorted({op for f in facts for op in f.untested})
     if untested:

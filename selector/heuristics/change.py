@@ -187,12 +187,11 @@ class ImpactMapMatch:
         runnable = ctx.index.runnable_set
         scores: dict[str, Score] = {}
         reached: list[tuple[set[str], float, str]] = []
-        session = impact.session_functions
         for function in facts.functions:
             reached.append(
                 (impact.executing(function), IMPACT_FUNCTION, f"executes changed {function}")
             )
-            if _in_session(function, session):
+            if impact.in_session(function):
                 # It runs at import or collection (an OpInfo's __post_init__, a factory of
                 # references): what it builds there, every variant may use.
                 reached.append(
@@ -237,10 +236,3 @@ class ImpactMapMatch:
                 ),
             )
         return scores
-
-
-def _in_session(function: str, session: frozenset[str]) -> bool:
-    if function.endswith(".*"):
-        prefix = function[:-1]
-        return any(name.startswith(prefix) for name in session)
-    return function in session or any(name.startswith(function + ".<locals>.") for name in session)

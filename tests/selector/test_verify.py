@@ -178,6 +178,9 @@ def _population(
     return ids, frozenset(ids[:near]), failing
 
 
+RATE = PlanConfig(holdout_rate=0.02)  # 2 % of the unselected, not bounded by time
+
+
 @pytest.mark.parametrize(
     ("near", "far", "failing_near", "failing_far"),
     [(60, 400, 12, 4), (30, 447, 10, 257), (0, 477, 0, 267), (100, 1000, 5, 8)],
@@ -190,7 +193,7 @@ def test_weighted_estimate_is_unbiased_and_the_bound_covers(
     estimates, covered = [], 0
     draws = 1000
     for seed in range(draws):
-        strata = draw_holdout(ids, near_ids, PlanConfig(), random.Random(seed), seconds, len(ids))
+        strata = draw_holdout(ids, near_ids, RATE, random.Random(seed), seconds, len(ids))
         bound = holdout_bound(strata, failing)
         estimates.append(bound.estimated_missed)
         covered += bound.missed_upper >= len(failing)

@@ -153,12 +153,14 @@ OPTIONS: dict[str, Option] = {
         metavar="SECONDS",
         range=Range(0),
     ),
+    # Not given (None): the selector's default holdout, 2 % of the unselected with its cost
+    # bounded by the selection's (selector.PlanConfig.holdout_time_share); given: that share.
     "holdout": Option(
         ("--holdout",),
-        "share of unselected variants sampled to run apart to measure misses, within [0, 1] "
-        "(default 0.02)",
+        "share of unselected variants sampled to run apart to measure misses, within [0, 1]; "
+        "given, that share runs whatever it costs (at least 30 variants); default: 0.02, cut "
+        "to at most a quarter of the selection's estimated time (at least 10 variants)",
         type=float,
-        default=0.02,
         metavar="SHARE",
         range=Range(0, high=1),
     ),

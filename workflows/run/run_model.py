@@ -50,7 +50,7 @@ class RunRequest:
     full: bool = False
     budget_count: int | None = None
     budget_time_s: float | None = None
-    holdout: float = 0.02
+    holdout: float | None = None  # None: the selector's default holdout (cost-bounded)
     specs: tuple[str, ...] = ()
     test_timeout_s: float = 300.0
     shard_timeout_s: float = 3 * 3600.0
