@@ -38,8 +38,9 @@ from typing import Any
 from suites.loader import SpecFile, as_names, load_spec
 from suites.model import Expectation, Status, Variant, split_variant_id
 from suites.record import summarize
-from suites.rules import MODES, canonical_dtype, torch_holds
+from suites.rules import MODES, canonical_dtype
 from suites.spec_patch import NameEdit
+from suites.torch_condition import torch_holds
 
 KINDS = ("xpass", "other_failure", "stale_skip", "uncovered", "orphan", "renamed", "new_exposed")
 TITLES = {

@@ -12,15 +12,15 @@ Two rule systems live here:
 from __future__ import annotations
 
 import fnmatch
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from suites.loader import Path_, SpecError, SpecFile, as_names, item_names
+from suites.loader import Path_, SpecFile, as_names, item_names
 from suites.model import Expectation
 from suites.template_names import TEMPLATE_UPSTREAM
+from suites.torch_condition import installed_torch_version, torch_holds
 
 MODES = {
     "mandatory_success": Expectation.PASS,
@@ -174,38 +174,6 @@ def spec_rules(spec: SpecFile, entry_where: Path_) -> list[Rule]:
             )
         )
     return out
-
-
-@functools.cache
-def installed_torch_version() -> str | None:
-    """The version of the torch this interpreter has (read without importing it), None
-    without one: an Inventory is expanded by the interpreter of the torch it describes."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def torch_condition(text: str, where: str) -> Any:
-    """An expectation's `torch` condition (PEP 440 specifiers such as `>=2.14.1` or
-    `>=2.13,<2.14.1`; pre-releases and nightlies included); bad input names `where`."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        return SpecifierSet(text, prereleases=True)
-    except InvalidSpecifier as exc:
-        raise SpecError(f"{where}: torch: {text!r} is not a version condition ({exc})") from None
-
-
-def torch_holds(text: str | None, where: str, version: str | None) -> bool:
-    """Whether a rule with the `torch` condition `text` holds on torch `version` (a rule
-    without one holds everywhere; with one, never on an unknown torch)."""
-    if not text:
-        return True
-    condition = torch_condition(str(text), where)
-    return version is not None and condition.contains(version.split("+", 1)[0])
 
 
 def expectation_rules(spec: SpecFile, torch_version: str | None = None) -> list[Rule]:

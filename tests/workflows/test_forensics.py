@@ -19,10 +19,10 @@ from suites.model import Outcome, Status
 from tests.testing.cli import cli
 from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import exporting, forensics, pipeline, run_model, under_test
+from workflows.run import backend_identity, exporting, forensics, pipeline, run_model
+from workflows.run.backend_identity import backend
 from workflows.run.layout import BASE_SHARD
 from workflows.run.on_build import torch_git_sha
-from workflows.run.under_test import backend
 from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
 from workflows.stores.run_summary import RunSummary
@@ -401,18 +401,18 @@ def test_the_backend_digest_follows_its_files(
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "x.pyc").write_bytes(b"\0")
     monkeypatch.syspath_prepend(str(tmp_path))
-    first = under_test.backend_digest("digest_probe_backend")
-    assert len(first) == 16 and first == under_test.backend_digest("digest_probe_backend")
+    first = backend_identity.backend_digest("digest_probe_backend")
+    assert len(first) == 16 and first == backend_identity.backend_digest("digest_probe_backend")
     (package / "__pycache__" / "x.pyc").write_bytes(b"\1")  # bytecode is left out
-    under_test._folder_digest.cache_clear()
-    assert under_test.backend_digest("digest_probe_backend") == first
+    backend_identity._folder_digest.cache_clear()
+    assert backend_identity.backend_digest("digest_probe_backend") == first
     (package / "__init__.py").write_text("KERNEL = 2\n")  # the same version, edited
-    under_test._folder_digest.cache_clear()
-    assert under_test.backend_digest("digest_probe_backend") not in ("", first)
-    assert under_test.backend_digest("no_such_backend_package") == ""
+    backend_identity._folder_digest.cache_clear()
+    assert backend_identity.backend_digest("digest_probe_backend") not in ("", first)
+    assert backend_identity.backend_digest("no_such_backend_package") == ""
     # A copy first on PYTHONPATH is what a test process imports: its files are digested.
     copy = tmp_path / "first" / "digest_probe_backend"
     copy.mkdir(parents=True)
     (copy / "__init__.py").write_text("KERNEL = 3\n")
     env = {"PYTHONPATH": str(tmp_path / "first")}
-    assert under_test.backend_digest("digest_probe_backend", env) not in ("", first)
+    assert backend_identity.backend_digest("digest_probe_backend", env) not in ("", first)

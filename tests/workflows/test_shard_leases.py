@@ -344,5 +344,7 @@ def test_the_package_builds_no_celery_app_until_one_is_asked_for() -> None:
     ).stdout.splitlines()
     loaded = out[0]
     assert "celery_app" not in loaded and "tasks" not in loaded and "health" in loaded
-    assert out[1] == "['spyre_ci.finish', 'spyre_ci.plan', 'spyre_ci.shard']"
+    assert (
+        out[1] == "['spyre_ci.finish', 'spyre_ci.pending_check', 'spyre_ci.plan', 'spyre_ci.shard']"
+    )
     assert out[2:] == ["True", "True"]

@@ -253,7 +253,7 @@ class EnvironmentUnderTest:
 
     torch: TorchUnderTest = field(default_factory=TorchUnderTest)
     change: ChangeUnderTest = field(default_factory=ChangeUnderTest)
-    # package, version, device and `digest` when known (`under_test.backend`): the same
+    # package, version, device and `digest` when known (`backend_identity.backend`): the same
     # mapping History's plan facts and forensics compare runs by.
     backend: Mapping[str, str] = field(default_factory=dict)
     tested: str = ""

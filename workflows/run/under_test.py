@@ -23,19 +23,13 @@ A run that is not `tested` and has no new failure concludes `neutral`, never `su
 
 from __future__ import annotations
 
-import hashlib
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
-from functools import cache
-from importlib import metadata
-from importlib.machinery import PathFinder
-from importlib.util import find_spec
 from pathlib import Path, PurePosixPath
 from typing import overload
 
-from suites.backend import BUNDLED_BACKEND, backend_package, device_name
 from suites.model import Outcome, Status
+from workflows.run.backend_identity import backend
 from workflows.run.on_build import (
     SCHEDULED,
     OnBuild,
@@ -66,7 +60,7 @@ from workflows.runner.change_overlay import (
 )
 from workflows.runner.change_overlay.prepare import WHY_NO_TREE, WHY_UNUSED_TEST
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
-from workflows.settings import Settings, child_environment
+from workflows.settings import Settings
 from workflows.stores.sources import installed_torch, reused_tests, tests_root
 
 TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
@@ -81,56 +75,6 @@ HEADLINES = {
 
 class ChangeNotApplicable(PipelineError):
     """The change given cannot be applied (a hunk, a file): bad input, exit code 2."""
-
-
-def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The backend under test: its package, version, device name (`$SPYRE_CI_BACKEND`,
-    `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default, `suites.backend`) and the
-    digest of its files (`backend_digest`): a backend edited without a new version is
-    another backend. As a test process sees them: in `environ`, default the environment it
-    inherits."""
-    environ = child_environment() if environ is None else environ
-    package, device = backend_package(environ), device_name(environ)
-    distribution = "spyre-ci" if package == BUNDLED_BACKEND else package.replace("_", "-")
-    try:
-        version = metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    found = {"package": package, "version": version, "device": device}
-    digest = backend_digest(package, environ)
-    if digest:
-        found["digest"] = digest
-    return found
-
-
-def backend_digest(package: str, environ: Mapping[str, str] | None = None) -> str:
-    """sha256 (16 hex digits) over the paths and bytes of the files of the backend's package
-    as a test process imports it (caches and bytecode left out); "" when it is not found or
-    not a folder. A test process finds it on its PYTHONPATH first (that of `environ`,
-    default the environment it inherits): this process's own working directory (first on its
-    path under `python -m`) is not on the test's."""
-    env = child_environment() if environ is None else environ
-    top = package.split(".", 1)[0]
-    entries = [str(Path(e).resolve()) for e in env.get("PYTHONPATH", "").split(os.pathsep) if e]
-    try:
-        spec = PathFinder.find_spec(top, entries) if entries else None
-        spec = spec or find_spec(top)
-    except (ImportError, ValueError):
-        return ""
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    return _folder_digest(str(Path(locations[0]).resolve())) if locations else ""
-
-
-@cache
-def _folder_digest(folder: str) -> str:
-    root = Path(folder)
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
-            continue
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def applied_change(

@@ -22,8 +22,9 @@ from suites.audit import AuditRule, audit_rules
 from suites.model import Expectation, Status, split_variant_id
 from suites.record import summarize
 from suites.renames import Rename
-from suites.rules import MODES, torch_holds
+from suites.rules import MODES
 from suites.spec_patch import NewEntry, expectations_patch, rename_edits, rename_patch
+from suites.torch_condition import torch_holds
 
 _XFAILS = (Expectation.XFAIL, Expectation.XFAIL_STRICT)
 _TO_ADD = ("regressed", "new-failing")

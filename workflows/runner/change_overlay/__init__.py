@@ -11,20 +11,19 @@ the edited upstream tests from the overlay's mirror of TORCH_ROOT. The installed
 the checkout are never written.
 """
 
+from workflows.runner.change_overlay.hunks import ChangeError
+from workflows.runner.change_overlay.kinds import file_kind, upstream_test_file
 from workflows.runner.change_overlay.prepare import (
     CHANGE_VAR,
     NO_CHANGE,
     NO_LAYER,
     TREE_VAR,
     AppliedChange,
-    ChangeError,
     FileEffect,
     Layer,
     UpstreamTests,
-    file_kind,
     prepare,
     prepare_layer,
-    upstream_test_file,
 )
 
 __all__ = [

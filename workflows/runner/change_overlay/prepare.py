@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -40,7 +39,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from selector import SelectorError
-from selector.diff import FilePatch, parse_unified_diff, repository_path
+from selector.diff import FilePatch, parse_unified_diff
+from workflows.runner.change_overlay.hunks import ChangeError, check_hunk_counts
+from workflows.runner.change_overlay.kinds import (
+    file_kind,
+    module_name,
+    upstream_test_file,
+)
 from workflows.runner.change_overlay.patching import PatchError, apply_patch
 from workflows.settings import child_environment
 
@@ -50,25 +55,6 @@ SITE_DIR = Path(__file__).resolve().parent / "site"
 ACTIVATION_FILE = "activation.json"
 TREE_DIR = "tree"  # the mirror of TORCH_ROOT in an overlay folder
 FORMAT = 1
-
-# Installed packages of the torch wheel whose Python modules are applied at import time.
-RUNTIME_PACKAGES = ("torch", "functorch")
-# Paths (first part) that only change torch through a build.
-_BUILD_DIRS = ("aten", "c10", "caffe2", "cmake", "third_party", "torchgen", "tools", "android")
-_BUILD_SUFFIXES = (
-    ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh", ".mm", ".m",
-    ".metal", ".S", ".asm", ".cmake", ".in", ".bzl", ".bazel", ".ptx",
-)  # fmt: skip
-_BUILD_NAMES = (
-    "CMakeLists.txt", "setup.py", "pyproject.toml", "setup.cfg", "version.txt", "BUILD",
-    "BUILD.bazel", "WORKSPACE", "MODULE.bazel", "Makefile", "requirements.txt",
-    "requirements-build.txt", "build.ninja",
-)  # fmt: skip
-
-
-class ChangeError(Exception):
-    """The change cannot be applied as given: bad input (exit code 2). The message names the
-    file and the hunk."""
 
 
 @dataclass(frozen=True)
@@ -176,47 +162,6 @@ class AppliedChange:
 NO_CHANGE = AppliedChange("")
 
 
-def file_kind(path: str) -> str:
-    """`python` (an installed module), `build` (needs a build), `other` (a non-module file of
-    an installed package: not applied either), or `outside` (not part of the installed
-    torch). Pure: by the repository path alone."""
-    posix = PurePosixPath(path)
-    parts = posix.parts
-    if not parts:
-        return "outside"
-    top, name = parts[0], posix.name
-    if top in RUNTIME_PACKAGES:
-        if len(parts) > 1 and parts[1] == "csrc":
-            return "build"
-        if name.endswith(".py"):
-            return "python"
-        if name.endswith((".pyi", ".md", ".rst", ".typed")):
-            return "outside"  # type stubs and docs: nothing runs them
-        if name.endswith(_BUILD_SUFFIXES) or name in _BUILD_NAMES:
-            return "build"
-        return "other"
-    if top in _BUILD_DIRS or name in _BUILD_NAMES or name.endswith(_BUILD_SUFFIXES):
-        return "build"
-    if name.endswith((".yaml", ".yml")) and top not in (".github", ".ci", "docs", "test"):
-        return "build"  # codegen inputs (`native_functions.yaml` lives under aten/, but not only)
-    return "outside"
-
-
-def upstream_test_file(path: str) -> bool:
-    """A file of upstream's test tree (`test/...`), what file suites import from TORCH_ROOT."""
-    parts = PurePosixPath(path).parts
-    return len(parts) > 1 and parts[0] == "test"
-
-
-def module_name(path: str) -> str:
-    """`torch/nn/functional.py` -> `torch.nn.functional`; a package's `__init__.py` is the
-    package."""
-    parts = list(PurePosixPath(path).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 _WHY_BUILD = "needs a build of torch (C++/CUDA, codegen input or build file)"
 _WHY_OTHER = "not a Python module of the installed torch: only a build or install brings it"
 WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
@@ -224,69 +169,6 @@ WHY_UNUSED_TEST = "an upstream test file no file suite reuses (no config names i
 WHY_NO_TREE = (
     f"an upstream test file; ${{{TREE_VAR}}} is unset, so no file suite reuses it here: no effect"
 )
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-def check_hunk_counts(diff_text: str, source: str) -> None:
-    """Every hunk holds exactly the lines its header counts (ChangeError otherwise, naming
-    the file, the hunk and the diff's line): a hand-edited or cut diff is refused before
-    anything is applied."""
-    lines = diff_text.splitlines()
-    current = "?"
-    number = 0
-    pos = 0
-    while pos < len(lines):
-        line = lines[pos]
-        if line.startswith("diff --git "):
-            current, number = _shown(line.split(" b/", 1)[-1]), 0
-        elif line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
-            name = line[4:].split("\t", 1)[0].strip()
-            current = _shown(name[2:] if name.startswith(("a/", "b/")) else name)
-        match = _HUNK.match(line)
-        if not match:
-            pos += 1
-            continue
-        number += 1
-        old = int(match.group(2) or 1) if match.group(2) != "0" else 0
-        new = int(match.group(4) or 1) if match.group(4) != "0" else 0
-        start, pos = pos, pos + 1
-        seen_old = seen_new = 0
-        while pos < len(lines):
-            body = lines[pos]
-            if body.startswith(("@@", "diff --git ")) or (
-                body.startswith("--- ") and pos + 1 < len(lines) and lines[pos + 1][:4] == "+++ "
-            ):
-                break
-            tag = body[:1]
-            if tag == "\\":
-                pass
-            elif tag == "+":
-                seen_new += 1
-            elif tag == "-":
-                seen_old += 1
-            elif tag == " " or body == "":
-                if body == "" and seen_old >= old and seen_new >= new:
-                    break  # a blank line after a complete hunk: not part of it
-                seen_old += 1
-                seen_new += 1
-            else:
-                break
-            pos += 1
-        if (seen_old, seen_new) != (old, new):
-            raise ChangeError(
-                f"{source}:{start + 1}: {current}: hunk {number} ({line.split('@@')[1].strip()})"
-                f" counts {old} old and {new} new lines but holds {seen_old} and {seen_new}: "
-                "the diff is cut or was edited by hand; make it again with `git diff`"
-            )
-
-
-def _shown(name: str) -> str:
-    """A diff's file name as the change's files are listed (the parser has refused the
-    names it cannot resolve)."""
-    try:
-        return repository_path(name)
-    except SelectorError:
-        return name
 
 
 @dataclass(frozen=True)
