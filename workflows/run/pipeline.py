@@ -136,6 +136,8 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     environment = under_test.resolve(request, change, ctx.settings)
     if under_test.deferred(request, change, ctx.settings):
         result = _defer(request, change, environment, result, ctx)
+    # edited upstream tests are tested only by their own variants
+    environment = under_test.reached(environment, (v for shard in result.shards for v in shard))
     planned = PlannedRun(
         request,
         result.plan,
@@ -208,6 +210,7 @@ def plan_facts(planned: PlannedRun) -> PlanFacts:
         # backend was broken upstream (`dashboard_export.triage`).
         backend=dict(planned.environment.backend) if planned.environment else {},
         torch_sha=planned.environment.torch.git_sha if planned.environment else "",
+        tried=planned.request.change_strict,
     )
 
 
@@ -425,6 +428,12 @@ def finish(
         state = RunState.INFRA_ERROR
     else:
         finished.outcomes, finished.classification = verdict.outcomes, verdict.classification
+        finished.planned = replace(
+            planned,
+            environment=under_test.reached(
+                planned.environment, under_test.ran_ids(finished.outcomes.values()), ran=True
+            ),
+        )
         finished.held_back = suspect_learning(finished, request.mass_failure_share)
         state = RunState.HELD if finished.held_back else RunState.COMPLETED
     # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
