@@ -311,3 +311,37 @@ def test_a_path_outside_the_tree_is_refused(
             cache_dir=tmp_path / "c",
         )
     assert not (tmp_path / "c").exists()
+
+
+def test_an_overlay_edited_after_it_was_written_is_made_again_never_believed(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The overlay folder is keyed by the change; one edited since (a reverted module, a
+    same-named folder with other texts) is said and written again before anything runs."""
+    diff = git_diff("torch/nn/functional.py", FUNCTIONAL, BROKEN_GLU, tmp=tmp_path)
+    first = prepare(diff, site, cache_dir=tmp_path / "cache")
+    [module] = Path(first.folder).glob("*.torch.nn.functional.py")
+    module.write_text(FUNCTIONAL)  # the break taken out behind the runner's back
+    again = prepare(diff, site, cache_dir=tmp_path / "cache")
+    assert again.folder == first.folder
+    assert "does not hold the change's texts" in capsys.readouterr().err
+    [module] = Path(again.folder).glob("*.torch.nn.functional.py")
+    assert module.read_text() == BROKEN_GLU
+    code = "import torch.nn.functional as F\ntry:\n    F.glu(1)\nexcept RuntimeError as e:\n"
+    changed = run_python(site, again.env({"PYTHONPATH": str(site)}), code + "    print(e)\n")
+    assert changed.stdout.strip() == "no scalars", changed.stderr
+
+
+def test_overlays_no_run_used_for_a_day_are_pruned(site: Path, tmp_path: Path) -> None:
+    from workflows.runner.change_overlay.overlay_files import UNUSED_S, prune
+
+    cache = tmp_path / "cache"
+    old = prepare(git_diff("torch/nn/functional.py", FUNCTIONAL, BROKEN_GLU, tmp=tmp_path), site,
+                  cache_dir=cache)  # fmt: skip
+    stale = Path(old.folder)
+    os.utime(stale, (0, 0))
+    new_text = FUNCTIONAL.replace("if x == 0:", "if x < 0:")
+    fresh = prepare(git_diff("torch/nn/functional.py", FUNCTIONAL, new_text, tmp=tmp_path), site,
+                    cache_dir=cache)  # fmt: skip
+    assert not stale.exists() and Path(fresh.folder).is_dir()  # pruned when the next is made
+    assert prune(cache, unused_s=UNUSED_S) == []  # the one just used stays

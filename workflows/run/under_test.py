@@ -88,6 +88,8 @@ def applied_change(
     trigger = request.event
     builds = torch_builds.roots(settings)
     tests = upstream_tests(request)
+    # Overlays live in the state directory (kept while used, pruned when not: `prepare`).
+    cache_dir = cache_dir or settings.state_dir / "changes"
     key = (
         tests,
         request.diff_text,

@@ -29,13 +29,11 @@ same folder with the same files.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from selector import SelectorError
@@ -46,15 +44,18 @@ from workflows.runner.change_overlay.kinds import (
     module_name,
     upstream_test_file,
 )
+from workflows.runner.change_overlay.overlay_files import (
+    ACTIVATION_FILE,
+    FORMAT,
+    TREE_DIR,
+    write_overlay,
+)
 from workflows.runner.change_overlay.patching import PatchError, apply_patch
 from workflows.settings import child_environment
 
 CHANGE_VAR = "SPYRE_CI_CHANGE"  # the activation file a test process applies at start
 TREE_VAR = "TORCH_ROOT"  # the upstream checkout file suites import their tests from
 SITE_DIR = Path(__file__).resolve().parent / "site"
-ACTIVATION_FILE = "activation.json"
-TREE_DIR = "tree"  # the mirror of TORCH_ROOT in an overlay folder
-FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,7 @@ def prepare_layer(
         return change, layer
     folder = (cache_dir or Path(tempfile.gettempdir()) / "spyre-ci-changes") / key
     mirror = (tests.root, tree) if tree and tests is not None and tests.root else None
-    _write_overlay(folder, change.id, texts, torch_root, mirror)
+    write_overlay(folder, change.id, texts, torch_root, mirror)
     return (
         replace(
             change,
@@ -391,78 +392,3 @@ def _broken(texts: Mapping[str, str | None], applied: Sequence[FileEffect]) -> l
         except ValueError as exc:  # a NUL byte
             found.append(f"{path}: {exc}")
     return found
-
-
-def _write_overlay(
-    folder: Path,
-    change_id: str,
-    texts: Mapping[str, str | None],
-    root: Path,
-    mirror: tuple[Path, Mapping[str, str | None]] | None = None,
-) -> None:
-    """The activation file and the changed modules' texts (path -> text, None: removed), and
-    the mirror of TORCH_ROOT (`mirror`: the checkout and its edited files' texts), written
-    once: a finished folder is never rewritten (a test process may be reading it), a
-    half-written one is replaced."""
-    if (folder / ACTIVATION_FILE).is_file():
-        return
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    modules = []
-    deleted = []
-    for number, (path, text) in enumerate(sorted(texts.items())):
-        module = module_name(path)
-        if text is None:
-            deleted.append(module)
-            continue
-        target = staging / f"{number}.{module}.py"
-        target.write_text(text, encoding="utf-8")
-        modules.append(
-            {
-                "module": module,
-                "origin": str(root / path),
-                "source": str(folder / target.name),
-                "package": PurePosixPath(path).name == "__init__.py",
-                "new": not (root / path).exists(),
-            }
-        )
-    if mirror is not None:
-        checkout, edited = mirror
-        _write_mirror(
-            staging / TREE_DIR, checkout.resolve(), {PurePosixPath(p): t for p, t in edited.items()}
-        )
-    activation = {"format": FORMAT, "id": change_id, "modules": modules, "deleted": deleted}
-    (staging / ACTIVATION_FILE).write_text(json.dumps(activation, indent=1) + "\n", "utf-8")
-    try:
-        os.rename(staging, folder)
-    except OSError:  # another process finished it first, or a half-written one is in the way
-        if (folder / ACTIVATION_FILE).is_file():
-            shutil.rmtree(staging, ignore_errors=True)
-            return
-        shutil.rmtree(folder, ignore_errors=True)
-        os.rename(staging, folder)
-
-
-def _write_mirror(target: Path, origin: Path, edited: Mapping[PurePosixPath, str | None]) -> None:
-    """`target` as `origin` with `edited` (paths relative to both -> text, None: absent):
-    the folders that hold an edited file are made, everything else is a symlink to
-    `origin`'s entry, so the checkout is never copied nor written."""
-    target.mkdir()
-    below: dict[str, dict[PurePosixPath, str | None]] = {}
-    for path, text in edited.items():
-        if len(path.parts) == 1:
-            if text is not None:
-                (target / path.name).write_text(text, encoding="utf-8")
-            continue
-        below.setdefault(path.parts[0], {})[PurePosixPath(*path.parts[1:])] = text
-    try:
-        names = sorted(os.listdir(origin))
-    except OSError:  # a folder the change adds
-        names = []
-    for name in names:
-        # Bytecode of the mirror's files goes into its own `__pycache__`, never the checkout's.
-        if name in below or PurePosixPath(name) in edited or name == "__pycache__":
-            continue
-        os.symlink(origin / name, target / name)
-    for name, inner in sorted(below.items()):
-        _write_mirror(target / name, origin / name, inner)
