@@ -195,8 +195,8 @@ def prepare(diff_text: str | None, torch_root: Path, **options: Any) -> AppliedC
     `tests`: the checkout the file suites import upstream's tests from, and what of it they
     reuse; its edited files are applied to it in the same way (None: `test/` has no effect).
     The overlay (the layer's modules and the change's over them) is written under
-    `cache_dir` (default: the system's temporary folder) in a folder named by the change,
-    the layer and the torch, once."""
+    `cache_dir` (a run passes STATE_DIR/changes; default: the system's temporary folder) in
+    a folder named by the change, the layer and the torch, once."""
     return prepare_layer(diff_text, torch_root, **options)[0]
 
 
