@@ -1,15 +1,23 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from suites.model import Outcome, Status
-from workflows.runner.shard_runner import Limits, run_shard, short_message, thread_env
+from workflows.runner.shard_runner import (
+    Limits,
+    ShardResult,
+    run_shard,
+    short_message,
+    thread_env,
+)
 
 CRASHY = textwrap.dedent(
     """
@@ -55,7 +63,7 @@ def shard_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(shard_dir: Path, ids: list[str], **limits: float) -> tuple[dict[str, Outcome], int]:
+def run(shard_dir: Path, ids: list[str], **limits: Any) -> tuple[dict[str, Outcome], int]:
     seen: list[Outcome] = []
     env = CONTRACT_ENV
     result = run_shard(
@@ -272,13 +280,16 @@ def test_parallel_shards_split_the_cpus_between_their_threads(
 
 KILLS_PARENT = textwrap.dedent(
     """
-    import os, signal
+    import os, signal, time
 
     def test_first():
         assert True
 
     def test_kills_parent():
         os.kill(os.getppid(), signal.SIGKILL)
+        # The keeper's death takes its process along (its death signal), a moment later on
+        # a busy machine: waiting here keeps that moment inside this test, not the next.
+        time.sleep(60)
 
     def test_last():
         assert True
@@ -295,6 +306,7 @@ def test_a_test_that_kills_its_parent_is_contained(
     monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])  # the zygote's too
     (tmp_path / "test_crashy.py").write_text(KILLS_PARENT)
     ids = [f"demo::t::{n}::f32" for n in ("first", "kills_parent", "last")]
+    zygote.stop_all()  # those of the tests before this one in this process
     try:
         result = run_shard(
             "s0", ids, tmp_path, limits=Limits(memory_mb=None), plugin="contract_plugin", warm=warm
@@ -304,11 +316,13 @@ def test_a_test_that_kills_its_parent_is_contained(
     finally:
         zygote.stop_all()
     statuses = {o.id.split("::")[2]: o.status for o in result.outcomes}
-    # The runner (this process) is alive, every test has its outcome (the killer's: passed
-    # when it ended before its keeper's death reached it, else crashed), the rest ran.
+    # The runner (this process) is alive, every test has its outcome (the killer's: crashed,
+    # by its keeper's signal, at once and not at the test timeout), the rest ran.
     assert set(statuses) == {"first", "kills_parent", "last"}, result.outcomes
     assert statuses["first"] is statuses["last"] is Status.PASSED
-    assert statuses["kills_parent"] in (Status.PASSED, Status.CRASHED)
+    assert statuses["kills_parent"] is Status.CRASHED
+    killer = next(o for o in result.outcomes if "kills_parent" in o.id)
+    assert "killed by signal 9 (SIGKILL)" in killer.message and killer.duration_s < 30
     assert result.fault is None
     if warm:
         assert result.warm_processes == result.subprocesses  # every process forked warm
@@ -340,3 +354,96 @@ def test_a_device_that_breaks_mid_shard_is_an_infrastructure_fault_not_test_fail
     assert result.fault is not None
     assert "health probe" in result.fault.cause and "device stuck" in result.fault.cause
     assert set(result.fault.unrun) == set(ids[2:])
+
+
+LOUD = textwrap.dedent(
+    """
+    import os, signal, sys
+
+    def test_loud():
+        sys.stdout.write("first line\\n" + "x" * 1_000_000 + "\\nlast words\\n")
+        assert False, "loud and failing"
+
+    def test_kills_itself():
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def run_loud(
+    folder: Path, name: str, warm: bool, monkeypatch: pytest.MonkeyPatch, **limits: Any
+) -> ShardResult:
+    """`test_<name>` of LOUD, in a warm or a cold process."""
+    monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])  # the zygote's too
+    (folder / "test_loud.py").write_text(LOUD)
+    ids = [f"demo::t::{name}::f32"]
+    limited = Limits(memory_mb=None, **limits)
+    return run_shard("s0", ids, folder, limits=limited, plugin="contract_plugin", warm=warm)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_test_s_output_is_capped_saying_where_it_was_cut(
+    tmp_path: Path, warm: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = 64 * 1024
+    result = run_loud(tmp_path, "loud", warm, monkeypatch, output_bytes=limit)
+    assert [o.status for o in result.outcomes] == [Status.FAILED]
+    assert result.warm_processes == (1 if warm else 0)
+    [stdout] = tmp_path.glob("s0.*.stdout")
+    text = stdout.read_text()
+    # pytest's report holds the captured megabyte: kept are its start, a note where it was
+    # cut, its end (the summary line), and what was cut.
+    assert len(text) <= limit + 1000, len(text)
+    assert "first line" in text and "1 failed" in text.splitlines()[-3]
+    assert f"the output is cut here, after its first {limit // 2} bytes" in text
+    assert re.search(r"\[spyre-ci: \d+ bytes of this output were cut where it says so", text)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_test_killed_by_a_signal_is_reported_by_its_signal(
+    tmp_path: Path, warm: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run_loud(tmp_path, "kills_itself", warm, monkeypatch)
+    [outcome] = result.outcomes
+    assert outcome.status is Status.CRASHED
+    assert outcome.message == "the test process killed by signal 9 (SIGKILL) while this test ran"
+    assert result.warm_processes == (1 if warm else 0)
+
+
+def test_how_a_process_ended_is_named_by_its_signal_or_exit_code() -> None:
+    import signal
+
+    from workflows.runner.keeper import status_text
+
+    assert status_text(-9) == "killed by signal 9 (SIGKILL)"
+    assert status_text(-int(signal.SIGSEGV)) == "killed by signal 11 (SIGSEGV)"
+    assert status_text(-(int(signal.SIGRTMIN) + 2)).endswith("(SIGRTMIN+2)")  # no ValueError
+    assert status_text(70) == "exited with code 70"
+    assert status_text(None) == "was killed"
+
+
+def test_capped_output_keeps_both_ends_within_its_limit(tmp_path: Path) -> None:
+    from workflows.runner.keeper import Capped
+
+    path = tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    sink = Capped(fd, 1000)
+    for n in range(2000):
+        sink.write(f"{n:05d}\n".encode())
+        assert path.stat().st_size <= 1000 + 200  # never past the limit, note aside
+    sink.close()
+    os.close(fd)
+    text = path.read_text()
+    assert text.startswith("00000\n00001\n")  # the first half as it came
+    assert "the output is cut here, after its first 500 bytes" in text
+    assert "01999\n\n[spyre-ci: " in text  # the latest lines, then what was cut
+    kept = text.split("what follows is its end]\n")[1].split("\n[spyre-ci:")[0]
+    assert kept.endswith("01999\n") and len(kept) >= 250  # at least a quarter of the limit
+    assert f"({2000 * 6} written)" in text
+    small = tmp_path / "small"
+    fd = os.open(small, os.O_WRONLY | os.O_CREAT)
+    sink = Capped(fd, 1000)
+    sink.write(b"short\n")
+    sink.close()
+    os.close(fd)
+    assert small.read_text() == "short\n"  # under the limit: as written, no note

@@ -42,7 +42,8 @@ def contract_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def zygote_pids() -> list[int]:
-    return [z.proc.pid for z in zygote._POOL._zygotes.values()]
+    """The zygotes' own pids (their keepers' once they are not ready yet)."""
+    return [z.pid or z.proc.pid for z in zygote._POOL._zygotes.values()]
 
 
 def test_a_warm_shard_has_the_outcomes_of_a_cold_one(tmp_path: Path) -> None:
@@ -390,3 +391,43 @@ def test_a_memory_limit_below_the_zygotes_size_starts_cold(
     # from its first byte, and the runner says why.
     assert tight.warm_processes == 0
     assert "below what a warm test process starts with" in caplog.text
+
+
+def test_staleness_is_keyed_by_content_not_by_size_and_mtime(tmp_path: Path) -> None:
+    """An edit that keeps a loaded file's size, its mtime set back, is still an edit; a
+    `touch` that keeps its content is not (a restart would cost a warm-up for nothing)."""
+    from workflows.runner.zygote_process import file_digest, file_stamp
+
+    module = tmp_path / "helper.py"
+    module.write_text("VALUE = 1\n")
+    loaded = zygote.Zygote.__new__(zygote.Zygote)  # its warm-up's record, no process
+    loaded._files = [[str(module), file_stamp(str(module)), file_digest(str(module))]]
+    assert loaded.stale() is None
+    os.utime(module, ns=(1, 2))  # touched: the stamp moves, the content does not
+    assert loaded.stale() is None
+    before = module.stat()
+    module.write_text("VALUE = 2\n")  # the same size
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))  # the old mtime back
+    assert module.stat().st_size == before.st_size
+    assert module.stat().st_mtime_ns == before.st_mtime_ns
+    assert loaded.stale() == str(module)
+    module.unlink()
+    assert loaded.stale() == str(module)
+
+
+def test_a_long_tmpdir_does_not_cost_the_zygote_its_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Unix socket's path holds 107 bytes: under a deep $TMPDIR (pytest's own, under
+    xdist) the zygote could not bind it, and every test process started cold."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr("tempfile.tempdir", str(deep))
+    key = zygote.ZygoteKey("/bin/true", PLUGIN, (), "i", "c", ())
+    started = zygote.Zygote(key)
+    try:
+        assert len(str(started.socket_path)) <= 107
+        assert started.folder.parent == Path("/tmp")
+    finally:
+        started.stop()
+    assert not started.folder.exists()

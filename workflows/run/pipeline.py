@@ -472,19 +472,19 @@ def finish(
 
 def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outcome]) -> bool:
     """Whether `fault` is the applied change's own failure, not the tool's: the changed torch
-    does not import (a syntax error in a changed module, named in the fault's cause). Then
-    each variant it left unrun gets an `error` outcome saying so (added to `outcomes`): the
-    change broke them, and the A/B comparison tells whether they pass without it."""
+    does not import (a changed module's import hung, ended its process or raised, as the
+    shard runner found it: `InfraFault.change`; or a syntax error in a changed module, named
+    in the fault's cause). Then each variant it left unrun gets an `error` outcome saying so
+    (added to `outcomes`): the change broke them, and the A/B comparison tells whether they
+    pass without it."""
     broken = list(planned.environment.change.broken) if planned.environment else []
-    if not broken:
-        return False
-    paths = {b.split(":", 1)[0] for b in broken}
-    if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
-        return False
-    message = (
-        "the change breaks importing torch (the change's failure, not the tool's): "
-        + "; ".join(broken[:3])
-    )
+    why = fault.change
+    if not why:
+        paths = {b.split(":", 1)[0] for b in broken}
+        if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
+            return False
+        why = "; ".join(broken[:3])
+    message = "the change breaks importing torch (the change's failure, not the tool's): " + why
     outcomes.extend(Outcome(vid, Status.ERROR, 0.0, message) for vid in fault.unrun)
     return True
 

@@ -20,17 +20,24 @@ ends with an `InfraFault` naming the cause, and its unrun variants get no outcom
 A test process is forked from a warm zygote (`workflows/runner/zygote.py`: torch, the test
 databases and the expanded suites already loaded) when one may serve the shard, else started
 cold; both run the same pytest command line with the same files and are killed, timed and
-limited the same way. `warm=False` (`SPYRE_CI_ZYGOTE=0`, handed in as `Settings.zygote` by
-the callers that run a run's shards) starts every process cold.
+limited the same way, under a keeper (`workflows/runner/keeper.py`: a test that kills its
+parent kills the keeper; what it writes is capped at `Limits.output_bytes` a stream).
+`warm=False` (`SPYRE_CI_ZYGOTE=0`, handed in as `Settings.zygote` by the callers that run a
+run's shards) starts every process cold.
+
+A run's changed torch module runs at import, before the first test: an import of it that
+outlives the per-test timeout is killed, and a process that ends in it (killed, exited,
+raised: `workflows/runner/change_imports.py`) is the change's failure, an `InfraFault` whose
+`change` says so, at once and never retried; the pipeline gives its variants `error`
+outcomes. The zygote's import of the change stands for its forks (`zygote.ChangeFailed`),
+with the same words.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -45,7 +52,8 @@ from typing import Protocol
 from suites.claims import Claims
 from suites.model import Outcome, Status
 from suites.results_file import DeviceFault, ResultsReader, Started
-from workflows.runner import zygote
+from workflows.runner import change_imports, keeper, zygote
+from workflows.runner.keeper import DEFAULT_OUTPUT_BYTES, status_text
 from workflows.settings import child_environment
 
 PLUGIN = "suites.pytest_plugin"
@@ -64,6 +72,12 @@ class Limits:
     # Extra time a subprocess gets beyond the test timeout before it is killed: the plugin's
     # own timeout should fire first and report a clean timeout from inside the process.
     kill_grace_s: float = 10.0
+    output_bytes: int = DEFAULT_OUTPUT_BYTES  # kept of each of a process's stdout and stderr
+
+    @property
+    def hang_s(self) -> float:
+        """How long a test, or an import of a run's change, may run before it is killed."""
+        return self.test_timeout_s + self.kill_grace_s
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,9 @@ class InfraFault:
     cause: str  # the exit status and the tail of the process's stderr and stdout
     unrun: tuple[str, ...]  # the variants it could not run
     attempts: int  # fresh processes tried
+    # Set when the run's change is what failed (its import hung, ended its process or
+    # raised, `change_imports.blame`): not the tool's fault; the words are the outcome's.
+    change: str = ""
 
     @property
     def summary(self) -> str:
@@ -89,6 +106,7 @@ class InfraFault:
             "cause": self.cause,
             "unrun": list(self.unrun),
             "attempts": self.attempts,
+            "change": self.change,
         }
 
     @classmethod
@@ -100,6 +118,7 @@ class InfraFault:
             str(data.get("cause", "")),
             tuple(str(v) for v in unrun) if isinstance(unrun, list | tuple) else (),
             int(attempts) if isinstance(attempts, int | str | float) else 1,
+            str(data.get("change") or ""),
         )
 
 
@@ -264,16 +283,24 @@ def run_shard(
         ) + (claims.as_options() if claims is not None else [])
         ended_before = len(done)
         device_faults: list[DeviceFault] = []
+        blamed = ""  # the change's failure, when the change's import is what ended it
         try:
-            returncode, forked = _run_subprocess(
+            returncode, forked, blamed = _run_subprocess(
                 command, results_file, workdir, limits, left_s, env, record, stop, key,
                 device_faults,
             )  # fmt: skip
             result.warm_processes += forked
+        except zygote.ChangeFailed as exc:  # the zygote's import of the change failed
+            returncode, blamed = None, exc.why
+            cause = f"{exc.why}\n--- the zygote's log (last lines) ---\n{_tail(exc.log)}"
         except OSError as exc:  # the interpreter is gone, fork failed, the disk is full
             returncode, cause = None, f"cannot start the test process: {exc}"
         else:
-            cause = _cause(returncode, results_file.with_suffix(""))
+            cause = _cause(returncode, results_file.with_suffix(""), blamed)
+        if blamed and len(done) == ended_before:
+            # Deterministic, and not the tool's: no second process is spent on it.
+            result.fault = InfraFault(shard_id, cause, tuple(remaining), 1, change=blamed)
+            break
         if device_faults:
             # The device-fault guard: the failures since the device's last good probe are
             # the device's, not their tests'. The shard stops as an infrastructure fault.
@@ -320,18 +347,13 @@ _ATTEMPTS = 2  # fresh processes a shard gets to run its first test before it is
 _YIELDS = 8  # processes that found all they had taken by other runners, before that is a fault
 
 
-def _cause(returncode: int | None, stem: Path) -> str:
-    """Why a test process ended before its first test: exit status, stderr and stdout tails.
+def _cause(returncode: int | None, stem: Path, change: str = "") -> str:
+    """Why a test process ended before its first test: exit status (or the change's import
+    that ended it), stderr and stdout tails.
 
     pytest prints collection errors and usage errors to different streams; both are kept.
     """
-    if returncode is None:
-        status = "was killed"
-    elif returncode < 0:
-        status = f"died with {signal.Signals(-returncode).name}"
-    else:
-        status = f"exited with code {returncode}"
-    parts = [f"the test process {status} before its first test"]
+    parts = [change or f"the test process {status_text(returncode)} before its first test"]
     for stream in ("stderr", "stdout"):
         tail = _tail(Path(f"{stem}.{stream}"))
         if tail != "(no output)":
@@ -364,7 +386,8 @@ def _start(
     key: zygote.ZygoteKey | None,
 ) -> tuple[TestProcess, bool]:
     """The test process of `command`, forked warm when `key` names a zygote that can, and
-    whether it was; its stdout and stderr go to `<stem>.stdout` and `<stem>.stderr`."""
+    whether it was; its stdout and stderr go to `<stem>.stdout` and `<stem>.stderr`.
+    `zygote.ChangeFailed` when the zygote of `key` failed in its import of the change."""
     out, err = Path(f"{stem}.stdout"), Path(f"{stem}.stderr")
     out.write_bytes(b"")
     err.write_bytes(b"")
@@ -378,36 +401,34 @@ def _start(
                 stdout=out,
                 stderr=err,
                 memory_mb=limits.memory_mb,
+                import_limit_s=limits.hang_s,
+                output_bytes=limits.output_bytes,
             )
+        except zygote.ChangeFailed:
+            raise
         except zygote.ZygoteUnavailable as exc:
             zygote.log_once(f"warm runner unavailable, test processes start cold: {exc}")
         else:
             return child, True
     interpreter = command[0] if os.sep in command[0] else shutil.which(command[0])
     if interpreter is None or not os.access(interpreter, os.X_OK):
-        # Said as Popen would, not as the keeper's shell (exit 127) would.
+        # Said as Popen would, not as the keeper (exit 127) would.
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command[0])
+    # The keeper: this interpreter, isolated (`-I -S`: it imports nothing of the test's
+    # environment), running `keeper.py` as a script; it starts the test process and waits.
+    keep = [sys.executable, "-I", "-S", keeper.__file__, str(os.getpid())]
+    keep += [str(limits.output_bytes), str(limits.memory_mb or 0), "--"]
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         proc = subprocess.Popen(
-            [*_KEEPER, *command],
+            [*keep, *command],
             cwd=workdir,
             env=env,
+            stdin=subprocess.DEVNULL,  # as a warm one's: a test never reads the runner's
             stdout=stdout,
             stderr=stderr,
             start_new_session=True,  # so a kill reaches grandchildren too
-            preexec_fn=_child_setup(limits.memory_mb),
         )
     return proc, False
-
-
-# A cold test process runs under a shell that waits for it and ends as it ended: a test that
-# kills its parent kills that shell (its test is recorded crashed), never the runner.
-_KEEPER = (
-    "/bin/sh",
-    "-c",
-    '"$@"; s=$?; if [ "$s" -gt 128 ]; then kill -$((s - 128)) $$; fi; exit "$s"',
-    "spyre-ci-test",
-)
 
 
 def _run_subprocess(
@@ -421,23 +442,29 @@ def _run_subprocess(
     stop: threading.Event | None = None,
     key: zygote.ZygoteKey | None = None,
     device_faults: list[DeviceFault] | None = None,
-) -> tuple[int | None, bool]:
-    """Run one test process to its end; returns its exit code (None when it was killed) and
-    whether it was forked warm. A device fault its plugin reported goes into
+) -> tuple[int | None, bool, str]:
+    """Run one test process to its end; returns its exit code (None when it was killed),
+    whether it was forked warm, and the change's failure when the change's import ended it
+    before its first test ("" otherwise). A device fault its plugin reported goes into
     `device_faults`."""
     device_faults = [] if device_faults is None else device_faults
     stem = results_file.with_suffix("")
     results_file.touch()
+    imports = Path(f"{stem}.imports")
+    env = {**(env or {}), change_imports.IMPORTS_VAR: str(imports)}
     proc, forked = _start(command, workdir, child_environment(env), limits, stem, key)
     reader = ResultsReader(results_file)
     deadline = time.monotonic() + budget_s
     current: tuple[str, float] | None = None  # (variant id, monotonic start)
     killed_for: Status | None = None
+    tested = False  # a test started in this process
+    hung = False  # killed in an import of the change that outlived the per-test timeout
     try:
         while True:
             exited = proc.poll() is not None
             for event in reader.read():
                 if isinstance(event, Started):
+                    tested = True
                     current = (event.id, time.monotonic())
                 elif isinstance(event, DeviceFault):
                     device_faults.append(event)
@@ -454,9 +481,14 @@ def _run_subprocess(
             )
             if test_overdue or now > deadline:
                 killed_for = Status.TIMEOUT
+            if current is None and not tested and imports.exists() and not hung:
+                hung = change_imports.overdue(change_imports.read(imports), limits.hang_s)
             if stop is not None and stop.is_set():
                 _kill_group(proc)
-                return None, forked  # interrupted: the test that was running reports nothing
+                return None, forked, ""  # interrupted: the test running reports nothing
+            if hung:
+                _kill_group(proc)
+                break
             if killed_for is not None:
                 _kill_group(proc)
                 continue
@@ -485,7 +517,16 @@ def _run_subprocess(
             )
         else:
             record(Outcome(vid, Status.CRASHED, elapsed, _describe_exit(proc.returncode)))
-    return (None if killed_for is not None else proc.returncode), forked
+    blamed = None
+    if not tested and imports.exists():
+        watched = change_imports.read(imports)
+        blamed = (
+            change_imports.hung(watched, limits.hang_s)
+            if hung
+            else change_imports.blame(watched, proc.returncode, _tail(Path(f"{stem}.stderr")))
+        )
+    ended = None if killed_for is not None or hung else proc.returncode
+    return ended, forked, blamed or ""
 
 
 def short_message(text: str, limit: int = _MESSAGE_LIMIT) -> str:
@@ -511,26 +552,6 @@ def _native_exception(lines: Sequence[str]) -> str | None:
     return "\n".join(rest).strip() or None
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _child_setup(memory_mb: int | None) -> Callable[[], None]:
-    """Runs in the test subprocess before exec: memory cap, and die with the parent.
-
-    Without the death signal, a worker killed mid-shard would leave its pytest running,
-    writing results nobody reads while the redelivered shard runs the same tests again.
-    """
-    limit = None if memory_mb is None else memory_mb * 1024 * 1024
-
-    def apply() -> None:
-        if limit is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        if sys.platform == "linux":
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-    return apply
-
-
 def _kill_group(proc: TestProcess) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -538,10 +559,7 @@ def _kill_group(proc: TestProcess) -> None:
 
 
 def _describe_exit(returncode: int | None) -> str:
-    if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name
-        return f"the test process died with {name} while this test ran"
-    return f"the test process exited with code {returncode} while this test ran"
+    return f"the test process {status_text(returncode)} while this test ran"
 
 
 def _tail(path: Path) -> str:

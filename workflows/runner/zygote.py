@@ -24,17 +24,25 @@ and the environment: when any of them changes, a new zygote is built. A zygote t
 start, died, or refuses to fork (a thread runs in it: a fork would copy its locks, not the
 thread) is dropped; its shards start cold, and that is logged once.
 
+A run's changed torch is untrusted code, and the zygote imports it as a cold test process
+would: under a keeper (`workflows.runner.keeper`: a module that kills its parent kills the
+keeper, never the runner), with its imports watched (`workflows.runner.change_imports`) and
+bounded by the per-test timeout. When that import hangs, kills its process or raises, the
+zygote's failure is the change's (`ChangeFailed`, for every fork it was asked for): the shard
+runner reports it as a cold process would, never going cold to wait for the same thing again.
+
 The zygote (`workflows/runner/zygote_process.py`) speaks one JSON line each way per connection on
 a Unix socket in a private folder: `{"argv", "cwd", "env", "stdout", "stderr", "memory_mb"}`
 -> `{"pid"}` (or `{"error"}`), then `{"exit": returncode}` when the child ends (the zygote
-is its parent and reaps it). It ends when its stdin closes (the runner exited), killing its
-children's groups.
+is its parent's keeper, which reaps it). It ends when its stdin closes (the runner exited),
+killing its children's groups.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -54,6 +62,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workflows.runner import change_imports
+from workflows.runner.keeper import DEFAULT_OUTPUT_BYTES, status_text
 from workflows.settings import child_environment
 
 log = logging.getLogger(__name__)
@@ -65,6 +75,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 RUNTIME_VARS = (
     *THREAD_VARS,
     "PYTEST_CURRENT_TEST",
+    change_imports.IMPORTS_VAR,  # each process's own log of the change's imports
     "PWD",
     "OLDPWD",
     "_",
@@ -93,10 +104,21 @@ _PAD = "--pad=" + "." * 8192
 MEMORY_HEADROOM_MB = 256  # what a test needs beyond the zygote's own mapping, at least
 MAX_ZYGOTES = 2  # alive at once per process (distinct specs, say); the least recent goes
 READY_TIMEOUT_S = 300.0
+_SOCKET_PATH_MAX = 100  # a Unix socket's path holds 107 bytes (Linux)
 
 
 class ZygoteUnavailable(Exception):
     """The zygote cannot fork this test process: start it cold (the message says why)."""
+
+
+class ChangeFailed(ZygoteUnavailable):
+    """The run's change failed in the zygote's import of it (`change_imports.blame`): every
+    test process of that change would fail the same way, cold or warm. `why` says how."""
+
+    def __init__(self, why: str, log: Path) -> None:
+        super().__init__(why)
+        self.why = why
+        self.log = log  # the zygote's log (what the import wrote), for the cause
 
 
 @dataclass(frozen=True)
@@ -107,7 +129,7 @@ class ZygoteKey:
     plugin: str
     specs: tuple[str, ...]
     inventory: str  # workflows.stores.inventory_cache.cache_key: torch version, specs, suites/ code
-    code: str  # the backend's and the plugin's code (sizes and mtimes)
+    code: str  # the backend's and the plugin's code (content digest)
     env: tuple[tuple[str, str], ...]  # the environment, less RUNTIME_VARS
 
 
@@ -184,10 +206,16 @@ def fork(
     stdout: Path,
     stderr: Path,
     memory_mb: int | None,
+    import_limit_s: float | None = None,
+    output_bytes: int = DEFAULT_OUTPUT_BYTES,
 ) -> WarmChild:
     """A test process forked from the zygote of `key` (started now when there is none):
-    `pytest.main(argv)` in `cwd` with exactly `env`, stdout and stderr appended to the files."""
-    return _POOL.get(key).fork(argv, cwd, env, stdout, stderr, memory_mb)
+    `pytest.main(argv)` in `cwd` with exactly `env`, stdout and stderr appended to the files
+    (at most `output_bytes` of each, `workflows.runner.keeper.Capped`). `import_limit_s`:
+    how long an import of a run's changed module may take in the zygote (a test's timeout);
+    `ChangeFailed` when it takes longer, or fails."""
+    zygote = _POOL.get(key)
+    return zygote.fork(argv, cwd, env, stdout, stderr, memory_mb, import_limit_s, output_bytes)
 
 
 def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = None) -> None:
@@ -281,13 +309,20 @@ class Zygote:
     def __init__(self, key: ZygoteKey) -> None:
         self.key = key
         self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-"))
+        if len(str(self.folder / "socket")) > _SOCKET_PATH_MAX:  # a long $TMPDIR
+            self.folder.rmdir()
+            self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-", dir="/tmp"))
         self.socket_path = self.folder / "socket"
+        self.imports = self.folder / "imports"  # its log of the change's imports
         self.broken: str | None = None
+        self.change: str | None = None  # set when the change failed in its import
+        self.pid: int | None = None  # the zygote's own (`proc` is its keeper), once ready
         self._ready = False
-        self._files: list[tuple[str, int, int]] = []
+        self._files: list[list[str]] = []  # [path, stat stamp, digest]
         self._lock = threading.Lock()
         self._log = open(self.folder / "zygote.log", "wb")  # noqa: SIM115 - closed in stop()
         command = [key.python, "-m", PROCESS, str(self.socket_path), key.plugin]
+        self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [*command, *key.specs, _PAD],
             stdin=subprocess.PIPE,
@@ -295,7 +330,7 @@ class Zygote:
             stderr=self._log,
             # The key's environment: a run's change is applied at the zygote's start, so the
             # torch it loads, and every test process it forks, is the changed one.
-            env=child_environment(dict(key.env)),
+            env=child_environment({**dict(key.env), change_imports.IMPORTS_VAR: str(self.imports)}),
             # Started in its private folder: `python -m` puts the folder it starts in first on
             # sys.path, and the runner's own folder (a checkout, say) must not shadow the
             # installed code a cold test process imports.
@@ -311,9 +346,11 @@ class Zygote:
         stdout: Path,
         stderr: Path,
         memory_mb: int | None,
+        import_limit_s: float | None = None,
+        output_bytes: int = DEFAULT_OUTPUT_BYTES,
     ) -> WarmChild:
-        self._wait_ready()
-        mapped = _mapped_mb(self.proc.pid)
+        self._wait_ready(import_limit_s)
+        mapped = _mapped_mb(self.pid or self.proc.pid)
         if memory_mb is not None and mapped is not None and mapped + MEMORY_HEADROOM_MB > memory_mb:
             # The limit holds for the whole test process, and a fork starts with everything
             # the zygote maps: below that, tests would fail wherever an allocation lands.
@@ -328,6 +365,7 @@ class Zygote:
             "stdout": str(stdout),
             "stderr": str(stderr),
             "memory_mb": memory_mb,
+            "output_bytes": output_bytes,
         }
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -346,38 +384,87 @@ class Zygote:
             raise ZygoteUnavailable(self.broken)
         return WarmChild(conn, int(reply["pid"]), self)
 
-    def _wait_ready(self) -> None:
+    def unavailable(self) -> ZygoteUnavailable:
+        """What a fork of a broken zygote raises: the change's failure, or why it is gone."""
+        if self.change is not None:
+            return ChangeFailed(self.change, self.folder / "zygote.log")
+        return ZygoteUnavailable(self.broken or "")
+
+    def _wait_ready(self, import_limit_s: float | None = None) -> None:
         with self._lock:
             if self.broken is not None:
-                raise ZygoteUnavailable(self.broken)
+                raise self.unavailable()
             if self._ready:
                 return
-            assert self.proc.stdout is not None
-            readable, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
-            line = self.proc.stdout.readline() if readable else b""
+            line = self._ready_line(import_limit_s)
             try:
                 message = json.loads(line) if line else {}
             except ValueError:
                 message = {}
             if message.get("ready"):
                 self._ready = True
-                self._files = [(str(p), int(m), int(n)) for p, m, n in message.get("files") or ()]
+                self.pid = int(message.get("pid") or self.proc.pid)
+                self._files = [[str(f) for f in entry] for entry in message.get("files") or ()]
                 return
-            self.broken = f"the zygote did not start (see {self.folder / 'zygote.log'}): " + str(
-                message.get("error") or _log_tail(self.folder / "zygote.log")
+            imports = change_imports.read(self.imports)
+            log = self.folder / "zygote.log"
+            if import_limit_s is not None and change_imports.overdue(imports, import_limit_s):
+                self._kill()
+                self.change = change_imports.hung(imports, import_limit_s)
+            else:
+                try:
+                    self.proc.wait(timeout=10)  # it ended: how (its keeper may take a moment)
+                except subprocess.TimeoutExpired:
+                    self._kill()  # it did not: killed before it is reaped (`stop`)
+                self.change = change_imports.blame(
+                    imports, self.proc.returncode, _log_tail(log, ended=self.proc.returncode)
+                )
+            self.broken = self.change or (
+                f"the zygote did not start (see {log}): "
+                + str(message.get("error") or _log_tail(log, ended=self.proc.returncode))
             )
-            raise ZygoteUnavailable(self.broken)
+            raise self.unavailable()
+
+    def _ready_line(self, import_limit_s: float | None) -> bytes:
+        """Its first line; b"" when it ended first, an import of the change took longer than
+        `import_limit_s` (a hang, as a cold process would be killed for), or its warm-up
+        took longer than READY_TIMEOUT_S outside such an import."""
+        assert self.proc.stdout is not None
+        while True:
+            readable, _, _ = select.select([self.proc.stdout], [], [], 0.25)
+            if readable:
+                return self.proc.stdout.readline()
+            if import_limit_s is None:
+                if time.monotonic() - self.started > READY_TIMEOUT_S:
+                    return b""
+                continue
+            imports = change_imports.read(self.imports)
+            if change_imports.overdue(imports, import_limit_s):
+                return b""
+            if time.monotonic() - self.started > READY_TIMEOUT_S and not imports.open:
+                return b""
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def stale(self) -> str | None:
-        """A module file it loaded at warm-up that changed on disk since (None: none did, or
-        it is not ready yet): its forks would run the old code."""
-        for path, mtime_ns, size in getattr(self, "_files", ()):
-            try:
-                st = os.stat(path)
-            except OSError:
-                return str(path)
-            if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
-                return str(path)
+        """A module file it loaded at warm-up whose content changed on disk since (None: none
+        did, or it is not ready yet): its forks would run the old code. The content's digest
+        decides; it is computed again only for a file whose stat stamp (inode, size, mtime,
+        ctime) moved, so a `touch` costs one digest and an edit with its mtime set back is
+        still seen."""
+        from workflows.runner.zygote_process import file_digest, file_stamp
+
+        files: list[list[str]] = getattr(self, "_files", [])
+        for entry in files:
+            path, stamp, digest = entry
+            now = file_stamp(path)
+            if now == stamp:
+                continue
+            if not now or file_digest(path) != digest:
+                return path
+            entry[1] = now  # the same content: no digest the next time
         return None
 
     def stop(self) -> None:
@@ -388,8 +475,7 @@ class Zygote:
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            self._kill()
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
@@ -423,7 +509,7 @@ class _Pool:
                 self._zygotes.move_to_end(key)
                 return zygote
             if zygote is not None:  # a broken one is never retried: cold from now on
-                raise ZygoteUnavailable(zygote.broken or "")
+                raise zygote.unavailable()
             while len(self._zygotes) >= MAX_ZYGOTES:
                 _, old = self._zygotes.popitem(last=False)
                 old.stop()
@@ -475,7 +561,8 @@ def _environment(python: str) -> str:
 
 
 def _code_stamp(plugin: str) -> str:
-    """Sizes and mtimes of the code a zygote imports that `cache_key` does not hash."""
+    """A digest of the content of the code a zygote imports that `cache_key` does not hash
+    (an edit that keeps a file's size and mtime is still an edit)."""
     import backend_under_test
 
     files = sorted(Path(backend_under_test.__file__).resolve().parent.rglob("*.py"))
@@ -485,12 +572,11 @@ def _code_stamp(plugin: str) -> str:
         spec = importlib.util.find_spec(plugin)
         if spec is not None and spec.origin:
             files.append(Path(spec.origin))
-    parts = []
+    digest = hashlib.sha256()
     for path in files:
         with contextlib.suppress(OSError):
-            st = path.stat()
-            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
-    return str(hash("\n".join(parts)))
+            digest.update(f"{path}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _mapped_mb(pid: int) -> int | None:
@@ -514,9 +600,13 @@ def _read_line(conn: socket.socket) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
-def _log_tail(path: Path, limit: int = 1500) -> str:
+def _log_tail(path: Path, limit: int = 1500, ended: int | None = None) -> str:
+    """The end of the zygote's log; when it is empty, how the zygote ended (`ended`: its
+    keeper's exit status, None while it runs)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
-        return "(no log)"
-    return text[-limit:] or "it exited without a word"
+        text = ""
+    if text:
+        return text[-limit:]
+    return f"it {status_text(ended)} with nothing in its log" if ended is not None else "no log"

@@ -2,11 +2,20 @@
 
     python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...]
 
-It loads torch, the test databases and the plugin (whose `preload(specs)` expands the suites),
-freezes its heap, says `{"ready": true}` on stdout, then forks one test process per request
-on the Unix socket until its stdin closes. Each child becomes what the cold command
-`python -m pytest ARGV` in the request's folder would be, and the zygote, its parent, reports
-its exit status on the connection that asked for it.
+It loads the plugin, torch and the test databases (the plugin first, as a cold `pytest -p
+PLUGIN` does, then its `preload(specs)` expands the suites), freezes its heap, says
+`{"ready": true}` on stdout, then forks one test process per request on the Unix socket until
+its stdin closes. Each child becomes what the cold command `python -m pytest ARGV` in the
+request's folder would be, and the zygote, its parent, reports its exit status on the
+connection that asked for it.
+
+What it imports may be a run's changed torch, untrusted code, which gets what it would get in
+a cold test process: a keeper for a parent (`workflows.runner.keeper`: the process started
+is the keeper, the zygote its child), stdin at /dev/null and stdout into the log (the
+protocol's two pipes are moved to private descriptors first, so a `print()` or a read at
+import never touches them), its imports watched (`workflows.runner.change_imports`), and
+what it does to the environment kept for every child (`_IMPORTED_ENV`: a cold process
+imports the same code in its own environment).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import hashlib
 import importlib
 import json
 import os
@@ -29,24 +39,41 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_PR_SET_PDEATHSIG = 1
+from workflows.runner import keeper
+
 _REFUSED = "refused to fork"
+# What the warm-up did to the environment (set, removed): each child's environment is its
+# request's with this on top, as a cold process's is after it imported the same code.
+_IMPORTED_ENV: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
+# The protocol's pipes, moved off stdin and stdout before anything is imported (`_private`).
+_CHANNEL = {"say": 1, "lifeline": 0}
 
 
 def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
     """Warm up, say so on stdout, then fork a test process per request until stdin closes."""
+    global _IMPORTED_ENV
+    _private()
+    before = dict(os.environ)
     try:
         _warm_up(plugin, specs)
     except BaseException as exc:  # noqa: BLE001 - said on stdout; the runner goes cold
         traceback.print_exc()
         _say({"ready": False, "error": f"warm-up failed: {exc!r}"})
         return 1
+    after = dict(os.environ)
+    _IMPORTED_ENV = (
+        {k: v for k, v in after.items() if before.get(k) != v},
+        tuple(k for k in before if k not in after),
+    )
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
-    _say({"ready": True, "pid": os.getpid(), "files": _loaded_files()})
     server = _Server(listener)
     try:
+        try:
+            _say({"ready": True, "pid": os.getpid(), "files": _loaded_files()})
+        except OSError:  # the runner is gone, its end of the pipe with it
+            return 1
         server.loop()
     finally:
         server.kill_children()
@@ -55,13 +82,27 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
     return 0
 
 
+def _private() -> None:
+    """Move the protocol's pipes to descriptors nothing else writes to or reads from: stdout
+    goes to stderr (the zygote's log), stdin to /dev/null, as a cold test process's."""
+    _CHANNEL["say"] = os.dup(1)
+    _CHANNEL["lifeline"] = os.dup(0)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
 def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     import pytest  # noqa: F401 - loaded once here, not in every test process
+
+    # The plugin before torch, as `pytest -p PLUGIN` loads it in a cold process: what it
+    # reads when imported is read before a changed torch module runs, as there.
+    module = importlib.import_module(plugin)
     import torch  # noqa: F401 - loads the spyre device (entry point)
 
     importlib.import_module("torch.testing._internal.common_methods_invocations")
     importlib.import_module("torch.testing._internal.common_modules")
-    module = importlib.import_module(plugin)
     preload = getattr(module, "preload", None)
     if callable(preload):
         preload(list(specs) or None)
@@ -71,24 +112,48 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     gc.freeze()
 
 
-def _loaded_files() -> list[tuple[str, int, int]]:
-    """(path, mtime_ns, size) of every module file loaded at warm-up outside the standard
-    library: the runner restarts the zygote when one of them changes on disk (an upstream
-    helper, a test file, the project's own code), so a fork never runs stale code."""
+def _loaded_files() -> list[tuple[str, str, str]]:
+    """(path, stat stamp, content digest) of every module file loaded at warm-up outside the
+    standard library: the runner restarts the zygote when one of them changes on disk (an
+    upstream helper, a test file, the project's own code), so a fork never runs stale code.
+    The digest decides (`file_stamp`: the stamp only says when to compute it again)."""
     import sysconfig
 
     stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
-    found = []
+    paths = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or os.path.realpath(path).startswith(stdlib):
-            continue
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        found.append((path, st.st_mtime_ns, st.st_size))
-    return sorted(set(found))
+        if isinstance(path, str) and not os.path.realpath(path).startswith(stdlib):
+            paths.add(path)
+    found = []
+    for path in sorted(paths):
+        stamp = file_stamp(path)
+        digest = file_digest(path)
+        if stamp and digest:
+            found.append((path, stamp, digest))
+    return found
+
+
+def file_stamp(path: str) -> str:
+    """What changes whenever a file's content may have: its inode, size, mtime and ctime (a
+    write, or an mtime set back by hand, moves the ctime); "" when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of a file's content ("" when it cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return ""
+    return digest.hexdigest()
 
 
 # `python -m` puts the directory it started in first on sys.path; a child replaces it.
@@ -96,8 +161,9 @@ _START_DIR = os.getcwd()
 
 
 def _say(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(_CHANNEL["say"], data) :]
 
 
 class _Server:
@@ -108,7 +174,7 @@ class _Server:
         self.parent = os.getppid()
 
     def loop(self) -> None:
-        stdin = sys.stdin.fileno()
+        stdin = _CHANNEL["lifeline"]
         while True:
             waiting: list[Any] = [self.listener, stdin, *self.buffers]
             readable, _, _ = select.select(waiting, [], [], 0.02)
@@ -198,23 +264,25 @@ def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socke
         os.setsid()
         os.write(ready, b"x")
         os.close(ready)
-        if sys.platform == "linux":
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        keeper.die_with_parent()
         for sock in inherited:
             sock.close()
+        for fd in _CHANNEL.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _redirect(request)
         _show_as([sys.executable, "-m", "pytest", *request["argv"]])
         # A keeper between the zygote and the test process: a test that kills its parent
         # kills the keeper (the runner records that test crashed), never the zygote and the
-        # tests of every other shard with it.
-        test_pid = os.fork()
-        if test_pid:
-            _keep(test_pid)
-        if sys.platform == "linux":
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        # tests of every other shard with it. It caps what the test writes, as a cold one's.
+        keeper.fork_kept(int(request.get("output_bytes") or keeper.DEFAULT_OUTPUT_BYTES))
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        changed, removed = _IMPORTED_ENV
+        os.environ.update(changed)
+        for name in removed:
+            os.environ.pop(name, None)
         if sys.path and sys.path[0] == _START_DIR:
             sys.path[0] = request["cwd"]  # as `python -m pytest` in cwd has it
         memory_mb = request.get("memory_mb")
@@ -236,20 +304,6 @@ def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socke
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
-
-
-def _keep(pid: int) -> None:
-    """Wait for the test process and end as it ended (by its signal, or its exit code)."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except BaseException:  # noqa: BLE001 - whatever happened, the keeper must not go on
-        os._exit(70)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        with contextlib.suppress(BaseException):
-            signal.signal(sig, signal.SIG_DFL)
-            os.kill(os.getpid(), sig)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
 
 
 def _show_as(command: Sequence[str]) -> None:
@@ -300,6 +354,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     args = [a for a in args if not a.startswith("--pad=")]
+    # The process the runner started stays as the zygote's keeper: what the zygote imports
+    # may kill its parent, and that must not be the runner.
+    keeper_pid = os.getpid()
+    zygote = os.fork()
+    if zygote:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)  # the runner sees the zygote's stdout end when the zygote ends
+        os.close(null)
+        keeper.end_as(os.waitpid(zygote, 0)[1])
+    keeper.die_with_parent()
+    if os.getppid() != keeper_pid:
+        return 70
     return serve(args[0], args[1], args[2:])
 
 

@@ -1,6 +1,9 @@
 """Started by Python when this folder is on PYTHONPATH (test processes of a run that applies
 a change): applies the change named by $SPYRE_CI_CHANGE before anything imports torch (its
-finder's `activate` is handed the activation file), and
+finder's `activate` is handed the activation file) and has each changed module write when its
+import starts and ends (`workflows.runner.change_imports.watch`: a changed module is
+untrusted code, and the runner must tell a hang, a kill or an error in its import from the
+tool's own faults), and
 then calls `activate()` of the module $SPYRE_CI_OVERLAY_MODULE names, when it names one (the
 selection benchmark names its mutation overlay there and puts its folder on PYTHONPATH: the
 product imports no benchmark code). Does nothing without those variables."""
@@ -19,7 +22,11 @@ for _var, _module in _ACTIVATIONS:
 
             _activate = importlib.import_module(_module).activate
             if _var == "SPYRE_CI_CHANGE":
-                _activate(_value)  # the change's activation file
+                _finder = _activate(_value)  # the change's activation file
+                if _finder is not None:
+                    _imports = importlib.import_module("workflows.runner.change_imports")
+                    _log_var = _imports.IMPORTS_VAR
+                    _imports.watch(_finder, lambda name=_log_var: os.environ.get(name, ""))
             else:
                 _activate()
         except Exception as exc:  # noqa: BLE001 - any failure must stop the process, loudly
