@@ -345,3 +345,23 @@ def test_overlays_no_run_used_for_a_day_are_pruned(site: Path, tmp_path: Path) -
                     cache_dir=cache)  # fmt: skip
     assert not stale.exists() and Path(fresh.folder).is_dir()  # pruned when the next is made
     assert prune(cache, unused_s=UNUSED_S) == []  # the one just used stays
+
+
+def test_a_users_own_sitecustomize_runs_on_the_changed_side_too(site: Path, tmp_path: Path) -> None:
+    """The overlay's sitecustomize comes first on the changed side's path; the user's own,
+    further on, still runs there, as it does on the base side (a failing one is said, and
+    the process goes on, as Python does)."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    diff = git_diff("torch/nn/functional.py", FUNCTIONAL, BROKEN_GLU, tmp=tmp_path)
+    change = prepare(diff, site, cache_dir=tmp_path / "cache")
+    code = "import os, torch.nn.functional as F\nprint(os.environ.get('USER_SITE_RAN'), F.__file__)"
+    path = os.pathsep.join((str(site), str(user)))
+    base = run_python(site, {"PYTHONPATH": path}, code)
+    changed = run_python(site, change.env({"PYTHONPATH": path}), code)
+    assert base.stdout.split()[0] == "yes", base.stderr
+    assert changed.stdout.split()[0] == "yes", changed.stderr
+    (user / "sitecustomize.py").write_text("raise RuntimeError('user site broke')\n")
+    failing = run_python(site, change.env({"PYTHONPATH": path}), code)
+    assert failing.returncode == 0 and "user site broke" in failing.stderr

@@ -40,3 +40,27 @@ for _var, _module in _ACTIVATIONS:
                 flush=True,
             )
             os._exit(70)
+
+
+def _chain() -> None:
+    """The `sitecustomize` this one shadows (the user's, further on the path) runs too, as it
+    does on the A/B's base side where this folder is not on the path; a failing one is said
+    and the process goes on, as Python does with its own."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - as Python treats a failing sitecustomize
+        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback:\n"
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)  # fmt: skip
+
+
+_chain()
