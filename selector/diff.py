@@ -328,6 +328,8 @@ def compare_patch_text(files: list[dict[str, object]]) -> str:
             out.append("deleted file mode 100644")
         elif status == "renamed" and old != name:
             out += [f"rename from {old}", f"rename to {name}"]
+        elif status == "copied" and old != name:  # the original stays
+            out += [f"copy from {old}", f"copy to {name}"]
         patch = entry.get("patch")
         if not isinstance(patch, str) or not patch:
             if status not in ("renamed", "removed", "added"):
@@ -364,12 +366,14 @@ def as_form(text: str, form: str) -> str:
                 if old is None
                 else "removed"
                 if new is None
-                else ("renamed" if old != new else "modified"),
+                else (f.status if i == 0 and f.status == "copied" else "renamed")
+                if old != new
+                else "modified",
                 "previous_filename": old if old and new and old != new else None,
                 "patch": "\n".join(_plain_hunks(hunks)),
             }
             for f in parsed.files
-            for old, new, hunks in _sections_of(f)
+            for i, (old, new, hunks) in enumerate(_sections_of(f))
         ]
         return compare_patch_text(entries)
     raise SelectorError(f"unknown diff form {form!r}; known: git, plain, github")

@@ -40,6 +40,7 @@ from selector.definitions import (
 )
 from selector.diff import FilePatch, iter_changed_lines
 from selector.opnames import cpp_symbols
+from suites.model import META_KEY
 
 NO_MAP = (
     "the Inventory carries no kernel map (built before it had one, or its torch ships no "
@@ -48,11 +49,11 @@ NO_MAP = (
 NO_DEFINITION = (
     "no changed definition found: the hunks show no function and the old source is not at hand"
 )
-META_KEY = "TORCH_META_FUNC"  # suites.inventory's key for a structured op's meta function
 _CALLER_DEPTH = 6
 _HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 _STUB_NAMES = ("{}_out", "{}", "_{}_out", "_{}", "{}_cpu", "{}_out_cpu", "{}_cpu_out")
-_IMPL_SUFFIXES = ("_kernel_impl", "_kernel", "_impl", "_kernel_cpu", "_cpu_kernel")
+# Longest first: `add_cpu_kernel` is the kernel of `add_stub`, not of `add_cpu_stub`.
+_IMPL_SUFFIXES = ("_cpu_kernel", "_kernel_impl", "_kernel_cpu", "_kernel", "_impl")
 _REGISTRATION = re.compile(
     r"\b(?:REGISTER_\w*DISPATCH|ALSO_REGISTER_\w*DISPATCH)\s*\(\s*(\w+)\s*,\s*&?\s*"
     r"(?:[\w:]+::)?(\w+)"
@@ -222,6 +223,16 @@ def name_kernels(
     return KernelNaming(tuple(found), tuple(unnamed))
 
 
+def stub_named(symbol: str) -> str:
+    """The dispatch stub a kernel's name says it implements (`add_cpu_kernel`,
+    `AddKernelImpl` -> `add_stub`); "" when its name says none."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", symbol).lower()
+    for suffix in _IMPL_SUFFIXES:
+        if snake.endswith(suffix) and len(snake) > len(suffix):
+            return snake[: -len(suffix)].lstrip("_") + "_stub"
+    return ""
+
+
 class _Namer:
     def __init__(
         self,
@@ -285,14 +296,12 @@ class _Namer:
         return list(dict.fromkeys(found))
 
     def _by_name(self, symbol: str) -> list[tuple[str, str]]:
-        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", symbol).lower()
-        for suffix in _IMPL_SUFFIXES:
-            if snake.endswith(suffix) and len(snake) > len(suffix):
-                stub = snake[: -len(suffix)].lstrip("_") + "_stub"
-                return [
-                    (op, f"{symbol} named like the kernel of {stub} (by name: heuristic); {how}")
-                    for op, how in self._stub(stub)
-                ]
+        stub = stub_named(symbol)
+        if stub:
+            return [
+                (op, f"{symbol} named like the kernel of {stub} (by name: heuristic); {how}")
+                for op, how in self._stub(stub)
+            ]
         return []
 
     def _unaccepted(self, symbol: str) -> str:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from suites.model import Inventory
+from suites.model import META_KEY, Inventory
 
 # Where a torch keeps its native_functions.yaml, from the folder that holds `torch/`: a wheel
 # ships it inside torchgen, a source checkout has it in aten/.
@@ -20,7 +20,6 @@ NATIVE_FUNCTIONS = (
 )
 # The kernel torchgen registers for an entry without `dispatch:` or `structured_delegate:`.
 DEFAULT_KEY = "CompositeImplicitAutograd"
-META_KEY = "TORCH_META_FUNC"  # the meta function of a structured op, named after the op
 # Python namespaces whose ops the OpInfo database spells `<namespace>.<name>`.
 _PYTHON_MODULES = ("special", "linalg", "fft", "sparse", "nested")
 _OUT_ARGUMENT = re.compile(r"\*.*\(\w+!\)")

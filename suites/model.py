@@ -113,6 +113,11 @@ class Variant:
         )
 
 
+# The `kernels` key of a structured op's meta function (`TORCH_META_FUNC(x)`), not a dispatch
+# key: written by suites.inventory, read by selector.kernels.
+META_KEY = "TORCH_META_FUNC"
+
+
 @dataclass(frozen=True)
 class Inventory:
     """Every variant of every loaded suite for one environment."""

@@ -340,3 +340,16 @@ def test_every_form_keeps_a_files_sections() -> None:
     for form in ("plain", "github"):
         (patch,) = parse_unified_diff(as_form(text, form)).files
         assert [[h.lines for h in g] for g in patch.in_order()] == groups, form
+
+
+def test_a_copied_file_stays_a_copy_in_githubs_form() -> None:
+    """A copy keeps its original: GitHub's `copied` entry is read back as a copy, never as a
+    rename (which would take the original away)."""
+    from selector.diff import as_form
+
+    text = (
+        "diff --git a/torch/a.py b/torch/b.py\nsimilarity index 90%\ncopy from torch/a.py\n"
+        "copy to torch/b.py\n--- a/torch/a.py\n+++ b/torch/b.py\n@@ -1,1 +1,1 @@\n-x = 1\n+x = 2\n"
+    )
+    (copy,) = parse_unified_diff(as_form(text, "github")).files
+    assert (copy.path, copy.status, copy.previous_path) == ("torch/b.py", "copied", "torch/a.py")

@@ -385,3 +385,19 @@ def test_a_changed_include_names_nothing_and_says_so(mapped: InventoryIndex) -> 
     assert p.decision == "full"
     assert p.fallback is not None
     assert "`#include <ATen/native/UnaryOps.h>`: a changed preprocessor line" in p.fallback
+
+
+@pytest.mark.parametrize(
+    ("symbol", "stub"),
+    [
+        ("add_kernel", "add_stub"),
+        ("add_cpu_kernel", "add_stub"),  # the longer suffix first: not `add_cpu_stub`
+        ("sigmoid_kernel_impl", "sigmoid_stub"),
+        ("AddKernelImpl", "add_stub"),
+        ("cdist_forward", ""),
+    ],
+)
+def test_a_kernels_name_says_its_stub(symbol: str, stub: str) -> None:
+    from selector.kernels import stub_named
+
+    assert stub_named(symbol) == stub
