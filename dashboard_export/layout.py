@@ -40,19 +40,11 @@ from dashboard_export.validation import validate
 FORENSICS_FILE = "forensics.json"
 
 
-def per_test_collections(
-    record: RunRecord, junit_dir: str | Path | None = None
-) -> dict[str, list[dict[str, Any]]]:
-    """The three per-test collections, from JUnit where there is some, else from the results.
-
-    A variant run more than once (reruns) gets one row, its earlier attempts under `rerun`
-    and the kind of each retry in `result.retried` (`junit.merge_attempts`); a variant with
-    a result but no testcase (a crashed worker writes none) still gets a row.
-    """
-    return _collections(record, attempt_cases(junit_dir) or [])
-
-
 def _collections(record: RunRecord, cases: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The three per-test collections, from JUnit testcases where there are some
+    (`attempt_cases`), else from the results. A variant run more than once (reruns) gets one
+    row, its earlier attempts under `rerun` and the kind of each retry in `result.retried`; a
+    variant with a result but no testcase (a crashed worker writes none) still gets a row."""
     seen = {case_id(c) for c in cases}
     rows = cases + [c for c in cases_from_results(record) if c["name"] not in seen]
     return collections(rows, record)

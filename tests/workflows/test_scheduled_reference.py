@@ -71,7 +71,7 @@ def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Pa
     assert f"{GLU} [on torch " in done.stdout, done.stdout
     assert "installed): passed, run now]" in done.stdout, done.stdout
     # The reference ran in a shard of its own, on the installed torch.
-    assert (out / "work" / "reference").is_dir() or any(out.rglob("reference"))
+    assert [p for p in (out / "work").glob(f"{record['run_id']}/reference") if p.is_dir()]
     # The build's own outcomes are kept: what fails on it, for the next run on it.
     kept = {}
     for path in (state / "base-outcomes").glob(f"{BUILD_SHA}*.json"):
@@ -95,3 +95,5 @@ def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Pa
     assert "batch dimension" in next(r["reason"] for r in rules if r["id"] == GLU)
     unknown = spyre_ci("builds", "expectations", "0" * 12, "--out", str(tmp_path / "x"), env=env)
     assert unknown.returncode == 2 and "no kept outcomes" in unknown.stderr
+    folder = spyre_ci("builds", "expectations", BUILD_SHA, "--out", str(tmp_path), env=env)
+    assert folder.returncode == 2 and "is a folder" in folder.stderr

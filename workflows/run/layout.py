@@ -82,7 +82,7 @@ class RunLayout:
         return (work_root(self.out_dir), self.junit)
 
     def shard(self, name: str) -> Path:
-        """A shard's files: `name` is `shard_name(i)` or `BASE_SHARD`."""
+        """A shard's files: `name` is `shard_name(i)`, `BASE_SHARD` or `REFERENCE_SHARD`."""
         return self.work / name
 
     def shard_names(self, count: int) -> list[str]:

@@ -475,10 +475,7 @@ def _run_subprocess(
             if exited:
                 break
             now = time.monotonic()
-            test_overdue = (
-                current is not None
-                and now - current[1] > limits.test_timeout_s + limits.kill_grace_s
-            )
+            test_overdue = current is not None and now - current[1] > limits.hang_s
             if test_overdue or now > deadline:
                 killed_for = Status.TIMEOUT
             if current is None and not tested and imports.exists() and not hung:

@@ -46,9 +46,14 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=cmd_builds)
 
 
+def _sha(path: Path, about: dict[str, object]) -> str:
+    """The kept torch's sha: as the file says, else its name's (`<sha>-<key>.json`)."""
+    return str(about.get("sha") or path.stem.split("-")[0])
+
+
 def _describe(about: dict[str, object]) -> str:
-    backend = about.get("backend") if isinstance(about.get("backend"), dict) else {}
-    assert isinstance(backend, dict)
+    found = about.get("backend")
+    backend = found if isinstance(found, dict) else {}
     drift = str(about.get("base") or "nothing applied")
     return (
         f"{drift}; backend {backend.get('package', '?')} {backend.get('version', '?')} "
@@ -65,7 +70,7 @@ def cmd_builds(args: argparse.Namespace, settings: Settings) -> int:
             print("no torch kept yet: a nightly run, or a change's A/B, keeps one")
         for path, about, outcomes in found:
             failing = sum(1 for o in outcomes.values() if o.status.is_failure)
-            sha = str(about.get("sha") or path.stem.split("-")[0])
+            sha = _sha(path, about)
             print(
                 f"{sha[:12]}  {len(outcomes)} outcome(s), {failing} failing  ({_describe(about)})"
             )
@@ -73,7 +78,9 @@ def cmd_builds(args: argparse.Namespace, settings: Settings) -> int:
     sha = args.sha.strip().lower()
     if len(sha) < 7:
         raise CommandError(f"builds expectations: {args.sha!r} is too short to name a commit")
-    chosen = [f for f in found if str(f[1].get("sha") or f[0].name).startswith(sha)]
+    if Path(args.out).is_dir():
+        raise CommandError(f"builds expectations: --out {args.out} is a folder; name a file")
+    chosen = [f for f in found if _sha(f[0], f[1]).startswith(sha)]
     if not chosen:
         raise CommandError(
             f"builds expectations: no kept outcomes of a torch at {sha[:12]} "
@@ -96,6 +103,6 @@ def _write(chosen: list[tuple[Path, dict[str, object], dict[str, Any]]], out: Pa
     write_expectations(entries, out)
     print(
         f"{out}: {len(entries)} rule(s) from {len(outcomes)} outcome(s) of torch "
-        f"{str(about.get('sha', path.stem))[:12]} ({_describe(about)})"
+        f"{_sha(path, about)[:12]} ({_describe(about)})"
     )
     return ExitCode.OK

@@ -78,7 +78,12 @@ def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
             )
             print(f"{entry.head[:12]}  {', '.join(entry.files[:3])}  {said}")
         return ExitCode.OK
-    return _check(args, settings)
+    from workflows.runner.build_source import locked
+
+    # One check at a time per state directory: two (a nightly's and a periodic run's, a
+    # finish delivered twice) would judge the same deferred change twice.
+    with locked(pending.folder(state_dir(settings)) / ".check.lock"):
+        return _check(args, settings)
 
 
 def _check(args: argparse.Namespace, settings: Settings) -> int:

@@ -13,6 +13,7 @@ What upstream renamed (upgrade.json `renamed`) is renamed in the specs and expec
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,6 +48,7 @@ def upgrade_patch(
 ) -> tuple[str, Path, list[str]]:
     """The unified diff for upgrade.json `data` over the loaded `specs`; the folder its
     paths are relative to (default: the git work tree of the files, as the audit's); notes."""
+    _loaded.cache_clear()  # files read once per patch, never from an earlier one
     from workflows.stores.sources import work_tree
 
     run = data.get("run") or {}
@@ -143,22 +145,27 @@ def _kept_before(
     where: str,
     add: dict[Path, list[NewEntry]],
     notes: list[str],
-) -> bool:
+) -> None:
     """The exact entry `rule` (being removed) written again for the torches before the new
-    version (`until`): the old torch keeps its expectation. False (nothing written, a note)
-    when the entry holds more than id, mode and reason, or a torch condition already."""
-    from suites.loader import load_spec
-
-    item = (load_spec(rule.file).get(("expectations",)) or [])[rule.index]
+    version (`until`): the old torch keeps its expectation. A note instead when the entry
+    holds more than id, mode and reason (a torch condition already, a precision)."""
+    item = (_loaded(rule.file).get(("expectations",)) or [])[rule.index]
     if not isinstance(item, dict) or set(item) - {"id", "mode", "reason"}:
         notes.append(f"{rule.source}: keep it for the torches before this one ({until}) by hand")
-        return False
+        return
     add.setdefault(rule.file.resolve(), []).append(
         NewEntry(
             str(item["id"]), str(item["mode"]), str(item["reason"]), f"{where}: kept before", until
         )
     )
-    return True
+
+
+@functools.lru_cache(maxsize=32)
+def _loaded(path: Path) -> Any:
+    """An expectations file as loaded, once per patch run for all of its entries."""
+    from suites.loader import load_spec
+
+    return load_spec(path)
 
 
 def write_upgrade_patch(
