@@ -38,7 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULT = REPO / "benchmarks" / "results" / "readiness.json"
 SPEC = "tests/workflows/data/tiny.yaml"
-PATCH = "examples/events/push_softmax_kernel.patch"
+# A delivered push (a CI job), not a patch tried with --diff (which readiness never counts).
+EVENT = "examples/events/push_softmax_kernel.json"
 H = 3600.0
 DAY = 86400.0
 
@@ -111,8 +112,8 @@ def main() -> int:
         real, real_s = spyre_ci(
             state,
             "run",
-            "--diff",
-            PATCH,
+            "--event",
+            EVENT,
             "--inventory",
             str(inventory),
             "--specs",
@@ -125,7 +126,7 @@ def main() -> int:
             "--out",
             str(work / name / "real"),
         )
-        if real.returncode not in (0, 1):
+        if real.returncode not in (0, 1, 4):  # 4: the C++ push is not tested on this torch
             raise SystemExit(f"real run failed ({real.returncode}):\n{real.stderr[-2000:]}")
         real_runs[name] = {"exit_code": real.returncode, "wall_s": round(real_s, 1)}
         now = time.time() + 60
