@@ -404,11 +404,14 @@ def test_the_backend_digest_follows_its_files(
     first = backend_identity.backend_digest("digest_probe_backend")
     assert len(first) == 16 and first == backend_identity.backend_digest("digest_probe_backend")
     (package / "__pycache__" / "x.pyc").write_bytes(b"\1")  # bytecode is left out
-    backend_identity._folder_digest.cache_clear()
     assert backend_identity.backend_digest("digest_probe_backend") == first
-    (package / "__init__.py").write_text("KERNEL = 2\n")  # the same version, edited
-    backend_identity._folder_digest.cache_clear()
-    assert backend_identity.backend_digest("digest_probe_backend") not in ("", first)
+    # Edited under a long-lived process (a worker): the same size, the same version, and
+    # seen at once, with no cache to clear.
+    (package / "__init__.py").write_text("KERNEL = 2\n")
+    second = backend_identity.backend_digest("digest_probe_backend")
+    assert second not in ("", first)
+    (package / "kernels.py").write_text("")  # a file added
+    assert backend_identity.backend_digest("digest_probe_backend") not in ("", first, second)
     assert backend_identity.backend_digest("no_such_backend_package") == ""
     # A copy first on PYTHONPATH is what a test process imports: its files are digested.
     copy = tmp_path / "first" / "digest_probe_backend"

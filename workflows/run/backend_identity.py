@@ -55,13 +55,33 @@ def backend_digest(package: str, environ: Mapping[str, str] | None = None) -> st
     return _folder_digest(str(Path(locations[0]).resolve())) if locations else ""
 
 
-@cache
 def _folder_digest(folder: str) -> str:
+    """The digest of `folder`'s files, computed again whenever one of them is added, removed
+    or rewritten (a long-lived worker sees a backend edited under it): the files' paths,
+    sizes and modification times key a cache of the digests already read."""
+    root = Path(folder)
+    files = []
+    for path in sorted(root.rglob("*")):
+        if "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
+            continue
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        if path.is_file():
+            files.append((path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
+    return _digest_of(folder, tuple(files))
+
+
+@cache
+def _digest_of(folder: str, files: tuple[tuple[str, int, int], ...]) -> str:
     root = Path(folder)
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
+    for relative, _size, _mtime in files:
+        try:
+            data = (root / relative).read_bytes()
+        except OSError:
             continue
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
+        digest.update(relative.encode() + b"\0")
+        digest.update(data)
     return digest.hexdigest()[:16]
