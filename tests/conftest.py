@@ -11,7 +11,8 @@ import pytest
 from tests.testing.cli import build_inventory
 from tests.testing.paths import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
 from tests.testing.relay import RedisProcess
-from tests.testing.shared import built_once
+from tests.testing.shared import built_once, run_folder
+from workflows.runner import warm_share
 
 # Upstream-style device-generic test files that suites run through the plugin (one of them
 # hangs on purpose), and two versions of one upstream tree whose tests were renamed: data
@@ -43,6 +44,31 @@ def slow_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(
         tmp_path_factory, "slow.json.gz", lambda p: build_inventory(SLOW_SPEC, p, env=env)
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_warm_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One place of shared zygotes for the whole test run (every xdist worker, and the
+    `spyre-ci` processes the tests start): a run of the same change, or of the same torch,
+    in another test forks from the zygote an earlier test warmed up, as successive runs of
+    one state directory do. They end at the end of the run (`pytest_sessionfinish`), or
+    idle."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPYRE_CI_WARM_DIR", str(_warm_dir(tmp_path_factory)))
+        patch.setenv("SPYRE_CI_WARM_IDLE_S", "120")
+        yield
+
+
+def _warm_dir(factory: pytest.TempPathFactory) -> Path:
+    return run_folder(factory) / "warm"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller ends them, once every worker is done
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        warm_share.stop_every(_warm_dir(factory))
 
 
 @pytest.fixture(autouse=True)

@@ -54,6 +54,12 @@ class Settings:
     # SPYRE_CI_ZYGOTE: fork shard test processes from a warm zygote (`workflows/runner/zygote.py`);
     # `0` starts every one cold.
     zygote: bool = True
+    # SPYRE_CI_WARM_IDLE_S: a zygote is shared by every process of this state directory and
+    # ends once idle this long (`workflows.runner.warm_share`); `0`: each process's zygotes
+    # end with it. SPYRE_CI_WARM_DIR: where the shared zygotes live (default: a private
+    # folder per state directory under $XDG_RUNTIME_DIR or the temporary folder).
+    warm_idle_s: float = 600.0
+    warm_dir: Path | None = None
     # SPYRE_CI_BUILD_INDEX: where torch builds come from (a PEP 503 index URL, PyTorch's
     # nightly CPU index in production, or a folder of wheels): a run whose event has a base
     # sha is tested on the newest build at or before that base (`workflows.run.base_build`);
@@ -87,6 +93,10 @@ class Settings:
             github_url=env.get("SPYRE_CI_GITHUB_URL") or None,
             github_token=env.get("SPYRE_CI_GITHUB_TOKEN", ""),
             zygote=_switch(env, "SPYRE_CI_ZYGOTE"),
+            warm_idle_s=_number(
+                env, "SPYRE_CI_WARM_IDLE_S", 600.0, lambda v: 0 <= v <= 86400, "seconds, 0-86400"
+            ),
+            warm_dir=_path(env, "SPYRE_CI_WARM_DIR"),
             build_index=_build_index(env.get("SPYRE_CI_BUILD_INDEX", "")),
             env_cache_max_bytes=int(
                 _number(env, "SPYRE_CI_ENV_CACHE_MAX_GB", 60.0, lambda v: v > 0, "GB, e.g. 60")

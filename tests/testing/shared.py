@@ -18,12 +18,17 @@ from pathlib import Path
 import pytest
 
 
-def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
-    """`build(path)` once per test run (for all xdist workers); returns the built `path`."""
+def run_folder(factory: pytest.TempPathFactory) -> Path:
+    """The test run's base temporary folder, the same for every xdist worker."""
     root = factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the run's base folder, above each worker's own
-    path = root / "built-once" / name
+    return root
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """`build(path)` once per test run (for all xdist workers); returns the built `path`."""
+    path = run_folder(factory) / "built-once" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes

@@ -61,8 +61,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from workflows.runner import change_imports
+from workflows.runner import change_imports, warm_share
 from workflows.runner.keeper import DEFAULT_OUTPUT_BYTES, status_text
 from workflows.settings import child_environment
 
@@ -91,6 +92,8 @@ RUNTIME_VARS = (
     "SPYRE_CI_TRACE",
     "SPYRE_CI_TRACE_SHARE",
     "SPYRE_CI_ZYGOTE",
+    "SPYRE_CI_WARM_IDLE_S",
+    "SPYRE_CI_WARM_DIR",
     "SPYRE_CI_TORCH_BUILDS",
     "SPYRE_CI_GITHUB_URL",
     "SPYRE_CI_GITHUB_TOKEN",
@@ -214,28 +217,40 @@ def fork(
     (at most `output_bytes` of each, `workflows.runner.keeper.Capped`). `import_limit_s`:
     how long an import of a run's changed module may take in the zygote (a test's timeout);
     `ChangeFailed` when it takes longer, or fails."""
-    zygote = _POOL.get(key)
+    zygote = _POOL.get(key, _place(env))
     return zygote.fork(argv, cwd, env, stdout, stderr, memory_mb, import_limit_s, output_bytes)
 
 
 def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = None) -> None:
     """Start warming the zygote the shards of this process will use (returns at once);
     `env`: what the shards add to this process's environment (a run's change)."""
-    key = key_for(sys.executable, plugin, specs, child_environment(env))
+    environment = child_environment(env)
+    key = key_for(sys.executable, plugin, specs, environment)
     if key is not None:
         with contextlib.suppress(ZygoteUnavailable):
-            _POOL.get(key)
+            _POOL.get(key, _place(environment))
+
+
+def _place(env: Mapping[str, str]) -> warm_share.Place | None:
+    """Where the shared zygotes of a process with `env` live; None: this process's own."""
+    try:
+        return warm_share.place(env)
+    except warm_share.NotShared as exc:
+        log_once(f"the warm zygote is not shared: {exc}")
+        return None
 
 
 def stop_all() -> None:
-    """Stop every zygote of this process (they also end on their own when it exits)."""
+    """Stop every zygote of this process (they also end on their own when it exits); a
+    shared one is left to the other processes that use it, and ends when idle."""
     _POOL.stop_all()
 
 
 def stop_changed() -> None:
     """Stop the zygotes of runs' changes, keeping those of the installed torch: a change's
-    zygote serves no other run, the unchanged one serves the next run of this process (a
-    worker, an in-process caller) without its half-minute start."""
+    zygote serves no other run of this process, the unchanged one serves the next run of
+    this process (a worker, an in-process caller) without its half-minute start. A shared
+    one stays for another process's run of the same change, and ends when idle."""
     _POOL.stop_where(lambda key: without_change(key.env) != key.env)
 
 
@@ -306,12 +321,21 @@ class WarmChild:
 class Zygote:
     """One zygote process (runner side): started at once, ready when its first line says so."""
 
-    def __init__(self, key: ZygoteKey) -> None:
+    def __init__(
+        self, key: ZygoteKey, shared: Path | None = None, idle_s: float | None = None
+    ) -> None:
+        """Start one: this process's own, or (`shared`, its folder, made and locked by the
+        caller) one for every process of the state directory, that ends after `idle_s`
+        seconds with nothing to do (`workflows.runner.warm_share`)."""
         self.key = key
-        self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-"))
-        if len(str(self.folder / "socket")) > _SOCKET_PATH_MAX:  # a long $TMPDIR
-            self.folder.rmdir()
-            self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-", dir="/tmp"))
+        self.shared = shared is not None
+        if shared is not None:
+            self.folder = shared
+        else:
+            self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-"))
+            if len(str(self.folder / "socket")) > _SOCKET_PATH_MAX:  # a long $TMPDIR
+                self.folder.rmdir()
+                self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-", dir="/tmp"))
         self.socket_path = self.folder / "socket"
         self.imports = self.folder / "imports"  # its log of the change's imports
         self.broken: str | None = None
@@ -320,12 +344,15 @@ class Zygote:
         self._ready = False
         self._files: list[list[str]] = []  # [path, stat stamp, digest]
         self._lock = threading.Lock()
-        self._log = open(self.folder / "zygote.log", "wb")  # noqa: SIM115 - closed in stop()
+        self._log: BinaryIO | None = open(self.folder / "zygote.log", "wb")  # noqa: SIM115
         command = [key.python, "-m", PROCESS, str(self.socket_path), key.plugin]
+        if idle_s is not None:
+            command.append(f"--idle={idle_s:g}")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
             [*command, *key.specs, _PAD],
-            stdin=subprocess.PIPE,
+            # Shared: no lifeline, it outlives this process (it ends when idle).
+            stdin=subprocess.DEVNULL if self.shared else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             # The key's environment: a run's change is applied at the zygote's start, so the
@@ -337,6 +364,50 @@ class Zygote:
             cwd=self.folder,
             start_new_session=True,
         )
+        self.keeper = self.proc.pid
+        if shared is not None:
+            warm_share.mark_starting(shared, self.proc.pid)
+
+    @classmethod
+    def attach(cls, key: ZygoteKey, folder: Path, ready: Mapping[str, object] | None) -> Zygote:
+        """The shared zygote in `folder` that another process started: ready (`ready`, its
+        `ready.json`), or still warming up (None: the first fork waits for it)."""
+        zygote = cls.__new__(cls)
+        zygote.key = key
+        zygote.shared = True
+        zygote.folder = folder
+        zygote.socket_path = folder / "socket"
+        zygote.imports = folder / "imports"
+        zygote.broken = None
+        zygote.change = None
+        zygote.pid = None
+        zygote.proc = None
+        zygote.keeper = warm_share.starting(folder) or 0
+        zygote._ready = False
+        zygote._files = []
+        zygote._lock = threading.Lock()
+        zygote._log = None
+        zygote.started = time.monotonic()
+        if ready is not None:
+            zygote._attached(ready)
+        warm_share.touch(folder)
+        return zygote
+
+    def _attached(self, ready: Mapping[str, object]) -> None:
+        self._ready = True
+        self.pid = int(str(ready.get("pid") or 0))
+        self.keeper = int(str(ready.get("keeper") or 0)) or self.keeper
+        files = ready.get("files")
+        if isinstance(files, list):
+            self._files = [[str(f) for f in entry] for entry in files]
+
+    def alive(self) -> bool:
+        """Whether it can still fork (a shared one may have ended idle, or been stopped)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            return False
+        if self.shared and self._ready:
+            return self.pid is not None and warm_share.alive(self.pid)
+        return True
 
     def fork(
         self,
@@ -350,7 +421,9 @@ class Zygote:
         output_bytes: int = DEFAULT_OUTPUT_BYTES,
     ) -> WarmChild:
         self._wait_ready(import_limit_s)
-        mapped = _mapped_mb(self.pid or self.proc.pid)
+        if self.shared:
+            warm_share.touch(self.folder)
+        mapped = _mapped_mb(self.pid or self.keeper)
         if memory_mb is not None and mapped is not None and mapped + MEMORY_HEADROOM_MB > memory_mb:
             # The limit holds for the whole test process, and a fork starts with everything
             # the zygote maps: below that, tests would fail wherever an allocation lands.
@@ -396,6 +469,9 @@ class Zygote:
                 raise self.unavailable()
             if self._ready:
                 return
+            if self.proc is None:  # another process is starting this shared zygote
+                self._await_other()
+                return
             line = self._ready_line(import_limit_s)
             try:
                 message = json.loads(line) if line else {}
@@ -423,13 +499,31 @@ class Zygote:
                 f"the zygote did not start (see {log}): "
                 + str(message.get("error") or _log_tail(log, ended=self.proc.returncode))
             )
+            if self.shared:  # nobody else may attach to what did not start
+                warm_share.stop(self.folder)
             raise self.unavailable()
+
+    def _await_other(self) -> None:
+        """Wait for the shared zygote another process is starting: ready, or gone (its
+        starter failed or stopped: this process's shards start cold, as that one's would)."""
+        while True:
+            ready = warm_share.ready(self.folder)
+            if ready is not None:
+                self._attached(ready)
+                return
+            if warm_share.starting(self.folder) is None:
+                self.broken = "the shared zygote another process started did not come up"
+                raise self.unavailable()
+            if time.monotonic() - self.started > READY_TIMEOUT_S:
+                self.broken = f"the shared zygote was not ready within {READY_TIMEOUT_S:g} s"
+                raise self.unavailable()
+            time.sleep(0.1)
 
     def _ready_line(self, import_limit_s: float | None) -> bytes:
         """Its first line; b"" when it ended first, an import of the change took longer than
         `import_limit_s` (a hang, as a cold process would be killed for), or its warm-up
         took longer than READY_TIMEOUT_S outside such an import."""
-        assert self.proc.stdout is not None
+        assert self.proc is not None and self.proc.stdout is not None
         while True:
             readable, _, _ = select.select([self.proc.stdout], [], [], 0.25)
             if readable:
@@ -446,7 +540,8 @@ class Zygote:
 
     def _kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if self.keeper > 0:
+                os.killpg(self.keeper, signal.SIGKILL)
 
     def stale(self) -> str | None:
         """A module file it loaded at warm-up whose content changed on disk since (None: none
@@ -468,7 +563,15 @@ class Zygote:
         return None
 
     def stop(self) -> None:
-        """Close its stdin (it kills its children and exits), then make sure it is gone."""
+        """Close its stdin (it kills its children and exits), then make sure it is gone. A
+        shared one is only let go: other processes use it, and it ends when idle."""
+        if self.shared:
+            if self.proc is not None and self.proc.stdout is not None:
+                self.proc.stdout.close()
+            if self._log is not None:
+                self._log.close()
+            return
+        assert self.proc is not None
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
@@ -479,8 +582,17 @@ class Zygote:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def end(self) -> None:
+        """Stop it for good, shared or not (its loaded code changed on disk)."""
+        if self.shared:
+            self.stop()
+            warm_share.stop(self.folder)
+        else:
+            self.stop()
 
 
 class _Pool:
@@ -493,17 +605,23 @@ class _Pool:
         self._pid = os.getpid()
         self._exit_hook = False
 
-    def get(self, key: ZygoteKey) -> Zygote:
+    def get(self, key: ZygoteKey, place: warm_share.Place | None = None) -> Zygote:
+        """The zygote of `key`: this process's, else (`place`) the shared one, attached to
+        or started; else a new one of this process's own."""
         with self._lock:
             if self._pid != os.getpid():
                 self._zygotes = OrderedDict()
                 self._pid = os.getpid()
             zygote = self._zygotes.get(key)
+            if zygote is not None and zygote.broken is None and not zygote.alive():
+                del self._zygotes[key]  # a shared one that ended idle, or was stopped
+                zygote.stop()
+                zygote = None
             changed = zygote.stale() if zygote is not None and zygote.broken is None else None
             if changed is not None and zygote is not None:
                 log_once(f"a file the warm zygote loaded changed ({changed}): it is restarted")
                 del self._zygotes[key]
-                zygote.stop()
+                zygote.end()
                 zygote = None
             if zygote is not None and zygote.broken is None:
                 self._zygotes.move_to_end(key)
@@ -514,7 +632,7 @@ class _Pool:
                 _, old = self._zygotes.popitem(last=False)
                 old.stop()
             try:
-                zygote = Zygote(key)
+                zygote = _shared(key, place) if place is not None else Zygote(key)
             except OSError as exc:
                 raise ZygoteUnavailable(f"cannot start the zygote: {exc}") from exc
             if not self._zygotes and not self._exit_hook:
@@ -540,6 +658,27 @@ class _Pool:
 _POOL = _Pool()
 
 
+def _shared(key: ZygoteKey, place: warm_share.Place) -> Zygote:
+    """The shared zygote of `key`: attached to when one is ready or warming up (restarted
+    when code it loaded changed on disk), else started here for every process of the place."""
+    folder = place.folder(key)
+    with warm_share.locked(folder):
+        ready = warm_share.ready(folder)
+        if ready is not None:
+            zygote = Zygote.attach(key, folder, ready)
+            changed = zygote.stale()
+            if changed is None:
+                return zygote
+            log_once(f"a file the warm zygote loaded changed ({changed}): it is restarted")
+            warm_share.stop(folder)
+        elif warm_share.starting(folder) is not None:
+            return Zygote.attach(key, folder, None)
+        warm_share.stop(folder)  # what a zygote that ended left, if anything
+        warm_share.make_room(place.root)
+        folder.mkdir(mode=0o700)
+        return Zygote(key, shared=folder, idle_s=place.idle_s)
+
+
 def _same_file(a: str, b: str) -> bool:
     """Whether `a` and `b` are the same Python *environment*, not only the same binary: a
     venv's `bin/python` is a symlink to its base interpreter, and what it imports comes from
@@ -563,9 +702,10 @@ def _environment(python: str) -> str:
 def _code_stamp(plugin: str) -> str:
     """A digest of the content of the code a zygote imports that `cache_key` does not hash
     (an edit that keeps a file's size and mtime is still an edit)."""
-    import backend_under_test
-
-    files = sorted(Path(backend_under_test.__file__).resolve().parent.rglob("*.py"))
+    # Found, not imported: importing the backend would import torch into this process.
+    spec = importlib.util.find_spec("backend_under_test")
+    origin = spec.origin if spec is not None and spec.origin else None
+    files = sorted(Path(origin).resolve().parent.rglob("*.py")) if origin else []
     files.append(Path(__file__).resolve())
     files.append(Path(__file__).resolve().with_name("zygote_process.py"))
     with contextlib.suppress(ImportError, ValueError, AttributeError):

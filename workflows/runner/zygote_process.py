@@ -1,6 +1,6 @@
 """The zygote process of the warm runner (`workflows/runner/zygote.py` is the runner's side).
 
-    python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...]
+    python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...] [--idle=SECONDS]
 
 It loads the plugin, torch and the test databases (the plugin first, as a cold `pytest -p
 PLUGIN` does, then its `preload(specs)` expands the suites), freezes its heap, says
@@ -8,6 +8,12 @@ PLUGIN` does, then its `preload(specs)` expands the suites), freezes its heap, s
 its stdin closes. Each child becomes what the cold command `python -m pytest ARGV` in the
 request's folder would be, and the zygote, its parent, reports its exit status on the
 connection that asked for it.
+
+`--idle=SECONDS` makes it a shared zygote (`workflows.runner.zygote`: one per environment,
+kept for every `spyre-ci` process of a state directory): no lifeline on stdin, a `ready.json`
+beside its socket for the processes that attach to it (its pid, its keeper's, its loaded
+files), and it ends, removing its folder, once it has had no connection and no child for that
+long.
 
 What it imports may be a run's changed torch, untrusted code, which gets what it would get in
 a cold test process: a keeper for a parent (`workflows.runner.keeper`: the process started
@@ -34,6 +40,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,8 +56,9 @@ _IMPORTED_ENV: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
 _CHANNEL = {"say": 1, "lifeline": 0}
 
 
-def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
-    """Warm up, say so on stdout, then fork a test process per request until stdin closes."""
+def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | None = None) -> int:
+    """Warm up, say so on stdout, then fork a test process per request until stdin closes
+    (or, shared, `idle_s` seconds pass with no connection and no child)."""
     global _IMPORTED_ENV
     _private()
     before = dict(os.environ)
@@ -68,18 +76,32 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str]) -> int:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
-    server = _Server(listener)
+    server = _Server(listener, idle_s)
     try:
+        ready = {"ready": True, "pid": os.getpid(), "files": _loaded_files()}
+        if idle_s is not None:
+            _publish(Path(socket_path).parent, {**ready, "keeper": os.getppid()})
         try:
-            _say({"ready": True, "pid": os.getpid(), "files": _loaded_files()})
+            _say(ready)
         except OSError:  # the runner is gone, its end of the pipe with it
-            return 1
+            if idle_s is None:
+                return 1
         server.loop()
     finally:
         server.kill_children()
         # The runner removes the folder when it stops us; when it died, nobody else will.
         shutil.rmtree(Path(socket_path).parent, ignore_errors=True)
     return 0
+
+
+READY_FILE = "ready.json"  # a shared zygote's: what a process attaching to it reads
+
+
+def _publish(folder: Path, ready: dict[str, Any]) -> None:
+    """Write `ready.json` whole (a reader never sees half of it)."""
+    part = folder / (READY_FILE + ".part")
+    part.write_text(json.dumps(ready))
+    os.replace(part, folder / READY_FILE)
 
 
 def _private() -> None:
@@ -167,18 +189,24 @@ def _say(message: dict[str, Any]) -> None:
 
 
 class _Server:
-    def __init__(self, listener: socket.socket) -> None:
+    def __init__(self, listener: socket.socket, idle_s: float | None = None) -> None:
         self.listener = listener
         self.buffers: dict[socket.socket, bytes] = {}
         self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked
         self.parent = os.getppid()
+        self.idle_s = idle_s  # shared: how long it stays with nothing to do
+        self.active = time.monotonic()
 
     def loop(self) -> None:
-        stdin = _CHANNEL["lifeline"]
+        stdin = _CHANNEL["lifeline"] if self.idle_s is None else None
         while True:
-            waiting: list[Any] = [self.listener, stdin, *self.buffers]
+            # The connections of running children too: one that closes is a runner gone
+            # (killed, say), and its test process must not run on.
+            waiting: list[Any] = [self.listener, *self.buffers, *self.children.values()]
+            if stdin is not None:
+                waiting.append(stdin)
             readable, _, _ = select.select(waiting, [], [], 0.02)
-            if stdin in readable and not os.read(stdin, 4096):
+            if stdin is not None and stdin in readable and not os.read(stdin, 4096):
                 return  # the runner is gone or stopped us
             if os.getppid() != self.parent:
                 return
@@ -186,9 +214,15 @@ class _Server:
                 conn, _ = self.listener.accept()
                 self.buffers[conn] = b""
             for conn in [c for c in readable if isinstance(c, socket.socket)]:
-                if conn is not self.listener:
+                if conn in self.buffers:
                     self._receive(conn)
+                elif conn is not self.listener:
+                    self._closed(conn)
             self._reap()
+            if self.buffers or self.children:
+                self.active = time.monotonic()
+            elif self.idle_s is not None and time.monotonic() - self.active > self.idle_s:
+                return  # shared, and nobody asked for anything for that long
 
     def _receive(self, conn: socket.socket) -> None:
         chunk = conn.recv(65536)
@@ -212,6 +246,21 @@ class _Server:
         self.children[pid] = conn
         _send(conn, {"pid": pid})
 
+    def _closed(self, conn: socket.socket) -> None:
+        """A connection of a running child said something or closed: the runner sends
+        nothing after its request, so it closed; its child is killed."""
+        try:
+            chunk = conn.recv(4096)
+        except OSError:
+            chunk = b""
+        if chunk:
+            return
+        for pid, owner in list(self.children.items()):
+            if owner is conn:
+                _kill(pid)
+                del self.children[pid]  # reaped by `_reap`, with nobody to tell
+        conn.close()
+
     def _fork(self, request: dict[str, Any]) -> int:
         threads = threading.active_count()
         if threads != 1:
@@ -230,7 +279,7 @@ class _Server:
         return pid
 
     def _reap(self) -> None:
-        while self.children:
+        while True:  # killed children no longer in `children` are reaped too
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -350,10 +399,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2:
         sys.stderr.write(
-            "usage: python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...]\n"
+            "usage: python -m workflows.runner.zygote_process SOCKET PLUGIN [SPECS...] "
+            "[--idle=SECONDS]\n"
         )
         return 2
-    args = [a for a in args if not a.startswith("--pad=")]
+    idle = [float(a.split("=", 1)[1]) for a in args if a.startswith("--idle=")]
+    args = [a for a in args if not a.startswith(("--pad=", "--idle="))]
     # The process the runner started stays as the zygote's keeper: what the zygote imports
     # may kill its parent, and that must not be the runner.
     keeper_pid = os.getpid()
@@ -367,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     keeper.die_with_parent()
     if os.getppid() != keeper_pid:
         return 70
-    return serve(args[0], args[1], args[2:])
+    return serve(args[0], args[1], args[2:], idle[-1] if idle else None)
 
 
 if __name__ == "__main__":

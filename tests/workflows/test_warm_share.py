@@ -1,0 +1,233 @@
+"""The shared warm runner on real processes: a zygote outlives the process that started it,
+and the next process of the same state directory forks from it (`workflows.runner.warm_share`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.workflows.test_shard_runner import CONTRACT_ENV
+from workflows.runner import warm_share
+from workflows.settings import Settings, SettingsError
+
+# A shard in a process of its own, as a `spyre-ci` run or a worker runs it: it prints what
+# the shard reported.
+SHARD = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from workflows.runner.shard_runner import run_shard
+
+    result = run_shard(
+        sys.argv[1], sys.argv[2:], Path.cwd(), plugin="contract_plugin", warm=True
+    )
+    print(json.dumps({
+        "warm": result.warm_processes,
+        "statuses": [o.status.value for o in result.outcomes],
+    }))
+    """
+)
+# The test records its grandparent: the process it was forked from (its parent is a keeper).
+TESTS = textwrap.dedent(
+    """
+    import os, time
+    from pathlib import Path
+
+    def _record(name):
+        keeper = os.getppid()
+        stat = Path(f"/proc/{keeper}/stat").read_text().rsplit(")", 1)[1].split()
+        Path(name).write_text(f"{os.getpid()} {stat[1]}")
+
+    def test_quick():
+        _record("quick.pids")
+
+    def test_long():
+        _record("long.pids")
+        time.sleep(120)
+    """
+)
+
+
+@pytest.fixture()
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder of contract tests, and a place of shared zygotes of this test's own."""
+    (tmp_path / "test_pids.py").write_text(TESTS)
+    monkeypatch.setenv("SPYRE_CI_WARM_DIR", str(tmp_path / "warm"))
+    monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])
+    yield tmp_path
+    warm_share.stop_every(tmp_path / "warm")
+
+
+def shard(work: Path, *ids: str, name: str = "s") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", SHARD, name, *ids],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def zygotes(work: Path) -> dict[str, int]:
+    """Each shared zygote's folder name -> its pid, as its `ready.json` says."""
+    found = {}
+    for folder in (work / "warm").iterdir():
+        ready = warm_share.ready(folder) if folder.is_dir() else None
+        if ready is not None:
+            found[folder.name] = int(ready["pid"])
+    return found
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.1)
+
+
+def forked_from(work: Path, name: str) -> int:
+    return int((work / name).read_text().split()[1])
+
+
+def test_a_second_process_forks_from_the_zygote_the_first_left(work: Path) -> None:
+    first = finished(shard(work, "demo::t::quick::f32"))
+    assert first == {"warm": 1, "statuses": ["passed"]}
+    (only,) = zygotes(work).values()  # it outlived the process that started it
+    assert forked_from(work, "quick.pids") == only
+    second = finished(shard(work, "demo::t::quick::f32"))
+    assert second == {"warm": 1, "statuses": ["passed"]}
+    assert list(zygotes(work).values()) == [only]  # none started again
+    assert forked_from(work, "quick.pids") == only
+
+
+def test_two_processes_at_once_start_one_zygote(work: Path) -> None:
+    both = [shard(work, "demo::t::quick::f32", name=f"s{i}") for i in range(2)]
+    assert [finished(p) for p in both] == [{"warm": 1, "statuses": ["passed"]}] * 2
+    assert len(zygotes(work)) == 1
+
+
+def test_a_process_killed_mid_test_takes_its_test_along_and_leaves_the_zygote(
+    work: Path,
+) -> None:
+    proc = shard(work, "demo::t::long::f32")
+    wait_for(lambda: (work / "long.pids").exists(), "the long test started")
+    test_pid = int((work / "long.pids").read_text().split()[0])
+    (zygote_pid,) = zygotes(work).values()
+    proc.kill()  # an OOM kill, a `kill -9` of `spyre-ci run`
+    proc.wait()
+    wait_for(lambda: not warm_share.alive(test_pid) and not _running(test_pid), "the test died")
+    assert list(zygotes(work).values()) == [zygote_pid]  # still there, still serving
+    assert finished(shard(work, "demo::t::quick::f32"))["statuses"] == ["passed"]
+    assert forked_from(work, "quick.pids") == zygote_pid
+
+
+def test_a_shared_zygote_ends_when_idle_and_leaves_nothing(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "1")
+    assert finished(shard(work, "demo::t::quick::f32"))["warm"] == 1
+    pid = forked_from(work, "quick.pids")
+    wait_for(lambda: not _running(pid), "the idle zygote ended")
+    wait_for(lambda: not [p for p in (work / "warm").iterdir() if p.is_dir()], "its folder went")
+
+
+def test_a_shared_zygote_whose_loaded_code_changed_is_replaced_by_the_next_process(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugins = work / "plugins"
+    plugins.mkdir()
+    plugin = plugins / "contract_plugin.py"
+    plugin.write_text((Path(__file__).parent / "contract_plugin.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", f"{plugins}:{CONTRACT_ENV['PYTHONPATH']}")
+    finished(shard(work, "demo::t::quick::f32"))
+    old = forked_from(work, "quick.pids")
+    plugin.write_text(plugin.read_text() + "\n# edited while the zygote is kept\n")
+    assert finished(shard(work, "demo::t::quick::f32"))["statuses"] == ["passed"]
+    new = forked_from(work, "quick.pids")
+    assert new != old
+    wait_for(lambda: not _running(old), "the stale zygote ended", timeout=10)
+    assert list(zygotes(work).values()) == [new]
+
+
+def test_sharing_is_off_with_no_idle_time_and_each_process_ends_its_own(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "0")
+    assert warm_share.place(dict(os.environ)) is None
+    assert finished(shard(work, "demo::t::quick::f32"))["warm"] == 1
+    assert not _running(forked_from(work, "quick.pids"))  # it ended with its process
+    assert not (work / "warm").exists()
+
+
+def test_the_place_is_this_user_s_alone_and_short_enough(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    with pytest.raises(warm_share.NotShared, match="read or written by others"):
+        warm_share.place({"SPYRE_CI_WARM_DIR": str(shared)})
+    (tmp_path / "target").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    with pytest.raises(warm_share.NotShared, match="not a folder of this user"):
+        warm_share.place({"SPYRE_CI_WARM_DIR": str(tmp_path / "link")})
+    with pytest.raises(warm_share.NotShared, match="too long"):
+        warm_share.place({"SPYRE_CI_WARM_DIR": str(tmp_path / ("x" * 90))})
+    runtime = Path(tempfile.mkdtemp(dir="/tmp"))  # short: a socket's path is
+    try:
+        state = {"SPYRE_CI_STATE_DIR": str(tmp_path / "a"), "XDG_RUNTIME_DIR": str(runtime)}
+        one = warm_share.place(state)
+        other = warm_share.place({**state, "SPYRE_CI_STATE_DIR": str(tmp_path / "b")})
+        assert one is not None and other is not None and one.root != other.root  # per state
+        assert one.root.parent == runtime / f"spyre-ci-{os.getuid()}" and one.idle_s == 600.0
+        assert (one.root.parent.stat().st_mode & 0o777) == 0o700
+    finally:
+        shutil.rmtree(runtime)
+
+
+def test_the_idle_time_setting() -> None:
+    assert Settings.from_env({}).warm_idle_s == 600.0
+    assert Settings.from_env({"SPYRE_CI_WARM_IDLE_S": "30"}).warm_idle_s == 30.0
+    for wrong in ("-1", "soon", "1e9"):
+        with pytest.raises(SettingsError, match=r"SPYRE_CI_WARM_IDLE_S.*seconds"):
+            Settings.from_env({"SPYRE_CI_WARM_IDLE_S": wrong})
+
+
+def test_room_is_made_by_stopping_the_least_recently_used(tmp_path: Path) -> None:
+    root = tmp_path / "warm"
+    root.mkdir()
+    for age, name in enumerate("abcde"):
+        (root / name).mkdir()
+        (root / name / warm_share.USED).touch()
+        stamp = time.time() - 100 * (5 - age)  # a oldest, e newest
+        os.utime(root / name / warm_share.USED, (stamp, stamp))
+    warm_share.make_room(root)  # room for one more: MAX_SHARED - 1 stay
+    assert warm_share.MAX_SHARED == 4
+    assert sorted(p.name for p in root.iterdir()) == ["c", "d", "e"]
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
