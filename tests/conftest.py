@@ -12,7 +12,8 @@ from tests.testing.cli import build_inventory
 from tests.testing.paths import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
 from tests.testing.relay import RedisProcess
 from tests.testing.shared import built_once, run_folder
-from workflows.runner import warm_share
+from workflows.runner import warm_share, zygote
+from workflows.settings import Settings
 
 # Upstream-style device-generic test files that suites run through the plugin (one of them
 # hangs on purpose), and two versions of one upstream tree whose tests were renamed: data
@@ -55,7 +56,9 @@ def _shared_warm_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     idle."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPYRE_CI_WARM_DIR", str(_warm_dir(tmp_path_factory)))
-        patch.setenv("SPYRE_CI_WARM_IDLE_S", "120")
+        # `SPYRE_CI_WARM_IDLE_S=0 pytest ...`: the suite without sharing.
+        patch.setenv("SPYRE_CI_WARM_IDLE_S", os.environ.get("SPYRE_CI_WARM_IDLE_S", "120"))
+        zygote.share(Settings.from_env())  # the tests that run shards in this process too
         yield
 
 

@@ -11,6 +11,7 @@ shards, workers and a later `spyre-ci runs resume` that run elsewhere.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,9 @@ class Settings:
     # folder per state directory under $XDG_RUNTIME_DIR or the temporary folder).
     warm_idle_s: float = 600.0
     warm_dir: Path | None = None
+    # XDG_RUNTIME_DIR, else the temporary folder: where a folder of this user's holds the
+    # shared zygotes of each state directory when SPYRE_CI_WARM_DIR does not say.
+    runtime_dir: Path = Path(tempfile.gettempdir())
     # SPYRE_CI_BUILD_INDEX: where torch builds come from (a PEP 503 index URL, PyTorch's
     # nightly CPU index in production, or a folder of wheels): a run whose event has a base
     # sha is tested on the newest build at or before that base (`workflows.run.base_build`);
@@ -97,6 +101,7 @@ class Settings:
                 env, "SPYRE_CI_WARM_IDLE_S", 600.0, lambda v: 0 <= v <= 86400, "seconds, 0-86400"
             ),
             warm_dir=_path(env, "SPYRE_CI_WARM_DIR"),
+            runtime_dir=absolute(env.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()),
             build_index=_build_index(env.get("SPYRE_CI_BUILD_INDEX", "")),
             env_cache_max_bytes=int(
                 _number(env, "SPYRE_CI_ENV_CACHE_MAX_GB", 60.0, lambda v: v > 0, "GB, e.g. 60")

@@ -26,7 +26,11 @@ SHARD = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
+    from workflows.runner import zygote
     from workflows.runner.shard_runner import run_shard
+    from workflows.settings import Settings
+
+    zygote.share(Settings.from_env())  # as the entry points (`spyre-ci`, a worker) do
 
     result = run_shard(
         sys.argv[1], sys.argv[2:], Path.cwd(), plugin="contract_plugin", warm=True
@@ -168,7 +172,7 @@ def test_sharing_is_off_with_no_idle_time_and_each_process_ends_its_own(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "0")
-    assert warm_share.place(dict(os.environ)) is None
+    assert warm_share.place(Settings.from_env()) is None
     assert finished(shard(work, "demo::t::quick::f32"))["warm"] == 1
     assert not _running(forked_from(work, "quick.pids"))  # it ended with its process
     assert not (work / "warm").exists()
@@ -179,18 +183,20 @@ def test_the_place_is_this_user_s_alone_and_short_enough(tmp_path: Path) -> None
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
     with pytest.raises(warm_share.NotShared, match="read or written by others"):
-        warm_share.place({"SPYRE_CI_WARM_DIR": str(shared)})
+        warm_share.place(Settings.from_env({"SPYRE_CI_WARM_DIR": str(shared)}))
     (tmp_path / "target").mkdir(mode=0o700)
     (tmp_path / "link").symlink_to(tmp_path / "target")
     with pytest.raises(warm_share.NotShared, match="not a folder of this user"):
-        warm_share.place({"SPYRE_CI_WARM_DIR": str(tmp_path / "link")})
+        warm_share.place(Settings.from_env({"SPYRE_CI_WARM_DIR": str(tmp_path / "link")}))
     with pytest.raises(warm_share.NotShared, match="too long"):
-        warm_share.place({"SPYRE_CI_WARM_DIR": str(tmp_path / ("x" * 90))})
+        warm_share.place(Settings.from_env({"SPYRE_CI_WARM_DIR": str(tmp_path / ("x" * 90))}))
     runtime = Path(tempfile.mkdtemp(dir="/tmp"))  # short: a socket's path is
     try:
         state = {"SPYRE_CI_STATE_DIR": str(tmp_path / "a"), "XDG_RUNTIME_DIR": str(runtime)}
-        one = warm_share.place(state)
-        other = warm_share.place({**state, "SPYRE_CI_STATE_DIR": str(tmp_path / "b")})
+        one = warm_share.place(Settings.from_env(state))
+        other = warm_share.place(
+            Settings.from_env({**state, "SPYRE_CI_STATE_DIR": str(tmp_path / "b")})
+        )
         assert one is not None and other is not None and one.root != other.root  # per state
         assert one.root.parent == runtime / f"spyre-ci-{os.getuid()}" and one.idle_s == 600.0
         assert (one.root.parent.stat().st_mode & 0o777) == 0o700

@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from contracts.exit_codes import ExitCode
 from workflows.cli import commands
 from workflows.errors import BadInput, Unavailable
+from workflows.runner import zygote
 from workflows.settings import Settings
 
 # Command modules written before workflows/errors.py import it from here.
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: Settings | None = None
     try:
         settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
+        zygote.share(settings)  # the warm runner of this state directory, for every run
         return int(args.func(args, settings))
     except BadInput as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)

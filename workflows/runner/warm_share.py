@@ -27,13 +27,12 @@ import os
 import shutil
 import signal
 import stat
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workflows.settings import Settings, SettingsError
+from workflows.settings import Settings
 
 READY = "ready.json"
 STARTING = "starting"
@@ -59,22 +58,17 @@ class NotShared(Exception):
     """Nothing is shared here; the message says why (logged once, then private zygotes)."""
 
 
-def place(env: Mapping[str, str]) -> Place | None:
-    """The place of the shared zygotes for a process with this environment; None when its
-    settings say not to share (`SPYRE_CI_WARM_IDLE_S=0`, an unreadable setting: the command
-    reported that itself). `NotShared` when the place cannot be private or is too long."""
-    try:
-        settings = Settings.from_env(env)
-    except SettingsError:
-        return None
+def place(settings: Settings) -> Place | None:
+    """The place of the shared zygotes of a process with these settings; None when they say
+    not to share (`SPYRE_CI_WARM_IDLE_S=0`). `NotShared` when the place cannot be private
+    or is too long a path."""
     if settings.warm_idle_s <= 0:
         return None
     if settings.warm_dir is not None:
         root = settings.warm_dir
         _private_folder(root)
     else:
-        runtime = env.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-        mine = Path(runtime) / f"spyre-ci-{os.getuid()}"
+        mine = settings.runtime_dir / f"spyre-ci-{os.getuid()}"
         _private_folder(mine)
         root = mine / hashlib.sha256(str(settings.state_dir).encode()).hexdigest()[:12]
         _private_folder(root)

@@ -65,7 +65,7 @@ from typing import BinaryIO
 
 from workflows.runner import change_imports, warm_share
 from workflows.runner.keeper import DEFAULT_OUTPUT_BYTES, status_text
-from workflows.settings import child_environment
+from workflows.settings import Settings, child_environment
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ def fork(
     (at most `output_bytes` of each, `workflows.runner.keeper.Capped`). `import_limit_s`:
     how long an import of a run's changed module may take in the zygote (a test's timeout);
     `ChangeFailed` when it takes longer, or fails."""
-    zygote = _POOL.get(key, _place(env))
+    zygote = _POOL.get(key, _place())
     return zygote.fork(argv, cwd, env, stdout, stderr, memory_mb, import_limit_s, output_bytes)
 
 
@@ -228,13 +228,26 @@ def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = 
     key = key_for(sys.executable, plugin, specs, environment)
     if key is not None:
         with contextlib.suppress(ZygoteUnavailable):
-            _POOL.get(key, _place(environment))
+            _POOL.get(key, _place())
 
 
-def _place(env: Mapping[str, str]) -> warm_share.Place | None:
-    """Where the shared zygotes of a process with `env` live; None: this process's own."""
+def share(settings: Settings) -> None:
+    """Share this process's zygotes as `settings` say (`warm_share`: per state directory,
+    `SPYRE_CI_WARM_IDLE_S`, `SPYRE_CI_WARM_DIR`); called by the entry points that read the
+    settings (`spyre-ci`, a Celery worker). A process that never calls it keeps zygotes of
+    its own, which end with it."""
+    _SHARING[:] = [settings]
+
+
+_SHARING: list[Settings] = []
+
+
+def _place() -> warm_share.Place | None:
+    """Where this process's shared zygotes live; None: it keeps its own."""
+    if not _SHARING:
+        return None
     try:
-        return warm_share.place(env)
+        return warm_share.place(_SHARING[0])
     except warm_share.NotShared as exc:
         log_once(f"the warm zygote is not shared: {exc}")
         return None

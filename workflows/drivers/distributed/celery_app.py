@@ -14,6 +14,7 @@ from celery import Celery, signals
 
 from workflows.run import run_model
 from workflows.run.context import RunContext
+from workflows.runner import zygote
 from workflows.settings import Settings
 from workflows.stores import redis_clients
 from workflows.stores.history import RedisHistory
@@ -73,7 +74,9 @@ _context: list[RunContext] = []
 
 @signals.worker_init.connect  # type: ignore[untyped-decorator]
 def _build_context(**_kwargs: Any) -> None:
-    _context[:] = [RunContext.open(Settings.from_env(), history())]
+    settings = Settings.from_env()
+    zygote.share(settings)  # the warm runner of this state directory, for every shard
+    _context[:] = [RunContext.open(settings, history())]
 
 
 def context() -> RunContext:
