@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from relay.signature import sign
 from tests.testing.paths import REPO_ROOT, TINY_SPEC
-from tests.testing.processes import free_port, launcher
+from tests.testing.processes import free_port
 from workflows.stores.history import RedisHistory
 
 SECRET = "e2e-secret"
@@ -156,17 +157,22 @@ def test_served_delivery_runs_through_celery_to_exported_results(
     assert record["event"]["delivery_id"] == "e2e-delivery-1"
 
 
-def _shard_pytest_parents(run_dir: Path) -> set[int]:
-    """Pids of the Celery pool children whose pytest child runs a shard of this run."""
-    out = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True, text=True)
-    parents = set()
-    for line in out.stdout.splitlines():
-        pid, ppid, args = line.strip().split(None, 2)
-        if "suites.pytest_plugin" in args and f"{run_dir}/work/{run_dir.name}/shard-" in args:
-            parent = launcher(int(pid))
-            if parent is not None:  # None: it ended meanwhile
-                parents.add(parent)
-    return parents
+def _shard_owners(run_dir: Path, redis_url: str, shards: int) -> set[int]:
+    """Pids of the Celery pool children that hold a lease on a shard of this run while a
+    test process of that run is running (the lease's token names its holder's pid: the test
+    processes themselves are forked by a zygote that any process may have started)."""
+    out = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True)
+    marker = f"{run_dir}/work/{run_dir.name}/shard-"
+    if not any("suites.pytest_plugin" in a and marker in a for a in out.stdout.splitlines()):
+        return set()
+    store = redis.Redis.from_url(redis_url, decode_responses=True)
+    owners = set()
+    for index in range(shards):
+        token = store.get(f"spyre-ci:run:{run_dir.name}:lease:{index}")
+        pid = str(token or "").split("/")[1:2]
+        if pid and pid[0].isdigit() and int(pid[0]) > 1:
+            owners.add(int(pid[0]))
+    return owners
 
 
 def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
@@ -197,7 +203,7 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     )
     distributed.submit(request, services["redis"])
     victims = wait_for(
-        lambda: _shard_pytest_parents(services["runs"] / "kill-test"),
+        lambda: _shard_owners(services["runs"] / "kill-test", services["redis"], 2),
         240,
         "a shard's pytest to start",
     )

@@ -23,7 +23,6 @@ import redis
 
 from tests.e2e.test_distributed import completed_runs, services, wait_for
 from tests.testing.paths import SLOW_SPEC, SLOW_STEPS
-from tests.testing.processes import launcher
 from workflows.drivers import distributed
 
 __all__ = ["services"]  # the fixture, shared with test_distributed
@@ -98,15 +97,17 @@ def kept(services: dict[str, Any]) -> int:
 
 
 def shard_pids(services: dict[str, Any]) -> dict[int, int]:
-    """pid -> parent pid of every test process of the run's shard."""
-    out = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True, text=True)
+    """pid -> the shard's owner (the pool child holding its lease) of every test process of
+    the run's shard. Its owner comes from the lease's token (`host/pid/...`): the test
+    process itself was forked by a shared zygote, which any process may have started."""
+    out = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True)
+    owner = (holder(services) or "").split("/")
+    owner_pid = int(owner[1]) if len(owner) > 2 and owner[1].isdigit() else 0
     pids = {}
     for line in out.stdout.splitlines():
-        pid, ppid, args = line.strip().split(None, 2)
-        if "suites.pytest_plugin" in args and f"/work/{RUN}/shard-0/" in args:
-            parent = launcher(int(pid))
-            if parent is not None:  # None: it ended meanwhile
-                pids[int(pid)] = parent
+        pid, args = line.strip().split(None, 1)
+        if "suites.pytest_plugin" in args and f"/work/{RUN}/shard-0/" in args and owner_pid > 1:
+            pids[int(pid)] = owner_pid
     return pids
 
 

@@ -14,7 +14,9 @@ def free_port() -> int:
 
 def launcher(pid: int) -> int | None:
     """The process that started test process `pid`: its parent, or, for a test process the
-    warm runner forked, the parent of the zygote it was forked from (the shard's owner).
+    warm runner forked, the parent of the zygote it was forked from (with zygotes shared,
+    the process that started the zygote, not always the shard's owner: a shard's lease
+    names its owner).
 
     None when `pid` ended before this looked (between two `ps` calls), or its launcher did:
     a caller that signals the answer must never get 0 (`os.kill(0, ...)` signals its own

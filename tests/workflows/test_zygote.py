@@ -123,6 +123,10 @@ def test_key_follows_what_changes_imports_not_what_the_child_reads_at_run_time()
     assert key is not None
     runtime = {**base, "OMP_NUM_THREADS": "1", "PYTEST_CURRENT_TEST": "x", "SPYRE_CI_ZYGOTE": "1"}
     assert zygote.key_for(sys.executable, PLUGIN, (), runtime) == key
+    # What importing inductor sets in the runner (a first run that expanded suites): the
+    # next `spyre-ci` process, without it, must find the same shared zygote.
+    inductor = {**base, "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_user"}
+    assert zygote.key_for(sys.executable, PLUGIN, (), inductor) == key
     for extra in ({"SPYRE_CI_MUTATION": "/tmp/m.json"}, {"PYTHONPATH": "/tmp/site"}):
         assert zygote.key_for(sys.executable, PLUGIN, (), {**base, **extra}) is None
     assert zygote.key_for("/usr/bin/false", PLUGIN, (), base) is None  # another interpreter

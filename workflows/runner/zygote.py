@@ -79,6 +79,9 @@ RUNTIME_VARS = (
     change_imports.IMPORTS_VAR,  # each process's own log of the change's imports
     "PWD",
     "OLDPWD",
+    # Set by torch's inductor when it is first imported (in a `spyre-ci` process that
+    # expanded suites, say): where it caches, read when it compiles.
+    "TORCHINDUCTOR_CACHE_DIR",
     "_",
     # workflows.settings: read by the workflows layer, not by anything a test imports.
     "SPYRE_CI_STATE_DIR",

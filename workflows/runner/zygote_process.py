@@ -128,10 +128,34 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     preload = getattr(module, "preload", None)
     if callable(preload):
         preload(list(specs) or None)
+    _preload_compile_stack()
     # What is loaded now stays as it is: the collector never walks it again, so a child's
     # collections neither take seconds over torch's objects nor copy every page they touch.
     gc.collect()
     gc.freeze()
+
+
+# torch.compile's own modules: a test process pays about 2 s to import them at its first
+# compiled test (dynamo, aot_autograd, which the backend's compiler uses).
+COMPILE_STACK = ("torch._dynamo", "torch._dynamo.backends.common", "torch._functorch.aot_autograd")
+
+
+def _preload_compile_stack() -> None:
+    """Import torch.compile's modules once here, for every child, unless a run's change has
+    modules not imported yet (or deletes one): their import, and what it does, must happen
+    where a cold test process would meet it, in the tests that compile, never in the
+    zygote's warm-up, where it would be every test's failure. A failure here is logged, and
+    the children import what is missing themselves."""
+    for finder in sys.meta_path:
+        changed = getattr(finder, "_modules", None)
+        deleted = getattr(finder, "_deleted", None)
+        if isinstance(changed, dict) and (deleted or any(m not in sys.modules for m in changed)):
+            return
+    try:
+        for name in COMPILE_STACK:
+            importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - the children import it as a cold process would
+        traceback.print_exc()
 
 
 def _loaded_files() -> list[tuple[str, str, str]]:
