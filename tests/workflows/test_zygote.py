@@ -435,3 +435,39 @@ def test_a_long_tmpdir_does_not_cost_the_zygote_its_socket(
     finally:
         started.stop()
     assert not started.folder.exists()
+
+
+PRELOAD = """
+import sys
+from workflows.runner import zygote_process
+
+class Finder:  # what a run's change puts on sys.meta_path (change_overlay.finder)
+    def __init__(self, modules):
+        self._modules, self._deleted = dict.fromkeys(modules, {}), set()
+    def find_spec(self, *args):
+        return None
+
+import torch
+sys.meta_path.insert(0, Finder(sys.argv[1:]))
+zygote_process._preload_compile_stack()
+print("torch._dynamo" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("changed", "preloaded"),
+    [
+        ((), "True"),  # no change, or one whose modules the warm-up imported: preloaded
+        (("torch.nn.functional",), "True"),
+        (("torch._dynamo.eval_frame",), "False"),  # its import stays in the compiling tests
+    ],
+)
+def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_to_import(
+    changed: tuple[str, ...], preloaded: str
+) -> None:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOAD, *changed], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == preloaded, out.stderr[-2000:]
