@@ -212,17 +212,27 @@ def test_the_idle_time_setting() -> None:
             Settings.from_env({"SPYRE_CI_WARM_IDLE_S": wrong})
 
 
-def test_room_is_made_by_stopping_the_least_recently_used(tmp_path: Path) -> None:
+def test_room_is_made_by_stopping_the_least_recently_used_never_one_in_use(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "warm"
     root.mkdir()
-    for age, name in enumerate("abcde"):
-        (root / name).mkdir()
+
+    def used(name: str, seconds_ago: float) -> None:
+        (root / name).mkdir(exist_ok=True)
         (root / name / warm_share.USED).touch()
-        stamp = time.time() - 100 * (5 - age)  # a oldest, e newest
+        stamp = time.time() - seconds_ago
         os.utime(root / name / warm_share.USED, (stamp, stamp))
-    warm_share.make_room(root)  # room for one more: MAX_SHARED - 1 stay
+
+    for name, age in (("a", 1), ("b", 500), ("c", 400), ("d", 300), ("e", 200)):
+        used(name, age)  # a: in use now, b: the least recently used
     assert warm_share.MAX_SHARED == 4
-    assert sorted(p.name for p in root.iterdir()) == ["c", "d", "e"]
+    warm_share.make_room(root)  # room for one more: MAX_SHARED - 1 stay
+    assert sorted(p.name for p in root.iterdir()) == ["a", "d", "e"]
+    for name in "bcdef":
+        used(name, 2)  # all in use: none is stopped, more stay alive for a while
+    warm_share.make_room(root)
+    assert sorted(p.name for p in root.iterdir()) == list("abcdef")
 
 
 def _running(pid: int) -> bool:

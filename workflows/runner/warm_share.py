@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ READY = "ready.json"
 STARTING = "starting"
 USED = "used"
 MAX_SHARED = 4  # alive at once per ROOT; the least recently used goes first
+IN_USE_S = 30.0  # a zygote used this recently is never stopped to make room
 SOCKET_PATH_MAX = 100  # a Unix socket's path holds 107 bytes (Linux)
 _PROCESS_MARK = b"workflows.runner.zygote_process"
 
@@ -167,7 +169,9 @@ def stop_every(root: Path) -> int:
 def make_room(root: Path) -> None:
     """Stop the zygotes whose loaded code changed on disk (their key is not the current
     one, so nobody would use them again), then the least recently used ones, so that one
-    more leaves at most MAX_SHARED."""
+    more leaves at most MAX_SHARED; never one warming up or in use (used in the last
+    IN_USE_S seconds: a zygote with a test process running says so every few seconds), so
+    more may be alive for a while when more are in use at once."""
     folders = []
     for folder in _folders(root):
         if stale(folder) is not None:
@@ -175,8 +179,11 @@ def make_room(root: Path) -> None:
         else:
             folders.append(folder)
     folders.sort(key=_last_used)
+    now = time.time()
     for folder in folders[: max(0, len(folders) - MAX_SHARED + 1)]:
-        stop(folder)
+        warming = ready(folder) is None and starting(folder) is not None
+        if not warming and now - _last_used(folder) > IN_USE_S:
+            stop(folder)
 
 
 def stale(folder: Path) -> str | None:

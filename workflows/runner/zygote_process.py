@@ -220,6 +220,7 @@ class _Server:
         self.parent = os.getppid()
         self.idle_s = idle_s  # shared: how long it stays with nothing to do
         self.active = time.monotonic()
+        self.folder = Path(listener.getsockname()).parent
 
     def loop(self) -> None:
         stdin = _CHANNEL["lifeline"] if self.idle_s is None else None
@@ -244,7 +245,12 @@ class _Server:
                     self._closed(conn)
             self._reap()
             if self.buffers or self.children:
-                self.active = time.monotonic()
+                now = time.monotonic()
+                if self.idle_s is not None and now - self.active > 2.0:
+                    # In use: a process making room for another zygote spares this one.
+                    with contextlib.suppress(OSError):
+                        (self.folder / "used").touch()
+                self.active = now
             elif self.idle_s is not None and time.monotonic() - self.active > self.idle_s:
                 return  # shared, and nobody asked for anything for that long
 
