@@ -58,8 +58,22 @@ def _shared_warm_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
         patch.setenv("SPYRE_CI_WARM_DIR", str(_warm_dir(tmp_path_factory)))
         # `SPYRE_CI_WARM_IDLE_S=0 pytest ...`: the suite without sharing.
         patch.setenv("SPYRE_CI_WARM_IDLE_S", os.environ.get("SPYRE_CI_WARM_IDLE_S", "120"))
-        zygote.share(Settings.from_env())  # the tests that run shards in this process too
+        _SESSION[:] = [Settings.from_env()]
+        zygote.share(_SESSION[0])  # the tests that run shards in this process too
         yield
+
+
+_SESSION: list[Settings] = []
+
+
+@pytest.fixture(autouse=True)
+def _the_run_s_warm_runner() -> Iterator[None]:
+    """After a test that ran `spyre-ci` in this process (its `main` hands its own settings
+    to the warm runner), the run's shared place again: a later module's fixture that runs
+    shards here must not start zygotes elsewhere, outliving the test run."""
+    yield
+    if _SESSION:
+        zygote.share(_SESSION[0])
 
 
 def _warm_dir(factory: pytest.TempPathFactory) -> Path:
