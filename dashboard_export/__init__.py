@@ -22,6 +22,12 @@ class PublishRefused(ExportError):
         self.status = status
 
 
+class WriteUnavailable(Unavailable):
+    """A file of the run could not be written for the machine's reasons (a full disk, a
+    quota, an I/O error, a read-only file system): an infrastructure fault, not bad input;
+    the message names the file."""
+
+
 class PublishUnavailable(Unavailable):
     """An endpoint (HUD, the CRCR relay, GitHub) stayed down or unreachable through the
     publisher's retries: an outage, not an ExportError; the same publish may succeed later.

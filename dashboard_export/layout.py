@@ -20,6 +20,7 @@ replaces each file with the same bytes.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dashboard_export import ExportError, evidence
+from dashboard_export import ExportError, WriteUnavailable, evidence
 from dashboard_export.crcr import callback_body, envelope_for, fit_body
 from dashboard_export.hud_row import row_for
 from dashboard_export.junit import attempt_cases, case_id
@@ -153,7 +154,14 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
+        if exc.errno in _MACHINE_FAULTS:  # the machine's fault, not the path given
+            raise WriteUnavailable(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise ExportError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+# Write errors that say nothing about the path the user gave: full, over quota, failing
+# (a read-only file system stays an ExportError: the path given cannot be written).
+_MACHINE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ENOMEM})
 
 
 def _json_bytes(document: Any, compact: bool = False) -> bytes:

@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
-from dashboard_export.layout import read_json_lines, write_run
+import pytest
+
+from contracts.errors import Unavailable
+from dashboard_export import ExportError, WriteUnavailable
+from dashboard_export.layout import atomic_write, read_json_lines, write_run
 from dashboard_export.model import RunRecord
 from dashboard_export.validation import validate
 from tests.testing.records import CRASHED
@@ -181,3 +187,28 @@ def test_a_removed_variant_is_a_skipped_hud_row(record: RunRecord, tmp_path: Pat
     rows = read_json_lines(out / "hud/test_run/9876543210/2")
     (row,) = [r for r in rows if r["name"] == gone.id]
     assert row["status"] == "skipped" and row["result"] == "skipped"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (errno.ENOSPC, WriteUnavailable),  # the machine's: exit 3, never "bad input"
+        (errno.EDQUOT, WriteUnavailable),
+        (errno.EIO, WriteUnavailable),
+        (errno.EACCES, ExportError),  # the path given cannot be written: exit 2
+        (errno.EROFS, ExportError),
+    ],
+)
+def test_a_write_that_fails_says_whose_fault_it_is_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int, kind: type[Exception]
+) -> None:
+    target = tmp_path / "run.json"
+
+    def failing(self: Path, data: bytes) -> int:
+        raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(Path, "write_bytes", failing)
+    with pytest.raises(kind, match=f"{target}: cannot write: {os.strerror(error)}") as caught:
+        atomic_write(target, b"{}")
+    assert isinstance(caught.value, Unavailable) is (kind is WriteUnavailable)
+    assert list(tmp_path.iterdir()) == []
