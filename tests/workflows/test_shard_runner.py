@@ -57,6 +57,17 @@ IDS = [
 CONTRACT_ENV = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
 
 
+def editable_contract_plugin(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of `contract_plugin` in `folder/plugins`, first on PYTHONPATH: the file a test
+    edits under a zygote that loaded it."""
+    plugins = folder / "plugins"
+    plugins.mkdir()
+    copy = plugins / "contract_plugin.py"
+    copy.write_text((Path(__file__).parent / "contract_plugin.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", f"{plugins}:{CONTRACT_ENV['PYTHONPATH']}")
+    return copy
+
+
 @pytest.fixture()
 def shard_dir(tmp_path: Path) -> Path:
     (tmp_path / "test_crashy.py").write_text(CRASHY)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows.test_shard_runner import CONTRACT_ENV
+from tests.workflows.test_shard_runner import CONTRACT_ENV, editable_contract_plugin
 from workflows.runner import warm_share
 from workflows.settings import Settings, SettingsError
 
@@ -153,11 +153,7 @@ def test_a_shared_zygote_ends_when_idle_and_leaves_nothing(
 def test_a_shared_zygote_whose_loaded_code_changed_is_replaced_by_the_next_process(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plugins = work / "plugins"
-    plugins.mkdir()
-    plugin = plugins / "contract_plugin.py"
-    plugin.write_text((Path(__file__).parent / "contract_plugin.py").read_text())
-    monkeypatch.setenv("PYTHONPATH", f"{plugins}:{CONTRACT_ENV['PYTHONPATH']}")
+    plugin = editable_contract_plugin(work, monkeypatch)
     finished(shard(work, "demo::t::quick::f32"))
     old = forked_from(work, "quick.pids")
     plugin.write_text(plugin.read_text() + "\n# edited while the zygote is kept\n")

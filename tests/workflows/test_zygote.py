@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from suites.model import Status
-from tests.workflows.test_shard_runner import CONTRACT_ENV, CRASHY, IDS
+from tests.workflows.test_shard_runner import CONTRACT_ENV, CRASHY, IDS, editable_contract_plugin
 from workflows.runner import zygote
 from workflows.runner.shard_runner import PLUGIN, Limits, run_shard
 from workflows.settings import Settings, SettingsError
@@ -332,11 +332,7 @@ def test_the_zygote_imports_what_a_cold_process_imports_not_the_runners_folder(
 def test_a_zygote_whose_loaded_code_changed_on_disk_is_restarted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plugin_dir = tmp_path / "plugins"
-    plugin_dir.mkdir()
-    copy = plugin_dir / "contract_plugin.py"
-    copy.write_text((Path(__file__).parent / "contract_plugin.py").read_text())
-    monkeypatch.setenv("PYTHONPATH", f"{plugin_dir}:{CONTRACT_ENV['PYTHONPATH']}")
+    copy = editable_contract_plugin(tmp_path, monkeypatch)
     (tmp_path / "test_first.py").write_text("def test_first():\n    assert True\n")
     (tmp_path / "test_crashy.py").write_text(CRASHY)
     first = run_shard("a", ["demo::t::first::f32"], tmp_path, plugin="contract_plugin", warm=True)
