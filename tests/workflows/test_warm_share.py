@@ -243,3 +243,24 @@ def _running(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_warm_list_shows_the_zygotes_and_warm_stop_ends_them(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workflows.cli.main import main
+
+    assert main(["warm", "list"]) == 0
+    assert "no zygote alive" in capsys.readouterr().out
+    finished(shard(work, "demo::t::quick::f32"))
+    (pid,) = zygotes(work).values()
+    assert main(["warm", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert f"pid {pid}, " in listed and " MB, idle " in listed and "no change" in listed
+    assert main(["warm", "stop"]) == 0
+    assert "stopped 1 zygote(s)" in capsys.readouterr().out
+    wait_for(lambda: not _running(pid), "the stopped zygote ended", timeout=10)
+    assert main(["warm", "list"]) == 0 and "no zygote alive" in capsys.readouterr().out
+    monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "0")
+    assert main(["warm", "list"]) == 0
+    assert "SPYRE_CI_WARM_IDLE_S=0" in capsys.readouterr().out

@@ -128,6 +128,55 @@ def mark_starting(folder: Path, keeper: int) -> None:
     (folder / STARTING).write_text(str(keeper))
 
 
+ABOUT = "about.json"  # what the zygote was started for (`spyre-ci warm list` shows it)
+
+
+def describe(folder: Path, about: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        (folder / ABOUT).write_text(json.dumps(about))
+
+
+@dataclass(frozen=True)
+class Alive:
+    """A shared zygote as `spyre-ci warm list` shows it."""
+
+    folder: Path
+    pid: int  # 0 while it warms up
+    ready: bool
+    rss_mb: int | None
+    idle_s: float  # since a process last used it
+    about: dict[str, Any]
+
+
+def alive_zygotes(root: Path) -> list[Alive]:
+    """The zygotes under `root` that are ready or warming up, most recently used first."""
+    found = []
+    now = time.time()
+    for folder in _folders(root):
+        done = ready(folder)
+        pid = int(done.get("pid") or 0) if done else 0
+        if done is None and starting(folder) is None:
+            continue  # what an ended zygote left: the next start clears it
+        try:
+            about = json.loads((folder / ABOUT).read_text())
+        except (OSError, ValueError):
+            about = {}
+        found.append(
+            Alive(folder, pid, done is not None, _rss_mb(pid), now - _last_used(folder), about)
+        )
+    return sorted(found, key=lambda z: z.idle_s)
+
+
+def _rss_mb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def touch(folder: Path) -> None:
     """Say the zygote in `folder` was just used (`make_room` spares the most recent)."""
     with contextlib.suppress(OSError):

@@ -692,6 +692,12 @@ def _shared(key: ZygoteKey, place: warm_share.Place) -> Zygote:
         warm_share.stop(folder)  # what a zygote that ended left, if anything
         warm_share.make_room(place.root)
         folder.mkdir(mode=0o700)
+        from workflows.runner.change_overlay.prepare import CHANGE_VAR
+
+        change = dict(key.env).get(CHANGE_VAR, "")
+        warm_share.describe(
+            folder, {"python": key.python, "specs": list(key.specs), "change": change}
+        )
         return Zygote(key, shared=folder, idle_s=place.idle_s)
 
 
