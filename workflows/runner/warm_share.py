@@ -162,15 +162,24 @@ def alive_zygotes(root: Path) -> list[Alive]:
         except (OSError, ValueError):
             about = {}
         found.append(
-            Alive(folder, pid, done is not None, _rss_mb(pid), now - _last_used(folder), about)
+            Alive(
+                folder,
+                pid,
+                done is not None,
+                status_mb(pid, "VmRSS"),
+                now - _last_used(folder),
+                about,
+            )
         )
     return sorted(found, key=lambda z: z.idle_s)
 
 
-def _rss_mb(pid: int) -> int | None:
+def status_mb(pid: int, field: str) -> int | None:
+    """A size of process `pid` in MB from /proc/PID/status (`VmRSS`: resident, `VmSize`:
+    mapped), or None when unknown."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) // 1024
     except (OSError, ValueError, IndexError):
         return None

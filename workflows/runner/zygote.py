@@ -743,13 +743,7 @@ def _code_stamp(plugin: str) -> str:
 
 def _mapped_mb(pid: int) -> int | None:
     """The address space process `pid` maps, in MB (VmSize), or None when unknown."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return warm_share.status_mb(pid, "VmSize")
 
 
 def _read_line(conn: socket.socket) -> bytes:
