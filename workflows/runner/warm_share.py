@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workflows.runner.zygote_process import READY_FILE, USED_FILE, file_digest, file_stamp
 from workflows.settings import Settings
 
-READY = "ready.json"
+READY = READY_FILE
 STARTING = "starting"
-USED = "used"
+USED = USED_FILE
 MAX_SHARED = 4  # alive at once per ROOT; the least recently used goes first
 IN_USE_S = 30.0  # a zygote used this recently is never stopped to make room
 SOCKET_PATH_MAX = 100  # a Unix socket's path holds 107 bytes (Linux)
@@ -247,15 +248,27 @@ def make_room(root: Path) -> None:
 def stale(folder: Path) -> str | None:
     """A file the ready zygote in `folder` loaded whose content changed since (None: none
     did, or it is not ready): its forks would run the old code."""
-    from workflows.runner.zygote_process import file_digest, file_stamp
-
     try:
-        files = json.loads((folder / READY).read_text()).get("files") or ()
+        files = json.loads((folder / READY).read_text()).get("files") or []
     except (OSError, ValueError, AttributeError):
         return None
-    for path, stamp, digest in files:
-        if file_stamp(path) != stamp and file_digest(path) != digest:
+    return changed_file(files)
+
+
+def changed_file(files: list[list[str]]) -> str | None:
+    """The first of a zygote's loaded files, `[path, stat stamp, digest]`, whose content
+    changed on disk (or is gone). The digest decides; it is computed again only for a file
+    whose stamp moved, and a stamp that moved over the same content is remembered in
+    `files`, so a `touch` costs one digest and an edit with its mtime set back is still
+    seen."""
+    for entry in files:
+        path, stamp, digest = entry
+        now = file_stamp(path)
+        if now == stamp:
+            continue
+        if not now or file_digest(path) != digest:
             return str(path)
+        entry[1] = now
     return None
 
 

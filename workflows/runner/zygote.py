@@ -110,7 +110,6 @@ _PAD = "--pad=" + "." * 8192
 MEMORY_HEADROOM_MB = 256  # what a test needs beyond the zygote's own mapping, at least
 MAX_ZYGOTES = 2  # alive at once per process (distinct specs, say); the least recent goes
 READY_TIMEOUT_S = 300.0
-_SOCKET_PATH_MAX = 100  # a Unix socket's path holds 107 bytes (Linux)
 
 
 class ZygoteUnavailable(Exception):
@@ -337,6 +336,8 @@ class WarmChild:
 class Zygote:
     """One zygote process (runner side): started at once, ready when its first line says so."""
 
+    _log: BinaryIO | None  # its log, opened by the process that started it
+
     def __init__(
         self, key: ZygoteKey, shared: Path | None = None, idle_s: float | None = None
     ) -> None:
@@ -349,22 +350,14 @@ class Zygote:
             self.folder = shared
         else:
             self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-"))
-            if len(str(self.folder / "socket")) > _SOCKET_PATH_MAX:  # a long $TMPDIR
+            if len(str(self.folder / "socket")) > warm_share.SOCKET_PATH_MAX:  # a long $TMPDIR
                 self.folder.rmdir()
                 self.folder = Path(tempfile.mkdtemp(prefix="spyre-zygote-", dir="/tmp"))
-        self.socket_path = self.folder / "socket"
-        self.imports = self.folder / "imports"  # its log of the change's imports
-        self.broken: str | None = None
-        self.change: str | None = None  # set when the change failed in its import
-        self.pid: int | None = None  # the zygote's own (`proc` is its keeper), once ready
-        self._ready = False
-        self._files: list[list[str]] = []  # [path, stat stamp, digest]
-        self._lock = threading.Lock()
-        self._log: BinaryIO | None = open(self.folder / "zygote.log", "wb")  # noqa: SIM115
+        self._state(self.folder)
+        self._log = open(self.folder / "zygote.log", "wb")  # noqa: SIM115 - closed in stop()
         command = [key.python, "-m", PROCESS, str(self.socket_path), key.plugin]
         if idle_s is not None:
             command.append(f"--idle={idle_s:g}")
-        self.started = time.monotonic()
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
             [*command, *key.specs, _PAD],
             # Shared: no lifeline, it outlives this process (it ends when idle).
@@ -391,23 +384,27 @@ class Zygote:
         zygote = cls.__new__(cls)
         zygote.key = key
         zygote.shared = True
-        zygote.folder = folder
-        zygote.socket_path = folder / "socket"
-        zygote.imports = folder / "imports"
-        zygote.broken = None
-        zygote.change = None
-        zygote.pid = None
+        zygote._state(folder)
         zygote.proc = None
         zygote.keeper = warm_share.starting(folder) or 0
-        zygote._ready = False
-        zygote._files = []
-        zygote._lock = threading.Lock()
-        zygote._log = None
-        zygote.started = time.monotonic()
         if ready is not None:
             zygote._attached(ready)
         warm_share.touch(folder)
         return zygote
+
+    def _state(self, folder: Path) -> None:
+        """What a zygote's runner side knows before it is ready, started here or attached."""
+        self.folder = folder
+        self.socket_path = folder / "socket"
+        self.imports = folder / "imports"  # its log of the change's imports
+        self.broken: str | None = None
+        self.change: str | None = None  # set when the change failed in its import
+        self.pid: int | None = None  # the zygote's own (`proc` is its keeper), once ready
+        self._ready = False
+        self._files: list[list[str]] = []  # [path, stat stamp, digest]
+        self._lock = threading.Lock()
+        self._log = None
+        self.started = time.monotonic()
 
     def _attached(self, ready: Mapping[str, object]) -> None:
         self._ready = True
@@ -561,22 +558,9 @@ class Zygote:
 
     def stale(self) -> str | None:
         """A module file it loaded at warm-up whose content changed on disk since (None: none
-        did, or it is not ready yet): its forks would run the old code. The content's digest
-        decides; it is computed again only for a file whose stat stamp (inode, size, mtime,
-        ctime) moved, so a `touch` costs one digest and an edit with its mtime set back is
-        still seen."""
-        from workflows.runner.zygote_process import file_digest, file_stamp
-
-        files: list[list[str]] = getattr(self, "_files", [])
-        for entry in files:
-            path, stamp, digest = entry
-            now = file_stamp(path)
-            if now == stamp:
-                continue
-            if not now or file_digest(path) != digest:
-                return path
-            entry[1] = now  # the same content: no digest the next time
-        return None
+        did, or it is not ready yet): its forks would run the old code
+        (`warm_share.changed_file`)."""
+        return warm_share.changed_file(getattr(self, "_files", []))
 
     def stop(self) -> None:
         """Close its stdin (it kills its children and exits), then make sure it is gone. A

@@ -95,6 +95,7 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
 
 
 READY_FILE = "ready.json"  # a shared zygote's: what a process attaching to it reads
+USED_FILE = "used"  # touched whenever a shared zygote is used (`warm_share.make_room`)
 
 
 def _publish(folder: Path, ready: dict[str, Any]) -> None:
@@ -249,7 +250,7 @@ class _Server:
                 if self.idle_s is not None and now - self.active > 2.0:
                     # In use: a process making room for another zygote spares this one.
                     with contextlib.suppress(OSError):
-                        (self.folder / "used").touch()
+                        (self.folder / USED_FILE).touch()
                 self.active = now
             elif self.idle_s is not None and time.monotonic() - self.active > self.idle_s:
                 return  # shared, and nobody asked for anything for that long
