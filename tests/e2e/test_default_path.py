@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from selector.history import History
 from tests.testing.cli import state_env
 from tests.testing.paths import REPO_ROOT
@@ -28,6 +30,7 @@ def spyre_ci(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long
 def test_a_memory_limit_below_the_zygote_ends_the_run_as_infrastructure_and_teaches_nothing(
     seeded_state: Path, tmp_path: Path
 ) -> None:

@@ -175,6 +175,7 @@ def _shard_owners(run_dir: Path, redis_url: str, shards: int) -> set[int]:
     return owners
 
 
+@pytest.mark.long
 def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     services: dict[str, Any], slow_inventory: Path
 ) -> None:

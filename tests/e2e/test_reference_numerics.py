@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.testing.cli import state_env
 from tests.testing.paths import REPO_ROOT
 
@@ -25,6 +27,7 @@ SOFTSIGN_NUMPY_REF = {
 }
 
 
+@pytest.mark.long
 def test_a_numerics_edit_on_both_sides_fails_its_numpy_reference(
     seeded_state: Path, tmp_path: Path
 ) -> None:

@@ -131,6 +131,7 @@ def other(names: tuple[str, str], owner: str) -> str:
     return names[1] if owner.startswith(f"{names[0]}@") else names[0]
 
 
+@pytest.mark.long
 def test_a_killed_worker_s_shard_is_taken_over_within_two_leases(
     services: dict[str, Any], slow_inventory: Path, record_property: Any
 ) -> None:
@@ -187,6 +188,7 @@ def test_a_stalled_worker_that_lost_its_lease_records_nothing(
     assert "lease taken over" in log or "lease lost before recording" in log
 
 
+@pytest.mark.long
 def test_sigterm_stops_the_shard_and_hands_it_over_at_once(
     services: dict[str, Any], slow_inventory: Path
 ) -> None:
@@ -226,6 +228,7 @@ def test_sigterm_stops_the_shard_and_hands_it_over_at_once(
     assert "handing the shard back" in log, log[-3000:]
 
 
+@pytest.mark.long
 def test_worker_status_reports_intake_workers_and_leases(
     services: dict[str, Any], slow_inventory: Path
 ) -> None:

@@ -9,6 +9,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from tests.testing.paths import REPO_ROOT
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
@@ -120,6 +122,7 @@ def test_selected_variants_run_with_results_and_junit(tmp_path: Path) -> None:
     assert names["tiny::test_tiny_ops::TestTiny::test_hangs::none"].find("failure") is not None
 
 
+@pytest.mark.long
 def test_ids_of_unavailable_or_unloaded_suites_are_a_clear_error(tmp_path: Path) -> None:
     # The environment is wrong (no TORCH_ROOT, a suite that is not loaded): not "removed".
     ids = ["plug::compare_cpu::addd::float32", IDS[3], "nosuch::compare_cpu::add::float32"]
@@ -131,6 +134,7 @@ def test_ids_of_unavailable_or_unloaded_suites_are_a_clear_error(tmp_path: Path)
     assert "plug::compare_cpu::addd::float32" not in result.stderr  # that one is removed
 
 
+@pytest.mark.long
 def test_an_id_the_specs_no_longer_have_is_removed_and_the_rest_runs(tmp_path: Path) -> None:
     gone = "plug::compare_cpu::add::float64"  # the spec lists float32 only
     result = _pytest(tmp_path, [IDS[0], gone, IDS[2]], torch_root=None)
@@ -147,6 +151,7 @@ def test_an_id_the_specs_no_longer_have_is_removed_and_the_rest_runs(tmp_path: P
     assert {case.get("name") for case in cases} == {IDS[0], IDS[2]}  # no JUnit row for it
 
 
+@pytest.mark.long
 def test_collect_only_counts_the_variants(tmp_path: Path) -> None:
     result = _pytest(tmp_path, IDS[:3], "--collect-only")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -184,6 +184,7 @@ def test_dtype_includes_and_listed_op_dtypes_widen_what_upstream_generates(
     assert abs_info.dtypesIf == own[1]
 
 
+@pytest.mark.long
 def test_a_widened_variant_runs_from_its_own_module(tmp_path: Path) -> None:
     ids = tmp_path / "ids.txt"
     ids.write_text(

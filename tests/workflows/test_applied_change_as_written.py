@@ -62,6 +62,7 @@ def a_comment_on_top() -> str:
     return "@@ -1,3 +1,4 @@\n" + "".join(f" {line}\n" for line in top) + "+# tried here\n"
 
 
+@pytest.mark.long
 def test_a_files_sections_all_apply_in_order_under_one_path_and_the_break_is_red(
     glu_inventory: Path, tmp_path: Path
 ) -> None:

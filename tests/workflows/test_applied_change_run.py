@@ -32,6 +32,7 @@ def run(
     return done, record
 
 
+@pytest.mark.long
 def test_a_breaking_python_edit_fails_on_the_changed_torch_and_is_never_the_baseline(
     glu_inventory: Path, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_a_breaking_python_edit_fails_on_the_changed_torch_and_is_never_the_base
     assert learned is not None and learned.baseline is None
 
 
+@pytest.mark.long
 def test_a_no_op_python_edit_stays_green(glu_inventory: Path, tmp_path: Path) -> None:
     text = GLU_PATCH.read_text()
     # The same place, the same behaviour: applied, selected, and nothing breaks.

@@ -193,6 +193,7 @@ def _finish(
     )
 
 
+@pytest.mark.long
 def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
     github_api: GitHubAPIServer,  # noqa: F811
     glu_inventory: Path,
@@ -262,6 +263,7 @@ def test_a_run_s_window_names_the_breaking_python_commit_everywhere(
     assert f"bisect: culprit {culprit[:12]}" in html
 
 
+@pytest.mark.long
 def test_a_culprit_behind_a_cpp_commit_is_named_assuming_its_cpp_part(
     github_api: GitHubAPIServer,  # noqa: F811
     tmp_path: Path,
@@ -314,6 +316,7 @@ def test_a_culprit_behind_a_cpp_commit_is_named_assuming_its_cpp_part(
         ),
     ],
 )
+@pytest.mark.long
 def test_a_flaky_step_gets_more_runs_and_a_majority_or_no_verdict(
     github_api: GitHubAPIServer,  # noqa: F811
     tmp_path: Path,
@@ -347,6 +350,7 @@ def test_a_flaky_step_gets_more_runs_and_a_majority_or_no_verdict(
         assert "culprit" not in glu
 
 
+@pytest.mark.long
 def test_a_step_that_cannot_run_stops_the_bisect_as_infrastructure(
     github_api: GitHubAPIServer,  # noqa: F811
     tmp_path: Path,

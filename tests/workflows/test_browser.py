@@ -84,6 +84,7 @@ def _pages(state: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     return main(["runs", "pages", "--out", str(out)])
 
 
+@pytest.mark.long
 def test_runs_pages_writes_every_page_from_history(
     browsed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -556,6 +556,7 @@ def _shard_logs(out: Path, shard: str) -> list[Path]:
     return sorted((out / "work").glob(f"**/{shard}/*.jsonl"))
 
 
+@pytest.mark.long
 def test_relative_paths_hold_across_directories(tiny_inventory: Path, tmp_path: Path) -> None:
     """A run started with relative --out, --inventory, --specs and SPYRE_CI_STATE_DIR is
     resumed from another directory: every path it recorded is absolute."""

@@ -115,6 +115,7 @@ def test_runs_show_prints_no_reprs_and_no_epoch_seconds() -> None:
     assert "{" not in text and "[" not in text
 
 
+@pytest.mark.long
 def test_output_piped_to_head_ends_without_a_traceback() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with subprocess.Popen(

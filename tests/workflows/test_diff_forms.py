@@ -48,6 +48,7 @@ def _difflib_form(diff: str) -> str:
     return "".join(parts)
 
 
+@pytest.mark.long
 def test_every_shipped_mutation_selects_the_same_in_every_form(
     index: tuple[Inventory, selector.InventoryIndex],
 ) -> None:

@@ -59,6 +59,7 @@ def glu_hunks() -> str:
     return text[text.index("@@ -1802") :]
 
 
+@pytest.mark.long
 def test_the_compare_diff_is_applied_and_a_file_github_sent_no_patch_for_is_named(
     github: GitHubAPIServer, glu_inventory: Path, tmp_path: Path
 ) -> None:

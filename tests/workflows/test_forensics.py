@@ -256,6 +256,7 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     assert not (tmp_path / "push-b" / "forensics.json").exists()
 
 
+@pytest.mark.long
 def test_a_real_run_refused_by_a_spyre_rule_is_the_backends(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:

@@ -205,6 +205,7 @@ def test_an_installed_file_the_patch_does_not_fit_is_read_from_github(
 # -- on real processes -----------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_a_served_push_is_planned_by_the_old_source_github_gives(
     github_api: GitHubAPIServer,  # noqa: F811
     services: dict[str, Any],  # noqa: F811

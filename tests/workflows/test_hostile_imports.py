@@ -108,6 +108,7 @@ def left_behind(folder: Path) -> list[str]:
     return found
 
 
+@pytest.mark.long
 def test_a_change_that_kills_its_parent_at_import_is_its_failure_and_the_run_goes_on(
     glu_inventory: Path, short_tmp: Path
 ) -> None:
@@ -131,6 +132,7 @@ def test_a_change_that_kills_its_parent_at_import_is_its_failure_and_the_run_goe
     assert not list((short_tmp / "warm" / "tmp").glob("spyre-zygote-*"))  # its folder too
 
 
+@pytest.mark.long
 def test_a_change_that_hangs_at_import_is_killed_at_the_test_timeout(
     glu_inventory: Path, short_tmp: Path
 ) -> None:
@@ -150,6 +152,7 @@ def test_a_change_that_hangs_at_import_is_killed_at_the_test_timeout(
     assert not left_behind(short_tmp / "warm"), left_behind(short_tmp / "warm")
 
 
+@pytest.mark.long
 def test_a_print_at_import_keeps_the_warm_runner_and_the_outcome(
     glu_inventory: Path, short_tmp: Path
 ) -> None:
@@ -169,6 +172,7 @@ def test_a_print_at_import_keeps_the_warm_runner_and_the_outcome(
     assert said == {"warm": False, "cold": True}
 
 
+@pytest.mark.long
 def test_an_environment_edit_at_import_has_the_same_outcome_warm_and_cold(
     glu_inventory: Path, short_tmp: Path
 ) -> None:

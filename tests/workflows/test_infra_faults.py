@@ -274,6 +274,7 @@ def _shard_processes(marker: str) -> list[int]:
     "signum",
     ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)],  # same path after the handler
 )
+@pytest.mark.long
 def test_an_interrupted_run_stops_every_shard_at_once_and_can_be_resumed(
     slow_inventory: Path, tmp_path: Path, signum: str
 ) -> None:

@@ -7,12 +7,15 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.testing.cli import build_inventory, spyre_ci
 from tests.testing.paths import GLU_PATCH, GLU_SPEC, REPO_ROOT
 
 GLU = "glu::compare_cpu::nn.functional.glu::float32"
 
 
+@pytest.mark.long
 def test_a_run_against_another_backend_uses_its_device(tmp_path: Path) -> None:
     marker = tmp_path / "registered.txt"
     env = {

@@ -74,6 +74,7 @@ def _planned_run_id(out: Path, proc: subprocess.Popen[str], within_s: float = 12
 # -- one run per --out ---------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_a_second_run_into_an_out_directory_in_use_is_refused_naming_the_first(
     slow_inventory: Path, tiny_inventory: Path, tmp_path: Path
 ) -> None:
@@ -226,6 +227,7 @@ cp -a "$DISK/state" "$WORK/state-after"
     not _private_tmpfs_allowed(),
     reason="needs a private mount namespace (unshare) for a small filesystem",
 )
+@pytest.mark.long
 def test_a_state_directory_whose_disk_fills_mid_run_is_an_infrastructure_error(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:

@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.testing.cli import build_inventory, spyre_ci
 from tests.testing.paths import GLU_PATCH, REPO_ROOT
 from tests.workflows.test_torch_builds import BUILD_SHA, fake_build
@@ -44,6 +46,7 @@ def break_glu(build: Path) -> None:
     shutil.rmtree(nn / "__pycache__", ignore_errors=True)
 
 
+@pytest.mark.long
 def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Path) -> None:
     build = fake_build(tmp_path / "builds" / "nightly", BUILD_SHA)
     break_glu(build)

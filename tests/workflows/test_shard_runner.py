@@ -139,6 +139,7 @@ def test_a_fault_cause_names_what_the_process_printed_on_stdout(tmp_path: Path) 
     assert "--- stdout" in result.fault.cause
 
 
+@pytest.mark.long
 def test_a_memory_limit_too_small_for_the_interpreter_is_a_fault(shard_dir: Path) -> None:
     result = run_shard("s", IDS[:1], shard_dir, limits=Limits(memory_mb=20))
     assert result.outcomes == [] and result.fault is not None

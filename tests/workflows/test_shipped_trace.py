@@ -41,6 +41,7 @@ def test_the_shipped_trace_covers_the_bundled_inventory(bundled) -> None:  # typ
     )
 
 
+@pytest.mark.long
 def test_a_sample_of_the_shipped_trace_matches_a_fresh_recording(
     bundled,  # type: ignore[no-untyped-def]
     tmp_path: Path,

@@ -26,6 +26,7 @@ def _ids(inventory: Path) -> list[str]:
     return sorted(v.id for v in Inventory.load(inventory).variants)
 
 
+@pytest.mark.long
 def test_a_variant_claimed_by_another_runner_is_left_to_it(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:
@@ -64,6 +65,7 @@ def warm_slow_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     zygote.stop_all()
 
 
+@pytest.mark.long
 def test_an_idle_runner_steals_the_tail_of_the_longest_shard_and_each_variant_runs_once(
     slow_inventory: Path, tmp_path: Path, warm_slow_steps: None
 ) -> None:

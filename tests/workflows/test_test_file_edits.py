@@ -287,6 +287,7 @@ def run(
     return done, record
 
 
+@pytest.mark.long
 def test_an_edit_that_breaks_an_upstream_test_is_its_new_failure(
     upstream_inventory: Path, tmp_path: Path
 ) -> None:

@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.testing.cli import spyre_ci
 from tests.testing.paths import GLU_SPEC, REPO_ROOT
 from workflows.runner import torch_builds
@@ -55,6 +57,7 @@ def test_a_build_is_found_by_its_torch_sha(tmp_path: Path) -> None:
     assert torch_builds.find(BUILD_SHA, ()) is None  # none configured: none found
 
 
+@pytest.mark.long
 def test_an_event_whose_sha_has_a_build_runs_there_and_is_tested(
     glu_inventory: Path,
     tmp_path: Path,

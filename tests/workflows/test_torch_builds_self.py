@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.testing.cli import spyre_ci
 from tests.testing.paths import GLU_SPEC, REPO_ROOT
 from tests.workflows.test_torch_builds import BUILD_SHA, fake_build
@@ -72,6 +74,7 @@ def test_this_interpreters_own_venv_is_found_when_named(tmp_path: Path) -> None:
     assert found.git_sha == real.git_sha
 
 
+@pytest.mark.long
 def test_a_run_with_the_variable_naming_the_venv_runs_there(
     glu_inventory: Path, tmp_path: Path
 ) -> None:

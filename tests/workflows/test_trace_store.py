@@ -124,6 +124,7 @@ def _request(inventory: Path, out: Path, run_id: str) -> run_model.RunRequest:
     return infra_request(inventory, out, run_id, trace_share=0.0)
 
 
+@pytest.mark.long
 def test_a_run_traces_what_lacks_a_trace_and_the_next_plan_joins_it(
     tiny_inventory: Path, tmp_path: Path
 ) -> None:

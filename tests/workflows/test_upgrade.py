@@ -151,6 +151,7 @@ def test_details_paths_and_spec_keys(tmp_path: Path):
     assert cache == Path("/x/spyre-ci/envs")
 
 
+@pytest.mark.long
 def test_shard_runner_takes_another_python(tmp_path: Path):
     """The upgrade run's hook: shards run with a given interpreter (here: a venv's python)."""
     from workflows.runner.shard_runner import run_shard

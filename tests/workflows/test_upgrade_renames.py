@@ -67,6 +67,7 @@ def _build(version: str, out: Path, spec: Path) -> Path:
     return inventory
 
 
+@pytest.mark.long
 def test_offline_upgrade_diff_carries_renames_and_writes_the_patch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -119,12 +119,14 @@ def test_a_second_process_forks_from_the_zygote_the_first_left(work: Path) -> No
     assert forked_from(work, "quick.pids") == only
 
 
+@pytest.mark.long
 def test_two_processes_at_once_start_one_zygote(work: Path) -> None:
     both = [shard(work, "demo::t::quick::f32", name=f"s{i}") for i in range(2)]
     assert [finished(p) for p in both] == [{"warm": 1, "statuses": ["passed"]}] * 2
     assert len(zygotes(work)) == 1
 
 
+@pytest.mark.long
 def test_a_process_killed_mid_test_takes_its_test_along_and_leaves_the_zygote(
     work: Path,
 ) -> None:
@@ -140,6 +142,7 @@ def test_a_process_killed_mid_test_takes_its_test_along_and_leaves_the_zygote(
     assert forked_from(work, "quick.pids") == zygote_pid
 
 
+@pytest.mark.long
 def test_a_shared_zygote_ends_when_idle_and_leaves_nothing(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,6 +153,7 @@ def test_a_shared_zygote_ends_when_idle_and_leaves_nothing(
     wait_for(lambda: not [p for p in (work / "warm").iterdir() if p.is_dir()], "its folder went")
 
 
+@pytest.mark.long
 def test_a_shared_zygote_whose_loaded_code_changed_is_replaced_by_the_next_process(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -164,6 +168,7 @@ def test_a_shared_zygote_whose_loaded_code_changed_is_replaced_by_the_next_proce
     assert list(zygotes(work).values()) == [new]
 
 
+@pytest.mark.long
 def test_sharing_is_off_with_no_idle_time_and_each_process_ends_its_own(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,6 +250,7 @@ def _running(pid: int) -> bool:
     return True
 
 
+@pytest.mark.long
 def test_warm_list_shows_the_zygotes_and_warm_stop_ends_them(
     work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -60,6 +60,7 @@ def test_a_warm_shard_has_the_outcomes_of_a_cold_one(tmp_path: Path) -> None:
     assert again.warm_processes == 1 and again.outcomes[0].status is Status.PASSED
 
 
+@pytest.mark.long
 def test_a_crash_or_hang_in_a_warm_child_costs_one_variant(
     tmp_path: Path, contract_path: None
 ) -> None:
@@ -177,6 +178,7 @@ def test_every_variable_of_the_settings_is_run_time_to_the_zygote() -> None:
     assert read and read <= set(zygote.RUNTIME_VARS), sorted(read - set(zygote.RUNTIME_VARS))
 
 
+@pytest.mark.long
 def test_the_zygote_is_rebuilt_when_the_specs_change(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY.read_text())
@@ -191,6 +193,7 @@ def test_the_zygote_is_rebuilt_when_the_specs_change(tmp_path: Path) -> None:
     assert set(zygote_pids()) - set(before)  # a new zygote
 
 
+@pytest.mark.long
 def test_the_zygote_refuses_to_fork_with_a_thread_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -262,6 +265,7 @@ def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: 
     assert key_for(sys.executable, "suites.pytest_plugin", [], dict(os.environ)) is not None
 
 
+@pytest.mark.long
 def test_a_change_gets_a_zygote_of_its_own_that_imports_the_changed_torch(
     tmp_path: Path, contract_path: None
 ) -> None:
@@ -329,6 +333,7 @@ def test_the_zygote_imports_what_a_cold_process_imports_not_the_runners_folder(
     assert warm.warm_processes == 1  # the zygote started: it never saw the shadow copy
 
 
+@pytest.mark.long
 def test_a_zygote_whose_loaded_code_changed_on_disk_is_restarted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -347,6 +352,7 @@ def test_a_zygote_whose_loaded_code_changed_on_disk_is_restarted(
     assert zygote_pids() != before  # a new zygote loaded the new code
 
 
+@pytest.mark.long
 def test_a_zygote_that_dies_costs_no_test_its_result(tmp_path: Path, contract_path: None) -> None:
     import signal
     import threading
@@ -372,6 +378,7 @@ def test_a_zygote_that_dies_costs_no_test_its_result(tmp_path: Path, contract_pa
     assert result.subprocesses == 2 and result.warm_processes == 1
 
 
+@pytest.mark.long
 def test_a_memory_limit_below_the_zygotes_size_starts_cold(
     tmp_path: Path, contract_path: None, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -12,9 +12,7 @@ for input it cannot use. Without --run there is no conclusion: 0.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,6 @@ from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import check_out_dir, check_specs, checked
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
-from workflows.run.layout import work_root
 from workflows.settings import Settings
 
 
@@ -185,101 +182,46 @@ def _offline(args: argparse.Namespace) -> int:
 
 
 def _online(args: argparse.Namespace, settings: Settings) -> int:
-    from workflows.drivers import upgrade
-    from workflows.drivers.upgrade.patch import write_upgrade_patch
-    from workflows.runner.shard_runner import Limits
+    from workflows.drivers.upgrade.job import run_upgrade
+
+    result = run_upgrade(upgrade_options(args, settings), _log(args.no_progress))
+    _print_summary(result.data, result.path)
+    if result.patch_line:
+        print(result.patch_line)
+    if result.conclusion:
+        print(result.conclusion)
+    return result.code
+
+
+def upgrade_options(args: argparse.Namespace, settings: Settings) -> Any:
+    """The command line's upgrade run as the job's options (`UpgradeOptions`)."""
+    from workflows.drivers.upgrade.job import UpgradeOptions
 
     if not args.from_version or not args.to_version:
         raise CommandError("give both --from VERSION and --to VERSION")
     if args.from_version == args.to_version:
         raise CommandError(f"--from and --to are the same version ({args.from_version})")
-    log = _log(args.no_progress)
-    started_at = _now()
-    timings: dict[str, float] = {}
-    t = time.monotonic()
-    envs = [
-        upgrade.provision(v, args.cache_dir, log=log) for v in (args.from_version, args.to_version)
-    ]
-    timings["provision_s"] = time.monotonic() - t
-    built = [
-        upgrade.build_inventory(e, args.specs, log=log, reuse=not args.rebuild_inventories)
-        for e in envs
-    ]
-    timings["inventories_s"] = sum(b.seconds for b in built)
-    old, new = built[0].inventory, built[1].inventory
-    t = time.monotonic()
-    diff, selection = upgrade.diff_and_select(
-        old,
-        new,
-        built[0].details,
-        built[1].details,
+    cache_dir = args.cache_dir or settings.env_cache_dir
+    if cache_dir is None:
+        raise CommandError("no environment cache: give --cache-dir or set SPYRE_CI_ENV_CACHE")
+    return UpgradeOptions(
+        from_version=args.from_version,
+        to_version=args.to_version,
+        out=args.out,
+        cache_dir=cache_dir,
+        specs=tuple(args.specs or ()),
+        run=args.run or args.validate,
+        validate=args.validate,
+        rebuild_inventories=args.rebuild_inventories,
         holdout=args.holdout,
         seed=args.seed,
         canaries=not args.no_canary,
+        jobs=args.jobs,
+        test_timeout_s=args.test_timeout,
+        memory_mb=args.memory_mb,
+        show_progress=not args.no_progress,
+        warm=settings.zygote,
     )
-    timings["diff_select_s"] = time.monotonic() - t
-    sources = {
-        "from_inventory": str(built[0].path),
-        "to_inventory": str(built[1].path),
-        "environments": {e.version: str(e.path) for e in envs},
-        "specs": list(args.specs),
-    }
-    data = upgrade.upgrade_json(diff, selection, sources)
-    out: Path = args.out
-    path = out / "upgrade.json"
-    patch_line = ""
-    # no run, no conclusion: the diff and selection are written
-    code, conclusion = ExitCode.OK, ""
-    if args.run or args.validate:
-        limits = Limits(args.test_timeout, 3 * 3600.0, args.memory_mb)
-        kw = {
-            "specs": args.specs,
-            "limits": limits,
-            "jobs": args.jobs,
-            "show_progress": not args.no_progress,
-            "log": log,
-            "warm": settings.zygote,
-        }
-        work = work_root(out)
-        runs = [
-            upgrade.run_version(envs[0], selection.run_on_old(old), work / "from", **kw),
-            upgrade.run_version(envs[1], selection.run_on_new(), work / "to", **kw),
-        ]
-        moved = upgrade.moved_rows(diff, runs[0], runs[1])
-        runs, moved, grown = upgrade.expand_misses(
-            diff, selection, old, new, envs, runs, moved, work, **kw
-        )
-        data["run"] = upgrade.run_section(moved, runs[0], runs[1])
-        if data.get("new_exposed"):
-            from suites.renames import proposals_after
-
-            data["new_exposed"] = proposals_after(data["new_exposed"], runs[1].outcomes)
-        data["run"]["expansion"] = grown
-        if args.validate:
-            data["validate"] = upgrade.validate_full(
-                diff, selection, envs, (old, new), runs, work, **kw
-            )
-        record = upgrade.upgrade_record(
-            diff, selection, moved, old, new, envs[1], runs[1], started_at, _now()
-        )
-        written = upgrade.write_report(out, record, runs[1])
-        data["report"] = {k: str(v) for k, v in sorted(written.items())}
-        code = upgrade.exit_code(record)  # the report's and callback's conclusion decides
-        conclusion = f"conclusion: {record.effective_conclusion} (exit {code})"
-        data["patch"] = str(out / "upgrade.patch")
-        patch_line = write_upgrade_patch(data, args.specs, out / "upgrade.patch", record.run_id)
-    data["timings"] = {k: round(v, 1) for k, v in timings.items()}
-    upgrade.write_json(path, data)
-    _print_summary(data, path)
-    if patch_line:
-        print(patch_line)
-    if conclusion:
-        print(conclusion)
-    return code
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _print_summary(data: dict[str, Any], path: Path) -> None:

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from workflows.errors import InfrastructureError
@@ -21,8 +22,26 @@ from workflows.runner.build_envs import folder_bytes
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 MARKER = ".spyre-ci-env.json"
-# pytest: the shard subprocesses are pytest runs of the suites plugin.
-EXTRA_PACKAGES = ("expecttest", "numpy", "pyyaml", "jsonschema", "pytest")
+
+
+def _project_requirements() -> tuple[str, ...]:
+    """The project's own requirements but torch (`pyproject.toml`'s dependencies, as the
+    installed distribution lists them): the project goes in `--no-deps` (it pins another
+    torch), and its modules that run in the environment import them (`python -m workflows
+    ...` reaches the relay's GitHub client, the stores' Redis client)."""
+    try:
+        listed = metadata.requires("spyre-ci") or []
+    except metadata.PackageNotFoundError:
+        return ()
+    return tuple(
+        r for r in listed if "extra ==" not in r and not re.match(r"torch\b(?![-_.\w])", r.strip())
+    )
+
+
+# pytest: the shard subprocesses are pytest runs of the suites plugin; the rest, what the
+# suites need when the project's metadata cannot be read.
+EXTRA_PACKAGES = _project_requirements() or ("expecttest", "numpy", "pyyaml", "jsonschema")
+EXTRA_PACKAGES += ("pytest",)
 
 Log = Callable[[str], None]
 

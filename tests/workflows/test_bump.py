@@ -1,0 +1,92 @@
+"""`spyre-ci bump`: what it refuses before any environment is made, and its file edits.
+
+The whole bump (two torch environments, an upgrade run, a trace and a full run of the new
+torch) is measured in `benchmarks/results/bump.json`; here are the parts that decide what it
+edits and what it refuses.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workflows.drivers.upgrade.bump import (
+    BumpError,
+    check_checkout,
+    pinned_torch,
+    repin,
+    still_naming,
+)
+
+PYPROJECT = """[project]
+name = "x"
+dependencies = [
+    "torch==2.13.0",  # pinned: pip takes the CPU wheel
+    "torchvision>=0.1",
+]
+"""
+
+
+def _checkout(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "README.md").write_text("torch==2.13.0 is pinned\nnothing else\n")
+    (repo / "data.json").write_text('{"torch": "2.13.0"}\n')
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    return repo
+
+
+def test_the_pin_is_read_and_moved_and_nothing_else_changes(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    assert pinned_torch(repo) == "2.13.0"
+    repin(repo, "2.13.0", "2.14.1")
+    text = (repo / "pyproject.toml").read_text()
+    assert text == PYPROJECT.replace("torch==2.13.0", "torch==2.14.1")
+    assert pinned_torch(repo) == "2.14.1"
+
+
+def test_no_pin_or_two_pins_is_named(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('dependencies = ["torch>=2"]\n')
+    with pytest.raises(BumpError, match="expected one torch==VERSION pin, found none"):
+        pinned_torch(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('a = ["torch==2.13.0"]\nb = ["torch==2.14.1"]\n')
+    with pytest.raises(BumpError, match="found 2.13.0, 2.14.1"):
+        pinned_torch(tmp_path)
+
+
+def test_a_checkout_with_uncommitted_changes_is_refused_by_name(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    check_checkout(repo)  # clean: no error
+    (repo / "README.md").write_text("edited\n")
+    with pytest.raises(BumpError, match=r"uncommitted changes \(M README.md\): commit or stash"):
+        check_checkout(repo)
+
+
+def test_what_still_names_the_old_version_leaves_data_out(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    assert still_naming(repo, "2.13.0") == [
+        "README.md:1:torch==2.13.0 is pinned",
+        'pyproject.toml:4:    "torch==2.13.0",  # pinned: pip takes the CPU wheel',
+    ]
+
+
+def test_the_command_refuses_a_version_already_pinned(tmp_path: Path) -> None:
+    from workflows.drivers.upgrade.bump import pinned_torch as pinned
+
+    done = subprocess.run(
+        [sys.executable, "-m", "workflows", "bump", "--to", pinned(), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"torch is pinned at {pinned()} already" in done.stderr
