@@ -90,3 +90,85 @@ def test_the_command_refuses_a_version_already_pinned(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert f"torch is pinned at {pinned()} already" in done.stderr
+
+
+# What an upgrade environment holds: torch, the project (--no-deps) and EXTRA_PACKAGES. The
+# modules that run there (the Inventory, `describe`, the trace, a full run, the shards) must
+# import nothing else: `describe` once reached the relay's GitHub client through the pipeline
+# and failed in every new environment.
+_IN_ENV = (
+    "workflows.drivers.upgrade.__main__",
+    "workflows.cli.main",
+    "workflows.cli.commands.run",
+    "workflows.cli.commands.impact_map",
+    "workflows.cli.commands.inventory",
+    "workflows.run.pipeline",
+    "workflows.drivers.embedded",
+    "workflows.tracing.impact_recorder",
+    "suites.pytest_plugin",
+)
+_BLOCKER = """
+import importlib.abc, sys
+from importlib import metadata
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as name
+
+allowed, todo = set(), [Requirement(r) for r in sys.argv[1].split("|")]
+while todo:  # what the listed packages need with their extras, as their metadata says (pip's)
+    req = todo.pop()
+    key = (name(req.name), frozenset(req.extras))
+    if key in allowed:
+        continue
+    allowed.add(key)
+    try:
+        listed = [Requirement(r) for r in metadata.requires(req.name) or ()]
+    except metadata.PackageNotFoundError:
+        continue
+    for extra in ("", *req.extras):
+        todo += [r for r in listed if r.marker is None or r.marker.evaluate({"extra": extra})]
+allowed = {dist for dist, _ in allowed}
+owners = metadata.packages_distributions()
+refused = []
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if "." in fullname:
+            return None
+        dists = {name(d) for d in owners.get(fullname, ())} - {"spyre-ci"}
+        if dists and not dists & allowed:
+            refused.append(f"{fullname} ({', '.join(sorted(dists))})")
+            raise ImportError(f"{fullname}: not in an upgrade environment")
+        return None
+
+sys.meta_path.insert(0, Blocker())
+import importlib
+for module in sys.argv[2:]:
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        print(f"{module}: {exc}")
+print("refused:", sorted(set(refused)))
+"""
+
+
+def test_what_runs_in_an_upgrade_environment_imports_only_what_it_is_given() -> None:
+    from workflows.drivers.upgrade.environments import EXTRA_PACKAGES
+
+    given = "|".join(["torch", *EXTRA_PACKAGES])
+    done = subprocess.run(
+        [sys.executable, "-c", _BLOCKER, given, *_IN_ENV],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "refused: []", done.stdout
+    # The check can fail: without the project's own requirements, the GitHub client is refused.
+    bare = "|".join(["torch", "expecttest", "numpy", "pyyaml", "jsonschema", "pytest"])
+    done = subprocess.run(
+        [sys.executable, "-c", _BLOCKER, bare, *_IN_ENV],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "github3 (github3-py)" in done.stdout, done.stdout

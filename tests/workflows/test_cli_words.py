@@ -136,7 +136,7 @@ def test_output_piped_to_head_ends_without_a_traceback() -> None:
 
 
 def test_a_failure_message_is_one_line_cut_at_a_word() -> None:
-    from workflows.cli.commands.run import one_line
+    from workflows.cli.summary import one_line
 
     text = "Traceback (most recent call last):\n  File x\nAssertionError: " + "word " * 40
     line = one_line(text)

@@ -20,15 +20,33 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module `path` imports, at any depth (lazy imports count)."""
+def _imports(path: Path, source: str | None = None) -> set[str]:
+    """Every module `path` imports, at any depth (lazy imports count), relative imports
+    resolved against its package; not those only a type checker reads (`if TYPE_CHECKING:`)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    text = path.read_text(encoding="utf-8") if source is None else source
+    package = _module(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    tree = ast.parse(text)
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if not module:
+                continue
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -103,6 +121,28 @@ def test_the_layer_rule_sees_an_upward_import() -> None:
         "workflows.runner.zygote -> workflows.run.pipeline",
         "workflows.stores.history -> workflows.cli.main",
     }
+
+
+def test_relative_imports_are_read_too() -> None:
+    path = WORKFLOWS / "runner" / "zygote.py"
+    found = _imports(path, "from . import warm_share\nfrom ..run import pipeline\n")
+    assert {"workflows.runner.warm_share", "workflows.run.pipeline"} <= found
+    init = WORKFLOWS / "runner" / "__init__.py"
+    assert "workflows.runner.zygote" in _imports(init, "from .zygote import Zygote\n")
+
+
+def test_no_command_imports_another_command() -> None:
+    # What two commands share lives below them (`workflows/cli/change_input.py`, `options.py`,
+    # `summary.py`), so that a command can change without another.
+    commands = "workflows.cli.commands."
+    crossing = {
+        f"{module} -> {target}"
+        for module, targets in _workflows_graph().items()
+        if module.startswith(commands)
+        for target in targets
+        if target.startswith(commands) and target != module
+    }
+    assert crossing == set()
 
 
 def test_only_entry_modules_sit_at_the_root_of_workflows() -> None:

@@ -83,6 +83,22 @@ def checked(func: Command) -> Command:
     return run_checked
 
 
+COUNT_BUDGET_HELP = (
+    "run at most N variants: the best selected ones and the holdout sample together (the "
+    "holdout takes SHARE of N, more when the selection leaves room); failing and new "
+    "variants always run, even past N"
+)
+
+
+def check_budget(args: argparse.Namespace) -> None:
+    """A full run runs everything: a budget with it is refused, never silently dropped."""
+    if args.full and (args.budget is not None or args.budget_time is not None):
+        given = "--budget" if args.budget is not None else "--budget-time"
+        raise CommandError(
+            f"--full runs every variant, so {given} cannot bound it: give one or the other"
+        )
+
+
 def add_budget_arguments(parser: argparse.ArgumentParser, count_help: str) -> None:
     """`--budget N | --budget-time SECONDS` and `--holdout SHARE` (run and select)."""
     group = parser.add_mutually_exclusive_group()
@@ -283,3 +299,17 @@ def _json_kind(value: Any) -> str:
         float: "number",
         type(None): "null",
     }.get(type(value), type(value).__name__)
+
+
+def impact_map_path(given: Path | None, settings: Settings) -> str | None:
+    """`--impact-map`, else $SPYRE_CI_IMPACT_MAP, as an absolute path; it must exist and
+    read as an impact map (checked here, before anything is recorded)."""
+    path = given or settings.impact_map
+    if path is None:
+        return None
+    if not path.exists():
+        raise CommandError(
+            f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
+        )
+    read_impact_map(path)
+    return str(path.resolve())

@@ -175,7 +175,7 @@ def _state_meaning() -> dict[RunState, str]:
 
 
 def resume_run(args: argparse.Namespace, settings: Settings) -> int:
-    from workflows.cli.commands.run import print_summary
+    from workflows.cli.summary import print_summary
     from workflows.drivers import embedded
     from workflows.run.context import RunContext
 

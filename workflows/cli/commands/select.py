@@ -13,8 +13,10 @@ from typing import Any
 
 from contracts.exit_codes import ExitCode
 from workflows.cli.change_input import (
+    COUNT_BUDGET_HELP,
     add_budget_arguments,
     add_source_arguments,
+    check_budget,
     checked,
     history_store,
     read_impact_map,
@@ -27,23 +29,8 @@ from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
 
+
 # `--budget N` bounds what runs, the holdout included (selector.plan.holdout_room).
-COUNT_BUDGET_HELP = (
-    "run at most N variants: the best selected ones and the holdout sample together (the "
-    "holdout takes SHARE of N, more when the selection leaves room); failing and new "
-    "variants always run, even past N"
-)
-
-
-def check_budget(args: argparse.Namespace) -> None:
-    """A full run runs everything: a budget with it is refused, never silently dropped."""
-    if args.full and (args.budget is not None or args.budget_time is not None):
-        given = "--budget" if args.budget is not None else "--budget-time"
-        raise CommandError(
-            f"--full runs every variant, so {given} cannot bound it: give one or the other"
-        )
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "select",

@@ -83,7 +83,7 @@ def worker(args: argparse.Namespace, settings: Settings) -> int:
 
     stop = threading.Event()
     if args.intake:
-        from workflows.cli.commands.run import impact_map_path
+        from workflows.cli.change_input import impact_map_path
         from workflows.drivers.intake_bridge import request_for_event
 
         adapter = None if args.no_github else _github_adapter(args.config)  # before any work
