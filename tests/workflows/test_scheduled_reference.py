@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers.upstream_history import UpstreamGitHubServer, UpstreamHistory
+from tests.servers.upstream_history import upstream_github as upstream_github  # fixture
 from tests.testing.cli import build_inventory, spyre_ci
 from tests.testing.paths import GLU_PATCH, REPO_ROOT
 from tests.workflows.test_torch_builds import BUILD_SHA, fake_build
@@ -100,3 +102,60 @@ def test_a_nightly_on_a_build_is_judged_against_the_installed_torch(tmp_path: Pa
     assert unknown.returncode == 2 and "no kept outcomes" in unknown.stderr
     folder = spyre_ci("builds", "expectations", BUILD_SHA, "--out", str(tmp_path), env=env)
     assert folder.returncode == 2 and "is a folder" in folder.stderr
+
+
+@pytest.mark.long
+def test_a_nightly_is_judged_first_against_the_nearest_earlier_build(
+    tmp_path: Path, upstream_github: UpstreamGitHubServer
+) -> None:
+    """Two nightlies, A then B (A an ancestor of B, as the local GitHub says), both failing
+    glu where the installed torch passes it. A's nightly is judged against the installed
+    torch: glu is A's regression. B's is judged against A's kept outcomes, read and not run
+    again: glu failed on A too, so it is no regression of B."""
+    history = UpstreamHistory({"README.md": "a\n"}, root_date="2026-12-01T01:00:00Z")
+    a = history.root
+    b = history.commit("docs", "2026-12-02T01:00:00Z", {"README.md": "b\n"})
+    history.register(upstream_github)
+    builds = tmp_path / "builds"
+    for sha in (a, b):
+        break_glu(fake_build(builds / sha[:12], sha))
+    inventory = build_inventory(SPEC, tmp_path / "inventory.json.gz")
+    state = tmp_path / "state"
+    env = {
+        **os.environ,
+        "SPYRE_CI_STATE_DIR": str(state),
+        "SPYRE_CI_TORCH_BUILDS": str(builds),
+        "SPYRE_CI_GITHUB_URL": upstream_github.url,
+        "SPYRE_CI_GITHUB_TOKEN": upstream_github.token,
+    }
+    env.pop("SPYRE_CI_ZYGOTE", None)  # the default path: the warm runner on
+    records = {}
+    for name, sha in (("a", a), ("b", b)):
+        event = json.loads((REPO_ROOT / "examples" / "events" / "nightly.json").read_text())
+        event["delivery_id"] = event["payload"]["head_sha"] = sha
+        event_file = tmp_path / f"nightly-{name}.json"
+        event_file.write_text(json.dumps(event))
+        out = tmp_path / f"out-{name}"
+        done = spyre_ci(
+            "run", "--event", str(event_file), "--inventory", str(inventory), "--specs",
+            str(SPEC), "--full", "--holdout", "0", "--jobs", "1", "--no-progress", "--out",
+            str(out), env=env,
+        )  # fmt: skip
+        record = json.loads((out / "run.json").read_text())
+        records[name] = (done, record, out)
+    done, record, out = records["a"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert {r["id"]: r["classification"] for r in record["results"]}[GLU] == "new"
+    assert "judged first against" not in done.stderr  # nothing earlier is kept
+    done, record, out = records["b"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {r["id"]: r for r in record["results"]}
+    assert results[GLU]["classification"] == "pre-existing", results[GLU]
+    assert results[RPOW]["classification"] == "pre-existing"
+    run_a = records["a"][1]["run_id"]
+    earlier = f"({a[:12]}, its 1 commit(s) earlier nightly or periodic run {run_a})"
+    assert f"judged first against torch {record['environment']['torch_version']} {earlier}" in (
+        done.stderr
+    ), done.stderr
+    # Read from A's kept outcomes: no shard ran on the installed torch.
+    assert not [p for p in (out / "work").glob(f"{record['run_id']}/reference") if p.is_dir()]

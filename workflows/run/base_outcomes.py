@@ -74,12 +74,20 @@ class BaseOutcomeCache:
 
     @classmethod
     def for_torch(
-        cls, sha: str, state_dir: Path, *, base: str = "", backend: Mapping[str, str] | None = None
+        cls,
+        sha: str,
+        state_dir: Path,
+        *,
+        base: str = "",
+        backend: Mapping[str, str] | None = None,
+        own: Mapping[str, str] | None = None,
     ) -> BaseOutcomeCache:
         """The cache of the base torch at `sha`; `base` names what is applied over it on the
         base side (the upstream drift of a run on a build: another drift is another torch)
         and `backend` the backend under test (its package, version and digest): each keys
-        a cache of its own."""
+        a cache of its own. `own` says, for the outcomes a scheduled run keeps as that torch's
+        own, its run and torch version (`{"run_id": ..., "version": ...}`): the next scheduled
+        run on a later build is judged against them (`workflows.run.on_build.earlier_torch`)."""
         if not _SHA.fullmatch(sha):
             return cls(None)
         parts = [
@@ -88,7 +96,14 @@ class BaseOutcomeCache:
             f"cpu={cpu_identity()}",
         ]
         name = sha + "-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-        about = {"sha": sha, "base": base, "backend": dict(backend or {}), "cpu": cpu_identity()}
+        about: dict[str, object] = {
+            "sha": sha,
+            "base": base,
+            "backend": dict(backend or {}),
+            "cpu": cpu_identity(),
+        }
+        if own:
+            about["own"] = dict(own)
         return cls(state_dir / "base-outcomes" / f"{name}.json", about)
 
     def _read(self) -> dict[str, dict[str, object]]:
@@ -133,6 +148,9 @@ class BaseOutcomeCache:
             return
         stored = self._read()
         key = self.path.name
+        before = stored.get(META)
+        if isinstance(before, dict) and "own" in before and "own" not in self.about:
+            self.about["own"] = before["own"]  # an A/B's base side keeps what a nightly said
         stored[META] = self.about
         changed = False
         for outcome in outcomes:
@@ -150,6 +168,19 @@ class BaseOutcomeCache:
             # A cache: losing it costs a rerun, never a verdict.
             with contextlib.suppress(OSError):
                 atomic_write(self.path, json.dumps(stored, sort_keys=True).encode())
+
+
+def kept_torches(state_dir: Path) -> list[tuple[Path, dict[str, object]]]:
+    """Every kept torch under `state_dir` with what it says of itself (newest file first);
+    the outcomes are not checked here (`BaseOutcomeCache(path).read` does)."""
+    found = []
+    folder = state_dir / "base-outcomes"
+    with contextlib.suppress(OSError):
+        files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in files:
+            about = BaseOutcomeCache(path)._read().get(META)
+            found.append((path, about if isinstance(about, dict) else {}))
+    return found
 
 
 def kept(state_dir: Path) -> list[tuple[Path, dict[str, object], dict[str, Outcome]]]:

@@ -10,13 +10,14 @@ decides which torch, and never imports it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
 from workflows.run import base_build
 from workflows.run.run_model import PipelineError, RunRequest
 from workflows.runner import torch_builds
@@ -160,6 +161,82 @@ def reference_for(request: RunRequest, settings: Settings) -> str:
         return ""
     sha = torch_git_sha()
     return f"torch {metadata.version('torch')} ({sha[:12] or 'sha unknown'}, installed)"
+
+
+@dataclass(frozen=True)
+class EarlierTorch:
+    """The nearest earlier torch a scheduled run's outcomes are kept for: the build before
+    the one under test in upstream's history (GitHub's compare says it is an ancestor)."""
+
+    sha: str
+    version: str
+    run_id: str
+    behind_by: int
+    path: Path  # its kept outcomes (`workflows.run.base_outcomes`)
+
+    def describe(self) -> str:
+        return (
+            f"torch {self.version} ({self.sha[:12]}, its {self.behind_by} commit(s) earlier "
+            f"nightly or periodic run {self.run_id})"
+        )
+
+
+MAX_EARLIER = 8  # kept torches asked about, newest first: one compare each
+
+
+def earlier_torch(
+    request: RunRequest,
+    settings: Settings,
+    sha: str,
+    backend: Mapping[str, str],
+    *,
+    log: Callable[[str], None] = lambda _text: None,
+) -> EarlierTorch | None:
+    """The nearest earlier build whose own outcomes a scheduled run kept, for a scheduled run
+    on the build at `sha` (`reference_for` says it runs on another torch than the installed
+    one): a torch of the state directory's kept ones, with the same backend and CPU, that
+    GitHub's compare shows an ancestor of `sha` (`behind`), the fewest commits behind. Its
+    outcomes judge this build first: a variant that failed there too is not this build's
+    regression, and one that passed there names the window between the two builds. None
+    when no GitHub is configured (ancestry is GitHub's to say), or none is kept."""
+    from workflows.run.base_outcomes import cpu_identity, kept_torches
+
+    if not reference_for(request, settings) or not sha:
+        return None
+    if not settings.github_url and not settings.github_token:
+        return None
+    candidates = []
+    for path, about in kept_torches(settings.state_dir):
+        own = about.get("own")
+        other = str(about.get("sha") or "")
+        if not isinstance(own, dict) or not other or same_sha(other, sha):
+            continue
+        if about.get("backend") != dict(backend) or about.get("cpu") != cpu_identity():
+            continue
+        candidates.append((path, other, own))
+    if not candidates:
+        return None
+    github = GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
+    repo = request.event.repo or base_build.DEFAULT_REPO
+    best: EarlierTorch | None = None
+    for path, other, own in candidates[:MAX_EARLIER]:
+        try:
+            compared = github.comparison(repo, sha, other)
+        except (GitHubRefused, GitHubUnavailable) as exc:
+            log(f"kept torch {other[:12]} not compared with {sha[:12]}: {exc}")
+            continue
+        if compared.status != "behind":
+            continue
+        found = EarlierTorch(
+            other,
+            str(own.get("version") or "?"),
+            str(own.get("run_id") or "?"),
+            compared.behind_by,
+            path,
+        )
+        if best is None or found.behind_by < best.behind_by:
+            best = found
+    return best
 
 
 def base_side_env(request: RunRequest, settings: Settings) -> dict[str, str]:

@@ -391,6 +391,7 @@ def finish(
         inventory = load_inventory(request.inventory)
         base = None
         read: dict[str, str] = {}  # base outcomes read from the cache: id -> the run that ran it
+        fell_back: list[str] = []  # variants the nearest earlier torch did not run, if any
         reference = on_build.reference_for(request, ctx.settings)
         if change_env(request, ctx.settings):
             reference = ""
@@ -399,6 +400,8 @@ def finish(
                 return _base_outcomes(planned, inventory, ids, run_more, ctx, read)
 
         elif reference:
+            earlier = _earlier_torch(planned, ctx)
+            installed, reference = reference, earlier.describe() if earlier else reference
 
             def base(ids: Sequence[str]) -> dict[str, Outcome]:
                 def run_reference(ids: Sequence[str]) -> list[Outcome]:
@@ -408,7 +411,15 @@ def finish(
                         raise _Faulted
                     return list(shard.outcomes)
 
-                return _reference_outcomes(planned, inventory, ids, run_reference, ctx, read)
+                found = _earlier_outcomes(earlier, inventory, ids, read) if earlier else {}
+                rest = [vid for vid in ids if vid not in found]
+                if rest:
+                    found.update(
+                        _reference_outcomes(planned, inventory, rest, run_reference, ctx, read)
+                    )
+                    if earlier is not None and not fell_back:
+                        fell_back.append(f"{len(rest)} not run there: on {installed}")
+                return found
 
         try:
             verdict, update = verification.verify(
@@ -417,11 +428,13 @@ def finish(
         except _Faulted:
             verdict = None
     else:
-        reference = ""
+        reference, fell_back = "", []
     if verdict is not None:
         finished.base_outcomes = verdict.base
         finished.unattributed = verdict.unattributed
-        finished.reference = reference if verdict.base else ""
+        finished.reference = (
+            (reference + (f" ({fell_back[0]})" if fell_back else "")) if verdict.base else ""
+        )
         finished.base_read = {v: r for v, r in read.items() if v in verdict.base}
     if faults or verdict is None:
         finished.faults = tuple(faults)
@@ -561,6 +574,38 @@ def _reference_outcomes(
     return _cached_or_run(cache, inventory, ids, run, planned, read)
 
 
+def _earlier_torch(planned: PlannedRun, ctx: RunContext) -> on_build.EarlierTorch | None:
+    """The nearest earlier build with a scheduled run's own outcomes kept, said on stderr."""
+    environment = planned.environment
+    if environment is None:
+        return None
+    found = on_build.earlier_torch(
+        planned.request,
+        ctx.settings,
+        environment.torch.git_sha,
+        dict(environment.backend),
+        log=lambda text: print(f"spyre-ci: {text}", file=sys.stderr),
+    )
+    if found is not None:
+        print(f"spyre-ci: judged first against {found.describe()}", file=sys.stderr)
+    return found
+
+
+def _earlier_outcomes(
+    earlier: on_build.EarlierTorch,
+    inventory: Inventory,
+    ids: Sequence[str],
+    read: dict[str, str],
+) -> dict[str, Outcome]:
+    """What `ids` did on the nearest earlier build, as its scheduled run kept them (each
+    named in `read` with that run): never run again here."""
+    cache = BaseOutcomeCache(earlier.path)
+    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
+    kept = cache.read(ids, fingerprints)
+    read.update({vid: entry.run_id or earlier.run_id for vid, entry in kept.items()})
+    return {vid: entry.outcome for vid, entry in kept.items()}
+
+
 def _keep_own_outcomes(planned: PlannedRun, finished: FinishedRun, ctx: RunContext) -> None:
     """A completed run that applied nothing at its torch's own sha (a nightly or periodic
     run) has outcomes that are that torch's own: they are kept as its base outcomes, what
@@ -581,6 +626,7 @@ def _keep_own_outcomes(planned: PlannedRun, finished: FinishedRun, ctx: RunConte
         ctx.settings.state_dir,
         base=on_build.base_identity(request, ctx.settings),
         backend=dict(environment.backend),
+        own={"run_id": request.run_id, "version": environment.torch.version},
     )
     inventory = load_inventory(request.inventory)
     cache.put(
