@@ -258,9 +258,11 @@ def test_the_upgrade_run_writes_upgrade_patch(
 
         return upgrade.VersionRun(env.version, list(ids), {v: outcome(v) for v in ids}, [], 1.0)
 
-    monkeypatch.setattr(upgrade, "provision", provision)
-    monkeypatch.setattr(upgrade, "build_inventory", build)
-    monkeypatch.setattr(upgrade, "run_version", run)
+    from workflows.drivers.upgrade import job
+
+    monkeypatch.setattr(job, "provision", provision)
+    monkeypatch.setattr(job, "build_inventory", build)
+    monkeypatch.setattr(job, "run_version", run)
     monkeypatch.setattr(upgrade.diff_run, "run_version", run)  # the expansion's runs
     out = tmp_path / "out"
     code = main(
@@ -272,11 +274,14 @@ def test_the_upgrade_run_writes_upgrade_patch(
             "2.14.1",
             "--run",
             "--no-progress",
+            "--cache-dir",
+            str(tmp_path / "envs"),  # never the user's, whatever the fakes miss
             "--out",
             str(out),
         ]
     )
     stdout, stderr = capsys.readouterr()
+    assert not (tmp_path / "envs").exists()  # the fakes stood for every environment
     assert code == 1, stderr  # the run has a regression: exit 1, as its report says
     patch = out / "upgrade.patch"
     assert f"patch: {patch}" in stdout and "adds 1 and removes 0" in stdout, stdout

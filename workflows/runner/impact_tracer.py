@@ -45,7 +45,9 @@ class _Tracer:
         origin = spec.origin if spec is not None and spec.origin else ""
         self.prefix = os.path.dirname(os.path.dirname(os.path.realpath(origin))) + os.sep
         self.torch_dir = self.prefix + "torch" + os.sep
-        self.out = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed at unconfigure
+        # Appended to by every test process of the shard, several at once when it runs in
+        # parallel: each entry is one write() of an O_APPEND descriptor, never interleaved.
+        self.out = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.session: set[str] = set()
         self.session_ops: set[str] = set()
         self._real: dict[str, str | None] = {}
@@ -64,8 +66,9 @@ class _Tracer:
 
     def write(self, vid: str, functions: set[str], ops: set[str]) -> None:
         entry = {"id": vid, "functions": sorted(functions), "aten_ops": sorted(ops)}
-        self.out.write(json.dumps(entry) + "\n")
-        self.out.flush()
+        data = memoryview((json.dumps(entry) + "\n").encode("utf-8"))
+        while data:
+            data = data[os.write(self.out, data) :]
 
     # A recorder: start() before a test, stop() -> (functions, ops) after it.
     def start(self) -> None:
@@ -174,7 +177,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         tracer.session |= functions
         tracer.session_ops |= ops
         tracer.write(SESSION, tracer.session, tracer.session_ops)
-    tracer.out.close()
+    os.close(tracer.out)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -16,24 +16,40 @@ from typing import Any
 
 from suites.model import Status
 from workflows.runner.impact_tracer import OUT_VAR, SESSION
-from workflows.runner.shard_runner import Limits, run_shard
+from workflows.runner.shard_runner import Limits, ProgressCallback, run_shard
 
 TRACE_PLUGIN = "workflows.runner.impact_tracer"
 
 
 def record_impact_map(
-    ids: Sequence[str], work: Path, specs: Sequence[str], limits: Limits, *, warm: bool = True
+    ids: Sequence[str],
+    work: Path,
+    specs: Sequence[str],
+    limits: Limits,
+    *,
+    warm: bool = True,
+    progress: ProgressCallback | None = None,
+    parallel: int = 1,
 ) -> dict[str, Any]:
     """Run `ids` once with the tracing plugin; the ImpactMap JSON (selector/impact.py) plus
     `session` (what ran outside any test: imports and collection) and `untraced`. `warm`:
-    `Settings.zygote` (`run_shard`)."""
+    `Settings.zygote` (`run_shard`); `progress` is told each outcome; `parallel` test
+    processes at a time (each appends its entries to the one trace file)."""
     work.mkdir(parents=True, exist_ok=True)
     trace_file = work / "trace.jsonl"
     if trace_file.exists():
         trace_file.unlink()
     env = {"PYTEST_PLUGINS": TRACE_PLUGIN, OUT_VAR: str(trace_file)}
     result = run_shard(
-        "trace", list(ids), work, limits=limits, specs=list(specs), env=env, warm=warm
+        "trace",
+        list(ids),
+        work,
+        limits=limits,
+        specs=list(specs),
+        env=env,
+        warm=warm,
+        progress=progress,
+        parallel=parallel,
     )
     outcomes = {o.id: o for o in result.outcomes}
     variants: dict[str, dict[str, list[str]]] = {}

@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--work", type=absolute_path, metavar="DIR", help="test artifacts (default: next to --out)"
     )
-    add_options(parser, "test_timeout")
+    add_options(parser, "jobs", "test_timeout", "no_progress")
     parser.set_defaults(func=checked(impact_map))
 
 
@@ -45,6 +45,7 @@ def impact_map(args: argparse.Namespace, settings: Settings) -> int:
     from suites.loader import SpecError
     from suites.model import Expectation
     from suites.pytest_plugin import read_ids
+    from workflows.drivers.progress import Progress
     from workflows.runner.shard_runner import Limits
     from workflows.tracing.impact_recorder import record_impact_map
     from workflows.tracing.traces import write_trace
@@ -72,9 +73,18 @@ def impact_map(args: argparse.Namespace, settings: Settings) -> int:
             )
         ids = wanted
     work = (args.work or args.out.with_name(args.out.stem + ".work")).resolve()
+    progress = None if args.no_progress else Progress(len(ids))
     data = record_impact_map(
-        ids, work, specs, Limits(test_timeout_s=args.test_timeout), warm=settings.zygote
+        ids,
+        work,
+        specs,
+        Limits(test_timeout_s=args.test_timeout),
+        warm=settings.zygote,
+        progress=progress,
+        parallel=args.jobs,
     )
+    if progress is not None:
+        progress.finish()
     # Each trace is valid for the definition it ran: a later edit of the variant's spec
     # makes it stale (`ImpactMap.stale`).
     data["fingerprints"] = {
