@@ -172,3 +172,24 @@ def test_what_runs_in_an_upgrade_environment_imports_only_what_it_is_given() -> 
         check=False,
     )
     assert "github3 (github3-py)" in done.stdout, done.stdout
+
+
+def test_the_full_run_is_a_nightly_at_the_new_torch_s_own_sha(tmp_path: Path) -> None:
+    import json
+
+    from workflows.drivers.upgrade.bump import nightly_event
+    from workflows.drivers.upgrade.environments import EnvironmentFault, TorchEnv
+
+    env = TorchEnv("2.14.1", tmp_path / "torch-2.14.1")
+    version = env.path / "lib" / "python3.11" / "site-packages" / "torch" / "version.py"
+    version.parent.mkdir(parents=True)
+    sha = "5c48869085841234567890abcdef1234567890ab"
+    version.write_text(f"__version__ = '2.14.1+cu130'\ngit_version = '{sha}'\n")
+    event = json.loads(nightly_event(env, tmp_path / "out").read_text())
+    assert event["event"] == "nightly" and event["delivery_id"] == "bump-5c4886908584"
+    assert event["payload"]["head_sha"] == sha
+    assert event["payload"]["version"] == "2.14.1+cu130"
+    # The run is of that torch as it is: `run` calls it tested only at its own sha.
+    version.write_text("__version__ = '2.14.1'\ngit_version = 'Unknown'\n")
+    with pytest.raises(EnvironmentFault, match="names no git sha"):
+        nightly_event(env, tmp_path / "out")

@@ -20,6 +20,8 @@ uncommitted changes is refused: the bump's diff must be its own.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 import subprocess
 import time
@@ -31,6 +33,7 @@ from contracts.exit_codes import ExitCode
 from workflows.drivers.upgrade.environments import PROJECT_ROOT, EnvironmentFault, TorchEnv
 from workflows.drivers.upgrade.job import UpgradeOptions, run_upgrade
 from workflows.run.run_model import PipelineError
+from workflows.runner.torch_builds import read_version
 from workflows.settings import child_environment
 
 Log = Callable[[str], None]
@@ -211,7 +214,7 @@ def bump(options: UpgradeOptions, log: Log, checkout: Path = PROJECT_ROOT) -> Bu
             "workflows",
             "run",
             "--event",
-            str(NIGHTLY_EVENT),
+            str(nightly_event(new_env, options.out)),
             "--full",
             "--out",
             str(full),
@@ -243,6 +246,28 @@ def bump(options: UpgradeOptions, log: Log, checkout: Path = PROJECT_ROOT) -> Bu
     result.written = git(checkout, "status", "--short").splitlines()
     result.still_naming_old = still_naming(checkout, old)
     return result
+
+
+def nightly_event(env: TorchEnv, out: Path) -> Path:
+    """A nightly event at the new torch's own git sha (the shipped example's form), written
+    under `out`: the full run is then of that torch as it is, tested, and keeps its outcomes
+    as that torch's own."""
+    site = sorted(env.path.glob("lib/python3*/site-packages/torch/version.py"))
+    version, sha = read_version(site[0]) if site else ("", "")
+    if not sha:
+        raise EnvironmentFault(
+            f"torch {env.version}'s environment ({env.path}): its torch/version.py names no git "
+            "sha, so no nightly at its own commit can be written"
+        )
+    event = json.loads((PROJECT_ROOT / NIGHTLY_EVENT).read_text(encoding="utf-8"))
+    event["delivery_id"] = f"bump-{sha[:12]}"
+    event["payload"].update(
+        {"head_sha": sha, "version": version or env.version, "date": dt.date.today().isoformat()}
+    )
+    path = out / f"nightly-{sha[:12]}.json"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(event, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def still_naming(checkout: Path, version: str, limit: int = 40) -> list[str]:
