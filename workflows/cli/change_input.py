@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -313,3 +314,22 @@ def impact_map_path(given: Path | None, settings: Settings) -> str | None:
         )
     read_impact_map(path)
     return str(path.resolve())
+
+
+def env_cache(args: argparse.Namespace, settings: Settings) -> Path:
+    """`--cache-dir`, else `$SPYRE_CI_ENV_CACHE` (the settings'): where the per-version torch
+    environments live."""
+    found = args.cache_dir or settings.env_cache_dir
+    if found is None:
+        raise CommandError("no environment cache: give --cache-dir or set SPYRE_CI_ENV_CACHE")
+    return Path(found)
+
+
+def stderr_log(quiet: bool) -> Callable[[str], None]:
+    """A progress logger on stderr, silent when `quiet` (`--no-progress`)."""
+
+    def log(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    return log

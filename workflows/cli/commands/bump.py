@@ -14,10 +14,9 @@ environment or the tests could not run.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from workflows.cli.change_input import check_out_dir, checked
+from workflows.cli.change_input import check_out_dir, checked, env_cache, stderr_log
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
@@ -69,14 +68,11 @@ def cmd_bump(args: argparse.Namespace, settings: Settings) -> int:
     old = pinned_torch()
     if old == args.to_version:
         raise CommandError(f"torch is pinned at {old} already")
-    cache_dir = args.cache_dir or settings.env_cache_dir
-    if cache_dir is None:
-        raise CommandError("no environment cache: give --cache-dir or set SPYRE_CI_ENV_CACHE")
     options = UpgradeOptions(
         from_version=old,
         to_version=args.to_version,
         out=args.out,
-        cache_dir=cache_dir,
+        cache_dir=env_cache(args, settings),
         run=True,
         jobs=args.jobs,
         test_timeout_s=args.test_timeout,
@@ -84,12 +80,7 @@ def cmd_bump(args: argparse.Namespace, settings: Settings) -> int:
         show_progress=not args.no_progress,
         warm=settings.zygote,
     )
-
-    def log(text: str) -> None:
-        if not args.no_progress:
-            print(text, file=sys.stderr, flush=True)
-
-    result = bump(options, log)
+    result = bump(options, stderr_log(args.no_progress))
     print(f"torch {old} -> {args.to_version}:")
     for line in result.steps:
         print(f"  {line}")

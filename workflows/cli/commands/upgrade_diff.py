@@ -12,12 +12,17 @@ for input it cannot use. Without --run there is no conclusion: 0.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from contracts.exit_codes import ExitCode
-from workflows.cli.change_input import check_out_dir, check_specs, checked
+from workflows.cli.change_input import (
+    check_out_dir,
+    check_specs,
+    checked,
+    env_cache,
+    stderr_log,
+)
 from workflows.cli.options import absolute_path, add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
@@ -119,14 +124,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=checked(cmd_upgrade_diff))
 
 
-def _log(quiet: bool) -> Any:
-    def log(text: str) -> None:
-        if not quiet:
-            print(text, file=sys.stderr, flush=True)
-
-    return log
-
-
 def cmd_upgrade_diff(args: argparse.Namespace, settings: Settings) -> int:
 
     offline = args.from_inventory is not None or args.to_inventory is not None
@@ -184,7 +181,7 @@ def _offline(args: argparse.Namespace) -> int:
 def _online(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.drivers.upgrade.job import run_upgrade
 
-    result = run_upgrade(upgrade_options(args, settings), _log(args.no_progress))
+    result = run_upgrade(upgrade_options(args, settings), stderr_log(args.no_progress))
     _print_summary(result.data, result.path)
     if result.patch_line:
         print(result.patch_line)
@@ -201,14 +198,11 @@ def upgrade_options(args: argparse.Namespace, settings: Settings) -> Any:
         raise CommandError("give both --from VERSION and --to VERSION")
     if args.from_version == args.to_version:
         raise CommandError(f"--from and --to are the same version ({args.from_version})")
-    cache_dir = args.cache_dir or settings.env_cache_dir
-    if cache_dir is None:
-        raise CommandError("no environment cache: give --cache-dir or set SPYRE_CI_ENV_CACHE")
     return UpgradeOptions(
         from_version=args.from_version,
         to_version=args.to_version,
         out=args.out,
-        cache_dir=cache_dir,
+        cache_dir=env_cache(args, settings),
         specs=tuple(args.specs or ()),
         run=args.run or args.validate,
         validate=args.validate,
