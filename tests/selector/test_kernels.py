@@ -8,6 +8,8 @@ definitions (`tests/selector/cpp_sources.py`).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from selector import ChangeSet, ImpactMap, InventoryIndex, Plan, plan
@@ -77,10 +79,12 @@ def test_a_structured_kernel_names_its_namespaced_op(
     assert after.decision == "targeted", after.fallback
     assert "special.ndtri" in after.facts.op_names
     assert {"special.ndtri", "_refs.special.ndtri"} <= _subjects(after, mapped)
-    assert (
-        "native_functions.yaml dispatch CPU, CUDA: special_ndtri_out -> special_ndtri, "
-        "special.ndtri" in _evidence(after)
-    )
+    # The dispatch keys are the installed torch's own (2.14 adds XPU to this entry).
+    assert re.search(
+        r"native_functions\.yaml dispatch CPU, CUDA(, \w+)*: special_ndtri_out -> "
+        r"special_ndtri, special\.ndtri",
+        _evidence(after),
+    ), _evidence(after)
     if form != "git":
         assert _subjects(after, mapped) == {"special.ndtri", "_refs.special.ndtri"}
 
@@ -98,7 +102,9 @@ def test_a_stub_kernel_names_the_ops_of_its_stub(mapped: InventoryIndex, form: s
     assert after.decision == "targeted", after.fallback
     assert after.facts.op_names == ("sigmoid",)
     evidence = _evidence(after)
-    assert "native_functions.yaml dispatch CPU, CUDA, MPS: sigmoid_out -> sigmoid" in evidence
+    assert re.search(
+        r"native_functions\.yaml dispatch CPU, CUDA(, \w+)*: sigmoid_out -> sigmoid", evidence
+    ), evidence
     assert "(by name: heuristic)" in evidence
     if form == "source":  # the registration is in the file, below the hunk
         assert "REGISTER_DISPATCH(sigmoid_stub, sigmoid_kernel)" in evidence

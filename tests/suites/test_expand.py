@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -213,7 +214,7 @@ def test_cli_expand_explain_and_inventory(
     assert main(["inventory", "--specs", str(path), "--out", str(out_file)]) == 0
     inventory = Inventory.load(out_file)
     assert len(inventory) == len(expansion.variants)
-    assert inventory.torch_version == "2.13.0"
+    assert inventory.torch_version == metadata.version("torch").split("+")[0]  # installed
     assert inventory.api_surface["aten::add.Tensor"].startswith("aten::add.Tensor(Tensor self")
 
 

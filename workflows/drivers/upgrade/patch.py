@@ -4,7 +4,8 @@ From the `run` rows of `upgrade.json`: each regressed variant, and each new vari
 on the new version, gets an exact-id entry in its suite's expectations file (xfail for a
 failure or an error, skip for a hang or a crash, as `suites record` writes them; the reason
 is the failure's summary line, a comment above names the upgrade run); each fixed variant
-whose expectation is an exact-id xfail entry loses that entry. Edits are textual
+whose expectation is an exact-id xfail entry loses that entry, and so does each variant the
+new version no longer has (both kept for the torches before it: `torch: <TO`). Edits are textual
 (`suites.spec_patch.expectations_patch`): comments and formatting stay. What it cannot edit
 (file suites, flow-style lists, globs and spec rules) is returned as notes: edit by hand.
 What upstream renamed (upgrade.json `renamed`) is renamed in the specs and expectations files
@@ -68,6 +69,17 @@ def upgrade_patch(
     remove: dict[Path, set[int]] = {}
     add: dict[Path, list[NewEntry]] = {}
     notes: list[str] = []
+    # What the new torch no longer has: an exact entry of it would match nothing there (the
+    # audit's orphan), so it is kept for the torches before the new one only.
+    gone = dict.fromkeys(
+        [str(v) for v in data.get("removed") or ()]
+        + [str(r["id"]) for r in run.get("rows") or () if r.get("category") == "removed"]
+    )
+    for vid in gone:
+        rule = exact.get(vid)
+        if rule is not None and until:
+            remove.setdefault(rule.file.resolve(), set()).add(rule.index)
+            _kept_before(rule, until, where, add, notes)
     for row in run.get("rows") or ():
         vid, category = str(row["id"]), str(row["category"])
         rule = exact.get(vid)
