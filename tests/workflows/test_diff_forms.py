@@ -9,6 +9,7 @@ tool, for python mutations). The old sources come from the installed torch, as
 from __future__ import annotations
 
 import difflib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,16 @@ def test_every_shipped_mutation_selects_the_same_in_every_form(
     index: tuple[Inventory, selector.InventoryIndex],
 ) -> None:
     inventory, idx = index
+    installed = metadata.version("torch").split("+")[0]
+    if installed != inventory.torch_version:
+        # The mutations' hunks and the fixture Inventory are that torch's: over another
+        # torch's files they locate other definitions (seen on 2.14.1), which says nothing of
+        # the diff forms. Written again for the installed torch, they hold there.
+        pytest.skip(
+            f"the shipped mutations and the fixture Inventory are torch "
+            f"{inventory.torch_version}'s, the installed torch is {installed}: write them again "
+            "with benchmarks/selection/make_mutations.py and `spyre-ci inventory`"
+        )
     config = selector.PlanConfig(holdout_rate=0.0)
 
     def selection(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
