@@ -243,7 +243,9 @@ def bump(options: UpgradeOptions, log: Log, checkout: Path = PROJECT_ROOT) -> Bu
     repin(checkout, old, new)
     step(f"5/5 pinned torch=={new} in pyproject.toml")
 
-    result.written = git(checkout, "status", "--short").splitlines()
+    inside = options.out.resolve().is_relative_to(checkout.resolve())
+    leave_out = [f":!{options.out.resolve().relative_to(checkout.resolve())}"] if inside else []
+    result.written = git(checkout, "status", "--short", "--", ".", *leave_out).splitlines()
     result.still_naming_old = still_naming(checkout, old)
     return result
 
