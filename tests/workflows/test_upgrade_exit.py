@@ -334,3 +334,25 @@ def test_an_inventory_the_environment_cannot_build(
     Path(env.python).chmod(0o755)
     with pytest.raises(error, match=f"exited {code}:\nsaid on stderr"):
         upgrade.build_inventory(env, log=lambda _line: None)
+
+
+def test_a_version_the_index_does_not_have_is_refused_before_the_old_one_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--to 9.9.9` (a typo) fails at once: the new version is provisioned first, so the old
+    one's environment (minutes, a GB or more) is not made for nothing."""
+    from workflows.drivers.upgrade import job
+
+    asked: list[str] = []
+
+    def provision(version: str, *_a: object, **_k: object) -> upgrade.TorchEnv:
+        asked.append(version)
+        if version == "9.9.9":
+            raise upgrade.UpgradeError("torch 9.9.9: pip's index has no torch==9.9.9")
+        return upgrade.TorchEnv(version, tmp_path / version)
+
+    monkeypatch.setattr(job, "provision", provision)
+    options = job.UpgradeOptions("2.13.0", "9.9.9", tmp_path / "out", tmp_path / "envs")
+    with pytest.raises(upgrade.UpgradeError, match="no torch==9.9.9"):
+        job.run_upgrade(options, lambda _line: None)
+    assert asked == ["9.9.9"]

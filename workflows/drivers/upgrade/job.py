@@ -82,8 +82,10 @@ def run_upgrade(options: UpgradeOptions, log: Callable[[str], None]) -> UpgradeR
     started_at = _now()
     timings: dict[str, float] = {}
     t = time.monotonic()
-    versions = (options.from_version, options.to_version)
-    envs = [provision(v, options.cache_dir, log=log) for v in versions]
+    # The new version first: a version pip's index does not have (a typo) is refused before
+    # the old one's environment is made.
+    new_env = provision(options.to_version, options.cache_dir, log=log)
+    envs = [provision(options.from_version, options.cache_dir, log=log), new_env]
     timings["provision_s"] = time.monotonic() - t
     built = [
         build_inventory(e, options.specs, log=log, reuse=not options.rebuild_inventories)
