@@ -15,8 +15,8 @@ from suites.model import Status
 from tests.servers.odd_github import OddGitHub
 from tests.testing.cli import spyre_ci
 from tests.testing.paths import GLU_SPEC
-from workflows.cli.commands.bisect import exit_code
 from workflows.drivers.bisect.answer import answer
+from workflows.drivers.bisect.job import exit_code
 from workflows.drivers.bisect.search import bisect
 from workflows.drivers.bisect.window import Commit, classify
 

@@ -36,8 +36,8 @@ from tests.testing.paths import EVENTS, REPO_ROOT
 from tests.workflows.test_bisect import BASE, GLU, Window, bisect, env_for, harmless
 from tests.workflows.test_pending import entry
 from tests.workflows.test_readiness import _healthy, _l2_since, _now, _record, _save
-from workflows.cli.commands.bisect import exit_code as bisect_exit_code
 from workflows.cli.commands.pending import check_code, deferred_code
+from workflows.drivers.bisect.job import exit_code as bisect_exit_code
 from workflows.drivers.bisect.search import (
     CULPRIT,
     FAILS_AT_BASE,

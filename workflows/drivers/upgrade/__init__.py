@@ -2,8 +2,9 @@
 diff and selection (`selector.upgrade`), the selection run on both versions, and the report.
 
 ```
-provision(2.14.1), provision(2.13.0)    <cache>/torch-<v>: python -m venv, pip install torch==<v> (new first)
-                                        the project's requirements but torch, pytest; the project --no-deps
+provision(2.14.1), provision(2.13.0)    <cache>/torch-<v> (the new one first): python -m venv,
+                                        pip install torch==<v>, the project's requirements but
+                                        torch, pytest; the project --no-deps
 build_inventory(env) x 2                <venv>/bin/python -m workflows inventory --out ...
     <venv>/bin/python -m workflows.drivers.upgrade describe --out ...
 selector.upgrade: diff, select          (pure)
