@@ -184,20 +184,15 @@ def kept_torches(state_dir: Path) -> list[tuple[Path, dict[str, object]]]:
 
 
 def kept(state_dir: Path) -> list[tuple[Path, dict[str, object], dict[str, Outcome]]]:
-    """Every kept torch under `state_dir`: its file, what it says of the torch, and its
-    outcomes whose digest holds (newest file first)."""
+    """Every kept torch under `state_dir` (`kept_torches`) with its outcomes whose digest
+    holds."""
     found = []
-    folder = state_dir / "base-outcomes"
-    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in files:
+    for path, about in kept_torches(state_dir):
         cache = BaseOutcomeCache(path)
-        stored = cache._read()
-        about = stored.pop(META, None)
         fingerprints = {
             vid: str(entry.get("fingerprint"))
-            for vid, entry in stored.items()
-            if isinstance(entry, dict)
+            for vid, entry in cache._read().items()
+            if vid != META and isinstance(entry, dict)
         }
-        outcomes = cache.get(list(fingerprints), fingerprints)
-        found.append((path, about if isinstance(about, dict) else {}, outcomes))
+        found.append((path, about, cache.get(list(fingerprints), fingerprints)))
     return found

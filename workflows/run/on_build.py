@@ -193,17 +193,15 @@ def earlier_torch(
     log: Callable[[str], None] = lambda _text: None,
 ) -> EarlierTorch | None:
     """The nearest earlier build whose own outcomes a scheduled run kept, for a scheduled run
-    on the build at `sha` (`reference_for` says it runs on another torch than the installed
-    one): a torch of the state directory's kept ones, with the same backend and CPU, that
-    GitHub's compare shows an ancestor of `sha` (`behind`), the fewest commits behind. Its
-    outcomes judge this build first: a variant that failed there too is not this build's
-    regression, and one that passed there names the window between the two builds. None
-    when no GitHub is configured (ancestry is GitHub's to say), or none is kept."""
+    on the build at `sha` (asked only where `reference_for` names a reference): a torch of
+    the state directory's kept ones, with the same backend and CPU, that GitHub's compare
+    shows an ancestor of `sha` (`behind`), the fewest commits behind. Its outcomes judge
+    this build first: a variant that failed there too is not this build's regression, and
+    one that passed there names the window between the two builds. None when no GitHub is
+    configured (ancestry is GitHub's to say), or none is kept."""
     from workflows.run.base_outcomes import cpu_identity, kept_torches
 
-    if not reference_for(request, settings) or not sha:
-        return None
-    if not settings.github_url and not settings.github_token:
+    if not sha or (not settings.github_url and not settings.github_token):
         return None
     candidates = []
     for path, about in kept_torches(settings.state_dir):
