@@ -134,7 +134,7 @@ def environment(record: RunRecord) -> dict[str, Any]:
         **(
             {
                 "torch_source": env.torch_source,
-                "tested": env.tested,
+                "tested": env.tested.value,
                 "tested_summary": env.headline[:_SUMMARY_MAX],
                 "change": _change_summary(env.change),
             }
@@ -223,7 +223,7 @@ def failure_verdict(record: RunRecord) -> dict[str, Any] | None:
                         bool(entry.get("related")),
                         str(result.classification) if result.classification else None,
                         base_status=result.base_status,
-                        tested=record.environment.tested or None,
+                        tested=record.environment.tested,
                     )
                 )
         first_bad = next(

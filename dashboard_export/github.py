@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from contracts.errors import Refused, Unavailable
+from contracts.tested import Tested
 from dashboard_export import ExportError, PublishUnavailable, retry
 from dashboard_export.crcr import result_counts
 from dashboard_export.layout import atomic_write
@@ -110,9 +111,9 @@ def description(record: RunRecord) -> str:
         f"{counts['failed'] - new} known, {counts['passed']} passed of {counts['total']}"
     )
     tested = record.environment.tested
-    if tested in ("partial", "not_tested"):
+    if tested in (Tested.PARTIAL, Tested.NOT_TESTED):
         # First, so that the 140 characters keep it: the numbers are not about the change.
-        lead = "change tested in part" if tested == "partial" else "change NOT tested"
+        lead = "change tested in part" if tested is Tested.PARTIAL else "change NOT tested"
         text = f"{lead}; {text}"
     if record.gaps and record.effective_conclusion == "neutral":
         # First too: why the numbers are not a pass (`evidence`).

@@ -20,6 +20,7 @@ from typing import Any
 
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
+from contracts.tested import Tested
 from dashboard_export import ExportError, evidence
 from dashboard_export.validation import errors
 from suites.model import Outcome, Status, split_variant_id
@@ -30,7 +31,6 @@ LEVELS = ("L1", "L2", "L3", "L4")
 # `neutral` (GitHub's check-run conclusion for neither a pass nor a failure): no new failure,
 # but the change was tested only in part, or not at all (`Environment.tested`).
 CONCLUSIONS = ("success", "failure", "neutral", "cancelled", "timed_out")
-TESTED_STATES = ("tested", "partial", "not_tested")
 
 
 class DiffCategory(StrEnum):
@@ -59,25 +59,21 @@ class Environment:
     # upgrade run, a record written before it was).
     torch_source: str = ""
     change: Mapping[str, Any] = field(default_factory=dict)
-    tested: str = ""
+    tested: Tested | None = None
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.tested and self.tested not in TESTED_STATES:
-            raise ExportError(
-                f"environment: tested must be one of {TESTED_STATES} or empty, not {self.tested!r}"
-            )
+        try:
+            object.__setattr__(self, "tested", Tested.of(self.tested))
+        except ValueError as exc:
+            raise ExportError(f"environment: {exc}") from None
 
     @property
     def headline(self) -> str:
         """One line on what the run tested of the change (empty when not resolved)."""
-        if not self.tested:
+        if self.tested is None:
             return ""
-        what = {
-            "tested": "the change was tested",
-            "partial": "the change was tested in part",
-            "not_tested": "the change was NOT tested",
-        }[self.tested]
+        what = self.tested.headline
         return f"{what}: {'; '.join(self.notes)}" if self.notes else what
 
     def to_json(self) -> dict[str, Any]:
@@ -93,7 +89,7 @@ class Environment:
             data.update(
                 torch_source=self.torch_source,
                 change=dict(self.change),
-                tested=self.tested,
+                tested=self.tested.value,
                 notes=list(self.notes),
             )
         return data
@@ -110,7 +106,7 @@ class Environment:
             extra=dict(data.get("extra") or {}),
             torch_source=str(data.get("torch_source") or ""),
             change=dict(data.get("change") or {}),
-            tested=str(data.get("tested") or ""),
+            tested=data.get("tested") or None,  # read as a Tested by __post_init__
             notes=tuple(str(n) for n in data.get("notes") or ()),
         )
 
@@ -425,7 +421,7 @@ class RunRecord:
             return "neutral" if self.conclusion == "success" and self.gaps else self.conclusion
         if self.new_failures or self.infrastructure:
             return "failure"
-        if self.gaps or self.environment.tested in ("partial", "not_tested"):
+        if self.gaps or self.environment.tested in (Tested.PARTIAL, Tested.NOT_TESTED):
             return "neutral"
         return "success"
 

@@ -20,6 +20,7 @@ from typing import Any
 from markupsafe import Markup
 
 from contracts.classification import Classification
+from contracts.tested import Tested
 from dashboard_export.crcr import ci_metrics, result_counts
 from dashboard_export.model import (
     DiffCategory,
@@ -173,18 +174,20 @@ def _env_line(record: RunRecord) -> str:
     )
 
 
+_TESTED_LEADS = {
+    Tested.TESTED: "Tested: the change ran on the torch under test.",
+    Tested.PARTIAL: "Tested IN PART: not all of the change was in the torch under test.",
+    Tested.NOT_TESTED: "NOT TESTED: the torch under test does not hold the change.",
+}
+
+
 def tested_lines(record: RunRecord) -> list[str]:
     """What the run tested of the change, for the top of every report: the verdict on it,
     then the applied and the not-applied files (empty for a record without it)."""
     env = record.environment
-    if not env.tested:
+    if env.tested is None:
         return []
-    lead = {
-        "tested": "Tested: the change ran on the torch under test.",
-        "partial": "Tested IN PART: not all of the change was in the torch under test.",
-        "not_tested": "NOT TESTED: the torch under test does not hold the change.",
-    }[env.tested]
-    lines = [lead]
+    lines = [_TESTED_LEADS[env.tested]]
     lines += [f"- {note}" for note in env.notes]
     for group, label in (("not_applied", "not applied"), ("applied", "applied")):
         for entry in list(env.change.get(group) or ())[:20]:
@@ -519,13 +522,15 @@ def _code(text: str) -> Markup:
     return Markup("<code>{}</code>").format(text)
 
 
+_TESTED_KINDS = {Tested.TESTED: "good", Tested.PARTIAL: "warn", Tested.NOT_TESTED: "bad"}
+
+
 def _tested_view(record: RunRecord) -> dict[str, Any] | None:
-    lines = tested_lines(record)
-    if not lines:
+    tested, lines = record.environment.tested, tested_lines(record)
+    if tested is None or not lines:
         return None
-    kind = {"tested": "good", "partial": "warn", "not_tested": "bad"}[record.environment.tested]
     return {
-        "kind": kind,
+        "kind": _TESTED_KINDS[tested],
         "lead": lines[0],
         "lines": [line[2:].replace("`", "") for line in lines[1:]],
     }

@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.tested import Tested
 from suites.model import Status
 
 DEVICE_RULE = "device-rule"
@@ -132,22 +133,19 @@ def classify(message: str, related: bool) -> str:
     return RELATED if related else UNKNOWN
 
 
-NOT_TESTED = "not_tested"  # `workflows.run.under_test`: nothing of the change could be applied
-
-
 def category_of(
     failure_class: str,
     related: bool,
     classification: str | None = None,
     *,
     base_status: str | None = None,
-    tested: str | None = None,
+    tested: Tested | None = None,
     passed_before: str | None = None,
 ) -> tuple[str, str]:
     """The wire category of one failure and why, from the strongest evidence the run holds
     (the module's list): `classification` new | pre-existing | flaky, `base_status` its
     outcome on the base torch without the change (None when it was not run there),
-    `tested` the environment's verdict (tested | partial | not_tested), `passed_before` the
+    `tested` the environment's verdict (None: not kept), `passed_before` the
     upstream sha where History last saw it pass with the same backend, when that is not the
     torch under test (None: never seen passing, or with another backend)."""
     if classification == "flaky":
@@ -155,7 +153,7 @@ def category_of(
     if failure_class == DEVICE_RULE:
         return "backend", "a Spyre rule refused the op or dtype"
     on_base = _status(base_status)
-    if on_base is False and tested != NOT_TESTED:
+    if on_base is False and tested != Tested.NOT_TESTED:
         return "upstream", f"passes without the change ({base_status} on the base torch)"
     if passed_before:
         where = " and on the base torch without the change" if on_base else ""
@@ -165,7 +163,7 @@ def category_of(
         )
     if on_base is True:
         return "backend", f"fails without the change too ({base_status} on the base torch)"
-    if tested == NOT_TESTED:
+    if tested == Tested.NOT_TESTED:
         return "unknown", "the change was not tested: the failure is the torch's own"
     if classification == "pre-existing":
         return "backend", "failing on the baseline before this change"
@@ -203,7 +201,7 @@ def triage(
     classification: str | None = None,
     *,
     base_status: str | None = None,
-    tested: str | None = None,
+    tested: Tested | None = None,
     passed_before: str | None = None,
 ) -> FailureTriage:
     """Class, category and why of one failure (`category_of` for the evidence)."""

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from contracts import tested as verdict
 from contracts.event import TriggerEvent
 from selector import ChangeSet
 from tests.testing.cli import build_inventory, cli, spyre_ci
 from tests.testing.paths import REPO_ROOT
 from tests.testing.shared import built_once
 from workflows.run.run_model import ChangeUnderTest, EnvironmentUnderTest, RunRequest
-from workflows.run.under_test import NOT_TESTED, PARTIAL, TESTED, not_applied, reached
+from workflows.run.under_test import not_applied, reached
 from workflows.runner.change_overlay import (
     TREE_VAR,
     ChangeError,
@@ -32,6 +33,12 @@ from workflows.runner.change_overlay import (
 )
 from workflows.runner.change_overlay.prepare import WHY_UNUSED_TEST
 from workflows.stores.sources import reused_tests, tests_root, with_old_sources
+
+TESTED, PARTIAL, NOT_TESTED = (
+    verdict.Tested.TESTED,
+    verdict.Tested.PARTIAL,
+    verdict.Tested.NOT_TESTED,
+)
 
 UPSTREAM_LIKE = REPO_ROOT / "tests" / "suites" / "upstream_like"
 TINY = UPSTREAM_LIKE / "tiny.yaml"

@@ -8,6 +8,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from contracts.tested import Tested
 from workflows.stores.run_summary import RunResults
 
 if TYPE_CHECKING:
@@ -30,11 +31,17 @@ def under_test_lines(resolved: EnvironmentUnderTest | None) -> list[str]:
             lines.append(f"  {label}: {entry.path} ({entry.why})")
         if len(files) > 10:
             lines.append(f"  {label}: ... and {len(files) - 10} more (see run.json)")
-    verdict = resolved.tested
-    head = {"tested": "TESTED", "partial": "TESTED IN PART", "not_tested": "NOT TESTED"}[verdict]
-    lines.append(f"change {head}" + (":" if resolved.notes else ""))
-    lines += [f"  {note}" for note in resolved.notes]
+    if resolved.tested is not None:  # a planned.json from before the verdict was kept: none
+        lines.append(f"change {_HEADS[resolved.tested]}" + (":" if resolved.notes else ""))
+        lines += [f"  {note}" for note in resolved.notes]
     return lines
+
+
+_HEADS = {
+    Tested.TESTED: "TESTED",
+    Tested.PARTIAL: "TESTED IN PART",
+    Tested.NOT_TESTED: "NOT TESTED",
+}
 
 
 def one_line(message: str, width: int = 120) -> str:

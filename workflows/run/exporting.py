@@ -214,7 +214,7 @@ def failure_forensics(
     failures = {}
     triaged = []
     base = finished.base_outcomes
-    tested = (environment.tested if environment is not None else "") or None
+    tested = environment.tested if environment is not None else None
     for vid in failing:
         earlier = passed_before(found[vid], backend, under_test)
         one = triage.triage(

@@ -16,6 +16,7 @@ import selector
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from contracts.exit_codes import ExitCode
+from contracts.tested import Tested
 from suites.model import Outcome
 from workflows.errors import BadInput
 from workflows.runner.change_overlay import AppliedChange, FileEffect
@@ -247,16 +248,17 @@ class ChangeUnderTest:
 @dataclass(frozen=True)
 class EnvironmentUnderTest:
     """What a run tested (`workflows.run.under_test.resolve`, once, at plan time): the torch,
-    the change applied on it, the backend, and the verdict on that (`tested`, `partial`,
-    `not_tested`) with its headline and the notes that decided it. planned.json's
-    `environment`; run.json, the terminal, the report and the callback carry it on."""
+    the change applied on it, the backend, and the verdict on that (`Tested`; None in a
+    planned.json from before it was kept) with its headline and the notes that decided it.
+    planned.json's `environment`; run.json, the terminal, the report and the callback carry
+    it on."""
 
     torch: TorchUnderTest = field(default_factory=TorchUnderTest)
     change: ChangeUnderTest = field(default_factory=ChangeUnderTest)
     # package, version, device and `digest` when known (`backend_identity.backend`): the same
     # mapping History's plan facts and forensics compare runs by.
     backend: Mapping[str, str] = field(default_factory=dict)
-    tested: str = ""
+    tested: Tested | None = None
     headline: str = ""
     notes: tuple[str, ...] = ()
     missing: frozenset[str] = frozenset()  # see `ChangeUnderTest`
@@ -264,12 +266,15 @@ class EnvironmentUnderTest:
 
     KEYS = ("torch", "change", "backend", "tested", "headline", "notes")
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tested", Tested.of(self.tested))
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "torch": self.torch.to_json(),
             "change": self.change.to_json(),
             "backend": dict(self.backend),
-            "tested": self.tested,
+            "tested": self.tested.value if self.tested is not None else "",
             "headline": self.headline,
             "notes": list(self.notes),
         }
@@ -285,7 +290,7 @@ class EnvironmentUnderTest:
             TorchUnderTest.from_json(data.get("torch") or {}),
             ChangeUnderTest.from_json(data.get("change") or {}),
             {str(k): str(v) for k, v in (data.get("backend") or {}).items()},
-            str(data.get("tested") or ""),
+            Tested.of(data.get("tested")),
             str(data.get("headline") or ""),
             tuple(str(n) for n in data.get("notes") or ()),
             missing=frozenset(cls.KEYS) - data.keys(),
@@ -360,7 +365,7 @@ class FinishedRun:
     def not_tested(self) -> bool:
         """Nothing of the change could be tested: the run has no verdict on it."""
         environment = self.planned.environment
-        return environment is not None and environment.tested == "not_tested"
+        return environment is not None and environment.tested is Tested.NOT_TESTED
 
     @property
     def exit_code(self) -> ExitCode:

@@ -28,6 +28,8 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import overload
 
+from contracts.change import ChangeState
+from contracts.tested import Tested
 from suites.model import Outcome, Status
 from workflows.run.backend_identity import backend
 from workflows.run.on_build import (
@@ -62,15 +64,6 @@ from workflows.runner.change_overlay.prepare import WHY_NO_TREE, WHY_UNUSED_TEST
 from workflows.runner.change_overlay.prepare import WHY_OUTSIDE as _WHY_OUTSIDE
 from workflows.settings import Settings
 from workflows.stores.sources import installed_torch, reused_tests, tests_root
-
-TESTED, PARTIAL, NOT_TESTED = "tested", "partial", "not_tested"
-# What the callback, HUD row and report say for each (GitHub's check-run wording: a run that
-# could not test the change is `neutral`, neither a pass nor a failure).
-HEADLINES = {
-    TESTED: "the change was tested",
-    PARTIAL: "the change was tested in part",
-    NOT_TESTED: "the change was NOT tested",
-}
 
 
 class ChangeNotApplicable(PipelineError):
@@ -276,7 +269,7 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
     trigger = request.event
     head, base = trigger.head_sha, trigger.base_sha or ""
     notes: list[str] = []
-    tested = TESTED
+    tested = Tested.TESTED
     build = None if head and sha and same_sha(sha, head) else build_for(request, settings)
     on_build = None if build is not None else build_under_test(request, settings)
     if build is not None:
@@ -295,38 +288,38 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
         affects = [f.path for f in (*change.applied, *change.not_applied)]
         tests = any(upstream_test_file(f.path) for f in change.not_applied)
         what = "that change torch" + (" or the upstream tests it runs" if tests else "")
-        if state == "not_applied" and not request.apply_change:
-            tested = NOT_TESTED
+        if state == ChangeState.NOT_APPLIED and not request.apply_change:
+            tested = Tested.NOT_TESTED
             notes.append(
                 f"the run was asked not to apply the change (--no-apply): its "
                 f"{len(change.not_applied)} file(s) {what} were not tested"
             )
-        elif state == "not_applied":
-            tested = NOT_TESTED
+        elif state == ChangeState.NOT_APPLIED:
+            tested = Tested.NOT_TESTED
             notes.append(
                 f"none of the {len(change.not_applied)} file(s) {what} could be "
                 f"applied{'' if tests else ' without a build'}: {listed(change.not_applied)}"
             )
-        elif state == "partial":
-            tested = PARTIAL
+        elif state == ChangeState.PARTIAL:
+            tested = Tested.PARTIAL
             notes.append(
                 f"{len(change.not_applied)} of {len(affects)} file(s) {what} not "
                 f"applied: {listed(change.not_applied)}"
             )
         if head and not base and on_build is None and not (sha and same_sha(sha, head)):
-            tested = NOT_TESTED
+            tested = Tested.NOT_TESTED
             notes.append(
                 f"the tests ran on torch {sha[:12] or version}, not on {head[:12]}, the "
                 "commit this event names (no base to apply a change to)"
             )
         elif on_build is not None and on_build.drift.not_applied:
-            tested = PARTIAL if tested == TESTED else tested
+            tested = Tested.PARTIAL if tested is Tested.TESTED else tested
             notes.append(
                 f"the upstream drift from {sha[:12]} to the change's base needs a build for "
                 f"{len(on_build.drift.not_applied)} file(s): {listed(on_build.drift.not_applied)}"
             )
         elif on_build is None and base and not (sha and same_sha(sha, base)):
-            tested = PARTIAL if tested == TESTED else tested
+            tested = Tested.PARTIAL if tested is Tested.TESTED else tested
             notes.append(
                 f"the tests ran on torch {sha[:12] or version} ({version}), not on the "
                 f"change's base {base[:12]}"
@@ -337,10 +330,10 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
         on_build is not None or bool(head and sha and same_sha(sha, head))
     )
     if head and not request.diff_text and not trigger.files_complete and not at_one_sha:
-        tested = NOT_TESTED
+        tested = Tested.NOT_TESTED
         notes.append("neither a diff nor the list of the change's files is known")
-    elif trigger.truncated and tested == TESTED:
-        tested = PARTIAL
+    elif trigger.truncated and tested is Tested.TESTED:
+        tested = Tested.PARTIAL
         notes.append("GitHub's list of the change's files is cut (300 files at most)")
     unused = _unused_tests(change.no_effect)
     if unused:
@@ -355,7 +348,7 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
             f"deferred: {len(needs_build(change))} file(s) that need a build "
             f"({listed(needs_build(change), 3)}) are tested on the first build that contains "
             f"{head[:12]} (`spyre-ci pending check`)"
-            + ("; nothing runs now" if change.state == "not_applied" else "")
+            + ("; nothing runs now" if change.state == ChangeState.NOT_APPLIED else "")
         )
     return EnvironmentUnderTest(
         TorchUnderTest(version or "unknown", sha or "unknown", source),
@@ -367,7 +360,7 @@ def resolve(request: RunRequest, change: AppliedChange, settings: Settings) -> E
         ),
         backend(),
         tested,
-        HEADLINES[tested],
+        tested.headline,
         tuple(notes),
     )
 
@@ -397,7 +390,7 @@ def reached(
     `torch/testing/_internal/` by any variant: a change whose every applied file is left
     untested is `not_tested`, one with other files `partial`, each with a note naming them.
     None (a run planned before its environment was recorded) stays None."""
-    if environment is None or environment.tested == NOT_TESTED:
+    if environment is None or environment.tested is Tested.NOT_TESTED:
         return environment
     change = environment.change
     ids = list(ids)
@@ -408,8 +401,8 @@ def reached(
         note = f"{_NOT_RUN}: nothing of the change reaches a test that runs here"
         return replace(
             environment,
-            tested=NOT_TESTED,
-            headline=HEADLINES[NOT_TESTED],
+            tested=Tested.NOT_TESTED,
+            headline=Tested.NOT_TESTED.headline,
             notes=(*environment.notes, note),
         )
     stems = {vid.split("::")[1] for vid in ids if vid.count("::") >= 2}
@@ -431,12 +424,10 @@ def reached(
     )
     note = f"{_NOT_RUN}: {listed(missing)}: {how}"
     others = [f for f in change.applied if f not in missing]
-    tested = (
-        (PARTIAL if environment.tested == TESTED else environment.tested) if others else NOT_TESTED
-    )
-    return replace(
-        environment, tested=tested, headline=HEADLINES[tested], notes=(*environment.notes, note)
-    )
+    tested = environment.tested if others else Tested.NOT_TESTED
+    tested = Tested.PARTIAL if tested is Tested.TESTED else tested
+    headline = tested.headline if tested is not None else environment.headline
+    return replace(environment, tested=tested, headline=headline, notes=(*environment.notes, note))
 
 
 def _unused_tests(files: Iterable[FileEffect]) -> list[FileEffect]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import selector
 from contracts.classification import Classification
+from contracts.tested import Tested
 from suites.model import Inventory, Outcome
 from workflows.run.run_model import PlannedRun
 
@@ -72,7 +73,7 @@ def verify(
     if (
         environment is not None
         and environment.change.applied
-        and (request.change_strict or environment.tested != "tested")
+        and (request.change_strict or environment.tested is not Tested.TESTED)
     ):
         on_baseline = False
     outcomes = dict(first)
@@ -118,7 +119,7 @@ def verify(
             classification[vid] = (
                 Classification.PRE_EXISTING if on_base.status.is_failure else Classification.NEW
             )
-    if environment is not None and environment.tested != "tested":
+    if environment is not None and environment.tested is not Tested.TESTED:
         for vid, judged in classification.items():
             on_base = base_outcomes.get(vid)
             shown = on_base is not None and not on_base.status.is_failure
