@@ -38,7 +38,7 @@ from workflows.drivers.bisect.search import (
     decide,
 )
 from workflows.drivers.bisect.window import Commit, classify, replayable_prefix, state_diff
-from workflows.run import pipeline, run_model
+from workflows.run import finishing, pipeline, run_model
 from workflows.run.on_build import torch_git_sha
 from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import SQLiteHistory
@@ -185,7 +185,7 @@ def _finish(
         return Outcome(vid, Status.PASSED, 0.1, "")
 
     ids = [v for shard in planned.shards for v in shard]
-    return pipeline.finish(
+    return finishing.finish(
         planned,
         [outcome(v) for v in ids],
         run_context(history),

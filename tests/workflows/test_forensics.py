@@ -7,19 +7,20 @@ import dataclasses
 import difflib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from contracts.backend import BackendId
 from contracts.event import TriggerEvent
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
 from tests.testing.cli import cli
 from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import backend_identity, exporting, forensics, pipeline, run_model
+from workflows.run import backend_identity, exporting, finishing, forensics, pipeline, run_model
 from workflows.run.backend_identity import backend
 from workflows.run.layout import BASE_SHARD
 from workflows.run.on_build import torch_git_sha
@@ -43,7 +44,7 @@ def _record(
     *,
     legacy: bool = False,
     state: RunState = RunState.COMPLETED,
-    backend: dict[str, str] | None = None,
+    backend: Mapping[str, str] | None = None,
     torch_sha: str = "",
 ) -> None:
     """One run written as the pipeline writes it: its record, then its outcomes."""
@@ -104,7 +105,7 @@ def test_a_variant_never_seen_passing_has_no_last_good(store: HistoryStore) -> N
     assert (window[OTHER].last_good, window[OTHER].first_bad) == (None, C)  # new to History
 
 
-SPYRE = {"package": "backend_under_test", "version": "0.4.0", "device": "spyre"}
+SPYRE = BackendId("backend_under_test", "0.4.0", "spyre")
 
 
 def test_the_window_names_the_backend_and_torch_it_passed_with(store: HistoryStore) -> None:
@@ -119,17 +120,17 @@ def test_the_window_names_the_backend_and_torch_it_passed_with(store: HistorySto
     ("backend", "torch_then", "under_test", "passed"),
     [
         (SPYRE, A, B, A),  # same backend, another torch: only upstream moved
-        ({**SPYRE, "version": "0.5.0"}, A, B, None),  # the backend moved too
-        ({**SPYRE, "device": "spyre:1"}, A, B, None),
+        (replace(SPYRE, version="0.5.0"), A, B, None),  # the backend moved too
+        (replace(SPYRE, device="spyre:1"), A, B, None),
         (SPYRE, A, A[:12], None),  # the same torch: nothing upstream moved
         (SPYRE, "", B, None),  # a run that did not record its torch
         (SPYRE, A, "", None),  # the torch under test is unknown
         (None, A, B, None),  # a run that did not record its backend
-        ({**SPYRE, "digest": "0123abcd"}, A, B, None),  # its files named, ours not
+        (replace(SPYRE, digest="0123abcd"), A, B, None),  # its files named, ours not
     ],
 )
 def test_passed_before_needs_the_same_backend_on_another_torch(
-    backend: dict[str, str] | None, torch_then: str, under_test: str, passed: str | None
+    backend: BackendId | None, torch_then: str, under_test: str, passed: str | None
 ) -> None:
     window = forensics.Window(VID, A, C, "r1", "r3", None, backend, torch_then)
     assert exporting.passed_before(window, SPYRE, under_test) == passed
@@ -138,9 +139,9 @@ def test_passed_before_needs_the_same_backend_on_another_torch(
 
 
 def test_a_backend_edited_without_a_new_version_is_another_backend() -> None:
-    window = forensics.Window(VID, A, C, "r1", "r3", None, {**SPYRE, "digest": "d1"}, A)
-    assert exporting.passed_before(window, {**SPYRE, "digest": "d1"}, B) == A
-    assert exporting.passed_before(window, {**SPYRE, "digest": "d2"}, B) is None
+    window = forensics.Window(VID, A, C, "r1", "r3", None, replace(SPYRE, digest="d1"), A)
+    assert exporting.passed_before(window, replace(SPYRE, digest="d1"), B) == A
+    assert exporting.passed_before(window, replace(SPYRE, digest="d2"), B) is None
 
 
 def test_runs_recorded_before_head_sha_was_kept_are_read_from_their_event_label(
@@ -203,7 +204,7 @@ def _finish(
             return ShardRun([Outcome(v, Status.PASSED, 0.1, "") for v in rerun_ids])
         return ShardRun([outcome(v) for v in rerun_ids])
 
-    return pipeline.finish(planned, [outcome(v) for v in ids], run_context(history), rerun)
+    return finishing.finish(planned, [outcome(v) for v in ids], run_context(history), rerun)
 
 
 def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
@@ -246,7 +247,7 @@ def test_a_run_sequence_through_the_pipeline_shows_the_window_everywhere(
     assert record.summary.plan is not None and record.summary.forensics is not None
     assert record.summary.plan.head_sha == C and record.summary.plan.kind == "push"
     assert record.summary.forensics.triage == "unknown"
-    assert record.summary.plan.backend["device"] and record.summary.plan.torch_sha
+    assert record.summary.plan.backend.device and record.summary.plan.torch_sha
     env = {**os.environ, "SPYRE_CI_STATE_DIR": str(state)}
     shown = cli("runs", "show", "push-c", env=env)
     assert shown.returncode == 0, shown.stderr

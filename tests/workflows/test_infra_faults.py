@@ -19,7 +19,7 @@ from suites.model import Outcome, Status
 from tests.testing.cli import cli
 from tests.testing.paths import SOFTMAX_PATCH, TINY_SPEC
 from tests.workflows.run_context import run_context
-from workflows.run import pipeline, run_model
+from workflows.run import exporting, finishing, pipeline, run_model
 from workflows.run.on_build import torch_git_sha
 from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import RunState, SQLiteHistory
@@ -177,7 +177,7 @@ def test_failures_that_look_like_the_tools_own_are_held_back_until_confirmed(
             [Outcome(v, Status.FAILED, 0.1, "RuntimeError: device 0 lost") for v in rerun_ids]
         )
 
-    finished = pipeline.finish(planned, same, run_context(history), rerun)
+    finished = finishing.finish(planned, same, run_context(history), rerun)
     assert finished.held_back and "same message" in finished.held_back
     assert finished.exit_code == 1  # still reported: they may be real
     assert history.snapshot() == History()
@@ -217,7 +217,7 @@ def test_a_rerun_that_cannot_start_ends_the_run_as_an_infrastructure_error(
         spent.append(name)
         return ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
 
-    finished = pipeline.finish(planned, first, run_context(history), broken)
+    finished = finishing.finish(planned, first, run_context(history), broken)
     assert spent == ["rerun"]  # no expansion spent on it
     assert finished.exit_code == 3 and finished.faults[0].shard_id == "rerun"
     assert history.snapshot() == History()
@@ -415,15 +415,15 @@ def test_history_learns_last_an_export_that_fails_leaves_it_as_it_was(
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pipeline.exporting, "export", full_disk)
+    monkeypatch.setattr(exporting, "export", full_disk)
     with pytest.raises(OSError):
-        pipeline.finish(planned, first, run_context(history), again)
+        finishing.finish(planned, first, run_context(history), again)
     # Nothing learned: no outcomes, baselines, co-failures or flaky marks; not finished.
     assert history.snapshot() == History()
     assert not history.get_run("disk-full").state.final  # type: ignore[union-attr]
 
     monkeypatch.undo()
-    finished = pipeline.finish(planned, first, run_context(history), again)
+    finished = finishing.finish(planned, first, run_context(history), again)
     assert finished.exit_code == 1
     assert set(history.snapshot().variants) == set(ids)  # learned once the exports were written
 
@@ -440,7 +440,7 @@ def test_an_infrastructure_error_publishes_no_failure_rows(
     ids = [v for shard in planned.shards for v in shard]
     ran = [Outcome(ids[0], Status.FAILED, 0.1, "MemoryError"), Outcome(ids[1], Status.PASSED, 0.1)]
     fault = InfraFault("shard-1", "the zygote died", tuple(ids[2:]), 2)
-    finished = pipeline.finish(
+    finished = finishing.finish(
         planned, ran, run_context(history), lambda n, i: ShardRun([]), [fault]
     )
     assert finished.exit_code == 3

@@ -15,7 +15,7 @@ from tests.testing.paths import TINY_SPEC
 from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
 from workflows.drivers import embedded
-from workflows.run import pipeline
+from workflows.run import finishing, pipeline
 from workflows.runner.shard_runner import Limits, ShardRun, run_shard
 from workflows.stores.history import RunState, SQLiteHistory
 
@@ -112,7 +112,7 @@ def test_a_run_reports_removed_ids_and_learns_nothing_from_them(
         raise AssertionError(f"nothing failed, yet {name} ran {rerun_ids}")
 
     passed = [Outcome(v, Status.PASSED, 0.1) for v in ids]
-    again = pipeline.finish(planned, passed, run_context(history), no_reruns)
+    again = finishing.finish(planned, passed, run_context(history), no_reruns)
     assert again.exit_code == 0
     assert again.summary.results is not None
     assert again.summary.results.new_variants == 1 and again.summary.results.removed == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from suites.model import Outcome, Status
 from tests.workflows.run_context import run_context
 from tests.workflows.test_infra_faults import _request
-from workflows.run import pipeline
+from workflows.run import finishing, pipeline
 from workflows.run.context import RunContext
 from workflows.runner.shard_runner import ShardRun
 from workflows.settings import Settings
@@ -28,7 +28,7 @@ def test_plan_and_finish_take_their_time_and_history_from_the_context(
     assert planned.started_at == "2026-06-01T12:00:00Z"
     assert ctx.layout(planned.request).planned_file.is_file()
     ids = [v for shard in planned.shards for v in shard]
-    finished = pipeline.finish(
+    finished = finishing.finish(
         planned,
         [Outcome(v, Status.PASSED, 0.1) for v in ids],
         ctx,

@@ -19,7 +19,7 @@ from pathlib import Path
 from suites.claims import Claims
 from suites.model import Outcome
 from workflows.drivers.progress import Progress
-from workflows.run import pipeline, run_folder, run_model
+from workflows.run import finishing, pipeline, run_folder, run_model
 from workflows.run.context import RunContext
 from workflows.run.layout import shard_name
 from workflows.runner import stealing, zygote
@@ -143,7 +143,7 @@ def _execute(
         )
         outcomes = kept + pooled.outcomes
         faults = [run.fault for run in pooled.runs if run.fault is not None]
-        finished = pipeline.finish(planned, outcomes, ctx, execute, faults)
+        finished = finishing.finish(planned, outcomes, ctx, execute, faults)
     except BaseException as exc:
         stop.set()
         zygote.stop_all()

@@ -1,20 +1,10 @@
-"""The main job as three steps, shared by the embedded and the distributed executor.
+"""The main job's first two steps, shared by the embedded and the distributed executor.
 
-Long on purpose: it holds the three steps of a run (plan, execute, finish) and the helpers only
-those steps call (what a run traces, the A/B base outcomes, the summary). The run's data is in
-`run_model` and its folder in `run_folder`; the summary is still a dict built here, and leaves
-when it becomes a typed record.
-
-plan (selector stages 1-3) -> execute_shard, once per shard -> finish (stage 4: reruns,
-baseline comparison, expansion; History; export). Each step takes plain, JSON-serializable
-input so a Celery task can carry it; each is idempotent by run id and shard index.
-
-A shard that could not run its tests (`InfraFault`) is never a test result: finish then
-ends the run as an infrastructure error (RunState.INFRA_ERROR, exit code 3) and History
-learns nothing from it. A run whose failures look like the tool's fault is held back from
-History (RunState.HELD) until `spyre-ci history confirm`. A planned id the specs no longer
-have comes back from its shard as `Status.REMOVED`: finish takes it out of the results
-(not a failure, not a fault, nothing learned) and the summary and report count it.
+plan (selector stages 1-3) -> execute_shard, once per shard -> finish (`finishing`: stage 4's
+reruns, baseline comparison and expansion; History; export). Each step takes plain,
+JSON-serializable input so a Celery task can carry it; each is idempotent by run id and shard
+index. Here: `plan`, what a run traces, the one shard executor (`execute_shard`,
+`execute_ids`), the run's state in History (`mark_stopped`).
 """
 
 from __future__ import annotations
@@ -22,36 +12,29 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from contracts.classification import Classification
 from suites.claims import Claims
-from suites.model import Inventory, Outcome, Status
-from workflows.run import exporting, on_build, planning, under_test, verification
-from workflows.run.base_outcomes import BaseOutcomeCache
+from suites.model import Inventory
+from workflows.run import on_build, planning, under_test
 from workflows.run.context import Clock, RunContext
 from workflows.run.layout import BASE_SHARD, REFERENCE_SHARD, RunLayout
 from workflows.run.run_folder import (
     claim_out_dir,
-    first_start,
     mark_started,
 )
 from workflows.run.run_model import (
     EnvironmentUnderTest,
-    FinishedRun,
     PipelineError,
     PlannedRun,
     RunRequest,
 )
 from workflows.runner.change_overlay import AppliedChange
 from workflows.runner.shard_runner import (
-    InfraFault,
     Limits,
     ProgressCallback,
     ShardRun,
@@ -59,14 +42,13 @@ from workflows.runner.shard_runner import (
 )
 from workflows.settings import Settings
 from workflows.stores import pending
-from workflows.stores.history import HistoryError, HistoryStore, RunRecord, RunState
-from workflows.stores.run_summary import PlanFacts, RunResults, RunSummary, UnderTestNote
+from workflows.stores.history import HistoryStore, RunRecord, RunState
+from workflows.stores.run_summary import PlanFacts, RunSummary
 from workflows.tracing.trace_store import (
     TRACE_FILE,
     refresh_ids,
     tracing_env,
 )
-from workflows.tracing.trace_store import learn as learn_traces
 
 
 def now_iso(clock: Clock = time.time) -> str:
@@ -343,405 +325,6 @@ def execute_ids(
         for path in result.junit_paths:
             shutil.copyfile(path, junit_dir / path.name)
     return ShardRun(result.outcomes, result.fault, tuple(result.junit_paths))
-
-
-ShardExecutor = Callable[[str, Sequence[str]], ShardRun]
-
-
-class _Faulted(Exception):
-    """A rerun or an expansion could not run: the verdict stops there."""
-
-
-def finish(
-    planned: PlannedRun,
-    outcomes: Sequence[Outcome],
-    ctx: RunContext,
-    execute: ShardExecutor,
-    faults: Sequence[InfraFault] = (),
-) -> FinishedRun:
-    """Selector stage 4, History, and export; `execute(name, ids)` runs reruns and expansions.
-
-    `faults`: shards that could not run. Then, or when a rerun or the expansion cannot run,
-    the run ends as an infrastructure error: exported as such, nothing learned.
-    """
-    request = planned.request
-    history = ctx.history
-    history.save_run(_with_state(history, request.run_id, RunState.FINISHING))
-    outcomes = list(outcomes)
-    faults = [f for f in faults if not _change_failure(planned, f, outcomes)]
-    removed: dict[str, None] = {}  # ids the specs no longer have, in the order reported
-    finished = FinishedRun(
-        planned,
-        {o.id: o for o in _results(outcomes, removed)},
-        {},
-        RunSummary(),
-        Path(request.out_dir),
-    )
-    verdict = None
-    if not faults:
-
-        def run_more(name: str, ids: Sequence[str]) -> list[Outcome]:
-            shard = execute(name, ids)
-            more = list(shard.outcomes)
-            if shard.fault is not None and not _change_failure(planned, shard.fault, more):
-                faults.append(shard.fault)
-                raise _Faulted
-            return _results(more, removed)
-
-        inventory = load_inventory(request.inventory)
-        base = None
-        read: dict[str, str] = {}  # base outcomes read from the cache: id -> the run that ran it
-        fell_back: list[str] = []  # variants the nearest earlier torch did not run, if any
-        reference = on_build.reference_for(request, ctx.settings)
-        if change_env(request, ctx.settings):
-            reference = ""
-
-            def base(ids: Sequence[str]) -> dict[str, Outcome]:
-                return _base_outcomes(planned, inventory, ids, run_more, ctx, read)
-
-        elif reference:
-            earlier = _earlier_torch(planned, ctx)
-            installed, reference = reference, earlier.describe() if earlier else reference
-
-            def base(ids: Sequence[str]) -> dict[str, Outcome]:
-                def run_reference(ids: Sequence[str]) -> list[Outcome]:
-                    shard = execute(REFERENCE_SHARD, ids)
-                    if shard.fault is not None:
-                        faults.append(shard.fault)
-                        raise _Faulted
-                    return list(shard.outcomes)
-
-                found = _earlier_outcomes(earlier, inventory, ids, read) if earlier else {}
-                rest = [vid for vid in ids if vid not in found]
-                if rest:
-                    found.update(
-                        _reference_outcomes(planned, inventory, rest, run_reference, ctx, read)
-                    )
-                    if earlier is not None and not fell_back:
-                        fell_back.append(f"{len(rest)} not run there: on {installed}")
-                return found
-
-        try:
-            verdict, update = verification.verify(
-                planned, inventory, finished.outcomes, run_more, base, reference=bool(reference)
-            )
-        except _Faulted:
-            verdict = None
-    else:
-        reference, fell_back = "", []
-    if verdict is not None:
-        finished.base_outcomes = verdict.base
-        finished.unattributed = verdict.unattributed
-        finished.reference = (
-            (reference + (f" ({fell_back[0]})" if fell_back else "")) if verdict.base else ""
-        )
-        finished.base_read = {v: r for v, r in read.items() if v in verdict.base}
-    if faults or verdict is None:
-        finished.faults = tuple(faults)
-        state = RunState.INFRA_ERROR
-    else:
-        finished.outcomes, finished.classification = verdict.outcomes, verdict.classification
-        finished.planned = replace(
-            planned,
-            environment=under_test.reached(
-                planned.environment, under_test.ran_ids(finished.outcomes.values()), ran=True
-            ),
-        )
-        finished.held_back = suspect_learning(finished, request.mass_failure_share)
-        state = RunState.HELD if finished.held_back else RunState.COMPLETED
-    # Timestamps of the run as a CI job (`spyre-ci readiness`): the record's created_at is
-    # when it was planned; updated_at moves again when `history` commands change its state.
-    finished.summary = summarize(
-        finished, verdict.metrics if verdict else {}, list(removed), first_start(request)
-    )
-    found = None
-    if verdict is not None and any(c != "flaky" for c in finished.classification.values()):
-        run = history.get_run(request.run_id)
-        created = run.created_at if run is not None else ctx.clock()
-        try:
-            found = exporting.failure_forensics(finished, history, created)
-        except HistoryError as exc:  # forensics are lost, never the run
-            print(f"spyre-ci: forensics of run {request.run_id} not made: {exc}", file=sys.stderr)
-        else:
-            finished.summary = replace(
-                finished.summary, forensics=exporting.forensics_summary(found)
-            )
-    exporting.export(finished, now_iso(ctx.clock), verdict, found)
-    # Learn last: only a run whose exports were written teaches History anything. A crash
-    # before this line (a full disk, an export that fails) leaves History as it was and the
-    # run resumable.
-    if state is RunState.HELD:
-        history.hold(request.run_id, update, finished.held_back or "")
-    elif state is RunState.COMPLETED:
-        history.apply(request.run_id, update)
-    if state in (RunState.HELD, RunState.COMPLETED):
-        _learn_traces(ctx, request, finished)
-    if state is RunState.COMPLETED:
-        _keep_own_outcomes(planned, finished, ctx)
-    finished.summary = replace(finished.summary, finished_at=ctx.clock())
-    history.save_run(_with_state(history, request.run_id, state, finished.summary))
-    return finished
-
-
-def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outcome]) -> bool:
-    """Whether `fault` is the applied change's own failure, not the tool's: the changed torch
-    does not import (a changed module's import hung, ended its process or raised, as the
-    shard runner found it: `InfraFault.change`; or a syntax error in a changed module, named
-    in the fault's cause). Then each variant it left unrun gets an `error` outcome saying so
-    (added to `outcomes`): the change broke them, and the A/B comparison tells whether they
-    pass without it."""
-    broken = list(planned.environment.change.broken) if planned.environment else []
-    why = fault.change
-    if not why:
-        paths = {b.split(":", 1)[0] for b in broken}
-        if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
-            return False
-        why = "; ".join(broken[:3])
-    message = "the change breaks importing torch (the change's failure, not the tool's): " + why
-    outcomes.extend(Outcome(vid, Status.ERROR, 0.0, message) for vid in fault.unrun)
-    return True
-
-
-def _base_outcomes(
-    planned: PlannedRun,
-    inventory: Inventory,
-    ids: Sequence[str],
-    run_more: Callable[[str, Sequence[str]], list[Outcome]],
-    ctx: RunContext,
-    read: dict[str, str],
-) -> dict[str, Outcome]:
-    """`ids` on the base torch (the run's change not applied): from the cache of this torch's
-    base outcomes by variant fingerprint, the rest run now (`BASE_SHARD`) and cached."""
-
-    environment = planned.environment
-    sha = environment.torch.git_sha if environment else ""
-    cache = BaseOutcomeCache.for_torch(
-        sha,
-        ctx.settings.state_dir,
-        base=on_build.base_identity(planned.request, ctx.settings),
-        backend=dict(environment.backend) if environment else None,
-    )
-    return _cached_or_run(cache, inventory, ids, lambda m: run_more(BASE_SHARD, m), planned, read)
-
-
-def _cached_or_run(
-    cache: BaseOutcomeCache,
-    inventory: Inventory,
-    ids: Sequence[str],
-    run: Callable[[Sequence[str]], list[Outcome]],
-    planned: PlannedRun,
-    read: dict[str, str],
-) -> dict[str, Outcome]:
-    """`ids` from `cache` (each one read is named in `read`, with the run that ran it), the
-    rest run now by `run` and kept. An entry that fails its digest is said and run again."""
-    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
-    kept = cache.read(ids, fingerprints)
-    if cache.refused:
-        print(
-            f"spyre-ci: {len(cache.refused)} kept base outcome(s) in {cache.path} do not match "
-            f"their digest (edited or cut): run again ({', '.join(cache.refused[:3])})",
-            file=sys.stderr,
-        )
-    found = {vid: entry.outcome for vid, entry in kept.items()}
-    read.update({vid: entry.run_id or "an earlier run" for vid, entry in kept.items()})
-    missing = [vid for vid in ids if vid not in found]
-    if missing:
-        ran = {o.id: o for o in run(missing) if o.status is not Status.REMOVED}
-        cache.put(ran.values(), fingerprints, planned.request.run_id)
-        found.update(ran)
-    return found
-
-
-def _reference_outcomes(
-    planned: PlannedRun,
-    inventory: Inventory,
-    ids: Sequence[str],
-    run: Callable[[Sequence[str]], list[Outcome]],
-    ctx: RunContext,
-    read: dict[str, str],
-) -> dict[str, Outcome]:
-    """`ids` on the reference torch of a scheduled run on a build (the installed torch, as it
-    is): from its cache, the rest run now (`REFERENCE_SHARD`) and cached. A variant the
-    reference does not have (new on the build) is left out: there is nothing to compare."""
-
-    environment = planned.environment
-    cache = BaseOutcomeCache.for_torch(
-        on_build.torch_git_sha(),
-        ctx.settings.state_dir,
-        base="reference",
-        backend=dict(environment.backend) if environment else None,
-    )
-    return _cached_or_run(cache, inventory, ids, run, planned, read)
-
-
-def _earlier_torch(planned: PlannedRun, ctx: RunContext) -> on_build.EarlierTorch | None:
-    """The nearest earlier build with a scheduled run's own outcomes kept, said on stderr."""
-    environment = planned.environment
-    if environment is None:
-        return None
-    found = on_build.earlier_torch(
-        planned.request,
-        ctx.settings,
-        environment.torch.git_sha,
-        dict(environment.backend),
-        log=lambda text: print(f"spyre-ci: {text}", file=sys.stderr),
-    )
-    if found is not None:
-        print(f"spyre-ci: judged first against {found.describe()}", file=sys.stderr)
-    return found
-
-
-def _earlier_outcomes(
-    earlier: on_build.EarlierTorch,
-    inventory: Inventory,
-    ids: Sequence[str],
-    read: dict[str, str],
-) -> dict[str, Outcome]:
-    """What `ids` did on the nearest earlier build, as its scheduled run kept them (each
-    named in `read` with that run): never run again here."""
-    cache = BaseOutcomeCache(earlier.path)
-    fingerprints = {v.id: v.fingerprint for v in inventory.variants}
-    kept = cache.read(ids, fingerprints)
-    read.update({vid: entry.run_id or earlier.run_id for vid, entry in kept.items()})
-    return {vid: entry.outcome for vid, entry in kept.items()}
-
-
-def _keep_own_outcomes(planned: PlannedRun, finished: FinishedRun, ctx: RunContext) -> None:
-    """A completed run that applied nothing at its torch's own sha (a nightly or periodic
-    run) has outcomes that are that torch's own: they are kept as its base outcomes, what
-    fails on that torch itself. A later change's A/B on the same torch reads them instead of
-    running them again."""
-
-    environment = planned.environment
-    request = planned.request
-    if (
-        environment is None
-        or environment.change.applied
-        or request.event.kind not in on_build.SCHEDULED
-        or environment.tested != "tested"
-    ):
-        return
-    cache = BaseOutcomeCache.for_torch(
-        environment.torch.git_sha,
-        ctx.settings.state_dir,
-        base=on_build.base_identity(request, ctx.settings),
-        backend=dict(environment.backend),
-        own={"run_id": request.run_id, "version": environment.torch.version},
-    )
-    inventory = load_inventory(request.inventory)
-    cache.put(
-        finished.outcomes.values(),
-        {v.id: v.fingerprint for v in inventory.variants},
-        request.run_id,
-    )
-
-
-def _learn_traces(ctx: RunContext, request: RunRequest, finished: FinishedRun) -> None:
-    """Store what the run's shards traced. A trace is a fact of execution, not a verdict: a
-    held run's traces are kept too. A store that fails loses traces only, never the run."""
-    store = ctx.traces
-    files = ctx.layout(request).trace_files()
-    if store is None or not files:
-        return
-    try:
-        stored = learn_traces(
-            store, load_inventory(request.inventory), files, finished.outcomes, request.run_id
-        )
-    except HistoryError as exc:
-        print(f"spyre-ci: traces of run {request.run_id} not stored: {exc}", file=sys.stderr)
-        return
-    finished.traces_stored = stored
-
-
-def _results(outcomes: Sequence[Outcome], removed: dict[str, None]) -> list[Outcome]:
-    """The outcomes that are test results; the ids reported removed go into `removed`.
-
-    A removed id is not a test of this run: Verify, History and every export see only the
-    rest, so nothing learns it as a failure (or as a pass).
-    """
-    kept = []
-    for outcome in outcomes:
-        if outcome.status is Status.REMOVED:
-            removed[outcome.id] = None
-        else:
-            kept.append(outcome)
-    return kept
-
-
-def suspect_learning(finished: FinishedRun, max_share: float) -> str | None:
-    """Why this run's failures look like the tool's fault rather than the tests', if they do."""
-    from selector.verify import mass_failure
-
-    failing = {v for v, c in finished.classification.items() if c is not Classification.FLAKY}
-    return mass_failure(
-        finished.outcomes.values(), finished.planned.shards, failing, max_share=max_share
-    )
-
-
-REMOVED_SHOWN = 20  # removed ids the summary lists; the count covers them all
-
-
-def summarize(
-    finished: FinishedRun,
-    metrics: Mapping[str, Any],
-    removed: Sequence[str] = (),
-    started_at: float | None = None,
-) -> RunSummary:
-    """The run's summary (History's run record, `runs show`, the CLI's closing lines).
-
-    `removed`: planned ids the specs no longer have (counted under `counts` too, so the
-    CLI lists them, but never as failed); `new_variants`: selected ids the `new` heuristic
-    marked as new to History (or to the previous Inventory); `started_at`: when its first
-    shard started.
-    """
-    counts: dict[str, int] = {}
-    for outcome in finished.outcomes.values():
-        counts[str(outcome.status)] = counts.get(str(outcome.status), 0) + 1
-    if removed:
-        counts[str(Status.REMOVED)] = len(removed)
-    plan = finished.planned.plan
-    results = RunResults(
-        ran=len(finished.outcomes),
-        failed=sum(n for s, n in counts.items() if Status(s).is_failure),
-        new_failures=len(finished.new_failures),
-        new_timeouts=sum(
-            1
-            for v in finished.new_failures
-            if v in finished.outcomes and finished.outcomes[v].status is Status.TIMEOUT
-        ),
-        counts=counts,
-        metrics={k: v for k, v in metrics.items() if not isinstance(v, list | tuple)},
-        decision=plan.decision,
-        why="; ".join(plan.facts.reasons),
-        infrastructure=tuple(f.summary for f in finished.faults),
-        held_back=finished.held_back,
-        removed=len(removed),
-        removed_ids=tuple(removed[:REMOVED_SHOWN]),
-        new_variants=sum(
-            1 for chosen in plan.selected if any(r.heuristic == "new" for r in chosen.reasons)
-        ),
-        started_at=started_at,
-    )
-    return RunSummary(
-        plan_facts(finished.planned), results, _under_test_note(finished.planned.environment)
-    )
-
-
-def _under_test_note(resolved: EnvironmentUnderTest | None) -> UnderTestNote | None:
-    """What History's run summary keeps of the environment under test (`runs show`)."""
-    if resolved is None:
-        return None
-    change, torch = resolved.change, resolved.torch
-    return UnderTestNote(
-        tested=resolved.tested,
-        torch=f"{torch.version} ({torch.git_sha[:12]})",
-        change={
-            "state": change.state,
-            "applied": [f.path for f in change.applied][:20],
-            "not_applied": [f.path for f in change.not_applied][:20],
-        },
-        notes=resolved.notes[:10],
-    )
 
 
 def _with_state(

@@ -6,7 +6,6 @@ by `workflows.drivers.distributed` itself nor by `status`, which read Redis only
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import redis
@@ -19,7 +18,7 @@ from workflows.settings import Settings
 from workflows.stores import redis_clients
 from workflows.stores.history import RedisHistory
 
-from . import keys
+from . import keys, phases
 
 # The longest a task may run; the broker's visibility timeout must exceed it, or Redis would
 # hand a still-running shard to a second worker (its default is one hour).
@@ -89,7 +88,12 @@ def context() -> RunContext:
 
 def load_planned(run_id: str, client: redis.Redis | None = None) -> run_model.PlannedRun:
     """The run's stored plan (from `client`, this process's store by default)."""
+    return load_phased(run_id, client)[0]
+
+
+def load_phased(run_id: str, client: redis.Redis | None = None) -> tuple[run_model.PlannedRun, int]:
+    """The run's stored plan and how many of its shards decide the verdict (`phases`)."""
     body = (client or store()).get(keys.key(run_id, "planned"))
     if body is None:
         raise run_model.PipelineError(f"run {run_id}: no stored plan; re-submit the event")
-    return run_model.PlannedRun.from_json(json.loads(body))
+    return phases.loads(body)

@@ -1,8 +1,10 @@
-"""A run's finish: stage 4, History and export from every shard's stored outcomes, once.
+"""A run's finish: stage 4, History and export from its verdict shards' stored outcomes, once;
+then, when its holdout ran after the verdict (`phases`), the holdout's finish, once.
 
-A finish holds the run's `finishing` key (heartbeats) while it runs; another finish of the
-same run leaves it alone, and one that comes after returns the stored summary: reruns and
-expansions never run twice.
+A finish holds the run's `finishing` key (`holdout-finishing` for the holdout's) with
+heartbeats while it runs; another finish of the same run leaves it alone, and one that comes
+after returns what was stored: reruns and expansions never run twice. The run stays open (the
+sweep's `OPEN_RUNS`) until its last finish.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import redis
 from celery.exceptions import Ignore
 
 from suites.model import Outcome
-from workflows.run import pipeline, run_model
+from workflows.run import finishing, pipeline, run_model
 from workflows.runner.shard_runner import InfraFault, ShardRun
 
 from . import celery_app
@@ -40,11 +42,35 @@ def finish_once(run_id: str, token: str) -> dict[str, Any]:
         log.info("run %s: another finish is running; leaving it to that one", run_id)
         raise Ignore()
     with hold.beating():
-        summary = finish(run_id)
+        summary, holdout_after = finish(run_id)
         store.set(finished, json.dumps(summary, default=str), ex=RESULT_TTL_S)
-        store.hdel(OPEN_RUNS, run_id)
+        if not holdout_after:
+            store.hdel(OPEN_RUNS, run_id)
     hold.release()
     return summary
+
+
+def holdout_once(run_id: str, token: str) -> dict[str, Any] | None:
+    """The holdout's finish, once; None while a shard of it has no stored result yet (a
+    duplicate shard task let the chord fire early: the shard's own task finishes it)."""
+    store = celery_app.store()
+    finished = key(run_id, "holdout-finished")
+    stored = store.get(finished)
+    if stored is not None:
+        body: dict[str, Any] = json.loads(stored)
+        return body
+    ttl_s = celery_app.context().settings.lease_ttl_s
+    hold = _Hold(store, key(run_id, "holdout-finishing"), token, ttl_s)
+    if not hold.take():
+        log.info("run %s: another finish of its holdout is running; leaving it", run_id)
+        raise Ignore()
+    with hold.beating():
+        result = finish_holdout(run_id)
+        if result is not None:
+            store.set(finished, json.dumps(result, default=str), ex=RESULT_TTL_S)
+            store.hdel(OPEN_RUNS, run_id)
+    hold.release()
+    return result
 
 
 class _Hold:
@@ -83,23 +109,50 @@ class _Hold:
             thread.join()
 
 
-def finish(run_id: str) -> dict[str, Any]:
-    planned = celery_app.load_planned(run_id)
+def finish(run_id: str) -> tuple[dict[str, Any], bool]:
+    """The run finished on its verdict shards; and whether its holdout runs after it."""
+    planned, verdict = celery_app.load_phased(run_id)
+    outcomes, faults = _stored(run_id, range(verdict))
+    holdout_after = verdict < len(planned.shards)
+    finished = finishing.finish(
+        planned, outcomes, celery_app.context(), _executor(planned), faults,
+        holdout_after=holdout_after,
+    )  # fmt: skip
+    return finished.summary.to_json(), holdout_after
+
+
+def finish_holdout(run_id: str) -> dict[str, Any] | None:
+    planned, verdict = celery_app.load_phased(run_id)
+    try:
+        outcomes, faults = _stored(run_id, range(verdict, len(planned.shards)))
+    except run_model.PipelineError as exc:
+        log.info("%s; its own shard task finishes the holdout", exc)
+        return None
+    return finishing.finish_holdout(
+        planned, outcomes, celery_app.context(), _executor(planned), faults
+    )
+
+
+def _stored(run_id: str, shards: range) -> tuple[list[Outcome], list[InfraFault]]:
+    """The stored outcomes and faults of `shards`; an error names those with none."""
     stored = celery_app.store().hgetall(key(run_id, "shards"))
-    missing = [i for i in range(len(planned.shards)) if str(i) not in stored]
+    missing = [i for i in shards if str(i) not in stored]
     if missing:
         raise run_model.PipelineError(f"run {run_id}: shards {missing} have no stored results")
     outcomes: list[Outcome] = []
     faults: list[InfraFault] = []
-    for body in map(json.loads, stored.values()):
+    for body in (json.loads(stored[str(i)]) for i in shards):
         outcomes += [Outcome.from_json(o) for o in body["outcomes"]]
         if body.get("fault"):
             faults.append(InfraFault.from_json(body["fault"]))
+    return outcomes, faults
 
-    ctx = celery_app.context()
+
+def _executor(planned: run_model.PlannedRun) -> finishing.ShardExecutor:
+    """Reruns, expansions and base runs, one at a time, with this worker's settings."""
+    settings = celery_app.context().settings
 
     def execute(name: str, ids: Any) -> ShardRun:
-        return pipeline.execute_shard(planned.request, name, ids, settings=ctx.settings, parallel=1)
+        return pipeline.execute_shard(planned.request, name, ids, settings=settings, parallel=1)
 
-    finished = pipeline.finish(planned, outcomes, ctx, execute, faults)
-    return finished.summary.to_json()
+    return execute

@@ -1,13 +1,14 @@
-"""The three Celery tasks a run is made of, and how a run is sent to them.
+"""The Celery tasks a run is made of, and how a run is sent to them.
 
-plan -> chord(one shard task per shard) -> finish. Celery routes by the names given here
-(`spyre_ci.plan`, `spyre_ci.shard`, `spyre_ci.finish`): a worker and a sender of any version
-must agree on them. Each task's body is a step of its own module (`shard`, `finish`).
+plan -> chord(one shard task per verdict shard) -> finish, then, when the run has a holdout,
+chord(one shard task per holdout shard) -> holdout (`phases`: the verdict first). Celery
+routes by the names given here (`spyre_ci.plan`, `spyre_ci.shard`, `spyre_ci.finish`,
+`spyre_ci.holdout`): a worker and a sender of any version must agree on them. Each task's body
+is a step of its own module (`shard`, `finish`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -18,7 +19,7 @@ from celery import chord
 from workflows.drivers import pending_check
 from workflows.run import pipeline, run_model
 
-from . import celery_app, finish, shard
+from . import celery_app, finish, phases, shard
 from .celery_app import app
 from .drain import in_task
 from .keys import OPEN_RUNS, PLAN_PRIORITY, RESULT_TTL_S, key
@@ -40,16 +41,16 @@ def plan(request: run_model.RunRequest, token: str) -> str:
     store = celery_app.store()
     body = store.get(key(request.run_id, "planned"))
     if body is None:
-        planned = pipeline.plan(request, celery_app.context())
-        store.set(key(request.run_id, "planned"), json.dumps(planned.to_json()), ex=RESULT_TTL_S)
+        planned, verdict = phases.verdict_first(pipeline.plan(request, celery_app.context()))
+        store.set(key(request.run_id, "planned"), phases.dumps(planned, verdict), ex=RESULT_TTL_S)
     else:  # a redelivered plan task reuses the stored plan: the same shards, the same keys
-        planned = run_model.PlannedRun.from_json(json.loads(body))
+        planned, verdict = phases.loads(body)
     # Open before anything is sent: a finish that ends first must find the entry to close.
     store.hsetnx(OPEN_RUNS, request.run_id, f"{time.time():.1f}")
     if not planned.shards:  # nothing to run (a docs-only push): finish here, not in a task
         finish.finish_once(request.run_id, token)
         return request.run_id
-    _fan_out(request.run_id, len(planned.shards))
+    _fan_out(request.run_id, range(verdict))
     return request.run_id
 
 
@@ -74,6 +75,9 @@ def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     completed while Redis was away)."""
     token = uuid.uuid4().hex
     summary = through_outages(f"finish of run {run_id}", lambda: finish.finish_once(run_id, token))
+    planned, verdict = celery_app.load_phased(run_id)
+    if verdict < len(planned.shards):  # the holdout, after the verdict
+        _fan_out(run_id, range(verdict, len(planned.shards)), holdout_task)
     try:
         request = celery_app.load_planned(run_id).request
         if pending_check.waiting_after(request, celery_app.context().settings):
@@ -81,6 +85,14 @@ def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the run is finished; the next nightly checks
         _log.warning("run %s: deferred changes not checked after it: %s", run_id, exc)
     return summary
+
+
+@app.task(name="spyre_ci.holdout")  # type: ignore[untyped-decorator]
+def holdout_task(_indices: list[int], run_id: str) -> dict[str, Any] | None:
+    """The holdout of a run whose verdict went out first: judged, measured and learned once
+    (`finishing.finish_holdout`). Sent by the holdout's chord, or by the sweep."""
+    token = uuid.uuid4().hex
+    return through_outages(f"holdout of run {run_id}", lambda: finish.holdout_once(run_id, token))
 
 
 @app.task(name="spyre_ci.pending_check")  # type: ignore[untyped-decorator]
@@ -92,8 +104,10 @@ def pending_check_task(run_id: str) -> int | None:
         return pending_check.after_scheduled(request, celery_app.context().settings, _log.info)
 
 
-def _fan_out(run_id: str, shards: int) -> None:
-    chord([shard_task.s(run_id, index) for index in range(shards)])(finish_task.s(run_id))
+def _fan_out(run_id: str, shards: range, then: Any = None) -> None:
+    """One shard task per index of `shards`, with `then` (the finish) as the chord's body."""
+    body = finish_task if then is None else then
+    chord([shard_task.s(run_id, index) for index in shards])(body.s(run_id))
 
 
 def submit(request: run_model.RunRequest, broker_url: str | None = None) -> str:
@@ -119,6 +133,6 @@ def resume(run_id: str) -> bool:
     body = celery_app.store().get(key(run_id, "planned"))
     if body is None:
         return False
-    planned = run_model.PlannedRun.from_json(json.loads(body))
-    _fan_out(run_id, len(planned.shards))
+    _planned, verdict = phases.loads(body)
+    _fan_out(run_id, range(verdict))  # the finish sends the holdout's shards, as at first
     return True

@@ -100,27 +100,43 @@ def sweep(store: redis.Redis, ttl: float, *, now: float | None = None) -> list[s
 
 
 def _finish_forgotten(store: redis.Redis, now: float, ttl: float) -> list[str]:
-    """Send `finish` for every open run whose shards are all recorded but whose chord did
-    not fire for two leases (a chord's count is lost when Redis goes away as its last shard
-    ends); returns `<run id>:finish` for each."""
+    """Send `finish` for every open run whose verdict shards are all recorded but whose chord
+    did not fire for two leases (a chord's count is lost when Redis goes away as its last
+    shard ends), and again for a finished run whose holdout (`phases`) has no shard running
+    and no finish: that finish sends the holdout's shards again, and those recorded return at
+    once. Returns `<run id>:finish` for each."""
     sent: list[str] = []
     for run_id, since in hash_of(store, OPEN_RUNS).items():
-        if now - float(since) < 2 * ttl or store.exists(key(run_id, "finishing")):
+        if now - float(since) < 2 * ttl or any(
+            store.exists(key(run_id, k)) for k in ("finishing", "holdout-finishing")
+        ):
             continue
-        if not store.exists(key(run_id, "planned")) or store.exists(key(run_id, "finished")):
+        if not store.exists(key(run_id, "planned")) or store.exists(
+            key(run_id, "holdout-finished")
+        ):
             store.hdel(OPEN_RUNS, run_id)
             continue
         try:
-            planned = celery_app.load_planned(run_id, store)
+            planned, verdict = celery_app.load_phased(run_id, store)
         except (ValueError, KeyError, TypeError, SelectorError, PipelineError) as exc:
             log.warning(
                 "run %s: its stored plan cannot be read (%s); not finishing it", run_id, exc
             )
             store.hdel(OPEN_RUNS, run_id)  # `finish` could not read it either
             continue
-        if store.hlen(key(run_id, "shards")) < len(planned.shards):
+        recorded = set(store.hkeys(key(run_id, "shards")))
+        if store.exists(key(run_id, "finished")):
+            holdout = range(verdict, len(planned.shards))
+            if not holdout:
+                store.hdel(OPEN_RUNS, run_id)
+                continue
+            if any(store.exists(lease_key(run_id, i)) for i in holdout if str(i) not in recorded):
+                continue  # the holdout is running
+            log.warning("run %s: its holdout was not finished; sending it again", run_id)
+        elif any(str(i) not in recorded for i in range(verdict)):
             continue
-        log.warning("run %s: every shard is recorded but it was not finished; finishing", run_id)
+        else:
+            log.warning("run %s: its verdict shards are recorded but it was not finished", run_id)
         finish_task.apply_async(([], run_id))
         store.hset(OPEN_RUNS, run_id, f"{now:.1f}")  # not again before two more leases
         sent.append(f"{run_id}:finish")
