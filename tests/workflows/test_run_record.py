@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from contracts.backend import BackendId
 from contracts.classification import Classification
 from selector.plan_parts import Budget
 from selector.verify import FailureVerdict
@@ -211,11 +212,7 @@ def test_the_environment_under_test_reads_typed_and_writes_the_same_text() -> No
         "aten/src/ATen/native/cpu/SoftMaxKernel.cpp",
     ]
     assert environment.change.applied == () and environment.change.broken == ()
-    assert environment.backend == {
-        "package": "backend_under_test",
-        "version": "0.1.0",
-        "device": "spyre",
-    }
+    assert environment.backend == BackendId("backend_under_test", "0.1.0", "spyre")
     assert json.dumps(environment.to_json()) == json.dumps(data["environment"])
     assert json.dumps(PlannedRun.from_json(data).to_json()) == json.dumps(data)
 

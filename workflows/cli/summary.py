@@ -24,7 +24,7 @@ def under_test_lines(resolved: EnvironmentUnderTest | None) -> list[str]:
     torch, backend, change = resolved.torch, resolved.backend, resolved.change
     lines = [
         f"torch {torch.version} ({torch.git_sha[:12]}, {torch.source}); backend "
-        f"{backend['package']} {backend['version']} on device {backend['device']!r}"
+        f"{backend.package} {backend.version} on device {backend.device!r}"
     ]
     for files, label in ((change.applied, "applied"), (change.not_applied, "NOT applied")):
         for entry in files[:10]:

@@ -13,11 +13,12 @@ from importlib.machinery import PathFinder
 from importlib.util import find_spec
 from pathlib import Path
 
+from contracts.backend import BackendId
 from suites.backend import BUNDLED_BACKEND, backend_package, device_name
 from workflows.settings import child_environment
 
 
-def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def backend(environ: Mapping[str, str] | None = None) -> BackendId:
     """The backend under test: its package, version, device name (`$SPYRE_CI_BACKEND`,
     `$SPYRE_CI_DEVICE`; the bundled emulated Spyre by default, `suites.backend`) and the
     digest of its files (`backend_digest`): a backend edited without a new version is
@@ -30,11 +31,7 @@ def backend(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         version = metadata.version(distribution)
     except metadata.PackageNotFoundError:
         version = "unknown"
-    found = {"package": package, "version": version, "device": device}
-    digest = backend_digest(package, environ)
-    if digest:
-        found["digest"] = digest
-    return found
+    return BackendId(package, version, device, backend_digest(package, environ))
 
 
 def backend_digest(package: str, environ: Mapping[str, str] | None = None) -> str:

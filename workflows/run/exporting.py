@@ -13,6 +13,7 @@ from importlib import metadata
 from typing import Any
 
 import selector
+from contracts.backend import BackendId
 from dashboard_export import layout, triage
 from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
@@ -33,14 +34,14 @@ def environment_under_test(resolved: EnvironmentUnderTest | None) -> Environment
     if resolved is None:
         return environment()
     torch, backend = resolved.torch, resolved.backend
-    package = str(backend.get("package") or BUNDLED_BACKEND)
-    device = str(backend.get("device") or BUNDLED_DEVICE)
+    package = backend.package or BUNDLED_BACKEND
+    device = backend.device or BUNDLED_DEVICE
     bundled = package == BUNDLED_BACKEND and device == BUNDLED_DEVICE
     return Environment(
         torch_version=torch.version or "unknown",
         torch_git_version=torch.git_sha or "unknown",
         backend=f"{package} (emulated IBM Spyre)" if bundled else package,
-        backend_version=str(backend.get("version") or "unknown"),
+        backend_version=backend.version or "unknown",
         device=(
             "spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)" if bundled else device
         ),
@@ -202,7 +203,7 @@ def failure_forensics(
     )
     new = [v for v in finished.new_failures if v in finished.outcomes]
     environment = finished.planned.environment
-    backend = dict(environment.backend) or None if environment is not None else None
+    backend = (environment.backend or None) if environment is not None else None
     current = forensics.RunPoint(
         request.run_id, created_at, trigger.kind, trigger.head_sha, backend
     )
@@ -241,7 +242,7 @@ def failure_forensics(
 
 
 def passed_before(
-    window: forensics.Window, backend: Mapping[str, Any] | None, under_test: str
+    window: forensics.Window, backend: BackendId | None, under_test: str
 ) -> str | None:
     """The upstream sha where the failure last passed, when History ran it there with the
     backend under test (same package, version, device, and digest of its files when
@@ -252,10 +253,7 @@ def passed_before(
     good, then, torch_then = window.last_good, window.last_good_backend, window.last_good_torch
     if not good or not backend or not then or torch_then in ("", "unknown") or not under_test:
         return None
-    keys = ["package", "version", "device"]
-    if then.get("digest") or backend.get("digest"):
-        keys.append("digest")  # recorded on either side: both must name the same files
-    if any(str(then.get(k, "")) != str(backend.get(k, "")) for k in keys):
+    if not then.same_as(backend):
         return None
     if same_sha(torch_then, under_test):
         return None

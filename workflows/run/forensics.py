@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.backend import BackendId
 from workflows.stores.history import (
     HistoryError,
     HistoryStore,
@@ -52,7 +53,7 @@ class RunPoint:
     created_at: float
     kind: str
     head_sha: str
-    backend: Mapping[str, str] | None = None  # package, version, device (None: not recorded)
+    backend: BackendId | None = None  # None: not recorded
     torch_sha: str = ""  # the git sha of the torch its tests ran on ("": not recorded)
 
 
@@ -67,7 +68,7 @@ class Window:
     last_good_run: str | None
     first_bad_run: str
     compare_url: str | None
-    last_good_backend: Mapping[str, str] | None = None  # the backend it passed with
+    last_good_backend: BackendId | None = None  # the backend it passed with
     last_good_torch: str = ""  # the torch it passed on ("": not recorded)
 
     def to_json(self) -> dict[str, Any]:
@@ -87,9 +88,13 @@ def point_of(run: RunRecord) -> RunPoint:
     facts = run.summary.plan
     if facts is None:
         return RunPoint(run.run_id, run.created_at, "", "")
-    backend = {str(k): str(v) for k, v in facts.backend.items()} if facts.backend else None
     return RunPoint(
-        run.run_id, run.created_at, facts.kind, facts.head_sha, backend, facts.torch_sha
+        run.run_id,
+        run.created_at,
+        facts.kind,
+        facts.head_sha,
+        facts.backend or None,
+        facts.torch_sha,
     )
 
 

@@ -190,7 +190,7 @@ def plan_facts(planned: PlannedRun) -> PlanFacts:
         out_dir=str(Path(planned.request.out_dir)),
         # With which backend and torch: a failure that passed on another torch with the same
         # backend was broken upstream (`dashboard_export.triage`).
-        backend=dict(planned.environment.backend) if planned.environment else {},
+        backend=(planned.environment or EnvironmentUnderTest()).backend,
         torch_sha=planned.environment.torch.git_sha if planned.environment else "",
         tried=planned.request.change_strict,
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import selector
+from contracts.backend import BackendId
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from contracts.exit_codes import ExitCode
@@ -255,9 +256,9 @@ class EnvironmentUnderTest:
 
     torch: TorchUnderTest = field(default_factory=TorchUnderTest)
     change: ChangeUnderTest = field(default_factory=ChangeUnderTest)
-    # package, version, device and `digest` when known (`backend_identity.backend`): the same
-    # mapping History's plan facts and forensics compare runs by.
-    backend: Mapping[str, str] = field(default_factory=dict)
+    # As `backend_identity.backend` found it: what History's plan facts and forensics
+    # compare runs by.
+    backend: BackendId = field(default_factory=BackendId)
     tested: Tested | None = None
     headline: str = ""
     notes: tuple[str, ...] = ()
@@ -268,12 +269,14 @@ class EnvironmentUnderTest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tested", Tested.of(self.tested))
+        if not isinstance(self.backend, BackendId):  # given as its JSON
+            object.__setattr__(self, "backend", BackendId.from_json(self.backend))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "torch": self.torch.to_json(),
             "change": self.change.to_json(),
-            "backend": dict(self.backend),
+            "backend": self.backend.to_json(),
             "tested": self.tested.value if self.tested is not None else "",
             "headline": self.headline,
             "notes": list(self.notes),
@@ -289,7 +292,7 @@ class EnvironmentUnderTest:
         return cls(
             TorchUnderTest.from_json(data.get("torch") or {}),
             ChangeUnderTest.from_json(data.get("change") or {}),
-            {str(k): str(v) for k, v in (data.get("backend") or {}).items()},
+            BackendId.from_json(data.get("backend")),
             Tested.of(data.get("tested")),
             str(data.get("headline") or ""),
             tuple(str(n) for n in data.get("notes") or ()),

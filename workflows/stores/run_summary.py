@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from contracts.backend import BackendId
+
 JSON = Mapping[str, Any]
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 
@@ -53,9 +55,9 @@ class PlanFacts:
     holdout: int = 0
     fallback: str | None = None
     out_dir: str = ""
-    # The backend (package, version, device, digest) and the torch git sha the run tested:
-    # a failure that passed at an earlier sha with the same backend was broken upstream.
-    backend: Mapping[str, Any] = field(default_factory=dict)
+    # The backend and the torch git sha the run tested: a failure that passed at an earlier
+    # sha with the same backend was broken upstream.
+    backend: BackendId = field(default_factory=BackendId)
     torch_sha: str = ""
     missing: frozenset[str] = frozenset()  # see `RunResults.missing`
     tried: bool = False  # a patch given with `--diff`: no CI job (`spyre-ci readiness`)
@@ -73,8 +75,15 @@ class PlanFacts:
         "tried",
     )
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend, BackendId):  # given as its JSON
+            object.__setattr__(self, "backend", BackendId.from_json(self.backend))
+
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.KEYS if k not in self.missing}
+        data = {k: getattr(self, k) for k in self.KEYS if k not in self.missing}
+        if "backend" in data:
+            data["backend"] = self.backend.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: JSON) -> PlanFacts:
@@ -91,7 +100,7 @@ class PlanFacts:
             holdout=_int(data.get("holdout")),
             fallback=_opt_str(data.get("fallback")),
             out_dir=_str(data.get("out_dir")),
-            backend=dict(data["backend"]) if isinstance(data.get("backend"), Mapping) else {},
+            backend=BackendId.from_json(data.get("backend")),
             torch_sha=_str(data.get("torch_sha")),
             missing=frozenset(cls.KEYS) - data.keys(),
             tried=bool(data.get("tried")),
