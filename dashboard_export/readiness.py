@@ -24,8 +24,8 @@ is missing instead of a verdict (a share or a mean over one 19-second run says n
 The answer is READY when every criterion passes, NOT READY when one fails, NOT ENOUGH DATA
 when none fails but one lacks its evidence.
 
-One run of ours is one CI job. Its verdict comes from its record (`RunRecord.to_json()`
-form: run_id, state, created_at, updated_at, summary):
+One run of ours is one CI job. Its verdict comes from its record as History lists it
+(`HistoryRun`: run_id, state, created_at, updated_at and its `RunSummary`):
 
 - pass: finished (completed, held or forgotten) with no new failure and no infrastructure
   fault: the run's exit code 0, a green check;
@@ -52,7 +52,9 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
+
+from contracts.run_summary import RunSummary
 
 DAY_S = 86400.0
 WINDOW_DAYS = 14.0  # the relay's promotion window: the criteria must hold over all of it
@@ -74,6 +76,25 @@ _FINISHED_STATES = frozenset({"completed", "held", "forgotten"})
 
 class ReadinessError(Exception):
     """A run record or a window that cannot be assessed; the message names it."""
+
+
+class HistoryRun(Protocol):
+    """One run as History lists it (`workflows.stores.history.RunRecord`)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def created_at(self) -> float: ...
+
+    @property
+    def updated_at(self) -> float: ...
+
+    @property
+    def summary(self) -> RunSummary: ...
 
 
 @dataclass(frozen=True)
@@ -108,20 +129,18 @@ class JobFacts:
         return max(0.0, self.finished_at - (self.started_at or self.created_at))
 
 
-def job_facts(record: Mapping[str, Any]) -> JobFacts:
-    """The CI-job view of one run record (`RunRecord.to_json()`)."""
+def job_facts(run: HistoryRun) -> JobFacts:
+    """The CI-job view of one run."""
     try:
-        run_id = str(record["run_id"])
-        state = str(record["state"])
-        created = float(record["created_at"])
-        updated = float(record["updated_at"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ReadinessError(f"run record {dict(record).get('run_id')!r}: {exc!r}") from exc
-    summary = record.get("summary") or {}
-    stopped_because = str(summary.get("stopped_because") or "")
+        created, updated = float(run.created_at), float(run.updated_at)
+    except (TypeError, ValueError) as exc:
+        raise ReadinessError(f"run record {run.run_id!r}: {exc!r}") from exc
+    state, summary = str(run.state), run.summary
+    results = summary.results
+    stopped_because = summary.stopped_because or ""
     if state in _FINISHED_STATES:
-        verdict = "fail" if int(summary.get("new_failures") or 0) else "pass"
-        if summary.get("infrastructure"):
+        verdict = "fail" if results is not None and results.new_failures else "pass"
+        if results is not None and results.infrastructure:
             verdict = "infra"
     elif state == "infra-error":
         verdict = "infra"
@@ -129,35 +148,32 @@ def job_facts(record: Mapping[str, Any]) -> JobFacts:
         verdict = "cancelled" if stopped_because.startswith("interrupted") else "error"
     else:
         verdict = "running"
-    finished = _time(summary.get("finished_at"))
+    finished = _time(summary.finished_at)
     if finished is None and verdict != "running" and verdict != "cancelled":
         finished = updated
     return JobFacts(
-        run_id,
+        run.run_id,
         state,
         verdict,
         created,
-        _time(summary.get("started_at")),
+        _time(results.started_at if results is not None else None),
         finished,
         _timed_out(verdict, summary, stopped_because),
-        str(summary.get("event") or ""),
+        summary.event,
     )
 
 
-def _time(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+def _time(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
-def _timed_out(verdict: str, summary: Mapping[str, Any], stopped_because: str) -> bool:
-    if verdict == "fail":
-        if "new_timeouts" in summary:
-            return int(summary["new_timeouts"] or 0) > 0
+def _timed_out(verdict: str, summary: RunSummary, stopped_because: str) -> bool:
+    results = summary.results
+    if verdict == "fail" and results is not None:
+        if "new_timeouts" not in results.missing:
+            return results.new_timeouts > 0
         # records written before new_timeouts: a failed run with any timeout outcome
-        return int((summary.get("counts") or {}).get("timeout") or 0) > 0
+        return results.counts.get("timeout", 0) > 0
     if verdict == "error":
         text = stopped_because.lower()
         return "time limit" in text or "timelimit" in text or "timed out" in text
@@ -279,7 +295,7 @@ class Readiness:
 
 
 def assess(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[HistoryRun],
     now: float,
     days: float = WINDOW_DAYS,
     l2_since: float | None = None,
@@ -297,8 +313,8 @@ def assess(
     first: float | None = None
     tried: list[str] = []
     for record in records:
-        if (record.get("summary") or {}).get("tried"):
-            tried.append(str(record.get("run_id")))  # a patch someone tried: no CI job
+        if record.summary.plan is not None and record.summary.plan.tried:
+            tried.append(record.run_id)  # a patch someone tried: no CI job
             continue
         job = job_facts(record)
         if job.created_at <= now:

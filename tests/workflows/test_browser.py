@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.run_summary import RunSummary
 from dashboard_export.browser import RunRow, page_name, render_index
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Status
@@ -21,7 +22,6 @@ from workflows.cli.main import main
 from workflows.drivers import embedded
 from workflows.run.on_build import torch_git_sha
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
-from workflows.stores.run_summary import RunSummary
 
 NIGHTLY = "c" * 40
 

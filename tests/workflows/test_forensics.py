@@ -15,6 +15,7 @@ import pytest
 
 from contracts.backend import BackendId
 from contracts.event import TriggerEvent
+from contracts.run_summary import RunSummary
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Outcome, Status
 from tests.testing.cli import cli
@@ -26,7 +27,6 @@ from workflows.run.layout import BASE_SHARD
 from workflows.run.on_build import torch_git_sha
 from workflows.runner.shard_runner import ShardRun
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
-from workflows.stores.run_summary import RunSummary
 from workflows.stores.sources import installed_torch
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)

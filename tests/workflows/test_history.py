@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from contracts.run_summary import RunResults, RunSummary
 from selector.history import History, HistoryUpdate, OutcomeRecord, apply_update
 from suites.model import Status
 from workflows.stores.history import (
@@ -17,7 +18,6 @@ from workflows.stores.history import (
     SQLiteHistory,
     open_history,
 )
-from workflows.stores.run_summary import RunResults, RunSummary
 
 FIRST = HistoryUpdate(
     outcomes=(

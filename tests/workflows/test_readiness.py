@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from contracts.run_summary import RunSummary
 from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
 from tests.testing.cli import cli
@@ -26,7 +27,6 @@ from workflows.cli.main import main
 from workflows.drivers import embedded
 from workflows.run import run_folder
 from workflows.stores.history import HistoryStore, RedisHistory, RunRecord, RunState, SQLiteHistory
-from workflows.stores.run_summary import RunSummary
 
 H = 3600.0
 DAY = 86400.0
@@ -130,7 +130,7 @@ def test_a_real_run_records_when_it_started_and_finished(real_history: Path) -> 
     assert results.new_timeouts == 0
     shard = real_history / "out" / "work" / "real-1" / "shard-0"
     assert (shard / run_folder.STARTED_FILE).is_file()
-    job = job_facts(run.to_json())
+    job = job_facts(run)
     assert job.verdict == ("fail" if results.new_failures else "pass")
     assert job.queue_s is not None and 0 <= job.queue_s < 600
     assert job.end_to_end_s == pytest.approx(finished - run.created_at)
@@ -139,7 +139,7 @@ def test_a_real_run_records_when_it_started_and_finished(real_history: Path) -> 
 def test_records_written_before_start_times_are_still_assessed() -> None:
     old_form = RunSummary.from_json({"new_failures": 0})
     old = RunRecord("old-form", RunState.COMPLETED, NOW - 2 * H, NOW - H, old_form)
-    job = job_facts(old.to_json())
+    job = job_facts(old)
     assert job.verdict == "pass" and job.queue_s is None
     assert job.end_to_end_s == H and job.run_s == H  # finish = updated_at, from creation
     failed = RunRecord(
@@ -149,13 +149,38 @@ def test_records_written_before_start_times_are_still_assessed() -> None:
         NOW,
         RunSummary.from_json({"new_failures": 2, "counts": {"timeout": 1}}),
     )
-    assert job_facts(failed.to_json()).timed_out
+    assert job_facts(failed).timed_out
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict", "started", "finished"),
+    [
+        ("completed", "fail", 1796305613.515, 1796305627.7568653),
+        ("planned", "running", None, None),
+        ("stopped", "cancelled", None, None),  # interrupted
+        ("before_head_sha", "pass", None, 1790000100.0),
+    ],
+)
+def test_history_rows_of_the_previous_version_are_jobs_as_they_were(
+    name: str, verdict: str, started: float | None, finished: float | None
+) -> None:
+    rows = json.loads(
+        (Path(__file__).parent / "data" / "records" / "history_rows.json").read_text()
+    )
+    job = job_facts(RunRecord.from_json(rows[name]))
+    assert (job.verdict, job.started_at, job.finished_at, job.timed_out) == (
+        verdict,
+        started,
+        finished,
+        False,
+    )
+    assert job.event == rows[name]["summary"]["event"]
 
 
 def _assessed(
     records: list[RunRecord], days: float = 14.0, l2_since: float | None = L2_SINCE
 ) -> dict[str, Any]:
-    return assess([r.to_json() for r in records], NOW + 60, days, l2_since).to_json()
+    return assess(records, NOW + 60, days, l2_since).to_json()
 
 
 def test_a_healthy_window_passes_every_criterion_and_leaves_older_runs_out() -> None:
@@ -266,7 +291,7 @@ def test_one_green_run_is_not_enough_data_and_says_what_is_missing() -> None:
     assert by_key["timeouts"]["missing"].endswith("1 job of 100 needed")
     assert by_key["end_to_end"]["missing"].endswith("1 job of 10 needed")
     assert by_key["time_at_l2"]["missing"] == "0.0 days of 30 at L2 (since History's first run)"
-    text = render_text(assess([r.to_json() for r in one], NOW + 60))
+    text = render_text(assess(one, NOW + 60))
     assert text.startswith("Promotion readiness (L2 -> L3): NOT ENOUGH DATA")
     assert "not enough data: 0.0 days of 14 covered; 1 job of 10 needed" in text
 
@@ -320,7 +345,7 @@ def test_evidence_boundaries() -> None:
 
 
 def test_renderings_name_the_verdict_and_the_evidence() -> None:
-    result = assess([r.to_json() for r in BROKEN["long_jobs"]()], NOW + 60)
+    result = assess(BROKEN["long_jobs"](), NOW + 60)
     markdown = render_markdown(result)
     assert "NOT READY" in markdown and "long-0" in markdown and "**FAIL**" in markdown
     html = render_html(result)
@@ -440,7 +465,7 @@ def test_the_relay_serves_the_readiness_page_from_runs_dir(tmp_path: Path) -> No
         missing = service.get("/readiness")
         assert missing.status_code == 404 and "spyre-ci readiness --html" in missing.text
         runs.mkdir()
-        page = render_html(assess([r.to_json() for r in _healthy()], NOW + 60, 14, L2_SINCE))
+        page = render_html(assess(_healthy(), NOW + 60, 14, L2_SINCE))
         (runs / "readiness.html").write_text(page, encoding="utf-8")
         served = service.get("/readiness")
         assert served.status_code == 200 and served.headers["Content-Type"].startswith("text/html")

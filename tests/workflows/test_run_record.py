@@ -16,13 +16,7 @@ import pytest
 
 from contracts.backend import BackendId
 from contracts.classification import Classification
-from selector.plan_parts import Budget
-from selector.verify import FailureVerdict
-from suites.model import Status
-from workflows.run import forensics
-from workflows.run.run_model import Hub, PlannedRun, PlanNotes, TorchUnderTest
-from workflows.stores.history import RunRecord, RunState, SQLiteHistory
-from workflows.stores.run_summary import (
+from contracts.run_summary import (
     BisectAnswer,
     FailureWindow,
     ForensicsNote,
@@ -30,6 +24,12 @@ from workflows.stores.run_summary import (
     RunResults,
     RunSummary,
 )
+from selector.plan_parts import Budget
+from selector.verify import FailureVerdict
+from suites.model import Status
+from workflows.run import forensics
+from workflows.run.run_model import Hub, PlannedRun, PlanNotes, TorchUnderTest
+from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 
 RECORDS = Path(__file__).parent / "data" / "records"
 

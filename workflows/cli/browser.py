@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from contracts.run_summary import RunSummary
 from dashboard_export.browser import (
     RunRow,
     VariantPage,
@@ -21,7 +22,6 @@ from dashboard_export.browser import (
 from selector.history import FAILURES
 from workflows.run import forensics
 from workflows.stores.history import HistoryStore, RunRecord
-from workflows.stores.run_summary import RunSummary
 
 _FAILED = frozenset(str(s) for s in FAILURES)
 

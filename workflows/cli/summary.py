@@ -8,8 +8,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from contracts.run_summary import RunResults
 from contracts.tested import Tested
-from workflows.stores.run_summary import RunResults
 
 if TYPE_CHECKING:
     from workflows.run.run_model import EnvironmentUnderTest, FinishedRun

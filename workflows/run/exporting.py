@@ -14,6 +14,7 @@ from typing import Any
 
 import selector
 from contracts.backend import BackendId
+from contracts.run_summary import ForensicsNote, RunResults
 from dashboard_export import layout, triage
 from dashboard_export.layout import write_run
 from dashboard_export.model import Environment, PlanSummary, RunRecord, VariantResult
@@ -23,7 +24,6 @@ from workflows.run.on_build import same_sha
 from workflows.run.run_model import EnvironmentUnderTest, FinishedRun
 from workflows.run.verification import VerifiedRun
 from workflows.stores.history import HistoryStore
-from workflows.stores.run_summary import ForensicsNote, RunResults
 
 FORENSICS_FILE = layout.FORENSICS_FILE
 

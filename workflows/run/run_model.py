@@ -17,12 +17,12 @@ from contracts.backend import BackendId
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from contracts.exit_codes import ExitCode
+from contracts.run_summary import RunSummary
 from contracts.tested import Tested
 from suites.model import Outcome
 from workflows.errors import BadInput
 from workflows.runner.change_overlay import AppliedChange, FileEffect
 from workflows.runner.shard_runner import InfraFault, Limits
-from workflows.stores.run_summary import RunSummary
 from workflows.tracing.traces import ImpactNote
 
 PLANNED_FILE = "planned.json"  # everything `runs resume` needs to continue a stopped run

@@ -23,12 +23,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from contracts.run_summary import RunSummary
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
 from workflows.errors import Unavailable
 from workflows.stores import redis_clients
 from workflows.stores.redis_clients import masked
-from workflows.stores.run_summary import RunSummary
 
 __all__ = ["HistoryError", "HistoryStore", "RedisHistory", "SQLiteHistory", "masked"]
 

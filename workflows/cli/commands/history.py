@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from contracts.exit_codes import ExitCode
+from contracts.run_summary import RunSummary
 from workflows.cli.change_input import checked, history_store
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
-from workflows.stores.run_summary import RunSummary
 
 # Messages the tool itself writes when it, not a test, failed (earlier versions recorded
 # them as test errors).

@@ -98,9 +98,8 @@ def readiness(args: argparse.Namespace, settings: Settings) -> int:
         if path is not None and path.is_dir():
             raise CommandError(f"{option} {path}: a directory; name a file")
     runs = history_store(settings).list_runs(RUNS_READ)  # an outage: exit 3
-    records = [run.to_json() for run in runs]
     try:
-        result = assess(records, now, days, l2_since)
+        result = assess(runs, now, days, l2_since)
     except ReadinessError as exc:
         raise CommandError(f"History: {exc}") from exc
     for path, text in ((args.markdown, render_markdown), (args.html, render_html)):

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.exit_codes import ExitCode
+from contracts.run_summary import ForensicsNote
 from workflows.cli.change_input import checked, history_store
 from workflows.cli.options import add_options
 from workflows.errors import CommandError
 from workflows.settings import Settings
-from workflows.stores.run_summary import ForensicsNote
 
 if TYPE_CHECKING:
     from workflows.stores.history import RunState

@@ -185,9 +185,9 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
     browser) and its outputs (run.json, forensics.json, report, callback's verdict)."""
     from dataclasses import replace
 
+    from contracts.run_summary import ForensicsNote
     from dashboard_export.layout import write_run
     from workflows.drivers.bisect import record
-    from workflows.stores.run_summary import ForensicsNote
 
     rec = state.record
     verdict = record.verdict_with_bisect(rec.triage_verdict, answers)
