@@ -220,3 +220,54 @@ def test_worker_killed_mid_shard_is_redelivered_without_duplicates(
     assert len(ids) == len(set(ids)) == 12  # every slow-steps variant, each exactly once
     log = (services["logs"] / "worker.log").read_text(errors="replace")
     assert "WorkerLostError" in log or "exited prematurely" in log or "signal 9" in log, log[-3000:]
+
+
+@pytest.mark.long
+def test_the_service_sends_the_verdict_before_the_holdout_runs(services: dict[str, Any]) -> None:
+    """The default path through the relay and one worker: the selected variants' shards run
+    and the run finishes on them (callback, run.json, History) before any holdout shard
+    starts; the holdout's finish then writes holdout.json, completes History's metrics and
+    closes the run, and the verdict that went out is unchanged."""
+    from workflows.drivers.distributed import phases
+    from workflows.drivers.distributed.keys import OPEN_RUNS
+    from workflows.run import finishing
+    from workflows.run.run_folder import STARTED_FILE
+
+    port = free_port()
+    services["start"](
+        "serve", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"
+    )
+    services["start"]("worker", *worker_args(services))
+    wait_for(lambda: listening(port), 60, "the relay to listen")
+    event = json.loads((REPO_ROOT / "examples/events/push_softmax_kernel.json").read_text())
+    status, body = post_delivery(port, "e2e-verdict-first", event["payload"])
+    assert status == 202, body
+
+    runs = wait_for(lambda: completed_runs(services["redis"]), 420, "the verdict")
+    out = Path(runs[0].summary.out_dir)
+    holdout_file = out / finishing.HOLDOUT_FILE
+    wait_for(holdout_file.exists, 300, "the holdout's finish")
+    store = redis.Redis.from_url(services["redis"], decode_responses=True)
+    planned, verdict = phases.loads(store.get(f"spyre-ci:run:{out.name}:planned") or "")
+    assert 0 < verdict < len(planned.shards) and planned.holdout, "a default run has a holdout"
+
+    held = set(planned.holdout)
+    record = json.loads((out / "run.json").read_text())
+    assert {r["id"] for r in record["results"]}.isdisjoint(held)  # the verdict's alone
+    callback_at = (out / "callback.json").stat().st_mtime
+    work = out / "work" / out.name
+    holdout_starts = [
+        float((work / f"shard-{i}" / STARTED_FILE).read_text())
+        for i in range(verdict, len(planned.shards))
+    ]
+    assert callback_at <= min(holdout_starts), "a holdout shard started before the callback"
+
+    found = json.loads(holdout_file.read_text())
+    assert found["after_verdict"] is True and found["ran"] == len(held) == found["holdout"]
+    assert found["learned"] is True
+    run = RedisHistory(services["redis"]).get_run(out.name)
+    assert run is not None and run.summary.results is not None
+    assert run.summary.results.metrics["holdout"] == len(held)
+    assert run.summary.results.metrics["holdout_after_verdict"] == len(held)
+    assert json.loads((out / "run.json").read_text()) == record  # the verdict stands
+    wait_for(lambda: not store.hexists(OPEN_RUNS, out.name), 60, "the run to close")

@@ -349,3 +349,33 @@ def test_the_package_builds_no_celery_app_until_one_is_asked_for() -> None:
     names = ["finish", "holdout", "pending_check", "plan", "shard"]
     assert out[1] == str([f"spyre_ci.{name}" for name in names])
     assert out[2:] == ["True", "True"]
+
+
+def test_a_finished_run_whose_holdout_was_lost_is_sent_again_and_closed_once_done(
+    store: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdict first: a run finished on its verdict shards stays open until its holdout
+    is finished. The sweep leaves a holdout that runs (a live lease) alone, sends the finish
+    again (which sends the holdout's shards again) when none runs and it is not finished,
+    and closes the run once it is."""
+    sent: list[tuple[object, ...]] = []
+    monkeypatch.setattr(watch.finish_task, "apply_async", lambda args: sent.append(args))
+    run = "held-out"
+    recorded = json.loads((RECORDS / "planned.json").read_text(encoding="utf-8"))
+    planned = {**recorded, "shards": [["a"], ["h1"], ["h2"]], "holdout": ["h1", "h2"]}
+    store.set(f"spyre-ci:run:{run}:planned", json.dumps({**planned, "verdict_shards": 1}))
+    store.hset(distributed.OPEN_RUNS, run, "1000.0")
+    store.hset(f"spyre-ci:run:{run}:shards", "0", "{}")
+    store.set(f"spyre-ci:run:{run}:finished", "{}")
+
+    def swept(now: float) -> list[str]:
+        store.delete(keys.SWEEP_LOCK)
+        return distributed.sweep(store, TTL_S, now=now)
+
+    store.set(keys.lease_key(run, 2), "someone", px=60_000)  # a holdout shard runs
+    assert swept(1010.0) == [] and store.hexists(distributed.OPEN_RUNS, run)
+    store.delete(keys.lease_key(run, 2))
+    assert swept(1010.0) == [f"{run}:finish"] and sent == [([], run)]
+    assert swept(1012.0) == []  # not again before two leases
+    store.set(f"spyre-ci:run:{run}:holdout-finished", "{}")
+    assert swept(1030.0) == [] and not store.hexists(distributed.OPEN_RUNS, run)
