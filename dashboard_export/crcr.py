@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from contracts.change import ChangeNote
 from dashboard_export import ExportError, triage
 from dashboard_export.model import RunRecord, VariantResult, iso_z, parse_time
 from suites.model import Status
@@ -150,15 +151,13 @@ def environment(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def _change_summary(change: Mapping[str, Any], limit: int = 50) -> dict[str, Any]:
+def _change_summary(change: ChangeNote | None, limit: int = 50) -> dict[str, Any]:
     """The applied change as the callback carries it: state and the files in each group
     (paths and reasons, at most `limit` a group)."""
-    summary: dict[str, Any] = {"id": change.get("id", ""), "state": change.get("state", "")}
-    for group in ("applied", "not_applied"):
-        files = list(change.get(group) or ())
-        summary[group] = [
-            {"path": f.get("path", ""), "why": str(f.get("why", ""))[:200]} for f in files[:limit]
-        ]
+    change = change or ChangeNote()
+    summary: dict[str, Any] = {"id": change.id, "state": change.state}
+    for group, files in (("applied", change.applied), ("not_applied", change.not_applied)):
+        summary[group] = [{"path": f.path, "why": f.why[:200]} for f in files[:limit]]
         if len(files) > limit:
             summary[f"{group}_more"] = len(files) - limit
     return summary

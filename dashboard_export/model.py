@@ -18,6 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from contracts.change import ChangeNote
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from contracts.tested import Tested
@@ -58,7 +59,7 @@ class Environment:
     # applied on top of it, and whether that tested the change ("" when not resolved: an
     # upgrade run, a record written before it was).
     torch_source: str = ""
-    change: Mapping[str, Any] = field(default_factory=dict)
+    change: ChangeNote | None = None
     tested: Tested | None = None
     notes: tuple[str, ...] = ()
 
@@ -88,7 +89,7 @@ class Environment:
         if self.tested:
             data.update(
                 torch_source=self.torch_source,
-                change=dict(self.change),
+                change=self.change.to_json() if self.change is not None else {},
                 tested=self.tested.value,
                 notes=list(self.notes),
             )
@@ -105,7 +106,7 @@ class Environment:
             device=_req(data, "device", where),
             extra=dict(data.get("extra") or {}),
             torch_source=str(data.get("torch_source") or ""),
-            change=dict(data.get("change") or {}),
+            change=_change(data.get("change")),
             tested=data.get("tested") or None,  # read as a Tested by __post_init__
             notes=tuple(str(n) for n in data.get("notes") or ()),
         )
@@ -562,6 +563,16 @@ def datetime64(value: str | None) -> str:
         return EPOCH
     moment = parse_time(value)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond * 1000:09d}"
+
+
+def _change(data: Any) -> ChangeNote | None:
+    """The environment's change (None for none: an upgrade run, an older record)."""
+    if not data:
+        return None
+    try:
+        return ChangeNote.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ExportError(f"environment.change: not a change ({exc!r})") from None
 
 
 def _req(data: Mapping[str, Any], key: str, where: str) -> Any:

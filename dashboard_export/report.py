@@ -19,6 +19,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from contracts.change import ChangeNote
 from contracts.classification import Classification
 from contracts.tested import Tested
 from dashboard_export.crcr import ci_metrics, result_counts
@@ -136,13 +137,8 @@ def _files_line(record: RunRecord) -> str:
     event = record.event
     n = len(event.files)
     if not n:
-        change = record.environment.change or {}
-        paths = [
-            str(entry.get("path"))
-            for key in ("applied", "not_applied", "no_effect")
-            for entry in change.get(key) or ()
-            if isinstance(entry, Mapping) and entry.get("path")
-        ]
+        change = record.environment.change
+        paths = [f.path for f in change.files if f.path] if change is not None else []
         if paths:  # the diff named them (a --diff, GitHub's compare)
             shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
             return f"{len(paths)} changed file{'s' if len(paths) != 1 else ''}: {shown}"
@@ -189,9 +185,9 @@ def tested_lines(record: RunRecord) -> list[str]:
         return []
     lines = [_TESTED_LEADS[env.tested]]
     lines += [f"- {note}" for note in env.notes]
-    for group, label in (("not_applied", "not applied"), ("applied", "applied")):
-        for entry in list(env.change.get(group) or ())[:20]:
-            lines.append(f"- {label}: `{entry.get('path', '')}` ({entry.get('why', '')})")
+    change = env.change or ChangeNote()
+    for files, label in ((change.not_applied, "not applied"), (change.applied, "applied")):
+        lines += [f"- {label}: `{f.path}` ({f.why})" for f in files[:20]]
     return lines
 
 

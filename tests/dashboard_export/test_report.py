@@ -177,13 +177,14 @@ def test_every_page_escapes_what_it_is_given(record: RunRecord) -> None:
 def test_the_changed_files_are_named_from_the_event_or_the_diff(record: RunRecord) -> None:
     from dataclasses import replace
 
+    from contracts.change import ChangeNote, FileNote
     from contracts.event import ChangedFile
     from dashboard_export.report import _files_line
 
     docs = replace(record.event, files=(ChangedFile("docs/source/notes.rst", "modified"),))
     assert _files_line(replace(record, event=docs)) == "1 changed file: docs/source/notes.rst"
     none = replace(record.event, files=(), files_complete=False)
-    applied = {"applied": [{"path": "torch/nn/functional.py", "status": "modified", "why": "x"}]}
+    applied = ChangeNote(applied=(FileNote("torch/nn/functional.py", "modified", "x"),))
     environment = replace(record.environment, change=applied)
     line = _files_line(replace(record, event=none, environment=environment))
     assert line == "1 changed file: torch/nn/functional.py"  # the diff named it

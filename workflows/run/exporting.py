@@ -46,7 +46,7 @@ def environment_under_test(resolved: EnvironmentUnderTest | None) -> Environment
             "spyre (emulated: 32 cores, 2 MB scratchpads, 128-byte sticks)" if bundled else device
         ),
         torch_source=torch.source,
-        change=resolved.change.to_json(),
+        change=resolved.change.note(),
         tested=resolved.tested,
         notes=resolved.notes,
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 import selector
 from contracts.backend import BackendId
+from contracts.change import ChangeNote, ChangeState, FileNote
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
 from contracts.exit_codes import ExitCode
@@ -174,11 +175,12 @@ class TorchUnderTest:
 
 @dataclass(frozen=True)
 class ChangeUnderTest:
-    """The change applied on top of that torch (`AppliedChange.to_json`, as it was when the
-    run was planned) with where its diff came from and the event's base and head shas."""
+    """The change applied on top of that torch (`AppliedChange`, as it was when the run was
+    planned) with where its diff came from and the event's base and head shas. Its JSON is
+    `contracts.change.ChangeNote`'s (`note`), the record `dashboard_export` reads."""
 
     id: str = ""
-    state: str = "none"  # applied | partial | not_applied | none
+    state: str = ChangeState.NONE  # a ChangeState
     applied: tuple[FileEffect, ...] = ()
     not_applied: tuple[FileEffect, ...] = ()
     no_effect: tuple[FileEffect, ...] = ()
@@ -190,11 +192,6 @@ class ChangeUnderTest:
     # this one does not know (kept as read).
     missing: frozenset[str] = frozenset()
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    KEYS = (
-        *("id", "state", "applied", "not_applied", "no_effect", "broken"),
-        *("source", "base_sha", "head_sha"),
-    )
 
     @classmethod
     def of(
@@ -212,38 +209,49 @@ class ChangeUnderTest:
             head_sha,
         )
 
+    def note(self) -> ChangeNote:
+        """The change as planned.json and run.json carry it."""
+        return ChangeNote(
+            self.id,
+            self.state,
+            tuple(map(_note, self.applied)),
+            tuple(map(_note, self.not_applied)),
+            tuple(map(_note, self.no_effect)),
+            self.broken,
+            self.source,
+            self.base_sha,
+            self.head_sha,
+            self.missing,
+            self.extra,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id,
-            "state": self.state,
-            "applied": [f.to_json() for f in self.applied],
-            "not_applied": [f.to_json() for f in self.not_applied],
-            "no_effect": [f.to_json() for f in self.no_effect],
-            "broken": list(self.broken),
-            "source": self.source,
-            "base_sha": self.base_sha,
-            "head_sha": self.head_sha,
-        }
-        return {**{k: v for k, v in data.items() if k not in self.missing}, **self.extra}
+        return self.note().to_json()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChangeUnderTest:
-        def files(name: str) -> tuple[FileEffect, ...]:
-            return tuple(FileEffect.from_json(f) for f in data.get(name) or ())
-
+        note = ChangeNote.from_json(data)
         return cls(
-            str(data.get("id") or ""),
-            str(data.get("state") or "none"),
-            files("applied"),
-            files("not_applied"),
-            files("no_effect"),
-            tuple(str(b) for b in data.get("broken") or ()),
-            str(data.get("source") or ""),
-            str(data.get("base_sha") or ""),
-            str(data.get("head_sha") or ""),
-            missing=frozenset(cls.KEYS) - data.keys(),
-            extra={k: v for k, v in data.items() if k not in cls.KEYS},
+            note.id,
+            note.state or ChangeState.NONE,
+            tuple(map(_effect, note.applied)),
+            tuple(map(_effect, note.not_applied)),
+            tuple(map(_effect, note.no_effect)),
+            note.broken,
+            note.source,
+            note.base_sha,
+            note.head_sha,
+            note.missing,
+            note.extra,
         )
+
+
+def _note(f: FileEffect) -> FileNote:
+    return FileNote(f.path, f.status, f.why, f.module, f.previous_path, f.tree)
+
+
+def _effect(f: FileNote) -> FileEffect:
+    return FileEffect(f.path, f.status, f.why, f.module, f.previous_path, f.tree)
 
 
 @dataclass(frozen=True)
