@@ -1,0 +1,169 @@
+"""The README's main job against its limit and against `pytest -n 2`, side by side in one run.
+
+    .venv/bin/python benchmarks/main_job_limits.py [--repeat 3] [--jobs 2] [--out FILE]
+
+The main job is the README's first command, `spyre-ci run --diff
+examples/changes/glu_batch_check.patch` (exit 1: the edit breaks 14 variants), in one fresh
+state directory, with the defaults (shared warm runner on, the shipped trace, the bundled
+Inventory, the default holdout):
+* run 1 starts with no zygote (the first run in a state directory); runs 2..N are the same
+  change again, each a new `spyre-ci` process (what a second push of it, or a re-run, costs);
+* its **limit**: the sum of every test body it ran (the JUnit `time` of each test case: the
+  shards, selected and holdout, the reruns and the A/B base runs) divided by the cores
+  (`--jobs`): what the tests alone would take, perfectly spread;
+* `pytest -n JOBS -p suites.pytest_plugin --spyre-ids` over the ids the run ran (its
+  `run.json` results), what a user without spyre-ci would run: cold (its own processes, its
+  own collection), `--repeat` times.
+Medians; the load average is recorded with every run (the machine is shared).
+Records `benchmarks/results/main_job_limits.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULT = REPO / "benchmarks" / "results" / "main_job_limits.json"
+PATCH = REPO / "examples" / "changes" / "glu_batch_check.patch"
+PLUGIN = "suites.pytest_plugin"
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def bodies_s(out: Path) -> tuple[float, int]:
+    """The sum of the test bodies a run ran (every JUnit file of its out directory) and how
+    many test cases that is."""
+    total, cases = 0.0, 0
+    for path in sorted((out / "junit").glob("*.xml")):
+        for case in ET.parse(path).getroot().iter("testcase"):
+            total += float(case.get("time") or 0.0)
+            cases += 1
+    return total, cases
+
+
+def main_job(env: dict[str, str], out: Path) -> dict[str, Any]:
+    command = [sys.executable, "-m", "workflows", "run", "--diff", str(PATCH), "--out", str(out)]
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*command, "--no-progress"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 1:  # the glu edit breaks 14 variants: exit 1
+        raise SystemExit(f"spyre-ci run exited {done.returncode}:\n{done.stderr[-3000:]}")
+    record = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    body, cases = bodies_s(out)
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    return {
+        "wall_s": round(wall, 2),
+        "bodies_s": round(body, 2),
+        "test_cases": cases,
+        "results": len(record["results"]),
+        "selected": plan["totals"]["selected"],
+        "holdout": plan["totals"]["holdout"],
+        "ids": sorted(r["id"] for r in record["results"]),
+        "load": load(),
+    }
+
+
+def xdist(work: Path, ids: list[str], jobs: int, env: dict[str, str]) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix="xdist-", dir=work))
+    (folder / "ids.txt").write_text("\n".join(ids) + "\n", encoding="utf-8")
+    command = [
+        sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(folder),
+        "-p", PLUGIN, "-p", "no:cacheprovider", "-q", "-n", str(jobs),
+        "--spyre-ids", str(folder / "ids.txt"),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"pytest -n {jobs} exited {done.returncode}:\n{done.stdout[-3000:]}")
+    return {"wall_s": round(wall, 2), "exit_code": done.returncode, "load": load()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs after the first, and xdist's")
+    parser.add_argument("--jobs", type=int, default=2, help="cores the limit divides by")
+    parser.add_argument("--out", type=Path, default=RESULT)
+    args = parser.parse_args()
+    if args.repeat < 1 or args.jobs < 1:
+        parser.error("--repeat and --jobs must be at least 1")
+    work = Path(tempfile.mkdtemp(prefix="spyre-ci-main-job-"))
+    env = {
+        **os.environ,
+        "SPYRE_CI_STATE_DIR": str(work / "state"),
+        "SPYRE_CI_WARM_DIR": str(work / "warm"),
+    }
+    load_before = load()
+    try:
+        runs = [main_job(env, work / f"out-{i}") for i in range(args.repeat + 1)]
+        for i, run in enumerate(runs):
+            print(f"main job {i + 1}: {run['wall_s']} s ({run['load']})", file=sys.stderr)
+        ids = runs[0]["ids"]
+        theirs = [xdist(work, ids, args.jobs, env) for _ in range(args.repeat)]
+        print(f"pytest -n {args.jobs}: {[t['wall_s'] for t in theirs]}", file=sys.stderr)
+    finally:
+        sys.path.insert(0, str(REPO))
+        from workflows.runner import warm_share
+
+        warm_share.stop_every(work / "warm")
+    first, again = runs[0], runs[1:]
+    again_s = statistics.median(r["wall_s"] for r in again)
+    limit = statistics.median(r["bodies_s"] for r in runs) / args.jobs
+    xdist_s = statistics.median(t["wall_s"] for t in theirs)
+    result = {
+        "name": "main_job_limits",
+        "what": "the README's main job (glu edit) against its limit (test bodies / cores, the "
+        "holdout, reruns and A/B base included) and against pytest -n JOBS on the ids it ran",
+        "command": f".venv/bin/python benchmarks/main_job_limits.py --repeat {args.repeat} "
+        f"--jobs {args.jobs}",
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, {platform.processor() or ''} "
+        f"Python {platform.python_version()}; load average {load_before} before, {load()} after",
+        "value": round(again_s, 2),
+        "unit": "s, median wall time of the main job run again (a new spyre-ci process)",
+        "first_run_s": first["wall_s"],
+        "again_s": round(again_s, 2),
+        "limit_s": round(limit, 2),
+        "ratio_to_limit": {
+            "first": round(first["wall_s"] / limit, 1),
+            "again": round(again_s / limit, 1),
+        },
+        "xdist_s": xdist_s,
+        "ratio_to_xdist": {
+            "first": round(first["wall_s"] / xdist_s, 3),
+            "again": round(again_s / xdist_s, 3),
+        },
+        "results": first["results"],
+        "selected": first["selected"],
+        "holdout": first["holdout"],
+        "aims": {"ratio_to_limit": 1.5, "ratio_to_xdist": 0.25, "again_s": 5.0},
+        "runs": {
+            "main_job": [{k: v for k, v in r.items() if k != "ids"} for r in runs],
+            "xdist": theirs,
+        },
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
