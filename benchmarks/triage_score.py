@@ -208,7 +208,7 @@ def run_prediction(run: dict[str, Any]) -> tuple[str, str] | None:
     )
     truths = Counter(f["truth"] for f in new)
     assert verdict is not None
-    return truths.most_common(1)[0][0], str(verdict["category"])
+    return truths.most_common(1)[0][0], verdict.category
 
 
 def score(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:

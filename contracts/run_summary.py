@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from contracts.backend import BackendId
+from contracts.forensics import FailureForensics
 
 JSON = Mapping[str, Any]
 _SHA = re.compile(r"[0-9a-f]{7,40}")
@@ -210,69 +211,21 @@ class UnderTestNote:
 
 
 @dataclass(frozen=True)
-class BisectAnswer:
-    """What `spyre-ci bisect --run` found for one new failure (its entry's `bisect`)."""
-
-    summary: str
-    confidence: str | None = None
-
-    @property
-    def line(self) -> str:
-        return f"{self.summary} ({self.confidence} confidence)"
-
-
-@dataclass(frozen=True)
-class FailureWindow:
-    """One new failure's forensics: the shas it was last seen passing and first failing at,
-    and the bisect's answer once there is one."""
-
-    id: str
-    last_good_sha: str | None = None
-    first_bad_sha: str | None = None
-    bisect: BisectAnswer | None = None
-
-    @property
-    def bisectable(self) -> bool:
-        """A window to bisect: a last good sha the first bad is not."""
-        return bool(self.last_good_sha) and self.first_bad_sha != self.last_good_sha
-
-    @classmethod
-    def of(cls, entry: JSON) -> FailureWindow:
-        found = entry.get("bisect")
-        answer = None
-        if isinstance(found, Mapping) and found.get("summary"):
-            answer = BisectAnswer(str(found["summary"]), _opt_str(found.get("confidence")))
-        return cls(
-            _str(entry.get("id")),
-            _opt_str(entry.get("last_good_sha")) or None,
-            _opt_str(entry.get("first_bad_sha")) or None,
-            answer,
-        )
-
-
-@dataclass(frozen=True)
 class ForensicsNote:
     """What the summary keeps of a run's forensics: the verdict's category and confidence,
-    and the first new failures' windows and classes (each as `failure_forensics` wrote it,
-    with a bisect's answer under `bisect` once `spyre-ci bisect --run` added it).
-
-    `failures` are the entries as written (the report's wording reads them); `entries` the
-    same, read once as `FailureWindow`s."""
+    and the first new failures' forensics (each as `failure_forensics` made it, with a
+    bisect's answer once `spyre-ci bisect --run` added it)."""
 
     triage: str | None = None
     confidence: str | None = None
-    failures: tuple[Mapping[str, Any], ...] = ()
+    failures: tuple[FailureForensics, ...] = ()
     more: int = 0  # new failures beyond those kept
-    entries: tuple[FailureWindow, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "entries", tuple(FailureWindow.of(f) for f in self.failures))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "triage": self.triage,
             "confidence": self.confidence,
-            "failures": [dict(f) for f in self.failures],
+            "failures": [f.to_json() for f in self.failures],
             "more": self.more,
         }
 
@@ -282,20 +235,20 @@ class ForensicsNote:
         return cls(
             _opt_str(data.get("triage")),
             _opt_str(data.get("confidence")),
-            tuple(dict(f) for f in failures if isinstance(f, Mapping))
+            tuple(FailureForensics.from_json(f) for f in failures if isinstance(f, Mapping))
             if isinstance(failures, list | tuple)
             else (),
             _int(data.get("more")),
         )
 
-    def windows(self) -> list[FailureWindow]:
+    def windows(self) -> list[FailureForensics]:
         """The failures with a window to bisect: a last good sha the first bad is not."""
-        return [w for w in self.entries if w.bisectable]
+        return [f for f in self.failures if f.bisectable]
 
     def bisected(self, vid: str) -> str | None:
         """The bisect's answer for `vid`, as a line (`spyre-ci bisect --run` kept it)."""
-        for entry in self.entries:
-            if entry.id == vid and entry.bisect is not None:
+        for entry in self.failures:
+            if entry.id == vid and entry.bisect is not None and entry.bisect.summary:
                 return entry.bisect.line
         return None
 

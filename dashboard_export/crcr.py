@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from contracts.change import ChangeNote
+from contracts.forensics import FailureForensics, FailureTriage
 from dashboard_export import ExportError, triage
 from dashboard_export.model import RunRecord, VariantResult, iso_z, parse_time
 from suites.model import Status
@@ -63,9 +65,7 @@ def event_type(record: RunRecord) -> str:
     return "pull_request" if record.event.pr_number else "push"
 
 
-def failed_test(
-    result: VariantResult, forensics: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def failed_test(result: VariantResult, forensics: FailureForensics | None = None) -> dict[str, Any]:
     """One entry of `failed_tests` / `failed_tests_json`; a new failure's carries its window
     from `forensics` (`RunRecord.forensics[id]`), each sha null when unknown."""
     message = result.outcome.message
@@ -85,9 +85,8 @@ def failed_test(
     if result.base_status is not None:  # A/B: how it did without the change
         entry["base_status"] = result.base_status
     if classification == "new":
-        window = forensics or {}
-        entry["last_good_sha"] = _sha(window.get("last_good_sha"))
-        entry["first_bad_sha"] = _sha(window.get("first_bad_sha"))
+        entry["last_good_sha"] = _sha(forensics.last_good_sha if forensics else None)
+        entry["first_bad_sha"] = _sha(forensics.first_bad_sha if forensics else None)
     return entry
 
 
@@ -197,52 +196,41 @@ def failure_verdict(record: RunRecord) -> dict[str, Any] | None:
     new = record.new_failures
     if not new:
         return None
-    verdict: dict[str, Any] | None
-    if record.triage_verdict:
-        verdict = dict(record.triage_verdict)
-    else:
-        failures = []
-        for result in new:
-            entry = record.forensics.get(result.id) or {}
-            if entry.get("class") and entry.get("category"):
-                failures.append(
-                    triage.FailureTriage(
-                        result.id,
-                        entry["class"],
-                        entry["category"],
-                        bool(entry.get("related")),
-                        str(entry.get("why") or ""),
-                    )
-                )
-            else:
-                failures.append(
-                    triage.triage(
-                        result.id,
-                        result.outcome.message,
-                        bool(entry.get("related")),
-                        str(result.classification) if result.classification else None,
-                        base_status=result.base_status,
-                        tested=record.environment.tested,
-                    )
-                )
-        first_bad = next(
+    verdict = record.triage_verdict or triage.run_verdict(
+        [_failure_triage(record, result) for result in new],
+        {r.id: r.outcome.message for r in new},
+        first_bad=next(
             (
-                str(record.forensics[r.id]["first_bad_sha"])
-                for r in new
-                if (record.forensics.get(r.id) or {}).get("first_bad_sha")
+                entry.first_bad_sha
+                for entry in (record.forensics.get(r.id) for r in new)
+                if entry is not None and entry.first_bad_sha
             ),
             record.event.head_sha,
-        )
-        verdict = triage.run_verdict(
-            failures,
-            {r.id: r.outcome.message for r in new},
-            first_bad=first_bad,
-            job=record.job,
-            version=record.environment.backend_version,
-        )
-    if verdict is not None and "analyzed_at" not in verdict and record.completed_at:
-        verdict["analyzed_at"] = record.completed_at
-    return verdict
+        ),
+        job=record.job,
+        version=record.environment.backend_version,
+    )
+    if verdict is None:
+        return None
+    if verdict.analyzed_at is None and record.completed_at:
+        verdict = replace(verdict, analyzed_at=record.completed_at)
+    return verdict.to_json()
+
+
+def _failure_triage(record: RunRecord, result: VariantResult) -> FailureTriage:
+    """A new failure's triage: the one its forensics kept, else one from the record."""
+    entry = record.forensics.get(result.id)
+    kept = entry.triage if entry is not None else None
+    if kept is not None and kept.failure_class and kept.category:
+        return replace(kept, id=result.id)
+    return triage.triage(
+        result.id,
+        result.outcome.message,
+        kept.related if kept is not None else False,
+        str(result.classification) if result.classification else None,
+        base_status=result.base_status,
+        tested=record.environment.tested,
+    )
 
 
 # The reference relay's caps (longer fields are cut there; we cut first, so what we send is

@@ -100,8 +100,8 @@ def forensics_bytes(record: RunRecord) -> bytes:
     """`forensics.json`: `{"run_id", "failures": {id: window and triage}, "triage_verdict"}`."""
     body = {
         "run_id": record.run_id,
-        "failures": {k: dict(v) for k, v in record.forensics.items()},
-        "triage_verdict": dict(record.triage_verdict) if record.triage_verdict else None,
+        "failures": {k: v.to_json() for k, v in record.forensics.items()},
+        "triage_verdict": record.triage_verdict.to_json() if record.triage_verdict else None,
     }
     return (json.dumps(body, indent=1, sort_keys=True) + "\n").encode("utf-8")
 

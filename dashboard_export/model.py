@@ -21,6 +21,7 @@ from typing import Any
 from contracts.change import ChangeNote
 from contracts.classification import Classification
 from contracts.event import TriggerEvent
+from contracts.forensics import FailureForensics, TriageVerdict
 from contracts.tested import Tested
 from dashboard_export import ExportError, evidence
 from dashboard_export.validation import errors
@@ -327,12 +328,12 @@ class RunRecord:
     # The CI system's own run id (GitHub Actions `github.run_id`, Buildkite's build id): what
     # the callback sends as `workflow.run_id`, since the reference relay keys runs by it.
     ci_run_id: str = ""
-    # Regression forensics of the new failures (`workflows.run.forensics`, `triage`): per id its
-    # window (`last_good_sha`, `first_bad_sha`, runs, `compare_url`) and triage class, as in
-    # forensics.json; empty when none were made (no new failure, History unreadable).
-    forensics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Regression forensics of the failures that are not flaky (`workflows.run.forensics`,
+    # `triage`): per id its window, triage class and where it last passed, as in
+    # forensics.json; empty when none were made (no such failure, History unreadable).
+    forensics: Mapping[str, FailureForensics] = field(default_factory=dict)
     # The run's `workflow.triage_verdict` (`triage.run_verdict`), made with the forensics.
-    triage_verdict: Mapping[str, Any] | None = None
+    triage_verdict: TriageVerdict | None = None
     # Where the run's JUnit disagrees with `results` (`evidence.junit_gaps`, set by
     # `layout.write_run`): each keeps the run from `success`.
     evidence_gaps: tuple[str, ...] = ()
@@ -467,11 +468,11 @@ class RunRecord:
             "ci_run_id": self.ci_run_id,
             # Only when made: a record without forensics keeps the bytes it always had.
             **(
-                {"forensics": {k: dict(v) for k, v in self.forensics.items()}}
+                {"forensics": {k: v.to_json() for k, v in self.forensics.items()}}
                 if self.forensics
                 else {}
             ),
-            **({"triage_verdict": dict(self.triage_verdict)} if self.triage_verdict else {}),
+            **({"triage_verdict": self.triage_verdict.to_json()} if self.triage_verdict else {}),
             **({"evidence_gaps": list(self.evidence_gaps)} if self.evidence_gaps else {}),
         }
 
@@ -513,8 +514,15 @@ class RunRecord:
             infrastructure=tuple(str(m) for m in data.get("infrastructure") or ()),
             held_back=data.get("held_back"),
             ci_run_id=str(data.get("ci_run_id") or ""),
-            forensics={str(k): dict(v) for k, v in (data.get("forensics") or {}).items()},
-            triage_verdict=data.get("triage_verdict") or None,
+            forensics={
+                str(k): FailureForensics.from_json(v)
+                for k, v in (data.get("forensics") or {}).items()
+            },
+            triage_verdict=(
+                TriageVerdict.from_json(data["triage_verdict"])
+                if data.get("triage_verdict")
+                else None
+            ),
             evidence_gaps=tuple(str(g) for g in data.get("evidence_gaps") or ()),
         )
 

@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from contracts.change import ChangeNote
 from contracts.classification import Classification
+from contracts.forensics import FailureForensics
 from contracts.tested import Tested
 from dashboard_export.crcr import ci_metrics, result_counts
 from dashboard_export.model import (
@@ -201,7 +202,7 @@ def _diff_groups(record: RunRecord) -> list[tuple[DiffCategory, list[DiffRow]]]:
 
 
 def render_markdown(
-    record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None
+    record: RunRecord, forensics: Mapping[str, FailureForensics] | None = None
 ) -> str:
     """A GitHub-flavoured Markdown summary (fits a job summary or a PR comment).
 
@@ -367,30 +368,29 @@ def render_markdown(
     return "\n".join(out).rstrip() + "\n"
 
 
-def forensics_line(entry: Mapping[str, Any] | None, base_status: str | None = None) -> str:
+def forensics_line(entry: FailureForensics | None, base_status: str | None = None) -> str:
     """The line `last good X / first bad Y (compare: URL); triage: class (category)`, with
     `; bisect: <culprit or window> (<confidence> confidence)` once `spyre-ci bisect` answered
     it, or "" without an entry. `base_status`: the failure's outcome without the change in
     this run (A/B): when it passed there, that is its last good, whatever History knows."""
-    if not entry:
+    if entry is None:
         return ""
-    good = entry.get("last_good_sha") or (
+    good = entry.last_good_sha or (
         "the torch without the change (this run's A/B)"
         if base_status in ("passed", "xfailed", "skipped")
         else "unknown (History never saw it pass upstream)"
     )
-    line = f"last good {good} / first bad {entry.get('first_bad_sha') or 'unknown'}"
-    if entry.get("compare_url"):
-        line += f" (compare: {entry['compare_url']})"
-    if entry.get("class"):
-        line += f"; triage: {entry['class']} ({entry.get('category')})"
-    bisect = entry.get("bisect")
-    if isinstance(bisect, Mapping) and bisect.get("summary"):
-        line += f"; bisect: {bisect['summary']} ({bisect.get('confidence')} confidence)"
+    line = f"last good {good} / first bad {entry.first_bad_sha or 'unknown'}"
+    if entry.compare_url:
+        line += f" (compare: {entry.compare_url})"
+    if entry.triage is not None and entry.triage.failure_class:
+        line += f"; triage: {entry.triage.failure_class} ({entry.triage.category})"
+    if entry.bisect is not None and entry.bisect.summary:
+        line += f"; bisect: {entry.bisect.line}"
     return line
 
 
-def _md_forensics(entry: Mapping[str, Any] | None, base_status: str | None = None) -> list[str]:
+def _md_forensics(entry: FailureForensics | None, base_status: str | None = None) -> list[str]:
     line = forensics_line(entry, base_status)
     return [_md(line), ""] if line else []
 
@@ -449,7 +449,7 @@ _BAR_COLOURS = {
 }
 
 
-def render_html(record: RunRecord, forensics: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+def render_html(record: RunRecord, forensics: Mapping[str, FailureForensics] | None = None) -> str:
     """A self-contained page (inline CSS, no scripts, no external assets; the markup in
     `templates/report.html`); `forensics` as for `render_markdown`."""
     s = summarize(record)
@@ -550,7 +550,7 @@ def _suites_view(s: Summary) -> dict[str, Any]:
     }
 
 
-def _failure_view(result: VariantResult, entry: Mapping[str, Any] | None) -> dict[str, Any]:
+def _failure_view(result: VariantResult, entry: FailureForensics | None) -> dict[str, Any]:
     return {
         "id": result.id,
         "holdout": result.holdout,
@@ -558,7 +558,7 @@ def _failure_view(result: VariantResult, entry: Mapping[str, Any] | None) -> dic
         "seconds": _seconds(result.outcome.duration_s),
         "base_status": result.base_status,
         "forensics": forensics_line(entry, result.base_status),
-        "compare_url": (entry.get("compare_url") if entry else None) or "",
+        "compare_url": (entry.compare_url if entry else None) or "",
         "message": _short(result.outcome.message) or "(no message)",
     }
 

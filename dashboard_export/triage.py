@@ -48,9 +48,10 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
+from contracts.forensics import FailureTriage, SuspectedCommit, TriageEvidence, TriageVerdict
 from contracts.tested import Tested
 from suites.model import Status
 
@@ -81,28 +82,6 @@ EVIDENCE_MAX = 10
 SHORT_MAX = 200
 REASON_MAX = 300
 RAW_MAX = 16 * 1024  # bytes of the whole verdict
-
-
-@dataclass(frozen=True)
-class FailureTriage:
-    """One failure's class, the category it maps to, and the evidence that decided it."""
-
-    id: str
-    failure_class: str
-    category: str
-    related: bool
-    why: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id,
-            "class": self.failure_class,
-            "category": self.category,
-            "related": self.related,
-        }
-        if self.why:
-            data["why"] = self.why
-        return data
 
 
 _MISMATCHED = re.compile(r"Mismatched elements: (\d+) / (\d+)")
@@ -228,12 +207,12 @@ def run_verdict(
     job: str,
     version: str,
     analyzed_at: str | None = None,
-    culprit: Mapping[str, str] | None = None,
-) -> dict[str, Any] | None:
+    culprit: SuspectedCommit | None = None,
+) -> TriageVerdict | None:
     """`workflow.triage_verdict` for a run with failures; None when it has none.
 
-    `culprit`: `{"commit", "reason"}` of the commit a bisect named (`with_culprit`); without
-    one an `upstream` verdict suspects `first_bad`, the first run where it failed."""
+    `culprit`: the commit a bisect named (`with_culprit`); without one an `upstream`
+    verdict suspects `first_bad`, the first run where it failed."""
     if not failures:
         return None
     counts = Counter(f.category for f in failures)
@@ -249,36 +228,34 @@ def run_verdict(
         + (f" ({whys.most_common(1)[0][0]})" if whys else "")
     )
     chosen = [f for f in failures if f.category == category] or list(failures)
-    evidence = [
-        {"job": job[:SHORT_MAX], "test": f.id[:SHORT_MAX], "excerpt": _excerpt(messages.get(f.id))}
-        for f in chosen[:EVIDENCE_MAX]
-    ]
-    verdict: dict[str, Any] = {
-        "schema_version": 1,
-        "category": category,
-        "confidence": confidence,
-        "summary": summary[:SUMMARY_MAX],
-        "evidence": evidence,
-        "analyzer": {"name": "spyre-ci", "version": (version or "unknown")[:SHORT_MAX]},
-    }
+    verdict = TriageVerdict(
+        category,
+        confidence,
+        summary[:SUMMARY_MAX],
+        tuple(
+            TriageEvidence(job[:SHORT_MAX], f.id[:SHORT_MAX], _excerpt(messages.get(f.id)))
+            for f in chosen[:EVIDENCE_MAX]
+        ),
+        (version or "unknown")[:SHORT_MAX],
+    )
     if category == "upstream" and first_bad and _COMMIT.fullmatch(first_bad):
-        verdict["suspected_upstream"] = {
-            "commit": first_bad,
-            "reason": f"first run where it failed; {counts[category]} failure(s) point there",
-        }
+        reason = f"first run where it failed; {counts[category]} failure(s) point there"
+        verdict = replace(verdict, suspected_upstream=SuspectedCommit(first_bad, reason))
     if culprit is not None:
-        verdict = with_culprit(verdict, culprit["commit"], culprit.get("reason", ""))
+        verdict = with_culprit(verdict, culprit.commit, culprit.reason)
     if analyzed_at:
-        verdict["analyzed_at"] = analyzed_at
+        verdict = replace(verdict, analyzed_at=analyzed_at)
     # The relay drops a verdict over its byte cap whole: wide characters can pass it.
-    while len(json.dumps(verdict).encode("utf-8")) > RAW_MAX and len(evidence) > 1:
-        evidence.pop()
+    while (
+        len(json.dumps(verdict.to_json()).encode("utf-8")) > RAW_MAX and len(verdict.evidence) > 1
+    ):
+        verdict = replace(verdict, evidence=verdict.evidence[:-1])
     return verdict
 
 
 def with_culprit(
-    verdict: Mapping[str, Any], commit: str, reason: str = "", confidence: str | None = None
-) -> dict[str, Any]:
+    verdict: TriageVerdict, commit: str, reason: str = "", confidence: str | None = None
+) -> TriageVerdict:
     """The verdict naming `commit` as `suspected_upstream.commit`: the culprit a bisect found
     by replaying upstream's commits alone (it replaces the first-bad suspicion). An
     `upstream` or `unknown` verdict becomes `upstream` with it (and the bisect's
@@ -287,21 +264,20 @@ def with_culprit(
     back unchanged: the relay drops a suspected commit on any category but upstream."""
     if not _COMMIT.fullmatch(commit):
         raise ValueError(f"culprit commit {commit!r}: not a hex git sha (7 to 40 digits)")
-    out = dict(verdict)
-    if out.get("category") not in ("upstream", "unknown"):
-        return out
-    suspected: dict[str, Any] = {"commit": commit}
+    if verdict.category not in ("upstream", "unknown"):
+        return verdict
     said = reason.strip()
+    summary = verdict.summary
     if said:
         said = said if said.startswith("bisect:") else f"bisect: {said}"
-        suspected["reason"] = said[:REASON_MAX]
-        summary = f"{out.get('summary', '')}; {said}".lstrip("; ")
-        out["summary"] = summary[:SUMMARY_MAX]
-    out["category"] = "upstream"
-    if confidence is not None:
-        out["confidence"] = confidence
-    out["suspected_upstream"] = suspected
-    return out
+        summary = f"{summary}; {said}".lstrip("; ")[:SUMMARY_MAX]
+    return replace(
+        verdict,
+        category="upstream",
+        confidence=verdict.confidence if confidence is None else confidence,
+        summary=summary,
+        suspected_upstream=SuspectedCommit(commit, said[:REASON_MAX]),
+    )
 
 
 def _excerpt(message: str | None) -> str:

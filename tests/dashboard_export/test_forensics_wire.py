@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from contracts.forensics import FailureForensics
 from dashboard_export import triage
 from dashboard_export.crcr import callback_body, envelope_for
 from dashboard_export.hud_row import row_for
@@ -50,18 +51,15 @@ def _with_forensics(junit_dir: Path, verdict: bool = False) -> RunRecord:
     """The sample record, its new failures located: mul and det passed at GOOD and fail from
     BAD on; the crashed one was never seen passing."""
     found = {
-        MUL: _entry(MUL, GOOD, BAD),
-        DET: _entry(DET, GOOD, BAD),
-        CRASHED: _entry(CRASHED, None, BAD),
+        MUL: FailureForensics.from_json(_entry(MUL, GOOD, BAD)),
+        DET: FailureForensics.from_json(_entry(DET, GOOD, BAD)),
+        CRASHED: FailureForensics.from_json(_entry(CRASHED, None, BAD)),
     }
     made = None
     if verdict:
         record = make_record(junit_dir)
         by_id = {r.id: r for r in record.new_failures}
-        failures = [
-            triage.FailureTriage(v, e["class"], e["category"], e["related"])
-            for v, e in found.items()
-        ]
+        failures = [e.triage for e in found.values() if e.triage is not None]
         made = triage.run_verdict(
             failures,
             {v: by_id[v].outcome.message for v in found},
@@ -107,7 +105,9 @@ def test_without_forensics_the_shas_are_null(record: RunRecord) -> None:
     failed = _failed(callback_body(record))
     assert (failed[MUL]["last_good_sha"], failed[MUL]["first_bad_sha"]) == (None, None)
     # A sha that is no sha (a CLI run's event may carry none) is unknown too.
-    odd = dataclasses.replace(record, forensics={MUL: _entry(MUL, "HEAD", "")})
+    odd = dataclasses.replace(
+        record, forensics={MUL: FailureForensics.from_json(_entry(MUL, "HEAD", ""))}
+    )
     assert _failed(callback_body(odd))[MUL]["first_bad_sha"] is None
     assert errors("callback", callback_body(odd)) == []
 
@@ -138,7 +138,10 @@ def test_a_failed_run_sends_an_upstream_verdict_naming_the_first_bad_sha(junit_d
     assert verdict["analyzer"] == {"name": "spyre-ci", "version": "1.2.3"}  # the one made
     assert verdict["analyzed_at"] == record.completed_at
     # The pipeline's verdict goes out as made (forensics.json holds the same).
-    assert {k: v for k, v in verdict.items() if k != "analyzed_at"} == record.triage_verdict
+    assert record.triage_verdict is not None
+    assert {k: v for k, v in verdict.items() if k != "analyzed_at"} == (
+        record.triage_verdict.to_json()
+    )
 
 
 def test_a_failed_run_without_a_made_verdict_gets_one_from_its_record(
@@ -205,7 +208,9 @@ def test_run_json_keeps_the_forensics_and_export_re_renders_them(
     assert line in (out / "report.md").read_text() and line in (out / "report.html").read_text()
     found = json.loads((out / FORENSICS_FILE).read_text())
     assert found["failures"][MUL]["first_bad_sha"] == BAD
-    assert found["triage_verdict"] == record.triage_verdict
+    assert record.triage_verdict is not None
+    assert found["triage_verdict"] == record.triage_verdict.to_json()
+    assert found["failures"][MUL] == _entry(MUL, GOOD, BAD)  # each entry as it was made
     assert RunRecord.load(out / "run.json") == record  # through run_record.schema.json
 
     for name in ("report.md", "report.html", FORENSICS_FILE, "callback.json"):

@@ -4,9 +4,11 @@ it maps to, and the run's verdict within the reference relay's schema and caps."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from contracts.forensics import FailureForensics, SuspectedCommit
 from dashboard_export import triage
 
 # Message shapes as the shards record them (backend_under_test.rules, torch's assert_close).
@@ -140,18 +142,23 @@ def test_passed_at_an_earlier_upstream_sha_with_the_same_backend(
 def test_a_bisect_culprit_replaces_the_first_bad_suspicion() -> None:
     failures = [triage.triage("a", SCHEMA, False, "new", base_status="passed")]
     made = triage.run_verdict(failures, {"a": SCHEMA}, first_bad="abc1234", job="j", version="1")
-    assert made is not None and made["suspected_upstream"]["commit"] == "abc1234"
-    culprit = {"commit": "d" * 40, "reason": "bisect: 2 agreeing runs per step"}
+    assert made is not None and made.suspected_upstream is not None
+    assert made.suspected_upstream.commit == "abc1234"
+    culprit = SuspectedCommit("d" * 40, "bisect: 2 agreeing runs per step")
     found = triage.run_verdict(
         failures, {"a": SCHEMA}, first_bad="abc1234", job="j", version="1", culprit=culprit
     )
-    assert found is not None and found["suspected_upstream"] == culprit
-    assert "passes without the change" in found["summary"]
+    assert found is not None and found.suspected_upstream == culprit
+    assert found.to_json()["suspected_upstream"] == {
+        "commit": "d" * 40,
+        "reason": "bisect: 2 agreeing runs per step",
+    }
+    assert "passes without the change" in found.summary
     backend = triage.run_verdict(
         [triage.triage("b", LOWER, True)], {}, first_bad=None, job="j", version="1"
     )
     assert backend is not None
-    assert "suspected_upstream" not in triage.with_culprit(backend, "d" * 40)
+    assert "suspected_upstream" not in triage.with_culprit(backend, "d" * 40).to_json()
     with pytest.raises(ValueError, match="not a hex git sha"):
         triage.with_culprit(found, "HEAD~1")
 
@@ -185,18 +192,20 @@ def test_the_run_verdict_takes_the_majority_and_names_the_first_bad_commit() -> 
         version="0.1",
         analyzed_at="2026-12-02T01:00:00Z",
     )
-    assert verdict is not None
-    assert (verdict["category"], verdict["confidence"]) == ("upstream", "medium")
-    assert verdict["suspected_upstream"]["commit"] == "c" * 40
-    assert [e["test"] for e in verdict["evidence"]] == ["a", "b"]
-    assert verdict["summary"].startswith("3 failure(s): 1 device-rule, 1 precision, 1 related")
+    assert verdict is not None and verdict.suspected_upstream is not None
+    assert (verdict.category, verdict.confidence) == ("upstream", "medium")
+    assert verdict.suspected_upstream.commit == "c" * 40
+    assert [e.test for e in verdict.evidence] == ["a", "b"]
+    assert verdict.summary.startswith("3 failure(s): 1 device-rule, 1 precision, 1 related")
+    assert verdict.to_json()["analyzed_at"] == "2026-12-02T01:00:00Z"
 
 
 def test_the_verdict_stays_within_the_reference_caps() -> None:
     failures = [triage.triage(f"v{i}" * 80, "x" * 5000, False) for i in range(30)]
     messages = {f.id: "x" * 5000 for f in failures}
-    verdict = triage.run_verdict(failures, messages, first_bad="nope", job="j" * 300, version="")
-    assert verdict is not None
+    made = triage.run_verdict(failures, messages, first_bad="nope", job="j" * 300, version="")
+    assert made is not None
+    verdict = made.to_json()  # as the callback sends it
     assert verdict["category"] == "unknown" and verdict["confidence"] == "high"
     assert "suspected_upstream" not in verdict  # only for upstream, and only a hex sha
     assert len(verdict["evidence"]) == 10
@@ -209,8 +218,8 @@ def test_wide_characters_never_push_the_verdict_over_the_byte_cap() -> None:
     failures = [triage.triage(f"v{i}", "\N{SNOWMAN}" * 1000, False) for i in range(10)]
     messages = {f.id: "\N{SNOWMAN}" * 1000 for f in failures}
     verdict = triage.run_verdict(failures, messages, first_bad=None, job="j", version="1")
-    assert verdict is not None and 1 <= len(verdict["evidence"]) < 10
-    assert len(json.dumps(verdict).encode()) <= 16 * 1024
+    assert verdict is not None and 1 <= len(verdict.evidence) < 10
+    assert len(json.dumps(verdict.to_json()).encode()) <= 16 * 1024
 
 
 def test_a_sign_flip_is_no_matter_of_precision() -> None:
@@ -233,10 +242,12 @@ def test_a_sign_flip_is_no_matter_of_precision() -> None:
 def test_a_failure_that_passed_without_the_change_is_never_called_never_seen_passing() -> None:
     from dashboard_export.report import forensics_line
 
-    entry = {"last_good_sha": None, "first_bad_sha": "b" * 12, "class": "related"}
+    entry = FailureForensics.from_json(
+        {"last_good_sha": None, "first_bad_sha": "b" * 12, "class": "related"}
+    )
     assert "the torch without the change (this run's A/B)" in forensics_line(entry, "passed")
     assert "never saw it pass" in forensics_line(entry, "failed")
     assert "never saw it pass" in forensics_line(entry)
-    assert forensics_line({**entry, "last_good_sha": "a" * 12}, "passed").startswith(
+    assert forensics_line(replace(entry, last_good_sha="a" * 12), "passed").startswith(
         "last good " + "a" * 12
     )

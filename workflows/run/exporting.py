@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import metadata
-from typing import Any
 
 import selector
 from contracts.backend import BackendId
+from contracts.forensics import FailureForensics, RunForensics
 from contracts.run_summary import ForensicsNote, RunResults
 from dashboard_export import layout, triage
 from dashboard_export.layout import write_run
@@ -121,7 +121,7 @@ def run_record(
     finished: FinishedRun,
     completed_at: str,
     verified: VerifiedRun | None,
-    found: Mapping[str, Any] | None = None,
+    found: RunForensics | None = None,
 ) -> RunRecord:
     """The record of a main-job run; `verified` is None when it could not be verified (an
     infrastructure error): the record then carries the faults and the tests that did run.
@@ -183,17 +183,17 @@ def run_record(
         ci_run_id=ci.get("ci_run_id", ""),
         run_url=ci.get("run_url", ""),
         artifact_url=ci.get("artifact_url", ""),
-        forensics=dict((found or {}).get("failures") or {}),
-        triage_verdict=(found or {}).get("triage_verdict") or None,
+        forensics=found.failures if found is not None else {},
+        triage_verdict=found.verdict if found is not None else None,
     )
 
 
 def failure_forensics(
     finished: FinishedRun, history: HistoryStore, created_at: float
-) -> dict[str, Any]:
+) -> RunForensics:
     """Per failure that is not flaky (new or pre-existing) its window (last good / first bad
-    sha, compare URL) and triage class, and the run's `triage_verdict` over its new failures:
-    `{"failures": {id: {...}}, "triage_verdict": {...}}`.
+    sha, compare URL), triage class and where it last passed upstream, and the run's triage
+    verdict over its new failures.
 
     `created_at`: when the run was planned (its place among History's runs)."""
     request = finished.planned.request
@@ -212,7 +212,7 @@ def failure_forensics(
     messages = {v: finished.outcomes[v].message for v in failing}
     under_test = environment.torch.git_sha if environment is not None else ""
     under_test = "" if under_test == "unknown" else under_test
-    failures = {}
+    failures: dict[str, FailureForensics] = {}
     triaged = []
     base = finished.base_outcomes
     tested = environment.tested if environment is not None else None
@@ -229,7 +229,7 @@ def failure_forensics(
         )
         if vid in new:
             triaged.append(one)
-        failures[vid] = {**found[vid].to_json(), **one.to_json(), "passed_before": earlier}
+        failures[vid] = found[vid].forensics(one, earlier)
     first_bad = next((found[v].first_bad for v in new if found[v].first_bad), trigger.head_sha)
     verdict = triage.run_verdict(
         triaged,
@@ -238,7 +238,7 @@ def failure_forensics(
         job=request.job,
         version=_version("spyre-ci"),
     )
-    return {"failures": failures, "triage_verdict": verdict}
+    return RunForensics(failures, verdict)
 
 
 def passed_before(
@@ -263,14 +263,14 @@ def passed_before(
 FORENSICS_SHOWN = 20  # new failures whose window the run's summary keeps
 
 
-def forensics_summary(found: Mapping[str, Any]) -> ForensicsNote:
+def forensics_summary(found: RunForensics) -> ForensicsNote:
     """What History's run summary keeps of `failure_forensics` (`runs show`): the verdict's
     category and confidence, and the first failures' windows and classes."""
-    verdict = found.get("triage_verdict") or {}
-    failures = list(found.get("failures", {}).values())
+    verdict = found.verdict
+    failures = list(found.failures.values())
     return ForensicsNote(
-        triage=verdict.get("category"),
-        confidence=verdict.get("confidence"),
+        triage=verdict.category if verdict is not None else None,
+        confidence=verdict.confidence if verdict is not None else None,
         failures=tuple(failures[:FORENSICS_SHOWN]),
         more=max(0, len(failures) - FORENSICS_SHOWN),
     )
@@ -280,7 +280,7 @@ def export(
     finished: FinishedRun,
     completed_at: str,
     verified: VerifiedRun | None,
-    found: dict[str, Any] | None = None,
+    found: RunForensics | None = None,
 ) -> None:
     """Write every output format of the run into its out directory.
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import selector
 from contracts.classification import Classification
+from contracts.forensics import RunForensics
 from selector.verify import holdout_bound
 from suites.model import Inventory, Outcome, Status
 from workflows.run import ab_base, exporting, on_build, under_test, verification
@@ -202,7 +203,7 @@ def settle(
 
 def forensics(
     finished: FinishedRun, verified: VerifiedRun | None, history: HistoryStore, ctx: RunContext
-) -> dict[str, Any] | None:
+) -> RunForensics | None:
     """Where each failure that is not flaky sits on upstream's line; added to the summary.
     A History that cannot answer loses the forensics, never the run."""
     if verified is None or all(c is Classification.FLAKY for c in finished.classification.values()):

@@ -24,9 +24,9 @@ import re
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from contracts.backend import BackendId
+from contracts.forensics import FailureForensics, FailureTriage
 from workflows.stores.history import (
     HistoryError,
     HistoryStore,
@@ -71,15 +71,18 @@ class Window:
     last_good_backend: BackendId | None = None  # the backend it passed with
     last_good_torch: str = ""  # the torch it passed on ("": not recorded)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "last_good_sha": self.last_good,
-            "first_bad_sha": self.first_bad,
-            "last_good_run": self.last_good_run,
-            "first_bad_run": self.first_bad_run,
-            "compare_url": self.compare_url,
-        }
+    def forensics(self, triage: FailureTriage, passed_before: str | None) -> FailureForensics:
+        """The failure's forensics: this window, its triage, where it last passed upstream."""
+        return FailureForensics(
+            self.id,
+            self.last_good,
+            self.first_bad,
+            self.last_good_run,
+            self.first_bad_run,
+            self.compare_url,
+            triage,
+            passed_before,
+        )
 
 
 def point_of(run: RunRecord) -> RunPoint:

@@ -3,8 +3,6 @@ is kept for `workflows.run.pipeline` and `workflows.run.finishing`, which import
 here while they are reworked; everything else imports `contracts.run_summary`."""
 
 from contracts.run_summary import (
-    BisectAnswer,
-    FailureWindow,
     ForensicsNote,
     PlanFacts,
     RunResults,
@@ -13,8 +11,6 @@ from contracts.run_summary import (
 )
 
 __all__ = [
-    "BisectAnswer",
-    "FailureWindow",
     "ForensicsNote",
     "PlanFacts",
     "RunResults",

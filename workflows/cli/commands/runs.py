@@ -154,8 +154,8 @@ def forensics_lines(found: ForensicsNote | None) -> list[str]:
     from dashboard_export.report import forensics_line
 
     lines = [f"triage: {found.triage} ({found.confidence} confidence)"]
-    for window, entry in zip(found.entries, found.failures, strict=True):
-        lines.append(f"  {window.id}: {forensics_line(entry)}")
+    for entry in found.failures:
+        lines.append(f"  {entry.id}: {forensics_line(entry)}")
     if found.more:
         lines.append(f"  ... and {found.more} more (see forensics.json in the out directory)")
     return lines

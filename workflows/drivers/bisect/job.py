@@ -151,7 +151,7 @@ def _run_targets(options: BisectOptions, history: Any) -> tuple[list[Any], _RunS
     wanted = set(options.variants)
     windows: dict[tuple[str, str], list[str]] = {}
     for vid, entry in sorted(record.forensics.items()):
-        good, bad = entry.get("last_good_sha"), entry.get("first_bad_sha")
+        good, bad = entry.last_good_sha, entry.first_bad_sha
         if wanted and vid not in wanted:
             continue
         if good and bad and good != bad:
@@ -198,14 +198,10 @@ def _add_to_run(state: _RunState, answers: Mapping[str, Mapping[str, Any]]) -> N
     kept = state.run.summary.forensics or ForensicsNote()
     kept = replace(
         kept,
-        failures=tuple(
-            record.with_bisect(
-                {w.id: f for w, f in zip(kept.entries, kept.failures, strict=True)}, answers
-            ).values()
-        ),
+        failures=tuple(record.with_bisect({f.id: f for f in kept.failures}, answers).values()),
     )
-    if verdict:
-        kept = replace(kept, triage=verdict.get("category"), confidence=verdict.get("confidence"))
+    if verdict is not None:
+        kept = replace(kept, triage=verdict.category, confidence=verdict.confidence)
     state.run.summary = replace(state.run.summary, forensics=kept)
     state.history.save_run(state.run)
     print(f"added to run {state.run.run_id}: {state.out_dir / 'forensics.json'}, report, callback")

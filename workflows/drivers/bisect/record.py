@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from contracts.forensics import BisectAnswer, FailureForensics, TriageVerdict
 from dashboard_export.layout import atomic_write
 from workflows.drivers.bisect.answer import culprit_of, forensics_entry
 
@@ -72,18 +74,20 @@ def answers(record: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def with_bisect(
-    forensics: Mapping[str, Mapping[str, Any]], found: Mapping[str, Mapping[str, Any]]
-) -> dict[str, dict[str, Any]]:
+    forensics: Mapping[str, FailureForensics], found: Mapping[str, Mapping[str, Any]]
+) -> dict[str, FailureForensics]:
     """Forensics entries (`{id: entry}`) with each bisected failure's `bisect`."""
     return {
-        vid: {**entry, **({"bisect": forensics_entry(found[vid])} if vid in found else {})}
+        vid: replace(entry, bisect=BisectAnswer.from_json(forensics_entry(found[vid])))
+        if vid in found
+        else entry
         for vid, entry in forensics.items()
     }
 
 
 def verdict_with_bisect(
-    verdict: Mapping[str, Any] | None, found: Mapping[str, Mapping[str, Any]]
-) -> Mapping[str, Any] | None:
+    verdict: TriageVerdict | None, found: Mapping[str, Mapping[str, Any]]
+) -> TriageVerdict | None:
     """The run's triage verdict with the culprit most of its bisected failures share."""
     from dashboard_export.triage import with_culprit
 
