@@ -141,3 +141,12 @@ def test_a_holdout_teaches_history_nothing_when_the_verdict_was_not_learned(
     )
     assert body["misses"] == [POW] and body["learned"] is False
     assert POW not in history.snapshot().variants and len(ids) > 1
+
+
+def test_a_verdict_that_is_an_infrastructure_error_runs_no_holdout() -> None:
+    from workflows.drivers.distributed import tasks
+    from workflows.stores.run_summary import RunResults, RunSummary
+
+    faulted = RunSummary(results=RunResults(infrastructure=("shard-0: no zygote",)))
+    assert tasks.holdout_skipped(faulted.to_json())
+    assert not tasks.holdout_skipped(RunSummary(results=RunResults(ran=3)).to_json())

@@ -118,7 +118,8 @@ def finish(run_id: str) -> tuple[dict[str, Any], bool]:
         planned, outcomes, celery_app.context(), _executor(planned), faults,
         holdout_after=holdout_after,
     )  # fmt: skip
-    return finished.summary.to_json(), holdout_after
+    # A verdict that is an infrastructure error measures nothing: its holdout never runs.
+    return finished.summary.to_json(), holdout_after and not finished.faults
 
 
 def finish_holdout(run_id: str) -> dict[str, Any] | None:

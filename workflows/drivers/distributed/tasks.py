@@ -76,7 +76,7 @@ def finish_task(_indices: list[int], run_id: str) -> dict[str, Any]:
     token = uuid.uuid4().hex
     summary = through_outages(f"finish of run {run_id}", lambda: finish.finish_once(run_id, token))
     planned, verdict = celery_app.load_phased(run_id)
-    if verdict < len(planned.shards):  # the holdout, after the verdict
+    if verdict < len(planned.shards) and not holdout_skipped(summary):
         _fan_out(run_id, range(verdict, len(planned.shards)), holdout_task)
     try:
         request = celery_app.load_planned(run_id).request
@@ -102,6 +102,12 @@ def pending_check_task(run_id: str) -> int | None:
     with in_task():
         request = celery_app.load_planned(run_id).request
         return pending_check.after_scheduled(request, celery_app.context().settings, _log.info)
+
+
+def holdout_skipped(summary: dict[str, Any]) -> bool:
+    """Whether a finished run's holdout is not run: its verdict was an infrastructure error
+    (the finish closed the run)."""
+    return bool(summary.get("infrastructure"))  # the summary's JSON: its results' keys
 
 
 def _fan_out(run_id: str, shards: range, then: Any = None) -> None:
