@@ -144,8 +144,8 @@ def test_a_holdout_teaches_history_nothing_when_the_verdict_was_not_learned(
 
 
 def test_a_verdict_that_is_an_infrastructure_error_runs_no_holdout() -> None:
+    from contracts.run_summary import RunResults, RunSummary
     from workflows.drivers.distributed import tasks
-    from workflows.stores.run_summary import RunResults, RunSummary
 
     faulted = RunSummary(results=RunResults(infrastructure=("shard-0: no zygote",)))
     assert tasks.holdout_skipped(faulted.to_json())

@@ -41,6 +41,7 @@ from typing import Any
 import selector
 from contracts.classification import Classification
 from contracts.forensics import RunForensics
+from contracts.run_summary import RunResults, RunSummary, UnderTestNote
 from selector.verify import holdout_bound
 from suites.model import Inventory, Outcome, Status
 from workflows.run import ab_base, exporting, on_build, under_test, verification
@@ -57,7 +58,6 @@ from workflows.run.run_model import (
 from workflows.run.verification import VerifiedRun
 from workflows.runner.shard_runner import InfraFault, ShardRun
 from workflows.stores.history import HistoryError, HistoryStore, RunState
-from workflows.stores.run_summary import RunResults, RunSummary, UnderTestNote
 from workflows.tracing.trace_store import learn as learn_traces
 
 ShardExecutor = Callable[[str, Sequence[str]], ShardRun]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from contracts.run_summary import PlanFacts, RunSummary
 from suites.claims import Claims
 from suites.model import Inventory
 from workflows.run import on_build, planning, under_test
@@ -43,7 +44,6 @@ from workflows.runner.shard_runner import (
 from workflows.settings import Settings
 from workflows.stores import pending
 from workflows.stores.history import HistoryStore, RunRecord, RunState
-from workflows.stores.run_summary import PlanFacts, RunSummary
 from workflows.tracing.trace_store import (
     TRACE_FILE,
     refresh_ids,
