@@ -15,7 +15,10 @@ selected and what is applied are the same files and the same hunks:
   or two diffs put together) is one `FilePatch` whose sections apply in the diff's order,
   each over the text the ones before it made (`FilePatch.in_order`; `diff_sections` joins
   them); an order no text can follow (a section that changes a file an earlier one deleted)
-  is refused, naming the file and the sections.
+  is refused, naming the file and the sections;
+* a line ends at "\\n" only (`split_lines`: a "\\r" before it is part of the ending, a form
+  feed inside a line is not a break), in a diff as in the texts `selector.patches` applies
+  its hunks to.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ class Hunk:
     new_count: int
     context: str  # text after the second `@@` (enclosing function or YAML entry), may be ""
     lines: tuple[str, ...]  # each starts with " ", "+" or "-" (a "\" marker line is dropped)
+    # `\ No newline at end of file` after its last old (context or removed) line, or its last
+    # new (context or added) line: that side's file ends there without a newline. Not in the
+    # repr: a change's holdout seed digests its hunks' repr (`ChangeSet.seed`).
+    old_lacks_newline: bool = field(default=False, repr=False)
+    new_lacks_newline: bool = field(default=False, repr=False)
 
     @property
     def added(self) -> tuple[str, ...]:
@@ -98,7 +106,7 @@ def parse_unified_diff(text: str, source: str = "<diff>") -> ParsedDiff:
     """Parse `git diff` output (several files); `source` names the input in errors."""
     sections: list[tuple[int, FilePatch]] = []  # (the diff's line of its header, the patch)
     truncated = False
-    lines = text.splitlines()
+    lines = split_lines(text)[0]
     pos = 0
     # Anything before the first file header (a `git format-patch` mail header) is skipped.
     while pos < len(lines) and not _starts_file(lines, pos):
@@ -116,6 +124,25 @@ def parse_unified_diff(text: str, source: str = "<diff>") -> ParsedDiff:
     from selector.diff_sections import one_per_file  # it builds on this module's records
 
     return ParsedDiff(one_per_file(sections, source), truncated)
+
+
+def split_lines(text: str) -> tuple[list[str], list[str]]:
+    """(lines, their endings) of a text, as git counts lines: a line ends at "\\n", a "\\r"
+    right before it is part of the ending ("\\r\\n"); the last line's ending is "" when the
+    text does not end with "\\n". A form feed or another Unicode line break inside a line
+    does not end it (`str.splitlines` would)."""
+    pieces = text.split("\n")
+    tail = pieces.pop()  # what follows the last newline: "" or a line without an ending
+    lines: list[str] = []
+    endings: list[str] = []
+    for piece in pieces:
+        crlf = piece.endswith("\r")
+        lines.append(piece[:-1] if crlf else piece)
+        endings.append("\r\n" if crlf else "\n")
+    if tail:
+        lines.append(tail)
+        endings.append("")
+    return lines, endings
 
 
 def repository_path(name: str, where: str = "<diff>") -> str:
@@ -259,7 +286,7 @@ def _parse_file(lines: list[str], pos: int, source: str) -> tuple[FilePatch, int
 def joined(patch: FilePatch, old: str, new: str) -> FilePatch:
     """`patch` as one section: the change from `old` (the text before its first section) to
     `new` (after its last), in hunks as `diff -u` makes them (no function context)."""
-    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3)
+    diff = difflib.unified_diff(split_lines(old)[0], split_lines(new)[0], lineterm="", n=3)
     lines = list(diff)[2:]  # the `---`/`+++` lines
     hunks: list[Hunk] = []
     pos = 0
@@ -278,10 +305,18 @@ def _parse_hunk(lines: list[str], pos: int, source: str) -> tuple[Hunk, int, boo
     context = match.group(5).strip()
     pos += 1
     body: list[str] = []
+    lacks = {"-": False, "+": False}  # a side's last line has no newline
+
+    def marker() -> None:  # "\ No newline at end of file": of the line before it
+        tag = body[-1][:1] if body else ""
+        for side in ("-", "+"):
+            lacks[side] = lacks[side] or tag in (side, " ")
+
     old_left, new_left = old_count, new_count
     while pos < len(lines) and (old_left > 0 or new_left > 0):
         line = lines[pos]
-        if line.startswith("\\"):  # "\ No newline at end of file"
+        if line.startswith("\\"):
+            marker()
             pos += 1
             continue
         tag = line[:1] or " "  # some tools strip the space of empty context lines
@@ -297,9 +332,13 @@ def _parse_hunk(lines: list[str], pos: int, source: str) -> tuple[Hunk, int, boo
         body.append(line if line else " ")
         pos += 1
     while pos < len(lines) and lines[pos].startswith("\\"):
+        marker()
         pos += 1
     cut = old_left > 0 or new_left > 0
-    return Hunk(old_start, old_count, new_start, new_count, context, tuple(body)), pos, cut
+    hunk = Hunk(
+        old_start, old_count, new_start, new_count, context, tuple(body), lacks["-"], lacks["+"]
+    )
+    return hunk, pos, cut
 
 
 def iter_changed_lines(patch: FilePatch) -> Iterator[tuple[Hunk, int, str]]:
@@ -337,7 +376,7 @@ def compare_patch_text(files: list[dict[str, object]]) -> str:
             continue
         out.append("--- /dev/null" if status == "added" else f"--- a/{old}")
         out.append("+++ /dev/null" if status == "removed" else f"+++ b/{name}")
-        out += patch.splitlines()
+        out += split_lines(patch)[0]
     return "\n".join(out) + ("\n" if out else "")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from selector import SelectorError
-from selector.diff import repository_path
+from selector.diff import repository_path, split_lines
 
 
 class ChangeError(Exception):
@@ -21,7 +21,7 @@ def check_hunk_counts(diff_text: str, source: str) -> None:
     """Every hunk holds exactly the lines its header counts (ChangeError otherwise, naming
     the file, the hunk and the diff's line): a hand-edited or cut diff is refused before
     anything is applied."""
-    lines = diff_text.splitlines()
+    lines = split_lines(diff_text)[0]  # as the parser reads them
     current = "?"
     number = 0
     pos = 0
