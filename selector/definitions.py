@@ -5,7 +5,9 @@ Hunk headers (`@@ ... @@ def glu(`) are a hint some diff tools print and others 
 file itself: given the old side's text (the installed torch of the base version, or the file
 at the base sha), every changed line range is mapped to the definitions that contain it, on
 the old side (removed lines, insertion points) and on the new side (added lines, in the text
-the patch produces). Pure: text in, records out.
+the patch produces). The hunks are placed as the change overlay applies them
+(`selector.patches`): a patch the overlay would refuse is not located. Pure: text in, records
+out.
 
 * Python, by `ast`: functions and methods by their `co_qualname` spelling
   (`Outer.<locals>.inner`, `Tensor.__rsub__`), classes, and OpInfo-style entries
@@ -23,11 +25,12 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-from selector.diff import FilePatch, joined
+from selector.diff import FilePatch, split_lines
+from selector.patches import patched
 
 # What a changed line is part of, innermost first.
 FUNCTION = "function"  # a function or method body: its code object runs when called
@@ -76,75 +79,6 @@ def can_locate(path: str) -> bool:
     return path.endswith((".py", *_CPP_SUFFIXES)) or name in _YAML_NAMES
 
 
-def apply_patch(old: str, patch: FilePatch) -> str | None:
-    """The new side's text: `patch` applied to `old` (None when it does not apply)."""
-    applied = _apply(old, patch)
-    return None if applied is None else applied[0]
-
-
-def _apply(old: str, patch: FilePatch) -> tuple[str, list[int], list[int], list[int]] | None:
-    """(new text, old-side removed lines, new-side added lines, old-side neighbours of each
-    insertion). Each hunk is placed where
-    its old lines (context and removed) match, at its header's line or, when the file moved
-    on since the diff was made, at the nearest offset that matches (as `patch` does).
-    A file given in several sections: each over the text the ones before it made, and the
-    lines are those of the change they make together."""
-    if patch.sections:
-        new = old
-        for hunks in patch.in_order():
-            done = _apply(new, replace(patch, hunks=hunks, sections=()))
-            if done is None:
-                return None
-            new = done[0]
-        return _apply(old, joined(patch, old, new))
-    lines = old.splitlines()
-    out: list[str] = []
-    old_changed: list[int] = []
-    new_changed: list[int] = []
-    neighbours: list[int] = []
-    pos = 0  # 0-based index into `lines` of the next line not yet copied
-    for hunk in patch.hunks:
-        expected = [t[1:].rstrip() for t in hunk.lines if t[:1] in " -"]
-        want = hunk.old_start - 1 if hunk.old_count else hunk.old_start
-        start = _place(lines, expected, max(want, 0), pos)
-        if start is None:
-            return None
-        out.extend(lines[pos:start])
-        pos = start
-        for text in hunk.lines:
-            tag, body = text[:1], text[1:]
-            if tag == "+":
-                out.append(body)
-                new_changed.append(len(out))
-                neighbours.extend(n for n in (pos, pos + 1) if 1 <= n <= len(lines))
-                continue
-            if tag == " ":
-                out.append(lines[pos])
-            else:
-                old_changed.append(pos + 1)
-            pos += 1
-    out.extend(lines[pos:])
-    text = "\n".join(out) + ("\n" if old.endswith("\n") else "")
-    return text, sorted(set(old_changed)), sorted(set(new_changed)), sorted(set(neighbours))
-
-
-def _place(lines: list[str], expected: list[str], want: int, floor: int) -> int | None:
-    def fits(at: int) -> bool:
-        if at < floor or at + len(expected) > len(lines):
-            return False
-        return all(lines[at + i].rstrip() == e for i, e in enumerate(expected))
-
-    if fits(want):
-        return want
-    for offset in range(1, len(lines) + 1):
-        for at in (want - offset, want + offset):
-            if fits(at):
-                return at
-        if want - offset < floor and want + offset > len(lines):
-            break
-    return None
-
-
 def locate(patch: FilePatch, old_source: str) -> list[Located] | None:
     """Every definition each changed line belongs to, innermost first per line; None when
     the file's structure cannot be read (unknown type, a syntax error on the old side, or a
@@ -154,23 +88,24 @@ def locate(patch: FilePatch, old_source: str) -> list[Located] | None:
     old_spans = _spans(patch.path, old_source)
     if old_spans is None:
         return None
-    applied = _apply(old_source, patch)
+    applied = patched(old_source, patch)
     if applied is None:
         return None
-    new_source, old_lines, new_lines, neighbours = applied
+    new_source = applied.text
+    old_lines, new_lines = list(applied.removed), list(applied.added)
     new_spans = _spans(patch.path, new_source)
     if new_spans is None:
         # The new side does not parse (a syntax error upstream): added lines are placed by
         # the old lines around them, whose definitions hold the insertion.
         new_spans, new_lines = [], []
-        old_lines = sorted({*old_lines, *neighbours})
+        old_lines = sorted({*old_lines, *applied.neighbours})
     python = patch.path.endswith(".py")
     found: list[Located] = []
     for side, spans, lines, text in (
         ("old", old_spans, old_lines, old_source),
         ("new", new_spans, new_lines, new_source),
     ):
-        rows = text.splitlines() if python else []
+        rows = split_lines(text)[0] if python else []
         for line in lines:
             held = list(_containing(spans, line, side))
             row = rows[line - 1].strip() if 0 < line <= len(rows) else None
@@ -375,7 +310,7 @@ def _cpp_spans(source: str) -> list[_Span]:
     TORCH_IMPL_FUNC) starts the function; its matching `}` ends it. Comments and strings are
     blanked first so their braces do not count."""
     text = _blank_cpp_noise(source)
-    lines = text.splitlines()
+    lines = split_lines(text)[0]
     spans: list[_Span] = []
     stack: list[tuple[str | None, int]] = []
     pending = ""  # text since the last `;`, `{` or `}`: the head of the next block
@@ -456,7 +391,7 @@ def _yaml_spans(source: str) -> list[_Span]:
     """Each top-level `- func:` / `- name:` entry runs to the line before the next entry."""
     heads = [
         (number, m.group(1))
-        for number, line in enumerate(source.splitlines(), start=1)
+        for number, line in enumerate(split_lines(source)[0], start=1)
         if (m := _YAML_ENTRY.match(line))
     ]
     total = source.count("\n") + 1

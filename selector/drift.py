@@ -7,7 +7,8 @@ looser ways, in this order, for the Scout to narrow a file through the trace:
 
 1. `drifted_locate`: the old source, each hunk placed where its removed lines match and most
    of its context does (`patch --fuzz` lets 2 context lines at either end differ; here any
-   may, as long as no other place fits as well), its context then read from the old source.
+   may, as long as no other place fits as well), its context (and its removed lines, up to
+   trailing white space) then read from the old source, where it applies exactly.
 2. `hunk_functions`: the hunks alone, by indentation. Going up the hunk from a changed line,
    each line less indented than the last one found holds it (an `if`, a `for`, a `def`, a
    `class`); the line belongs to the innermost `def` among them. When the hunk shows the whole
@@ -26,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from selector.definitions import Located, locate
-from selector.diff import FilePatch, Hunk
+from selector.diff import FilePatch, Hunk, split_lines
 
 # A hunk is placed where its removed lines match and at least this share of its other
 # (non-blank) context lines: patch's fuzz drops up to 2 context lines at either end; any one
@@ -44,7 +45,8 @@ def drifted_locate(patch: FilePatch, source: str) -> tuple[list[Located], int] |
     (located lines, context lines that differed), or None."""
     if patch.sections or not patch.hunks:
         return None
-    lines = [line.rstrip() for line in source.splitlines()]
+    raw = split_lines(source)[0]
+    lines = [line.rstrip() for line in raw]
     hunks: list[Hunk] = []
     differed = 0
     for hunk in patch.hunks:
@@ -53,11 +55,12 @@ def drifted_locate(patch: FilePatch, source: str) -> tuple[list[Located], int] |
             return None
         at, misses = placed
         differed += misses
+        # The old side as `source` has it (context, and removed lines up to trailing white
+        # space): the hunk then applies there exactly, as `locate` places hunks.
         rows, n = [], at
         for row in hunk.lines:
-            if row[:1] == " ":
-                row = " " + lines[n]
             if row[:1] in " -":
+                row = row[:1] + raw[n]
                 n += 1
             rows.append(row)
         hunks.append(replace(hunk, old_start=at + 1, lines=tuple(rows)))

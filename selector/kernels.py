@@ -34,12 +34,12 @@ from selector.definitions import (
     Located,
     _blank_cpp_noise,
     _cpp_head_name,
-    apply_patch,
     cpp_head_restarts,
     cpp_macro_line,
 )
-from selector.diff import FilePatch, iter_changed_lines
+from selector.diff import FilePatch, iter_changed_lines, split_lines
 from selector.opnames import cpp_symbols
+from selector.patches import patched
 from suites.model import META_KEY
 
 NO_MAP = (
@@ -150,8 +150,9 @@ def _changed_cpp(
     of a C++ file, each line on its side: removed lines in the old text, added in the new."""
     texts = {"old": source}
     if any(i.side == "new" for i in innermost):
-        texts["new"] = apply_patch(source, patch) or ""
-    rows = {side: text.splitlines() for side, text in texts.items()}
+        applied = patched(source, patch)
+        texts["new"] = applied.text if applied is not None else ""
+    rows = {side: split_lines(text)[0] for side, text in texts.items()}
     symbols: dict[str, None] = {}
     lines: dict[str, None] = {}
     macros: dict[str, None] = {}

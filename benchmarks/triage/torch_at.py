@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/triage/torch_at.py OUT SHA CHANGE.patch
     PYTHONPATH=OUT:. .venv/bin/python -m workflows run ...   # runs on torch at SHA
 
-OUT/torch is the installed torch with the change's files applied (the product's patching,
-`workflows.runner.change_overlay.patching`) and `version.py` naming SHA as its git version: every
-other file is a symbolic link to the installed one (the shared libraries included), so the
+OUT/torch is the installed torch with the change's files applied (as a run applies a change,
+`selector.patches`) and `version.py` naming SHA as its git version: every other file is a
+symbolic link to the installed one (the shared libraries included), so the
 folder costs a few files. The triage benchmark's runs use it as the torch of an upstream
 commit whose base already carries an earlier breaking commit (benchmarks/triage_score.py).
 """
@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from selector.diff import parse_unified_diff
-from workflows.runner.change_overlay.patching import apply_patch
+from selector.patches import apply_patch
 from workflows.stores.sources import installed_torch
 
 

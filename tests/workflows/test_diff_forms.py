@@ -18,8 +18,8 @@ import selector
 from benchmarks.selection.mutations import load_mutations
 from benchmarks.selection.mutations.model import torch_root
 from benchmarks.selection.results import DEFAULT_MUTATIONS
-from selector.definitions import apply_patch
 from selector.diff import as_form, parse_unified_diff
+from selector.patches import apply_patch
 from suites.model import Inventory
 from workflows.stores.sources import with_old_sources
 
@@ -37,8 +37,7 @@ def _difflib_form(diff: str) -> str:
     parts = []
     for f in parse_unified_diff(diff).files:
         old = (root / f.path).read_text(encoding="utf-8")
-        new = apply_patch(old, f)
-        assert new is not None, f.path
+        new = apply_patch(old, f)  # PatchError names the file and hunk that do not apply
         parts.append(
             "".join(
                 difflib.unified_diff(

@@ -40,7 +40,8 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 import selector
-from selector.definitions import apply_patch, can_locate
+from selector.definitions import can_locate
+from selector.patches import patched
 from workflows.settings import Settings, absolute, child_environment
 
 log = logging.getLogger(__name__)
@@ -269,7 +270,7 @@ def with_old_sources(
         text = installed_source(old, root) if root is not None else None
         if text is None and tests is not None:
             text = installed_source(old, tests, top="test")
-        if text is not None and (remote is None or apply_patch(text, patch) is not None):
+        if text is not None and (remote is None or patched(text, patch) is not None):
             sources[path] = text
     if remote is not None and change.base_sha:
         missing = {

@@ -26,7 +26,7 @@ from benchmarks.selection.mutations.model import (
     subprocess_env,
     torch_root,
 )
-from benchmarks.selection.mutations.patch import apply_patch
+from selector.patches import apply_patch
 
 __all__ = [
     "ENV_VAR",

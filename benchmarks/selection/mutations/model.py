@@ -32,9 +32,9 @@ from typing import Any
 
 import yaml
 
-from benchmarks.selection.mutations.patch import PatchError, apply_patch
 from selector.diff import FilePatch, parse_unified_diff
 from selector.errors import SelectorError
+from selector.patches import PatchError, apply_patch
 from workflows.runner.change_overlay.prepare import (
     SITE_DIR,  # its sitecustomize activates mutations
 )

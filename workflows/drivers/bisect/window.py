@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from selector import SelectorError
-from selector.diff import compare_patch_text, parse_unified_diff
+from selector.diff import compare_patch_text, parse_unified_diff, split_lines
+from selector.patches import PatchError, apply_patch
 from workflows.runner.change_overlay import file_kind
-from workflows.runner.change_overlay.patching import PatchError, apply_patch
 
 
 @dataclass(frozen=True)
@@ -182,4 +182,5 @@ def _installed(root: Path, path: str) -> str | None:
 
 
 def _lines(text: str) -> list[str]:
-    return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(True)]
+    """The text's lines for difflib, as the engine counts them (a form feed ends none)."""
+    return [line + "\n" for line in split_lines(text)[0]]

@@ -4,8 +4,9 @@ cannot, and the files a test process needs to import the changed modules.
 Every file of the change falls in one of three groups:
 
 * **applied**: a Python module of an installed package (`torch/`, `functorch/`): its hunks
-  are applied to the installed file's text (`patching.apply_patch`) and the result is
-  written into the overlay folder; new modules, deleted modules and renames are applied too.
+  are applied to the installed file's text (`selector.patches.apply_patch`: the selector
+  places them the same way) and the result is written into the overlay folder; new modules,
+  deleted modules and renames are applied too.
   A file the diff gives in several sections (`git log -p --reverse`) gets them in the diff's
   order, each over the text the ones before it made, as `selector.diff` reads them.
 * **not applied**: what only a build of torch would bring (C++/CUDA sources and headers,
@@ -38,6 +39,7 @@ from typing import Any
 
 from selector import SelectorError
 from selector.diff import FilePatch, parse_unified_diff
+from selector.patches import PatchError, apply_patch
 from workflows.runner.change_overlay.hunks import ChangeError, check_hunk_counts
 from workflows.runner.change_overlay.kinds import (
     file_kind,
@@ -50,7 +52,6 @@ from workflows.runner.change_overlay.overlay_files import (
     TREE_DIR,
     write_overlay,
 )
-from workflows.runner.change_overlay.patching import PatchError, apply_patch
 from workflows.settings import child_environment
 
 CHANGE_VAR = "SPYRE_CI_CHANGE"  # the activation file a test process applies at start
