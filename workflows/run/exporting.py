@@ -108,7 +108,7 @@ REMOVED_NAMED = 5  # removed ids the report's line names
 
 def removed_reason(results: RunResults | None) -> dict[str, int]:
     """The report's "not run because" line for the planned ids the specs no longer have
-    (`pipeline.summarize`'s `removed`), naming the first few; empty when there are none."""
+    (`finishing.summarize`'s `removed`), naming the first few; empty when there are none."""
     count = results.removed if results is not None else 0
     if not count or results is None:
         return {}
