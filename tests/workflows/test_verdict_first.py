@@ -120,6 +120,7 @@ def test_the_verdict_goes_out_on_the_selection_and_the_holdout_only_measures(
     assert after is not None and after.state is RunState.COMPLETED and after.summary.results
     metrics = after.summary.results.metrics
     assert metrics["false_green"] is True and metrics["holdout"] == len(holdout)
+    assert after.summary.plan is not None and after.summary.plan.holdout == len(holdout)
     assert after.summary.results.new_failures == 0  # the verdict that went out is kept
     assert json.loads((out / "callback.json").read_text()) == callback
 

@@ -349,7 +349,10 @@ def finish_holdout(
     if run is not None:
         merged = {k: v for k, v in metrics.items() if not isinstance(v, list | tuple)}
         merged["holdout_after_verdict"] = len(planned.holdout)
-        history.save_run(replace(run, summary=_with_metrics(run.summary, merged)))
+        summary = _with_metrics(run.summary, merged)
+        if summary.plan is not None:  # the verdict's plan facts counted no holdout
+            summary = replace(summary, plan=replace(summary.plan, holdout=len(planned.holdout)))
+        history.save_run(replace(run, summary=summary))
     return body
 
 
