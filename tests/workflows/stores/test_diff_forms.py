@@ -23,7 +23,7 @@ from selector.patches import apply_patch
 from suites.model import Inventory
 from workflows.stores.sources import with_old_sources
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "inventory-2.13.0.json.gz"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "inventory-2.13.0.json.gz"
 
 
 @pytest.fixture(scope="module")

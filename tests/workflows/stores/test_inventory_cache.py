@@ -13,7 +13,7 @@ from suites.model import Expectation, Inventory
 from workflows.drivers import upgrade
 from workflows.stores.inventory_cache import cache_key, default_inventory, read_cached
 
-TINY = Path(__file__).resolve().parent / "data" / "tiny.yaml"
+TINY = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
 ADD = "tiny::compare_cpu::add::float32"
 
 
