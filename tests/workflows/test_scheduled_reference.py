@@ -18,7 +18,7 @@ from tests.servers.upstream_history import UpstreamGitHubServer, UpstreamHistory
 from tests.servers.upstream_history import upstream_github as upstream_github  # fixture
 from tests.testing.cli import build_inventory, spyre_ci
 from tests.testing.paths import GLU_PATCH, REPO_ROOT
-from tests.workflows.test_torch_builds import BUILD_SHA, fake_build
+from tests.workflows.runner.test_torch_builds import BUILD_SHA, fake_build
 
 SPEC = Path(__file__).parent / "data" / "torch_fails.yaml"
 GLU = "torchfails::compare_cpu::nn.functional.glu::float32"

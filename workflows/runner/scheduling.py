@@ -10,7 +10,7 @@ until the scheduler has nothing left or the run is stopped. The policies:
   time left.
 
 A policy does no I/O and starts no thread: tests drive it with fake runners in milliseconds
-(`tests/workflows/test_scheduling.py`), as pytest-xdist tests its schedulers.
+(`tests/workflows/runner/test_scheduling.py`), as pytest-xdist tests its schedulers.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows.test_shard_runner import CONTRACT_ENV, editable_contract_plugin
+from tests.workflows.runner.test_shard_runner import CONTRACT_ENV, editable_contract_plugin
 from workflows.runner import warm_share
 from workflows.settings import Settings, SettingsError
 

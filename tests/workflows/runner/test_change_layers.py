@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows.test_change_overlay import run_python, site  # noqa: F401 - fixture
+from tests.workflows.runner.test_change_overlay import run_python, site  # noqa: F401 - fixture
 from workflows.runner.change_overlay import ChangeError, prepare, prepare_layer
 
 DRIFT = """\

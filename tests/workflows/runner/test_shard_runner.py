@@ -53,8 +53,11 @@ IDS = [
 ]
 
 
-# The test subprocesses find `contract_plugin` (next to this file) and this interpreter's path.
-CONTRACT_ENV = {"PYTHONPATH": str(Path(__file__).parent) + ":" + ":".join(sys.path)}
+# tests/workflows: `contract_plugin` and `data/`, shared by the layers' tests.
+WORKFLOWS_TESTS = Path(__file__).resolve().parents[1]
+
+# The test subprocesses find `contract_plugin` (in tests/workflows) and this interpreter's path.
+CONTRACT_ENV = {"PYTHONPATH": str(WORKFLOWS_TESTS) + ":" + ":".join(sys.path)}
 
 
 def editable_contract_plugin(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -63,7 +66,7 @@ def editable_contract_plugin(folder: Path, monkeypatch: pytest.MonkeyPatch) -> P
     plugins = folder / "plugins"
     plugins.mkdir()
     copy = plugins / "contract_plugin.py"
-    copy.write_text((Path(__file__).parent / "contract_plugin.py").read_text())
+    copy.write_text((WORKFLOWS_TESTS / "contract_plugin.py").read_text())
     monkeypatch.setenv("PYTHONPATH", f"{plugins}:{CONTRACT_ENV['PYTHONPATH']}")
     return copy
 
@@ -346,7 +349,7 @@ def test_a_device_that_breaks_mid_shard_is_an_infrastructure_fault_not_test_fail
 ) -> None:
     from tests.testing.paths import TINY_SPEC
 
-    plugins = Path(__file__).parent / "data" / "plugins"
+    plugins = WORKFLOWS_TESTS / "data" / "plugins"
     ids = [
         f"tiny::compare_cpu::{op}::{dtype}"
         for op in ("add", "mul", "sin", "pow", "softmax", "log_softmax")

@@ -13,13 +13,18 @@ from pathlib import Path
 import pytest
 
 from suites.model import Status
-from tests.workflows.test_shard_runner import CONTRACT_ENV, CRASHY, IDS, editable_contract_plugin
+from tests.workflows.runner.test_shard_runner import (
+    CONTRACT_ENV,
+    CRASHY,
+    IDS,
+    editable_contract_plugin,
+)
 from workflows.runner import zygote
 from workflows.runner.shard_runner import PLUGIN, Limits, run_shard
 from workflows.settings import Settings, SettingsError
 from workflows.tracing.trace_store import tracing_env
 
-TINY = Path(__file__).parent / "data" / "tiny.yaml"
+TINY = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
 TINY_IDS = [
     "tiny::compare_cpu::softmax::float32",
     "tiny::compare_cpu::add::float16",
@@ -274,7 +279,7 @@ def test_a_change_gets_a_zygote_of_its_own_that_imports_the_changed_torch(
 
     root = installed_torch()[0]
     assert root is not None
-    patch = Path(__file__).parents[2] / "examples" / "changes" / "glu_batch_check.patch"
+    patch = Path(__file__).resolve().parents[3] / "examples" / "changes" / "glu_batch_check.patch"
     change = prepare(patch.read_text(), root, cache_dir=tmp_path / "changes")
     other = prepare(
         patch.read_text().replace("(2-D or more)", "(2-D at least)"),

@@ -13,7 +13,7 @@ import pytest
 
 from tests.testing.cli import spyre_ci
 from tests.testing.paths import GLU_SPEC, REPO_ROOT
-from tests.workflows.test_torch_builds import BUILD_SHA, fake_build
+from tests.workflows.runner.test_torch_builds import BUILD_SHA, fake_build
 from workflows.runner import torch_builds
 from workflows.settings import Settings
 
