@@ -16,8 +16,8 @@ from contracts.run_summary import RunSummary
 from dashboard_export.browser import RunRow, page_name, render_index
 from selector.history import HistoryUpdate, OutcomeRecord
 from suites.model import Status
+from tests.workflows.run.test_infra_faults import _request
 from tests.workflows.run_context import run_context
-from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
 from workflows.run.on_build import torch_git_sha

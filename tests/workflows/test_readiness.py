@@ -21,8 +21,8 @@ from contracts.run_summary import RunSummary
 from dashboard_export.readiness import assess, job_facts
 from dashboard_export.readiness_report import render_html, render_markdown, render_text
 from tests.testing.cli import cli
+from tests.workflows.run.test_infra_faults import _request
 from tests.workflows.run_context import run_context
-from tests.workflows.test_infra_faults import _request
 from workflows.cli.main import main
 from workflows.drivers import embedded
 from workflows.run import run_folder

@@ -12,8 +12,8 @@ from pathlib import Path
 from dashboard_export.layout import read_json_lines
 from suites.model import Inventory, Outcome, Status
 from tests.testing.paths import TINY_SPEC
+from tests.workflows.run.test_infra_faults import _request
 from tests.workflows.run_context import run_context
-from tests.workflows.test_infra_faults import _request
 from workflows.drivers import embedded
 from workflows.run import finishing, pipeline
 from workflows.runner.shard_runner import Limits, ShardRun, run_shard

@@ -263,7 +263,7 @@ def test_a_takeover_skips_the_tests_a_dead_owner_finished_but_never_kept(
     """The dead owner's test process wrote `a` ended and `b` started into the shard's folder,
     and kept only `k` in Redis before its worker died: the new owner runs `b` and `c` only."""
     from suites.results_file import end_line, start_line
-    from tests.workflows.test_infra_faults import _request
+    from tests.workflows.run.test_infra_faults import _request
     from workflows.run import run_model
 
     request = _request(tiny_inventory, tmp_path / "out", RUN)
@@ -306,7 +306,7 @@ def test_plans_wait_behind_shards_and_finishes(
 ) -> None:
     """A plan is sent at a lower priority: kombu's Redis transport pops its list after the
     default one, which holds shards and finishes (and the sweep's re-sent shards)."""
-    from tests.workflows.test_infra_faults import _request
+    from tests.workflows.run.test_infra_faults import _request
 
     distributed.submit(_request(tiny_inventory, tmp_path / "out", "p-1"), broker_url=redis_server)
     with distributed.app.connection_for_write(redis_server) as connection:

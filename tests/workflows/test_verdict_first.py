@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from suites.model import Outcome, Status
+from tests.workflows.run.test_infra_faults import _request
 from tests.workflows.run_context import run_context
-from tests.workflows.test_infra_faults import _request
 from workflows.drivers.distributed import phases
 from workflows.run import finishing, pipeline
 from workflows.run.run_model import PlannedRun

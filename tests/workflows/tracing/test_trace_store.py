@@ -11,8 +11,8 @@ import pytest
 import selector
 from selector.opnames import op_key
 from suites.model import Inventory, Outcome, Status
+from tests.workflows.run.test_infra_faults import _request as infra_request
 from tests.workflows.run_context import run_context
-from tests.workflows.test_infra_faults import _request as infra_request
 from workflows.drivers import embedded
 from workflows.run import pipeline, run_model
 from workflows.run.layout import RunLayout

@@ -7,8 +7,8 @@ import datetime as dt
 from pathlib import Path
 
 from suites.model import Outcome, Status
+from tests.workflows.run.test_infra_faults import _request
 from tests.workflows.run_context import run_context
-from tests.workflows.test_infra_faults import _request
 from workflows.run import finishing, pipeline
 from workflows.run.context import RunContext
 from workflows.runner.shard_runner import ShardRun

@@ -29,7 +29,7 @@ from workflows.run import forensics
 from workflows.run.run_model import Hub, PlannedRun, PlanNotes, TorchUnderTest
 from workflows.stores.history import RunRecord, RunState, SQLiteHistory
 
-RECORDS = Path(__file__).parent / "data" / "records"
+RECORDS = Path(__file__).resolve().parents[1] / "data" / "records"
 
 
 def _rows() -> dict[str, dict[str, Any]]:
