@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from tests.servers.github_api import GitHubAPIServer  # noqa: E402
 from tests.workflows.conftest import GLU_SPEC  # noqa: E402
-from tests.workflows.test_bisect import (  # noqa: E402
+from tests.workflows.drivers.test_bisect import (  # noqa: E402
     BASE,
     BREAK_GLU,
     GLU,

@@ -16,7 +16,9 @@ from workflows.drivers.distributed import celery_app, finish, keys, outages, sha
 from workflows.run.layout import RunLayout
 
 RUN = "lease-run"
-RECORDS = Path(__file__).parent / "data" / "records"  # a plan as an earlier version saved it
+RECORDS = (
+    Path(__file__).resolve().parents[1] / "data" / "records"
+)  # a plan as an earlier version saved it
 
 
 @pytest.fixture()
@@ -342,7 +344,7 @@ def test_the_package_builds_no_celery_app_until_one_is_asked_for() -> None:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     ).stdout.splitlines()
     loaded = out[0]
     assert "celery_app" not in loaded and "tasks" not in loaded and "health" in loaded
