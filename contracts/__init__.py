@@ -1,7 +1,8 @@
 """Shared contracts: the records and codecs several packages read and write, and the error
 types that cross package boundaries.
 
-- `event`           TriggerEvent and ChangedFile, with their JSON codec
+- `codec`           the one JSON codec of the records (missing and extra keys, wire hooks)
+- `event`           TriggerEvent and ChangedFile
 - `errors`          Unavailable (a service is down: an outage, never bad input) and Refused
 - `exit_codes`      ExitCode, one meaning per code for every command
 - `classification`  Classification of a failing variant: new, pre-existing, flaky

@@ -14,18 +14,25 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from contracts.codec import EMPTY, Record, from_json, wire
+
+_SET = wire(omit=EMPTY)
+
 
 @dataclass(frozen=True)
-class BackendId(Mapping[str, str]):
+class BackendId(Record, Mapping[str, str]):
     """One backend under test; empty (no key set) when a record did not keep it.
 
     Also a read-only mapping of its JSON form (`dict(backend)` is `backend.to_json()`): the
-    kept base outcomes and the records of prepared builds are keyed by those items."""
+    kept base outcomes and the records of prepared builds are keyed by those items. The keys
+    that are set are written, in the order they have always been, then those read that this
+    version does not know."""
 
-    package: str = ""
-    version: str = ""
-    device: str = ""
-    digest: str = ""  # sha256 of its files, 16 hex digits; "" when its folder was not found
+    package: str = field(default="", metadata=_SET)
+    version: str = field(default="", metadata=_SET)
+    device: str = field(default="", metadata=_SET)
+    # sha256 of its files, 16 hex digits; "" when its folder was not found
+    digest: str = field(default="", metadata=_SET)
     extra: Mapping[str, str] = field(default_factory=dict)  # keys this version does not know
 
     KEYS: ClassVar[tuple[str, ...]] = ("package", "version", "device", "digest")
@@ -35,27 +42,15 @@ class BackendId(Mapping[str, str]):
         one side only names files the other cannot vouch for."""
         return all(getattr(self, k) == getattr(other, k) for k in self.KEYS)
 
-    def to_json(self) -> dict[str, str]:
-        """The keys that are set, in the order they have always been written, then those
-        read that this version does not know."""
-        return {**{k: getattr(self, k) for k in self.KEYS if getattr(self, k)}, **self.extra}
-
     @classmethod
     def from_json(cls, data: object) -> BackendId:
         """The backend a record holds (values read as text); empty when it holds none."""
         if not isinstance(data, Mapping):
             return cls()
-        values = {str(k): str(v) for k, v in data.items()}
-        return cls(
-            values.get("package", ""),
-            values.get("version", ""),
-            values.get("device", ""),
-            values.get("digest", ""),
-            {k: v for k, v in values.items() if k not in cls.KEYS},
-        )
+        return from_json(cls, {str(k): str(v) for k, v in data.items()})
 
     def __getitem__(self, key: str) -> str:
-        return self.to_json()[key]
+        return str(self.to_json()[key])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.to_json())

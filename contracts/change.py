@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
+
+from contracts.codec import EMPTY, Record, wire
+
+_SET = wire(omit=EMPTY)
 
 
 class ChangeState(StrEnum):
@@ -25,40 +29,21 @@ class ChangeState(StrEnum):
 
 
 @dataclass(frozen=True)
-class FileNote:
-    """One changed file and what happened to it (`change_overlay.FileEffect`, as written)."""
+class FileNote(Record):
+    """One changed file and what happened to it (`change_overlay.FileEffect`, as written);
+    `module`, `previous_path` and `tree` are written only when set."""
 
     path: str
-    status: str  # added | modified | removed | renamed | copied
-    why: str  # what happened to it, in a few words
-    module: str | None = None  # the module an applied file is
-    previous_path: str | None = None
-    tree: str = ""  # TREE_VAR for an upstream test file applied to the suites' checkout
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.path, "status": self.status, "why": self.why}
-        if self.module:
-            data["module"] = self.module
-        if self.previous_path:
-            data["previous_path"] = self.previous_path
-        if self.tree:
-            data["tree"] = self.tree
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FileNote:
-        return cls(
-            str(data["path"]),
-            str(data.get("status", "modified")),
-            str(data.get("why", "")),
-            data.get("module"),
-            data.get("previous_path"),
-            str(data.get("tree") or ""),
-        )
+    status: str = "modified"  # added | modified | removed | renamed | copied
+    why: str = ""  # what happened to it, in a few words
+    module: str | None = field(default=None, metadata=_SET)  # the module an applied file is
+    previous_path: str | None = field(default=None, metadata=_SET)
+    # TREE_VAR for an upstream test file applied to the suites' checkout
+    tree: str = field(default="", metadata=_SET)
 
 
 @dataclass(frozen=True)
-class ChangeNote:
+class ChangeNote(Record):
     """The change applied on the torch under test as planned.json and run.json carry it: its
     state, the files applied, not applied and without effect, the changed modules that do
     not compile, where its diff came from, and the event's base and head shas."""
@@ -77,45 +62,7 @@ class ChangeNote:
     missing: frozenset[str] = frozenset()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    KEYS: ClassVar[tuple[str, ...]] = (
-        *("id", "state", "applied", "not_applied", "no_effect", "broken"),
-        *("source", "base_sha", "head_sha"),
-    )
-
     @property
     def files(self) -> tuple[FileNote, ...]:
         """Every file the change names: applied, not applied, without effect."""
         return (*self.applied, *self.not_applied, *self.no_effect)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id,
-            "state": self.state,
-            "applied": [f.to_json() for f in self.applied],
-            "not_applied": [f.to_json() for f in self.not_applied],
-            "no_effect": [f.to_json() for f in self.no_effect],
-            "broken": list(self.broken),
-            "source": self.source,
-            "base_sha": self.base_sha,
-            "head_sha": self.head_sha,
-        }
-        return {**{k: v for k, v in data.items() if k not in self.missing}, **self.extra}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ChangeNote:
-        def files(name: str) -> tuple[FileNote, ...]:
-            return tuple(FileNote.from_json(f) for f in data.get(name) or ())
-
-        return cls(
-            str(data.get("id") or ""),
-            str(data.get("state") or ""),
-            files("applied"),
-            files("not_applied"),
-            files("no_effect"),
-            tuple(str(b) for b in data.get("broken") or ()),
-            str(data.get("source") or ""),
-            str(data.get("base_sha") or ""),
-            str(data.get("head_sha") or ""),
-            missing=frozenset(cls.KEYS) - data.keys(),
-            extra={k: v for k, v in data.items() if k not in cls.KEYS},
-        )

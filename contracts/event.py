@@ -2,7 +2,8 @@
 
 relay normalizes deliveries into a `TriggerEvent`; workflows plans and records runs from it;
 selector reads it as a ChangeSet; dashboard_export carries it in every RunRecord. The JSON
-form (`to_json` / `from_json`) is what the intake queue, task arguments and run records hold.
+form (`to_json` / `from_json`, `contracts.codec`) is what the intake queue, task arguments and
+run records hold.
 
 `diff_text` is transient: the consumer that asks GitHub's compare API (`relay.changes`) puts
 the range's patches there, and the intake hands them to the run as its diff
@@ -16,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.codec import NONE, Record, wire
+
 
 @dataclass(frozen=True)
 class ChangedFile:
@@ -25,7 +28,7 @@ class ChangedFile:
 
 
 @dataclass(frozen=True)
-class TriggerEvent:
+class TriggerEvent(Record):
     """One upstream change that may need a run, whatever way it arrived."""
 
     kind: str  # push | pull_request | nightly | periodic | rerun
@@ -45,59 +48,8 @@ class TriggerEvent:
     upstream_event: str = ""  # the X-GitHub-Event that carried it
     payload: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # The unified diff of base...head when one is known (GitHub compare patches).
-    diff_text: str | None = field(default=None, compare=False, repr=False)
+    diff_text: str | None = field(default=None, compare=False, repr=False, metadata=wire(omit=NONE))
 
     @property
     def paths(self) -> tuple[str, ...]:
         return tuple(f.path for f in self.files)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {
-            "kind": self.kind,
-            "delivery_id": self.delivery_id,
-            "repo": self.repo,
-            "head_sha": self.head_sha,
-            "base_sha": self.base_sha,
-            "ref": self.ref,
-            "pr_number": self.pr_number,
-            "files": [
-                {"path": f.path, "status": f.status, "previous_path": f.previous_path}
-                for f in self.files
-            ],
-            "files_complete": self.files_complete,
-            "truncated": self.truncated,
-            "commit_messages": list(self.commit_messages),
-            "labels": list(self.labels),
-            "rerun": self.rerun,
-            "source": self.source,
-            "upstream_event": self.upstream_event,
-            "payload": dict(self.payload),
-        }
-        if self.diff_text is not None:
-            data["diff_text"] = self.diff_text
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TriggerEvent:
-        return cls(
-            kind=data["kind"],
-            delivery_id=data["delivery_id"],
-            repo=data["repo"],
-            head_sha=data["head_sha"],
-            base_sha=data.get("base_sha"),
-            ref=data.get("ref"),
-            pr_number=data.get("pr_number"),
-            files=tuple(
-                ChangedFile(f["path"], f["status"], f.get("previous_path"))
-                for f in data.get("files", ())
-            ),
-            files_complete=data.get("files_complete", True),
-            truncated=data.get("truncated", False),
-            commit_messages=tuple(data.get("commit_messages", ())),
-            labels=tuple(data.get("labels", ())),
-            rerun=data.get("rerun"),
-            source=data.get("source", "github"),
-            upstream_event=data.get("upstream_event", ""),
-            payload=data.get("payload", {}),
-            diff_text=data.get("diff_text"),
-        )

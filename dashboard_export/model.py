@@ -20,6 +20,7 @@ from typing import Any
 
 from contracts.change import ChangeNote
 from contracts.classification import Classification
+from contracts.codec import CodecError
 from contracts.event import TriggerEvent
 from contracts.forensics import FailureForensics, TriageVerdict
 from contracts.tested import Tested
@@ -488,8 +489,8 @@ class RunRecord:
         where = "run record"
         try:
             event = TriggerEvent.from_json(_req(data, "event", where))
-        except KeyError as exc:
-            raise ExportError(f"run record: event is missing {exc}") from None
+        except CodecError as exc:
+            raise ExportError(f"run record: event.{exc}") from None
         plan = data.get("plan")
         upgrade = data.get("upgrade")
         return cls(
