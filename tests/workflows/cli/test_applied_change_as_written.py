@@ -17,7 +17,7 @@ import pytest
 
 from tests.testing.cli import cli
 from tests.testing.paths import GLU_PATCH, GLU_SPEC
-from tests.workflows.test_applied_change_run import GLU, run
+from tests.workflows.cli.test_applied_change_run import GLU, run
 
 FUNCTIONAL = "torch/nn/functional.py"
 HEADER = "diff --git a/{0} b/{0}\n--- a/{0}\n+++ b/{0}\n"

@@ -20,7 +20,7 @@ from tests.testing.cli import build_inventory, spyre_ci
 from tests.testing.paths import GLU_PATCH, REPO_ROOT
 from tests.workflows.runner.test_torch_builds import BUILD_SHA, fake_build
 
-SPEC = Path(__file__).parent / "data" / "torch_fails.yaml"
+SPEC = Path(__file__).resolve().parents[1] / "data" / "torch_fails.yaml"
 GLU = "torchfails::compare_cpu::nn.functional.glu::float32"
 RPOW = "torchfails::compare_cpu::__rpow__::float32"
 

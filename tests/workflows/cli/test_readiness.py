@@ -165,7 +165,7 @@ def test_history_rows_of_the_previous_version_are_jobs_as_they_were(
     name: str, verdict: str, started: float | None, finished: float | None
 ) -> None:
     rows = json.loads(
-        (Path(__file__).parent / "data" / "records" / "history_rows.json").read_text()
+        (Path(__file__).resolve().parents[1] / "data" / "records" / "history_rows.json").read_text()
     )
     job = job_facts(RunRecord.from_json(rows[name]))
     assert (job.verdict, job.started_at, job.finished_at, job.timed_out) == (

@@ -33,9 +33,9 @@ from contracts.exit_codes import ExitCode
 from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - fixture
 from tests.testing.cli import cli
 from tests.testing.paths import EVENTS, REPO_ROOT
+from tests.workflows.cli.test_readiness import _healthy, _l2_since, _now, _record, _save
 from tests.workflows.drivers.test_bisect import BASE, GLU, Window, bisect, env_for, harmless
 from tests.workflows.stores.test_pending import entry
-from tests.workflows.test_readiness import _healthy, _l2_since, _now, _record, _save
 from workflows.cli.commands.pending import check_code, deferred_code
 from workflows.drivers.bisect.job import exit_code as bisect_exit_code
 from workflows.drivers.bisect.search import (
