@@ -28,7 +28,7 @@ from tests.testing.cli import spyre_ci
 from tests.testing.paths import REPO_ROOT
 
 SHIPPED = REPO_ROOT / "benchmarks" / "selection" / "mutations.yaml"
-MICRO_SPEC = Path(__file__).parent / "data" / "selection" / "micro.yaml"
+MICRO_SPEC = REPO_ROOT / "tests" / "workflows" / "data" / "selection" / "micro.yaml"
 SOFTSIGN_OLD = "    return input / (input.abs() + 1)\n"
 SOFTSIGN_NEW = "    return input / (input.abs() + 3)\n"
 
