@@ -282,8 +282,8 @@ def decode(tp: Any, raw: object) -> Any:
         item = args[0] if args else Any
         items = [_at(str(i), item, v) for i, v in enumerate(raw)]
         return _SEQUENCES.get(origin, tuple)(items)
-    if origin is float and isinstance(raw, int | float) and not isinstance(raw, bool):
-        return float(raw)
+    if origin is float and isinstance(raw, int) and not isinstance(raw, bool):
+        return raw  # a whole number is a float's value too, written back as read
     # true is an int to Python, not to a record
     if (
         isinstance(origin, type)

@@ -107,7 +107,7 @@ def test_a_record_without_missing_or_extra_drops_unknown_keys_and_writes_default
 
 
 def test_a_whole_number_reads_as_a_float_and_true_is_not_an_integer() -> None:
-    assert Leaf.from_json({"name": "a", "weight": 2}).weight == 2.0
+    assert Leaf.from_json({"name": "a", "weight": 2}).to_json() == {"name": "a", "weight": 2}
     with pytest.raises(CodecError, match=r"^age: expected an integer, not true or false$"):
         Tree.from_json({"id": "t", "age": True})
 

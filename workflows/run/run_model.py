@@ -8,14 +8,15 @@ planning, verification and exporting take these types without importing the pipe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import selector
 from contracts.backend import BackendId
-from contracts.change import ChangeNote, ChangeState, FileNote
+from contracts.change import ChangeNote, ChangeState
 from contracts.classification import Classification
+from contracts.codec import EMPTY, NONE, Record, from_json, wire
 from contracts.event import TriggerEvent
 from contracts.exit_codes import ExitCode
 from contracts.run_summary import RunSummary
@@ -34,7 +35,7 @@ class PipelineError(BadInput):
 
 
 @dataclass(frozen=True)
-class RunRequest:
+class RunRequest(Record):
     """Everything a run needs, as plain data (a Celery task argument)."""
 
     run_id: str
@@ -79,72 +80,24 @@ class RunRequest:
     def limits(self) -> Limits:
         return Limits(self.test_timeout_s, self.shard_timeout_s, self.memory_mb)
 
-    def to_json(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["event"] = self.event.to_json()
-        data["specs"] = list(self.specs)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunRequest:
-        return cls(
-            **{
-                **data,
-                "event": TriggerEvent.from_json(data["event"]),
-                "specs": tuple(data.get("specs", ())),
-            }
-        )
-
 
 @dataclass(frozen=True)
-class Hub:
+class Hub(Record):
     """A reason that reaches most of the inventory (`selector`'s hub share): how many
     variants it brought into the plan, and how many a budget left out, by why."""
 
     reason: str
     selected: int = 0
-    left_out: Mapping[str, int] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"reason": self.reason, "selected": self.selected}
-        if self.left_out:
-            data["left_out"] = dict(self.left_out)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Hub:
-        left_out = data.get("left_out") or {}
-        return cls(
-            str(data["reason"]),
-            int(data.get("selected") or 0),
-            {str(k): int(v) for k, v in left_out.items()},
-        )
+    left_out: Mapping[str, int] = field(default_factory=dict, metadata=wire(omit=EMPTY))
 
 
 @dataclass(frozen=True)
-class PlanNotes:
+class PlanNotes(Record):
     """What workflows adds to the selector's Plan in plan.json: the impact map it joined,
     and the hubs among its reasons."""
 
-    impact_map: ImpactNote | None = None
-    hubs: tuple[Hub, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        if self.impact_map is not None:
-            data["impact_map"] = self.impact_map.to_json()
-        if self.hubs:
-            data["hubs"] = [h.to_json() for h in self.hubs]
-        return data
-
-    @classmethod
-    def from_json(cls, plan_json: Mapping[str, Any]) -> PlanNotes:
-        """The notes in a plan.json (the Plan's own keys are `selector.Plan.from_json`'s)."""
-        impact = plan_json.get("impact_map")
-        return cls(
-            ImpactNote.from_json(impact) if impact else None,
-            tuple(Hub.from_json(h) for h in plan_json.get("hubs") or ()),
-        )
+    impact_map: ImpactNote | None = field(default=None, metadata=wire(omit=NONE))
+    hubs: tuple[Hub, ...] = field(default=(), metadata=wire(omit=EMPTY))
 
 
 def plan_json(plan: selector.Plan, notes: PlanNotes) -> dict[str, Any]:
@@ -153,7 +106,7 @@ def plan_json(plan: selector.Plan, notes: PlanNotes) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class TorchUnderTest:
+class TorchUnderTest(Record):
     """The torch a run's tests ran on: version, git sha ("unknown" when not known) and where
     it came from (the installed one, or a prepared environment)."""
 
@@ -161,23 +114,12 @@ class TorchUnderTest:
     git_sha: str = "unknown"
     source: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "git_sha": self.git_sha, "source": self.source}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TorchUnderTest:
-        return cls(
-            str(data.get("version") or "unknown"),
-            str(data.get("git_sha") or "unknown"),
-            str(data.get("source") or ""),
-        )
-
 
 @dataclass(frozen=True)
-class ChangeUnderTest:
+class ChangeUnderTest(Record):
     """The change applied on top of that torch (`AppliedChange`, as it was when the run was
     planned) with where its diff came from and the event's base and head shas. Its JSON is
-    `contracts.change.ChangeNote`'s (`note`), the record `dashboard_export` reads."""
+    that of `contracts.change.ChangeNote`, the record `dashboard_export` reads."""
 
     id: str = ""
     state: str = ChangeState.NONE  # a ChangeState
@@ -210,52 +152,15 @@ class ChangeUnderTest:
         )
 
     def note(self) -> ChangeNote:
-        """The change as planned.json and run.json carry it."""
-        return ChangeNote(
-            self.id,
-            self.state,
-            tuple(map(_note, self.applied)),
-            tuple(map(_note, self.not_applied)),
-            tuple(map(_note, self.no_effect)),
-            self.broken,
-            self.source,
-            self.base_sha,
-            self.head_sha,
-            self.missing,
-            self.extra,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return self.note().to_json()
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ChangeUnderTest:
-        note = ChangeNote.from_json(data)
-        return cls(
-            note.id,
-            note.state or ChangeState.NONE,
-            tuple(map(_effect, note.applied)),
-            tuple(map(_effect, note.not_applied)),
-            tuple(map(_effect, note.no_effect)),
-            note.broken,
-            note.source,
-            note.base_sha,
-            note.head_sha,
-            note.missing,
-            note.extra,
-        )
+        """The change as planned.json and run.json carry it (the same fields)."""
+        return ChangeNote(**{f.name: getattr(self, f.name) for f in fields(ChangeNote)})
 
 
-def _note(f: FileEffect) -> FileNote:
-    return FileNote(f.path, f.status, f.why, f.module, f.previous_path, f.tree)
-
-
-def _effect(f: FileNote) -> FileEffect:
-    return FileEffect(f.path, f.status, f.why, f.module, f.previous_path, f.tree)
+_TESTED = wire(encode=lambda t: t or "", decode=Tested.of)  # None written ""
 
 
 @dataclass(frozen=True)
-class EnvironmentUnderTest:
+class EnvironmentUnderTest(Record):
     """What a run tested (`workflows.run.under_test.resolve`, once, at plan time): the torch,
     the change applied on it, the backend, and the verdict on that (`Tested`; None in a
     planned.json from before it was kept) with its headline and the notes that decided it.
@@ -267,46 +172,24 @@ class EnvironmentUnderTest:
     # As `backend_identity.backend` found it: what History's plan facts and forensics
     # compare runs by.
     backend: BackendId = field(default_factory=BackendId)
-    tested: Tested | None = None
+    tested: Tested | None = field(default=None, metadata=_TESTED)
     headline: str = ""
     notes: tuple[str, ...] = ()
     missing: frozenset[str] = frozenset()  # see `ChangeUnderTest`
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    KEYS = ("torch", "change", "backend", "tested", "headline", "notes")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tested", Tested.of(self.tested))
         if not isinstance(self.backend, BackendId):  # given as its JSON
             object.__setattr__(self, "backend", BackendId.from_json(self.backend))
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "torch": self.torch.to_json(),
-            "change": self.change.to_json(),
-            "backend": self.backend.to_json(),
-            "tested": self.tested.value if self.tested is not None else "",
-            "headline": self.headline,
-            "notes": list(self.notes),
-        }
-        return {**{k: v for k, v in data.items() if k not in self.missing}, **self.extra}
-
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> EnvironmentUnderTest | None:
+    def from_json(cls, data: Mapping[str, Any]) -> EnvironmentUnderTest | None:  # type: ignore[override]
         """The environment in a planned.json; None for a run planned before it was recorded
         (an empty `environment`)."""
         if not data:
             return None
-        return cls(
-            TorchUnderTest.from_json(data.get("torch") or {}),
-            ChangeUnderTest.from_json(data.get("change") or {}),
-            BackendId.from_json(data.get("backend")),
-            Tested.of(data.get("tested")),
-            str(data.get("headline") or ""),
-            tuple(str(n) for n in data.get("notes") or ()),
-            missing=frozenset(cls.KEYS) - data.keys(),
-            extra={k: v for k, v in data.items() if k not in cls.KEYS},
-        )
+        return from_json(cls, data)
 
 
 @dataclass

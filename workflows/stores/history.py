@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from contracts.codec import Record
 from contracts.run_summary import RunSummary
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
@@ -69,7 +70,7 @@ def attempts(records: Iterable[Any]) -> list[tuple[Any, int]]:
 
 
 @dataclass
-class RunRecord:
+class RunRecord(Record):
     """One run of the pipeline as `spyre-ci runs list/show` presents it."""
 
     run_id: str
@@ -77,25 +78,6 @@ class RunRecord:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     summary: RunSummary = field(default_factory=RunSummary)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "state": str(self.state),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "summary": self.summary.to_json(),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
-        return cls(
-            data["run_id"],
-            RunState(data["state"]),
-            data["created_at"],
-            data["updated_at"],
-            RunSummary.from_json(data.get("summary") or {}),
-        )
 
 
 class HistoryStore(Protocol):

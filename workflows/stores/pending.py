@@ -17,15 +17,17 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from contracts.codec import Record
 
 FOLDER = "pending"
 
 
 @dataclass(frozen=True)
-class PendingChange:
+class PendingChange(Record):
     """A change (base..head) whose `files` need a build; `selected` the variants its plan
     chose; `base_build` the build it was first run on (the last build without it)."""
 
@@ -46,33 +48,6 @@ class PendingChange:
     # The delivery as it came (its kind and payload): the later result is reported for it.
     event_type: str = "push"
     payload: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["files"], data["selected"] = list(self.files), list(self.selected)
-        data["ran"], data["payload"] = dict(self.ran), dict(self.payload)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PendingChange:
-        return cls(
-            str(data["repo"]),
-            str(data["base"]),
-            str(data["head"]),
-            str(data.get("delivery_id", "")),
-            str(data.get("message", "")),
-            tuple(str(f) for f in data.get("files") or ()),
-            tuple(str(v) for v in data.get("selected") or ()),
-            str(data["base_build"]),
-            str(data.get("base_build_version", "")),
-            str(data.get("diff_text", "")),
-            str(data.get("run_id", "")),
-            str(data.get("recorded_at", "")),
-            str(data.get("state", "pending")),
-            dict(data.get("ran") or {}),
-            str(data.get("event_type", "push")),
-            dict(data.get("payload") or {}),
-        )
 
 
 def folder(state_dir: Path) -> Path:

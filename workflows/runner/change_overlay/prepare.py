@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from contracts.change import FileNote
 from selector import SelectorError
 from selector.diff import FilePatch, parse_unified_diff
 from selector.patches import PatchError, apply_patch
@@ -59,35 +60,8 @@ TREE_VAR = "TORCH_ROOT"  # the upstream checkout file suites import their tests 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 
 
-@dataclass(frozen=True)
-class FileEffect:
-    path: str
-    status: str  # added | modified | removed | renamed | copied
-    why: str  # what happened to it, in a few words
-    module: str | None = None  # the module an applied file is
-    previous_path: str | None = None
-    tree: str = ""  # TREE_VAR for an upstream test file applied to the suites' checkout
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.path, "status": self.status, "why": self.why}
-        if self.module:
-            data["module"] = self.module
-        if self.previous_path:
-            data["previous_path"] = self.previous_path
-        if self.tree:
-            data["tree"] = self.tree
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FileEffect:
-        return cls(
-            str(data["path"]),
-            str(data.get("status", "modified")),
-            str(data.get("why", "")),
-            data.get("module"),
-            data.get("previous_path"),
-            str(data.get("tree") or ""),
-        )
+# One changed file and what happened to it, as planned.json and run.json hold it.
+FileEffect = FileNote
 
 
 @dataclass(frozen=True)
