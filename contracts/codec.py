@@ -69,12 +69,14 @@ def wire(
     decode: Callable[[Any], Any] | None = None,
     flat: bool = False,
     keep_unreadable: bool = False,
+    unless: str | None = None,
 ) -> dict[str, Any]:
     """A field's metadata where its wire form differs: `field(default=..., metadata=wire(...))`.
 
     `keep_unreadable`: a value this version cannot read leaves the field its default and is
-    kept in the record's `extra` as read, not refused."""
-    return {_META: _Wire(key, omit, encode, decode, flat, keep_unreadable)}
+    kept in the record's `extra` as read, not refused. `unless`: left out when the field of
+    that name is empty. A field named `missing` or `extra` with `wire(...)` is a plain one."""
+    return {_META: _Wire(key, omit, encode, decode, flat, keep_unreadable, unless)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,7 @@ class _Wire:
     decode: Callable[[Any], Any] | None
     flat: bool
     keep_unreadable: bool = False
+    unless: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,10 +129,11 @@ def _shape(cls: type) -> _Shape:
 
 def _read_shape(cls: type) -> _Shape:
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names: set[str] = set()  # "missing kept", "extra kept": the conventions it follows
     own: list[_Field] = []
     for f in dataclasses.fields(cls):
-        if f.name in (_MISSING, _EXTRA):
+        if f.name in (_MISSING, _EXTRA) and _META not in f.metadata:
+            names.add(f"{f.name} kept")
             continue
         how = f.metadata.get(_META) or _Wire(None, None, None, None, False)
         tp, optional = _optional(hints[f.name])
@@ -142,7 +146,7 @@ def _read_shape(cls: type) -> _Shape:
         by_name = {f.name: f for f in own}
         order = [None if n == _EXTRA else by_name[n] for n in wanted]
         order += [f for f in own if f.name not in wanted]
-    if _EXTRA in names and None not in order:
+    if f"{_EXTRA} kept" in names and None not in order:
         order.append(None)
     known: set[str] = set()
     always: set[str] = set()
@@ -153,10 +157,14 @@ def _read_shape(cls: type) -> _Shape:
             always |= part.always
         else:
             known.add(g.key[0])
-            if g.how.omit is None:
+            if g.how.omit is None and g.how.unless is None:
                 always.add(g.key[0])
     return _Shape(
-        tuple(order), frozenset(known), frozenset(always), _MISSING in names, _EXTRA in names
+        tuple(order),
+        frozenset(known),
+        frozenset(always),
+        f"{_MISSING} kept" in names,
+        f"{_EXTRA} kept" in names,
     )
 
 
@@ -170,6 +178,8 @@ def to_json(record: object) -> dict[str, Any]:
             continue
         value = getattr(record, f.name)
         if f.how.omit is not None and f.how.omit(value):
+            continue
+        if f.how.unless is not None and not getattr(record, f.how.unless):
             continue
         if f.how.flat:
             if value is not None:
@@ -276,6 +286,12 @@ def decode(tp: Any, raw: object) -> Any:
             raise CodecError((), f"expected an object, not {_kind(raw)}")
         item = args[1] if args else Any
         return {str(k): _at(str(k), item, v) for k, v in raw.items()}
+    if origin is tuple and args and args[-1] is not Ellipsis:  # a pair, a triple
+        if not isinstance(raw, list | tuple):
+            raise CodecError((), f"expected a list of {len(args)} items, not {_kind(raw)}")
+        if len(raw) != len(args):
+            raise CodecError((), f"expected a list of {len(args)} items, not {len(raw)}")
+        return tuple(_at(str(i), a, v) for i, (a, v) in enumerate(zip(args, raw, strict=True)))
     if origin in (tuple, list, frozenset, set, Sequence):
         if not isinstance(raw, list | tuple):
             raise CodecError((), f"expected a list, not {_kind(raw)}")

@@ -1,8 +1,7 @@
 """The input record of every exporter: one finished run, as plain frozen data with JSON round trip.
 
-Long on purpose: it is the one exported record, every dataclass with its JSON round trip
-beside it, so that a field added to one side cannot be forgotten on the other; the exporters
-read only this module.
+Its JSON is `contracts.codec`'s, each field written and read from its declaration (a field
+cannot be added on one side only); the exporters read only this module.
 
 The workflows layer builds a `RunRecord` once a run is verified; every builder in this package
 is a pure function of it (plus JUnit files for per-test rows).
@@ -16,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from contracts.change import ChangeNote
 from contracts.classification import Classification
-from contracts.codec import CodecError
+from contracts.codec import EMPTY, NONE, CodecError, Record, from_json, to_json, wire
 from contracts.event import TriggerEvent
 from contracts.forensics import FailureForensics, TriageVerdict
 from contracts.tested import Tested
@@ -47,8 +46,18 @@ class DiffCategory(StrEnum):
     UNCHANGED_FAILING = "unchanged-failing"
 
 
+_RESOLVED = wire(unless="tested")
+# None (an upgrade run, an older record) written and read as {}
+_CHANGE = wire(
+    unless="tested",
+    encode=lambda c: c.to_json() if c is not None else {},
+    decode=lambda d: ChangeNote.from_json(d) if d else None,
+)
+_TESTED = wire(unless="tested", decode=lambda t: t or None)  # Tested by __post_init__
+
+
 @dataclass(frozen=True)
-class Environment:
+class Environment(Record):
     """Where the run ran: upstream torch and the backend under test."""
 
     torch_version: str
@@ -56,14 +65,14 @@ class Environment:
     backend: str
     backend_version: str
     device: str
-    extra: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict, metadata=wire("extra"))
     # The environment under test (`workflows.run.under_test`): where torch came from, the change
     # applied on top of it, and whether that tested the change ("" when not resolved: an
-    # upgrade run, a record written before it was).
-    torch_source: str = ""
-    change: ChangeNote | None = None
-    tested: Tested | None = None
-    notes: tuple[str, ...] = ()
+    # upgrade run, a record written before it was); written only when resolved.
+    torch_source: str = field(default="", metadata=_RESOLVED)
+    change: ChangeNote | None = field(default=None, metadata=_CHANGE)
+    tested: Tested | None = field(default=None, metadata=_TESTED)
+    notes: tuple[str, ...] = field(default=(), metadata=_RESOLVED)
 
     def __post_init__(self) -> None:
         try:
@@ -79,46 +88,12 @@ class Environment:
         what = self.tested.headline
         return f"{what}: {'; '.join(self.notes)}" if self.notes else what
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "torch_version": self.torch_version,
-            "torch_git_version": self.torch_git_version,
-            "backend": self.backend,
-            "backend_version": self.backend_version,
-            "device": self.device,
-            "extra": dict(self.extra),
-        }
-        if self.tested:
-            data.update(
-                torch_source=self.torch_source,
-                change=self.change.to_json() if self.change is not None else {},
-                tested=self.tested.value,
-                notes=list(self.notes),
-            )
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Environment:
-        where = "environment"
-        return cls(
-            torch_version=_req(data, "torch_version", where),
-            torch_git_version=_req(data, "torch_git_version", where),
-            backend=_req(data, "backend", where),
-            backend_version=_req(data, "backend_version", where),
-            device=_req(data, "device", where),
-            extra=dict(data.get("extra") or {}),
-            torch_source=str(data.get("torch_source") or ""),
-            change=_change(data.get("change")),
-            tested=data.get("tested") or None,  # read as a Tested by __post_init__
-            notes=tuple(str(n) for n in data.get("notes") or ()),
-        )
-
 
 @dataclass(frozen=True)
-class VariantResult:
+class VariantResult(Record):
     """One variant's outcome plus what Verify concluded about it."""
 
-    outcome: Outcome
+    outcome: Outcome = field(metadata=wire(flat=True))
     suite: str
     template: str
     subject: str
@@ -126,10 +101,10 @@ class VariantResult:
     holdout: bool = False  # ran only as part of the seeded holdout sample
     # A/B (a run that applied a change): the status of a failing variant on the base torch,
     # without the change; None when it did not run there.
-    base_status: str | None = None
+    base_status: str | None = field(default=None, metadata=wire(omit=NONE))
     # The run whose base outcome this is, when it was read from the kept base outcomes
     # rather than run by this run (None: run now, or no base outcome).
-    base_read: str | None = None
+    base_read: str | None = field(default=None, metadata=wire(omit=NONE))
 
     @property
     def id(self) -> str:
@@ -161,43 +136,9 @@ class VariantResult:
             base_read=base_read,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        data = {
-            **self.outcome.to_json(),
-            "suite": self.suite,
-            "template": self.template,
-            "subject": self.subject,
-            "classification": str(self.classification) if self.classification else None,
-            "holdout": self.holdout,
-        }
-        if self.base_status is not None:
-            data["base_status"] = self.base_status
-        if self.base_read is not None:
-            data["base_read"] = self.base_read
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VariantResult:
-        where = f"results[{data.get('id', '?')}]"
-        try:
-            outcome = Outcome.from_json(data)
-            classification = data.get("classification")
-            return cls(
-                outcome=outcome,
-                suite=_req(data, "suite", where),
-                template=_req(data, "template", where),
-                subject=_req(data, "subject", where),
-                classification=Classification(classification) if classification else None,
-                holdout=bool(data.get("holdout", False)),
-                base_status=data.get("base_status"),
-                base_read=data.get("base_read"),
-            )
-        except (KeyError, ValueError) as exc:
-            raise ExportError(f"run record {where}: {exc}") from None
-
 
 @dataclass(frozen=True)
-class PlanSummary:
+class PlanSummary(Record):
     """What the selector concluded, in the few numbers a reader needs."""
 
     selected: int
@@ -210,68 +151,18 @@ class PlanSummary:
     metrics: Mapping[str, float] = field(default_factory=dict)
     canaries: int = 0  # the part of `holdout` that is one chosen variant per op (upgrades)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "selected": self.selected,
-            "inventory": self.inventory,
-            "fallback_reason": self.fallback_reason,
-            "top_reasons": [[r, n] for r, n in self.top_reasons],
-            "skipped": dict(self.skipped),
-            "holdout": self.holdout,
-            "holdout_misses": list(self.holdout_misses),
-            "metrics": dict(self.metrics),
-            "canaries": self.canaries,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PlanSummary:
-        return cls(
-            selected=int(_req(data, "selected", "plan")),
-            inventory=int(data.get("inventory", 0)),
-            fallback_reason=data.get("fallback_reason"),
-            top_reasons=tuple((str(r), int(n)) for r, n in data.get("top_reasons", ())),
-            skipped={str(k): int(v) for k, v in (data.get("skipped") or {}).items()},
-            holdout=int(data.get("holdout", 0)),
-            holdout_misses=tuple(data.get("holdout_misses", ())),
-            metrics={str(k): float(v) for k, v in (data.get("metrics") or {}).items()},
-            canaries=int(data.get("canaries", 0)),
-        )
-
 
 @dataclass(frozen=True)
-class DiffRow:
+class DiffRow(Record):
     id: str
     category: DiffCategory
     before: Status | None  # None: the variant does not exist on the old version
     after: Status | None  # None: removed in the new version
     message: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "category": str(self.category),
-            "before": str(self.before) if self.before else None,
-            "after": str(self.after) if self.after else None,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DiffRow:
-        where = f"upgrade.rows[{data.get('id', '?')}]"
-        try:
-            return cls(
-                id=_req(data, "id", where),
-                category=DiffCategory(_req(data, "category", where)),
-                before=Status(data["before"]) if data.get("before") else None,
-                after=Status(data["after"]) if data.get("after") else None,
-                message=data.get("message", ""),
-            )
-        except ValueError as exc:
-            raise ExportError(f"run record {where}: {exc}") from None
-
 
 @dataclass(frozen=True)
-class UpgradeDiff:
+class UpgradeDiff(Record):
     """For version-upgrade runs: how each affected variant moved between two torch versions."""
 
     from_version: str
@@ -284,24 +175,12 @@ class UpgradeDiff:
             grouped[row.category].append(row)
         return grouped
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "from_version": self.from_version,
-            "to_version": self.to_version,
-            "rows": [r.to_json() for r in self.rows],
-        }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> UpgradeDiff:
-        return cls(
-            from_version=_req(data, "from_version", "upgrade"),
-            to_version=_req(data, "to_version", "upgrade"),
-            rows=tuple(DiffRow.from_json(r) for r in data.get("rows", ())),
-        )
+_MADE = wire(omit=EMPTY)
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class RunRecord(Record):
     """One finished run of one job: everything every exporter needs."""
 
     run_id: str  # the workflow run id (HUD `run_id`, S3 `workflow_run_id`)
@@ -332,12 +211,20 @@ class RunRecord:
     # Regression forensics of the failures that are not flaky (`workflows.run.forensics`,
     # `triage`): per id its window, triage class and where it last passed, as in
     # forensics.json; empty when none were made (no such failure, History unreadable).
-    forensics: Mapping[str, FailureForensics] = field(default_factory=dict)
+    # Written only when made, as the next two: a record without them keeps its bytes.
+    forensics: Mapping[str, FailureForensics] = field(default_factory=dict, metadata=_MADE)
     # The run's `workflow.triage_verdict` (`triage.run_verdict`), made with the forensics.
-    triage_verdict: TriageVerdict | None = None
+    triage_verdict: TriageVerdict | None = field(default=None, metadata=_MADE)
     # Where the run's JUnit disagrees with `results` (`evidence.junit_gaps`, set by
     # `layout.write_run`): each keeps the run from `success`.
-    evidence_gaps: tuple[str, ...] = ()
+    evidence_gaps: tuple[str, ...] = field(default=(), metadata=_MADE)
+
+    WIRE_ORDER: ClassVar[tuple[str, ...]] = (
+        *("run_id", "attempt", "downstream_repo", "workflow", "job", "check_run_id"),
+        *("run_url", "artifact_url", "level", "conclusion", "queued_at", "started_at"),
+        *("completed_at", "event", "environment", "results", "plan", "upgrade"),
+        *("infrastructure", "held_back", "ci_run_id"),
+    )
 
     def __post_init__(self) -> None:
         for name in ("started_at", "completed_at", "queued_at"):
@@ -444,41 +331,10 @@ class RunRecord:
         return f"infrastructure error, not a test result: {first}{more}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": RECORD_FORMAT,
-            "run_id": self.run_id,
-            "attempt": self.attempt,
-            "downstream_repo": self.downstream_repo,
-            "workflow": self.workflow,
-            "job": self.job,
-            "check_run_id": self.check_run_id,
-            "run_url": self.run_url,
-            "artifact_url": self.artifact_url,
-            "level": self.level,
-            "conclusion": self.conclusion,
-            "queued_at": self.queued_at,
-            "started_at": self.started_at,
-            "completed_at": self.completed_at,
-            "event": self.event.to_json(),
-            "environment": self.environment.to_json(),
-            "results": [r.to_json() for r in self.results],
-            "plan": self.plan.to_json() if self.plan else None,
-            "upgrade": self.upgrade.to_json() if self.upgrade else None,
-            "infrastructure": list(self.infrastructure),
-            "held_back": self.held_back,
-            "ci_run_id": self.ci_run_id,
-            # Only when made: a record without forensics keeps the bytes it always had.
-            **(
-                {"forensics": {k: v.to_json() for k, v in self.forensics.items()}}
-                if self.forensics
-                else {}
-            ),
-            **({"triage_verdict": self.triage_verdict.to_json()} if self.triage_verdict else {}),
-            **({"evidence_gaps": list(self.evidence_gaps)} if self.evidence_gaps else {}),
-        }
+        return {"format": RECORD_FORMAT, **to_json(self)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+    def from_json(cls, data: object) -> RunRecord:
         if not isinstance(data, Mapping):
             raise ExportError("run record: not a JSON object")
         if data.get("format") != RECORD_FORMAT:
@@ -486,46 +342,10 @@ class RunRecord:
                 f"run record: format {data.get('format')!r} is not {RECORD_FORMAT}; "
                 "re-create it with the pipeline that wrote it"
             )
-        where = "run record"
         try:
-            event = TriggerEvent.from_json(_req(data, "event", where))
-        except CodecError as exc:
-            raise ExportError(f"run record: event.{exc}") from None
-        plan = data.get("plan")
-        upgrade = data.get("upgrade")
-        return cls(
-            run_id=str(_req(data, "run_id", where)),
-            attempt=int(data.get("attempt", 1)),
-            downstream_repo=_req(data, "downstream_repo", where),
-            workflow=_req(data, "workflow", where),
-            job=_req(data, "job", where),
-            check_run_id=str(data.get("check_run_id") or ""),
-            run_url=data.get("run_url", ""),
-            artifact_url=data.get("artifact_url", ""),
-            level=data.get("level", "L2"),
-            conclusion=data.get("conclusion"),
-            queued_at=data.get("queued_at"),
-            started_at=data.get("started_at"),
-            completed_at=data.get("completed_at"),
-            event=event,
-            environment=Environment.from_json(_req(data, "environment", where)),
-            results=tuple(VariantResult.from_json(r) for r in data.get("results", ())),
-            plan=PlanSummary.from_json(plan) if plan else None,
-            upgrade=UpgradeDiff.from_json(upgrade) if upgrade else None,
-            infrastructure=tuple(str(m) for m in data.get("infrastructure") or ()),
-            held_back=data.get("held_back"),
-            ci_run_id=str(data.get("ci_run_id") or ""),
-            forensics={
-                str(k): FailureForensics.from_json(v)
-                for k, v in (data.get("forensics") or {}).items()
-            },
-            triage_verdict=(
-                TriageVerdict.from_json(data["triage_verdict"])
-                if data.get("triage_verdict")
-                else None
-            ),
-            evidence_gaps=tuple(str(g) for g in data.get("evidence_gaps") or ()),
-        )
+            return from_json(cls, data)
+        except (CodecError, KeyError, ValueError) as exc:
+            raise ExportError(f"run record: {exc}") from None
 
     def save(self, path: str | Path) -> None:
         text = json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
@@ -572,19 +392,3 @@ def datetime64(value: str | None) -> str:
         return EPOCH
     moment = parse_time(value)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond * 1000:09d}"
-
-
-def _change(data: Any) -> ChangeNote | None:
-    """The environment's change (None for none: an upgrade run, an older record)."""
-    if not data:
-        return None
-    try:
-        return ChangeNote.from_json(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ExportError(f"environment.change: not a change ({exc!r})") from None
-
-
-def _req(data: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in data or data[key] is None:
-        raise ExportError(f"{where}: missing field {key!r}")
-    return data[key]

@@ -209,3 +209,31 @@ def test_an_unreadable_value_of_a_keeping_field_stays_in_extra_as_read() -> None
     assert read.bisect is None and read.extra == {"bisect": "not an answer"}
     assert read.to_json() == data
     assert Entry.from_json({"id": "v", "bisect": {"name": 5}}).extra == {"bisect": {"name": 5}}
+
+
+@dataclass(frozen=True)
+class Where(Record):
+    device: str
+    extra: Mapping[str, str] = field(default_factory=dict, metadata=wire("extra"))
+    source: str = field(default="", metadata=wire(unless="tested"))
+    tested: str = field(default="", metadata=wire(unless="tested"))
+    top: tuple[tuple[str, int], ...] = ()
+
+
+def test_a_field_named_extra_with_wire_metadata_is_a_plain_field() -> None:
+    read = Where.from_json({"device": "d", "extra": {"k": "v"}, "unknown": 1})
+    assert read.extra == {"k": "v"}
+    assert read.to_json() == {"device": "d", "extra": {"k": "v"}, "top": []}
+
+
+def test_unless_leaves_a_field_out_while_the_named_one_is_empty() -> None:
+    assert "source" not in Where("d", source="s").to_json()
+    assert Where("d", source="s", tested="yes").to_json()["source"] == "s"
+
+
+def test_a_fixed_tuple_reads_each_place_by_its_own_type() -> None:
+    assert Where.from_json({"device": "d", "top": [["a", 2]]}).top == (("a", 2),)
+    with pytest.raises(CodecError, match=r"^top\.0\.1: expected an integer, not a string$"):
+        Where.from_json({"device": "d", "top": [["a", "2"]]})
+    with pytest.raises(CodecError, match=r"^top\.0: expected a list of 2 items, not 1$"):
+        Where.from_json({"device": "d", "top": [["a"]]})
