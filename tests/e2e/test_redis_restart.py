@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from contracts.event import TriggerEvent
-from tests.e2e.test_distributed import wait_for
 from tests.testing.paths import REPO_ROOT, TINY_SPEC
 from tests.testing.processes import free_port
+from tests.testing.waiting import wait_for
 from workflows.stores.history import RedisHistory
 
 
@@ -214,7 +214,7 @@ def test_the_intake_loop_survives_a_redis_restart(durable_redis: RestartableRedi
         durable_redis.stop()  # Redis goes away under the loop ...
         import time
 
-        time.sleep(2)
+        time.sleep(2)  # ... for a while: the outage the loop must live through, not a wait
         assert loop.is_alive()
         durable_redis.start()  # ... and comes back with what it had on disk
         producer = RedisIntake.from_url(durable_redis.url)

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 import redis
 
-from tests.e2e.test_distributed import completed_runs, services, wait_for
+from tests.e2e.test_distributed import completed_runs, services
 from tests.testing.paths import SLOW_SPEC, SLOW_STEPS
+from tests.testing.waiting import wait_for
 from workflows.drivers import distributed
 
 __all__ = ["services"]  # the fixture, shared with test_distributed

@@ -15,10 +15,11 @@ import selector
 from contracts.event import ChangedFile, TriggerEvent
 from relay.changes import complete_files
 from relay.github import GitHubAdapter
-from tests.e2e.test_distributed import listening, post_delivery, services, wait_for  # noqa: F401
+from tests.e2e.test_distributed import listening, post_delivery, services  # noqa: F401
 from tests.servers.github_api import GitHubAPIServer, github_api  # noqa: F401 - a fixture
 from tests.testing.paths import TINY_SPEC
 from tests.testing.processes import free_port
+from tests.testing.waiting import wait_for
 from workflows.drivers.intake_bridge import request_for_event
 from workflows.run.pipeline import load_inventory
 from workflows.run.planning import change_set, plan_change, plan_config

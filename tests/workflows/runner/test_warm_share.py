@@ -11,11 +11,12 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.testing.waiting import wait_for
 from tests.workflows.runner.test_shard_runner import CONTRACT_ENV, editable_contract_plugin
 from workflows.runner import warm_share
 from workflows.settings import Settings, SettingsError
@@ -57,7 +58,7 @@ TESTS = textwrap.dedent(
 
     def test_long():
         _record("long.pids")
-        time.sleep(120)
+        time.sleep(120)  # a test still running when its zygote's owner dies: the case itself
     """
 )
 
@@ -97,13 +98,6 @@ def zygotes(work: Path) -> dict[str, int]:
     return found
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
-        time.sleep(0.1)
-
-
 def forked_from(work: Path, name: str) -> int:
     return int((work / name).read_text().split()[1])
 
@@ -131,12 +125,17 @@ def test_a_process_killed_mid_test_takes_its_test_along_and_leaves_the_zygote(
     work: Path,
 ) -> None:
     proc = shard(work, "demo::t::long::f32")
-    wait_for(lambda: (work / "long.pids").exists(), "the long test started")
+    wait_for(lambda: (work / "long.pids").exists(), 60, "the long test started", every=0.1)
     test_pid = int((work / "long.pids").read_text().split()[0])
     (zygote_pid,) = zygotes(work).values()
     proc.kill()  # an OOM kill, a `kill -9` of `spyre-ci run`
     proc.wait()
-    wait_for(lambda: not warm_share.alive(test_pid) and not _running(test_pid), "the test died")
+    wait_for(
+        lambda: not warm_share.alive(test_pid) and not _running(test_pid),
+        60,
+        "the test died",
+        every=0.1,
+    )
     assert list(zygotes(work).values()) == [zygote_pid]  # still there, still serving
     assert finished(shard(work, "demo::t::quick::f32"))["statuses"] == ["passed"]
     assert forked_from(work, "quick.pids") == zygote_pid
@@ -149,8 +148,13 @@ def test_a_shared_zygote_ends_when_idle_and_leaves_nothing(
     monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "1")
     assert finished(shard(work, "demo::t::quick::f32"))["warm"] == 1
     pid = forked_from(work, "quick.pids")
-    wait_for(lambda: not _running(pid), "the idle zygote ended")
-    wait_for(lambda: not [p for p in (work / "warm").iterdir() if p.is_dir()], "its folder went")
+    wait_for(lambda: not _running(pid), 60, "the idle zygote ended", every=0.1)
+    wait_for(
+        lambda: not [p for p in (work / "warm").iterdir() if p.is_dir()],
+        60,
+        "its folder went",
+        every=0.1,
+    )
 
 
 @pytest.mark.long
@@ -164,7 +168,7 @@ def test_a_shared_zygote_whose_loaded_code_changed_is_replaced_by_the_next_proce
     assert finished(shard(work, "demo::t::quick::f32"))["statuses"] == ["passed"]
     new = forked_from(work, "quick.pids")
     assert new != old
-    wait_for(lambda: not _running(old), "the stale zygote ended", timeout=10)
+    wait_for(lambda: not _running(old), 10, "the stale zygote ended", every=0.1)
     assert list(zygotes(work).values()) == [new]
 
 
@@ -265,7 +269,7 @@ def test_warm_list_shows_the_zygotes_and_warm_stop_ends_them(
     assert f"pid {pid}, " in listed and " MB, idle " in listed and "no change" in listed
     assert main(["warm", "stop"]) == 0
     assert "stopped 1 zygote(s)" in capsys.readouterr().out
-    wait_for(lambda: not _running(pid), "the stopped zygote ended", timeout=10)
+    wait_for(lambda: not _running(pid), 10, "the stopped zygote ended", every=0.1)
     assert main(["warm", "list"]) == 0 and "no zygote alive" in capsys.readouterr().out
     monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "0")
     assert main(["warm", "list"]) == 0
