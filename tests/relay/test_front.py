@@ -4,6 +4,7 @@ real gunicorn process: short timeouts so each test ends in seconds."""
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import requests
 from relay.signature import sign
 from tests.relay.test_serve import relay_env, serving
 from tests.testing.relay import SECRET, RedisProcess
+from tests.testing.waiting import wait_for
 
 HEADER_TIMEOUT, BODY_TIMEOUT = 2.0, 3.0
 LIMIT = 25 * 1024 * 1024  # the default max_body_bytes
@@ -113,6 +115,7 @@ def test_healthz_answers_while_64_slow_clients_send_bodies_and_they_are_cut(fron
                 cut[i] = (time.monotonic() - started, answer)
         if time.monotonic() - started < BODY_TIMEOUT - 0.5:
             latencies.append(healthz_seconds(front))
+        # The slow clients' pace, a byte a second: the load under test, not a wait.
         time.sleep(max(0.0, 1.0 - (time.monotonic() - started) % 1.0))
     for sock in clients:
         sock.close()
@@ -143,7 +146,7 @@ def test_slow_request_head_is_cut_with_408(front: str) -> None:
                 answer = is_cut(sock)
                 if answer is not None:
                     answers[i] = (time.monotonic() - started, answer)
-        time.sleep(0.25)
+        time.sleep(0.25)  # the Slowloris pace: the behaviour under test, not a wait
     for sock in clients:
         sock.close()
     assert len(answers) == len(clients), "a slow request head was never cut"
@@ -225,8 +228,19 @@ def test_expect_continue_then_keep_alive(front: str) -> None:
 def test_connections_past_the_cap_get_503(redis_proc: RedisProcess) -> None:
     args = ["--workers", "1", "--max-connections", "4", "--log-level", "warning"]
     with serving(relay_env(redis_proc.url), *args) as url:
-        time.sleep(0.2)  # the startup probe's connection has closed
-        held = [connect(url) for _ in range(4)]
+
+        def hold_the_cap() -> list[socket.socket] | None:
+            """Four connections the server took (none answered at once), or None while the
+            startup probe's connection is still open on the server's side."""
+            held = [connect(url) for _ in range(4)]
+            answered, _, _ = select.select(held, [], [], 0.2)
+            if answered:
+                for sock in held:
+                    sock.close()
+                return None
+            return held
+
+        held = wait_for(hold_the_cap, 10, "four connections held under a cap of four", every=0.1)
         try:
             with connect(url) as extra:  # answered on accept, before it sends anything
                 answer = read_answer(extra)

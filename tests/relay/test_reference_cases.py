@@ -17,9 +17,11 @@ from typing import Any
 
 import jwt
 import pytest
+import redis
 import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from relay.crcr_state import CrcrState
 from relay.signature import sign
 from tests.relay.test_serve import relay_env
 from tests.servers.github_api import GitHubAPIServer
@@ -27,6 +29,7 @@ from tests.servers.hud import HudServer
 from tests.testing.paths import REPO_ROOT
 from tests.testing.processes import free_port
 from tests.testing.relay import SECRET, RedisProcess
+from tests.testing.waiting import wait_for
 
 HEAD = "abc123" + "0" * 34
 ALLOWLIST = """\
@@ -59,6 +62,7 @@ class Served:
     hud: HudServer
     github: GitHubAPIServer
     key: rsa.RSAPrivateKey
+    state: CrcrState
 
     def webhook(self, event: str, payload: dict[str, Any], delivery: str) -> requests.Response:
         body = json.dumps(payload).encode()
@@ -78,15 +82,23 @@ class Served:
         )
 
     def dispatched(self, delivery: str, repo: str) -> None:
-        """Wait for the background thread to send `delivery` to `repo` (DISPATCHED)."""
-        deadline = time.monotonic() + 15
-        while not any(
-            d["repo"] == repo and d["client_payload"]["delivery_id"] == delivery
-            for d in self.github.dispatches
-        ):
-            assert time.monotonic() < deadline, f"{delivery} was not dispatched to {repo}"
-            time.sleep(0.05)
-        time.sleep(0.2)  # the DISPATCHED record lands just after the dispatch itself
+        """Wait for the background thread to send `delivery` to `repo`, then for its record
+        (DISPATCHED), which lands just after the dispatch itself."""
+        wait_for(
+            lambda: any(
+                d["repo"] == repo and d["client_payload"]["delivery_id"] == delivery
+                for d in self.github.dispatches
+            ),
+            15,
+            f"{delivery} to be dispatched to {repo}",
+            every=0.05,
+        )
+        wait_for(
+            lambda: self.state.dispatched(delivery, repo),
+            15,
+            f"the DISPATCHED record of {delivery} at {repo}",
+            every=0.05,
+        )
 
 
 def pr_payload(action: str = "synchronize", labels: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -191,7 +203,8 @@ def served(
                 except requests.ConnectionError:
                     assert time.monotonic() < deadline, "spyre-ci serve did not come up"
                     time.sleep(0.1)
-            yield Served(url, hud, github_api, key)
+            state = CrcrState(redis.Redis.from_url(redis_proc.url))
+            yield Served(url, hud, github_api, key, state)
         finally:
             proc.terminate()
             proc.wait(timeout=20)
@@ -368,6 +381,8 @@ def test_check_runs_labels_and_rerequests(served: Served) -> None:
     while len(served.github.reruns) < 3:
         assert time.monotonic() < deadline, served.github.reruns
         time.sleep(0.05)
+    # A fixed wait on purpose: the check is that no fourth rerun comes, and one would have
+    # been sent by now.
     time.sleep(0.3)
     assert sorted((r["repo"], r["failed_only"]) for r in served.github.reruns) == [
         ("acme/l3-backend", False),

@@ -12,6 +12,7 @@ from contracts.event import TriggerEvent
 from relay.intake import INTAKE_STREAM, QueueUnavailable, RedisIntake
 from relay.signature import sign, verify
 from tests.testing.relay import SECRET, RedisProcess, RelayHTTP
+from tests.testing.waiting import wait_for
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
 
@@ -214,11 +215,14 @@ def test_abandoned_entries_are_reclaimed(redis_proc: RedisProcess) -> None:
     assert intake.accept("r-1", event)
     first = intake.claim("crashed-worker")
     assert first is not None and not first.reclaimed
-    import time
-
-    time.sleep(0.1)
-    second = intake.claim("healthy-worker", block_ms=10)
-    assert second is not None and second.reclaimed and second.entry_id == first.entry_id
+    # Idle past reclaim_idle_ms (50 ms), the crashed worker's entry goes to the next claim.
+    second = wait_for(
+        lambda: intake.claim("healthy-worker", block_ms=10),
+        5,
+        "the abandoned entry to be claimed again",
+        every=0.02,
+    )
+    assert second.reclaimed and second.entry_id == first.entry_id
     intake.ack(second)
     assert intake.claim("healthy-worker") is None and intake.depth() == 0
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,11 +43,13 @@ def browsed(tiny_inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         vid for vid, h in history.snapshot().variants.items() if h.recent[-1:] == (Status.PASSED,)
     )
     broken, flaky = passed[0], passed[1]
-    time.sleep(0.01)  # planned after the real runs
+    after = max(run.updated_at for run in history.list_runs()) + 1.0  # after the real runs
     history.save_run(
         RunRecord(
             "nightly-3",
             RunState.COMPLETED,
+            created_at=after,
+            updated_at=after,
             summary=RunSummary.from_json(
                 {
                     "event": f"nightly {NIGHTLY[:12]}",

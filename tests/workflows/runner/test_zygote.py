@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from suites.model import Status
+from tests.testing.waiting import wait_for
 from tests.workflows.runner.test_shard_runner import (
     CONTRACT_ENV,
     CRASHY,
@@ -361,9 +362,15 @@ def test_a_zygote_whose_loaded_code_changed_on_disk_is_restarted(
 def test_a_zygote_that_dies_costs_no_test_its_result(tmp_path: Path, contract_path: None) -> None:
     import signal
     import threading
-    import time
 
-    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(3)\n")
+    started = tmp_path / "slow.started"
+    # The slow test: its three seconds are the window in which its zygote is killed.
+    (tmp_path / "test_slow.py").write_text(
+        "import pathlib, time\n\n"
+        "def test_slow():\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n"
+        "    time.sleep(3)\n"
+    )
     (tmp_path / "test_quick.py").write_text("def test_quick():\n    assert True\n")
     (tmp_path / "test_crashy.py").write_text(CRASHY)
     warmup = run_shard("a", ["demo::t::quick::f32"], tmp_path, plugin="contract_plugin", warm=True)
@@ -371,7 +378,7 @@ def test_a_zygote_that_dies_costs_no_test_its_result(tmp_path: Path, contract_pa
     (victim,) = zygote_pids()
 
     def kill_the_zygote_mid_test() -> None:
-        time.sleep(1.5)
+        wait_for(started.exists, 60, "the slow test to start in a forked process", every=0.05)
         os.kill(victim, signal.SIGKILL)  # the OOM killer, an operator
 
     killer = threading.Thread(target=kill_the_zygote_mid_test)
