@@ -52,7 +52,7 @@ class OddGitHub(GitHubAPIServer):
 
     def _handle(self, req: RecordedRequest) -> tuple[int, Any, dict[str, str]]:
         if self.delay_s:
-            time.sleep(self.delay_s)
+            time.sleep(self.delay_s)  # a slow GitHub, as a test asks: the case under test
         for odd in self._answers:
             if odd.method == req.method and odd.pattern.search(req.path):
                 self.requests.append(req)

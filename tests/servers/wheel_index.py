@@ -197,7 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.index._lock:
             self.index.requests.append(IndexRequest(self.command, path, headers))
         if self.index.delay_s:
-            time.sleep(self.index.delay_s)
+            time.sleep(self.index.delay_s)  # a slow index, as a test asks: the case under test
         status = self.index._failure(path)
         if status is not None:
             self._send(status, f"Injected failure {status}\n".encode(), "text/plain")

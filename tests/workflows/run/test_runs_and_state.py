@@ -146,7 +146,7 @@ def test_the_lock_of_a_run_that_was_killed_is_taken_over_and_said(
                 from workflows.run.run_folder import holding
                 with holding(Path(sys.argv[1]), "gone-run"):
                     print("held", flush=True)
-                    time.sleep(300)
+                    time.sleep(300)  # holds the lock until the test kills it
                 """
             ),
             str(out),

@@ -136,6 +136,7 @@ def test_a_change_that_kills_its_parent_at_import_is_its_failure_and_the_run_goe
 def test_a_change_that_hangs_at_import_is_killed_at_the_test_timeout(
     glu_inventory: Path, short_tmp: Path
 ) -> None:
+    # The change hangs at import: the case under test, ended by the test timeout.
     patch = hostile(short_tmp, "sleep", "import time", "time.sleep(3600)")
     began = time.monotonic()
     done, record = run(patch, glu_inventory, short_tmp / "warm", "--test-timeout", "5")

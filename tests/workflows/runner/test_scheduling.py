@@ -104,7 +104,7 @@ def test_a_failing_runner_stops_the_others_and_raises() -> None:
         started.append(work.shard)
         if work.shard == "s-0":
             raise RuntimeError("runner broke")
-        time.sleep(0.01)
+        time.sleep(0.01)  # a shard's work, long enough for the failure to meet runners busy
 
     pool: Pool[None] = Pool(InOrder(slices("s", [f"v{i}" for i in range(40)], jobs=40)), jobs=2)
     with pytest.raises(RuntimeError, match="runner broke"):

@@ -37,7 +37,7 @@ CRASHY = textwrap.dedent(
 
     def test_hang():
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-        time.sleep(3600)
+        time.sleep(3600)  # the hang under test: the runner's timeout must end it
 
     def test_fails():
         assert 2 + 2 == 5, "arithmetic broke"
@@ -175,6 +175,7 @@ def test_a_background_child_of_a_test_does_not_outlive_the_shard(tmp_path: Path)
         import subprocess, sys
 
         def test_spawn():
+            # A background child that outlives the test unless the runner kills its group.
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
             open({str(pid_file)!r}, "w").write(str(child.pid))
         """

@@ -11,7 +11,7 @@ class TestSlowSteps(TestCase):
 
 
 def _step(self, device):
-    time.sleep(1.0)
+    time.sleep(1.0)  # the step's length is the point: a run these tests keep busy
 
 
 for _i in range(12):
