@@ -61,6 +61,11 @@ def NONE(value: object) -> bool:  # noqa: N802
     return value is None
 
 
+def ALWAYS(value: object) -> bool:  # noqa: N802
+    """`omit=ALWAYS`: never written (a field the process keeps and the wire does not)."""
+    return True
+
+
 def wire(
     key: str | None = None,
     *,

@@ -15,8 +15,9 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
+from contracts.codec import ALWAYS, NONE, CodecError, Record, from_json, to_json, wire
 from selector.changeset import ChangeSet
 from selector.errors import SelectorError
 from selector.heuristics import REGISTRY, Heuristic, RetrieveContext
@@ -108,55 +109,24 @@ class PlanConfig:
 
 
 @dataclass(frozen=True)
-class Reason:
+class Reason(Record):
     heuristic: str
     score: float
     reason: str
     trial: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "heuristic": self.heuristic,
-            "score": self.score,
-            "reason": self.reason,
-            "trial": self.trial,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Reason:
-        return cls(data["heuristic"], float(data["score"]), data["reason"], bool(data.get("trial")))
-
 
 @dataclass(frozen=True)
-class Selected:
+class Selected(Record):
     id: str
-    score: float
-    reasons: tuple[Reason, ...]
-    duration_s: float
+    score: float = field(metadata=wire(encode=lambda v: round(v, 4)))
+    reasons: tuple[Reason, ...] = ()
+    duration_s: float = 0.0
     mandatory: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "score": round(self.score, 4),
-            "reasons": [r.to_json() for r in self.reasons],
-            "duration_s": self.duration_s,
-            "mandatory": self.mandatory,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Selected:
-        return cls(
-            data["id"],
-            float(data["score"]),
-            tuple(Reason.from_json(r) for r in data.get("reasons", ())),
-            float(data.get("duration_s", 0.0)),
-            bool(data.get("mandatory")),
-        )
-
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Record):
     """What runs for one change, and why (stages 1-3)."""
 
     decision: str  # none | targeted | full | rerun-failed
@@ -166,15 +136,24 @@ class Plan:
     shards: tuple[Shard, ...]
     skipped: Mapping[str, int]  # reason -> count of variants not run
     budget: Budget
-    facts: ChangeFacts
+    facts: ChangeFacts = field(metadata=wire("change_facts"))
     change: ChangeNote
     totals: Totals
     trial: Mapping[str, TrialNote]  # trial heuristic -> what it would have done
-    # Reasons of variants that scored but were not selected (for `--why`); sparse.
-    unselected: Mapping[str, tuple[tuple[Reason, ...], str]] = field(default_factory=dict)
+    # Reasons of variants that scored but were not selected (for `--why`); sparse; kept only
+    # in the process, never written.
+    unselected: Mapping[str, tuple[tuple[Reason, ...], str]] = field(
+        default_factory=dict, metadata=wire(omit=ALWAYS)
+    )
     # How the holdout was drawn; empty in a plan from before the strata (see `strata`).
     holdout_strata: tuple[HoldoutStratum, ...] = ()
-    holdout_rule: HoldoutRule | None = None  # how it was sized; None: no holdout (or older)
+    # how it was sized; None: no holdout (or older); a plan without one saves back unchanged
+    holdout_rule: HoldoutRule | None = field(default=None, metadata=wire(omit=NONE))
+
+    WIRE_ORDER: ClassVar[tuple[str, ...]] = (
+        *("decision", "fallback", "selected", "holdout", "holdout_strata", "shards"),
+        *("skipped", "budget", "totals", "trial", "change", "facts", "holdout_rule"),
+    )
 
     @property
     def strata(self) -> tuple[HoldoutStratum, ...]:
@@ -194,52 +173,19 @@ class Plan:
         return (*self.selected_ids, *self.holdout)
 
     def to_json(self) -> dict[str, Any]:
-        data = {
-            "format": PLAN_FORMAT,
-            "decision": self.decision,
-            "fallback": self.fallback,
-            "selected": [s.to_json() for s in self.selected],
-            "holdout": list(self.holdout),
-            "holdout_strata": [s.to_json() for s in self.holdout_strata],
-            "shards": [s.to_json() for s in self.shards],
-            "skipped": dict(self.skipped),
-            "budget": self.budget.to_json(),
-            "totals": self.totals.to_json(),
-            "trial": {name: note.to_json() for name, note in self.trial.items()},
-            "change": self.change.to_json(),
-            "change_facts": self.facts.to_json(),
-        }
-        if self.holdout_rule is not None:  # a plan without one saves back unchanged
-            data["holdout_rule"] = self.holdout_rule.to_json()
-        return data
+        return {"format": PLAN_FORMAT, **to_json(self)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+    def from_json(cls, data: object) -> Plan:
         """A Plan back from `to_json()` (another process runs Verify); `unselected`, kept
         only for `why`, is not carried."""
-        if data.get("format") != PLAN_FORMAT:
-            raise SelectorError(
-                f"plan format {data.get('format')!r} is not {PLAN_FORMAT}; plan again"
-            )
-        return cls(
-            decision=data["decision"],
-            fallback=data.get("fallback"),
-            selected=tuple(Selected.from_json(s) for s in data["selected"]),
-            holdout=tuple(data.get("holdout", ())),
-            shards=tuple(Shard.from_json(s) for s in data.get("shards", ())),
-            skipped=dict(data.get("skipped", {})),
-            budget=Budget.from_json(data["budget"]),
-            facts=ChangeFacts.from_json(data["change_facts"]),
-            change=ChangeNote.from_json(data.get("change", {})),
-            totals=Totals.from_json(data["totals"]),
-            trial={str(k): TrialNote.from_json(v) for k, v in data.get("trial", {}).items()},
-            holdout_strata=tuple(
-                HoldoutStratum.from_json(s) for s in data.get("holdout_strata", ())
-            ),
-            holdout_rule=(
-                HoldoutRule.from_json(data["holdout_rule"]) if data.get("holdout_rule") else None
-            ),
-        )
+        format = data.get("format") if isinstance(data, Mapping) else None
+        if format != PLAN_FORMAT:
+            raise SelectorError(f"plan format {format!r} is not {PLAN_FORMAT}; plan again")
+        try:
+            return from_json(cls, data)
+        except CodecError as exc:
+            raise SelectorError(f"plan: {exc}") from None
 
 
 def plan(

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from contracts.codec import EMPTY, NONE, CodecError, Record, from_json, to_json, wire
+from contracts.codec import ALWAYS, EMPTY, NONE, CodecError, Record, from_json, to_json, wire
 from contracts.errors import BadInput
 
 
@@ -237,3 +237,14 @@ def test_a_fixed_tuple_reads_each_place_by_its_own_type() -> None:
         Where.from_json({"device": "d", "top": [["a", "2"]]})
     with pytest.raises(CodecError, match=r"^top\.0: expected a list of 2 items, not 1$"):
         Where.from_json({"device": "d", "top": [["a"]]})
+
+
+@dataclass(frozen=True)
+class Kept(Record):
+    id: str
+    why: Mapping[str, str] = field(default_factory=dict, metadata=wire(omit=ALWAYS))
+
+
+def test_a_field_the_process_keeps_is_never_written() -> None:
+    assert Kept("k", {"a": "b"}).to_json() == {"id": "k"}
+    assert Kept.from_json({"id": "k"}) == Kept("k")
