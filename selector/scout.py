@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from contracts.codec import EMPTY, Record, wire
 from selector.areas import classify
 from selector.changeset import ChangeSet
 from selector.definitions import (
@@ -65,7 +66,7 @@ _SCHEMA_EVIDENCE = ("native_functions.yaml func", "derivatives.yaml name")
 
 
 @dataclass(frozen=True)
-class PathFact:
+class PathFact(Record):
     path: str
     status: str
     area: str
@@ -82,74 +83,19 @@ class PathFact:
     module_level: bool = False  # a change outside every definition: it runs at import
     # Why a path is run broadly (a fallback the Scout chose), or "".
     broad: str = ""
-    # C++: changed definitions the kernel map could not name, each with why (`selector.kernels`).
-    unnamed: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        data = {
-            "path": self.path,
-            "status": self.status,
-            "area": self.area,
-            "policy": self.policy,
-            "ops": list(self.ops),
-            "has_patch": self.has_patch,
-            "unresolved": self.unresolved,
-            "untested": list(self.untested),
-            "cosmetic": self.cosmetic,
-            "located": self.located,
-            "definitions": list(self.definitions),
-            "module_level": self.module_level,
-            "broad": self.broad,
-        }
-        if self.unnamed:  # a plan written before there were such notes saves back unchanged
-            data["unnamed"] = list(self.unnamed)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PathFact:
-        return cls(
-            data["path"],
-            data["status"],
-            data["area"],
-            data["policy"],
-            tuple(data.get("ops", ())),
-            bool(data.get("has_patch")),
-            bool(data.get("unresolved")),
-            tuple(data.get("untested", ())),
-            bool(data.get("cosmetic")),
-            str(data.get("located", "")),
-            tuple(data.get("definitions", ())),
-            bool(data.get("module_level")),
-            str(data.get("broad", "")),
-            tuple(data.get("unnamed", ())),
-        )
+    # C++: changed definitions the kernel map could not name, each with why (`selector.kernels`);
+    # written only when there are some (a plan from before them saves back unchanged).
+    unnamed: tuple[str, ...] = field(default=(), metadata=wire(omit=EMPTY))
 
 
 @dataclass(frozen=True)
-class TouchedOp:
+class TouchedOp(Record):
     name: str  # canonical op name (namespace kept, overload dropped)
     evidence: tuple[str, ...]  # "path: how"
     weak: bool = False  # only a file-name guess points at it
     # How high in the stack the change sits (`selector.levels`: 0 ops, 1 nn modules). Family
     # matches reach variants at this level or above: callers depend on callees, not the reverse.
     level: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "evidence": list(self.evidence),
-            "weak": self.weak,
-            "level": self.level,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TouchedOp:
-        return cls(
-            data["name"],
-            tuple(data.get("evidence", ())),
-            bool(data.get("weak")),
-            int(data.get("level", 0)),
-        )
 
 
 @dataclass(frozen=True)
