@@ -220,6 +220,11 @@ def encode(value: object) -> Any:
     return value
 
 
+def sorted_keys(value: Mapping[str, Any]) -> dict[str, Any]:
+    """`wire(encode=sorted_keys)`: a mapping written in the order of its keys."""
+    return {k: encode(v) for k, v in sorted(value.items())}
+
+
 def from_json(cls: type[R], data: object) -> R:
     """The record `data` holds, written by this version or an earlier one."""
     if not isinstance(data, Mapping):

@@ -22,16 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
+from contracts.codec import CodecError, Record, from_json, sorted_keys, wire
 from suites.model import Status
 
+_SORTED = wire(encode=sorted_keys)
 RECENT_LIMIT = 10
 FAILURES = frozenset(s for s in Status if s.is_failure)
 
 
 @dataclass(frozen=True)
-class VariantHistory:
+class VariantHistory(Record):
     recent: tuple[Status, ...] = ()
     mean_duration_s: float | None = None
     flaky: bool = False
@@ -42,71 +44,26 @@ class VariantHistory:
         """Failing now: the last run failed, or the baseline is red."""
         return bool(self.recent and self.recent[-1] in FAILURES) or self.baseline in FAILURES
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "recent": [str(s) for s in self.recent],
-            "mean_duration_s": self.mean_duration_s,
-            "flaky": self.flaky,
-            "baseline": None if self.baseline is None else str(self.baseline),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VariantHistory:
-        baseline = data.get("baseline")
-        duration = data.get("mean_duration_s")
-        return cls(
-            recent=tuple(Status(s) for s in data.get("recent", ())),
-            mean_duration_s=None if duration is None else float(duration),
-            flaky=bool(data.get("flaky", False)),
-            baseline=None if baseline is None else Status(baseline),
-        )
-
 
 @dataclass(frozen=True)
-class History:
+class History(Record):
     """What past runs say, as of the start of this plan."""
 
-    variants: Mapping[str, VariantHistory] = field(default_factory=dict)
-    co_failures: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    variants: Mapping[str, VariantHistory] = field(default_factory=dict, metadata=_SORTED)
+    co_failures: Mapping[str, Mapping[str, int]] = field(default_factory=dict, metadata=_SORTED)
     known_variants: frozenset[str] = frozenset()
 
     def get(self, variant_id: str) -> VariantHistory | None:
         return self.variants.get(variant_id)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "variants": {vid: h.to_json() for vid, h in sorted(self.variants.items())},
-            "co_failures": {p: dict(c) for p, c in sorted(self.co_failures.items())},
-            "known_variants": sorted(self.known_variants),
-        }
-
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> History:
-        """Parse a snapshot; a bad status names the variant (SelectorError)."""
-        from selector.errors import SelectorError
-
+    def from_json(cls, data: object) -> History:
+        """Parse a snapshot; a bad value names its path (SelectorError)."""
         if not isinstance(data, Mapping):
+            from selector.errors import SelectorError
+
             raise SelectorError("history: the snapshot must be a JSON object")
-        for key, kind, name in (
-            ("variants", Mapping, "object"),
-            ("co_failures", Mapping, "object"),
-            ("known_variants", list, "array"),
-        ):
-            if key in data and not isinstance(data[key], kind):
-                raise SelectorError(f"history: {key!r} must be a JSON {name}")
-        variants: dict[str, VariantHistory] = {}
-        for vid, entry in (data.get("variants") or {}).items():
-            try:
-                variants[vid] = VariantHistory.from_json(entry)
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise SelectorError(f"history: variants[{vid!r}]: {exc}") from None
-        co: dict[str, dict[str, int]] = {}
-        for path, counts in (data.get("co_failures") or {}).items():
-            try:
-                co[str(path)] = {str(v): int(n) for v, n in counts.items()}
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise SelectorError(f"history: co_failures[{path!r}]: {exc}") from None
-        return cls(variants, co, frozenset(data.get("known_variants", ())))
+        return _read(cls, data, "history")
 
 
 @dataclass(frozen=True)
@@ -119,49 +76,33 @@ class OutcomeRecord:
 
 
 @dataclass(frozen=True)
-class HistoryUpdate:
+class HistoryUpdate(Record):
     """What Verify asks the store to record for one run (apply idempotently by run key)."""
 
     outcomes: tuple[OutcomeRecord, ...] = ()
     mark_flaky: tuple[str, ...] = ()  # set VariantHistory.flaky
-    baseline: Mapping[str, Status] = field(default_factory=dict)  # new baseline statuses
-    co_failures: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # path -> ids +1
+    # new baseline statuses
+    baseline: Mapping[str, Status] = field(default_factory=dict, metadata=_SORTED)
+    # path -> ids +1
+    co_failures: Mapping[str, tuple[str, ...]] = field(default_factory=dict, metadata=_SORTED)
     known_variants: frozenset[str] | None = None  # replace when the run had an inventory
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outcomes": [
-                {"id": o.id, "status": str(o.status), "duration_s": o.duration_s}
-                for o in self.outcomes
-            ],
-            "mark_flaky": list(self.mark_flaky),
-            "baseline": {vid: str(s) for vid, s in sorted(self.baseline.items())},
-            "co_failures": {p: list(ids) for p, ids in sorted(self.co_failures.items())},
-            "known_variants": None if self.known_variants is None else sorted(self.known_variants),
-        }
-
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> HistoryUpdate:
+    def from_json(cls, data: object) -> HistoryUpdate:
         """Inverse of `to_json` (a held update read back); a bad field raises SelectorError."""
-        from selector.errors import SelectorError
+        return _read(cls, data, "history update")
 
-        try:
-            known = data.get("known_variants")
-            return cls(
-                outcomes=tuple(
-                    OutcomeRecord(str(o["id"]), Status(o["status"]), float(o["duration_s"]))
-                    for o in data.get("outcomes", ())
-                ),
-                mark_flaky=tuple(str(v) for v in data.get("mark_flaky", ())),
-                baseline={str(v): Status(s) for v, s in (data.get("baseline") or {}).items()},
-                co_failures={
-                    str(p): tuple(str(v) for v in ids)
-                    for p, ids in (data.get("co_failures") or {}).items()
-                },
-                known_variants=None if known is None else frozenset(str(v) for v in known),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SelectorError(f"history update: {exc!r}") from None
+
+R = TypeVar("R")
+
+
+def _read(cls: type[R], data: object, what: str) -> R:
+    from selector.errors import SelectorError
+
+    try:
+        return from_json(cls, data)
+    except CodecError as exc:
+        raise SelectorError(f"{what}: {exc}") from None
 
 
 def apply_update(history: History, update: HistoryUpdate) -> History:

@@ -196,8 +196,8 @@ def test_installed_command_runs_without_torch(inventory_file: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"variants": {"a::b::c::d": {"recent": ["exploded"]}}}', "variants['a::b::c::d']"),
-        ('{"co_failures": []}', "'co_failures' must be a JSON object"),
+        ('{"variants": {"a::b::c::d": {"recent": ["exploded"]}}}', "variants.a::b::c::d.recent.0"),
+        ('{"co_failures": []}', "co_failures: expected an object, not a list"),
         ('{"variants": ', "history.json:1:14: invalid JSON"),
     ],
 )
