@@ -64,13 +64,17 @@ TESTS = textwrap.dedent(
 
 
 @pytest.fixture()
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder of contract tests, and a place of shared zygotes of this test's own."""
-    (tmp_path / "test_pids.py").write_text(TESTS)
-    monkeypatch.setenv("SPYRE_CI_WARM_DIR", str(tmp_path / "warm"))
+def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder of contract tests, and a place of shared zygotes of this test's own: a short
+    folder in /tmp, as a zygote's socket path must fit 100 bytes and pytest's own folders
+    under xdist pass that once its run counter has three digits."""
+    folder = Path(tempfile.mkdtemp(prefix="warm-share-", dir="/tmp"))
+    (folder / "test_pids.py").write_text(TESTS)
+    monkeypatch.setenv("SPYRE_CI_WARM_DIR", str(folder / "warm"))
     monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])
-    yield tmp_path
-    warm_share.stop_every(tmp_path / "warm")
+    yield folder
+    warm_share.stop_every(folder / "warm")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def shard(work: Path, *ids: str, name: str = "s") -> subprocess.Popen[str]:
