@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from contracts.codec import CodecError, Record, decode, wire
 from suites.model import Outcome, Status
 from suites.record import summarize
 
@@ -36,7 +37,7 @@ NAME_FIELDS = frozenset(
 
 
 @dataclass(frozen=True)
-class RenameRecord:
+class RenameRecord(Record):
     """One variant of one version, as rename matching sees it."""
 
     id: str  # suite::template::subject::dtype
@@ -45,41 +46,31 @@ class RenameRecord:
     subject: str
     dtype: str
     test: str  # what an entry names: `Class::test` (file suites), the template (OpInfo suites)
-    body: str  # digest of what it runs, names left out ("" when unknown: never matched)
+    body: str = ""  # digest of what it runs, names left out ("" when unknown: never matched)
     op: str = ""  # the OpInfo's name (formatted, with its variant) when it runs one
     aliases: tuple[str, ...] = ()  # the OpInfo's alias names
     listed: bool = True  # an entry or rule names it (False: only a default decides it)
     expectation: str = "pass"
     rule: str = ""  # `file:line` that decided it
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["aliases"] = list(self.aliases)
-        return data
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RenameRecord:
-        try:
-            return cls(
-                id=str(data["id"]),
-                suite=str(data["suite"]),
-                template=str(data["template"]),
-                subject=str(data["subject"]),
-                dtype=str(data["dtype"]),
-                test=str(data["test"]),
-                body=str(data.get("body", "")),
-                op=str(data.get("op", "")),
-                aliases=tuple(str(a) for a in data.get("aliases", ())),
-                listed=bool(data.get("listed", True)),
-                expectation=str(data.get("expectation", "pass")),
-                rule=str(data.get("rule", "")),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a rename record: {exc!r}") from None
+def _pairs(rows: object) -> tuple[tuple[str, str], ...]:
+    """A rename's variants as written: a list of {"old": id, "new": id}."""
+    if not isinstance(rows, list) or not all(
+        isinstance(v, Mapping) and {"old", "new"} <= v.keys() for v in rows
+    ):
+        raise CodecError((), 'expected a list of {"old": ..., "new": ...} objects')
+    pairs: tuple[tuple[str, str], ...] = decode(
+        tuple[tuple[str, str], ...], [(v["old"], v["new"]) for v in rows]
+    )
+    return pairs
+
+
+_PAIRS = wire(encode=lambda pairs: [{"old": a, "new": b} for a, b in pairs], decode=_pairs)
 
 
 @dataclass(frozen=True)
-class Rename:
+class Rename(Record):
     """One test subject under a new name, its variants' ids paired by dtype, and why."""
 
     kind: str  # "test" | "class" | "opinfo" (what differs)
@@ -87,43 +78,15 @@ class Rename:
     template: str
     old: str  # old subject
     new: str
-    old_test: str  # the name an entry lists (`Class::test`), or the OpInfo for kind opinfo
-    new_test: str
+    # the name an entry lists (`Class::test`), or the OpInfo for kind opinfo
+    old_test: str = field(metadata=wire("old_name"))
+    new_test: str = field(metadata=wire("new_name"))
     evidence: str
-    variants: tuple[tuple[str, str], ...]  # (old id, new id)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "suite": self.suite,
-            "template": self.template,
-            "old": self.old,
-            "new": self.new,
-            "old_name": self.old_test,
-            "new_name": self.new_test,
-            "evidence": self.evidence,
-            "variants": [{"old": a, "new": b} for a, b in self.variants],
-        }
+    # (old id, new id), written as {"old": ..., "new": ...}
+    variants: tuple[tuple[str, str], ...] = field(metadata=_PAIRS)
 
     def line(self) -> str:
         return f"renamed: {self.old_test} -> {self.new_test} ({self.evidence})"
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Rename:
-        try:
-            return cls(
-                str(data["kind"]),
-                str(data["suite"]),
-                str(data["template"]),
-                str(data["old"]),
-                str(data["new"]),
-                str(data["old_name"]),
-                str(data["new_name"]),
-                str(data["evidence"]),
-                tuple((str(v["old"]), str(v["new"])) for v in data["variants"]),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a rename: {exc!r}") from None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,17 @@ from typing import Any, ClassVar
 
 import pytest
 
-from contracts.codec import ALWAYS, EMPTY, NONE, CodecError, Record, from_json, to_json, wire
+from contracts.codec import (
+    ALWAYS,
+    EMPTY,
+    NONE,
+    CodecError,
+    Record,
+    from_json,
+    sorted_keys,
+    to_json,
+    wire,
+)
 from contracts.errors import BadInput
 
 
@@ -248,3 +258,15 @@ class Kept(Record):
 def test_a_field_the_process_keeps_is_never_written() -> None:
     assert Kept("k", {"a": "b"}).to_json() == {"id": "k"}
     assert Kept.from_json({"id": "k"}) == Kept("k")
+
+
+@dataclass(frozen=True)
+class Counted(Record):
+    by_path: Mapping[str, Mapping[str, int]] = field(
+        default_factory=dict, metadata=wire(encode=sorted_keys)
+    )
+
+
+def test_sorted_keys_writes_a_mapping_in_key_order_and_its_values_as_they_are() -> None:
+    written = Counted({"z": {"b": 1, "a": 2}, "a": {}}).to_json()
+    assert json.dumps(written) == json.dumps({"by_path": {"a": {}, "z": {"b": 1, "a": 2}}})
