@@ -13,7 +13,7 @@ from typing import Any
 import selector
 from contracts.classification import Classification
 from contracts.tested import Tested
-from suites.model import Inventory, Outcome
+from suites.model import Inventory, Outcome, Status
 from workflows.run.run_model import PlannedRun
 
 Execute = Callable[[str, Sequence[str]], list[Outcome]]
@@ -37,6 +37,14 @@ class VerifiedRun:
     @property
     def metrics(self) -> dict[str, Any]:
         return self.verdict.metrics.to_json()
+
+
+def failed_there(outcome: Outcome) -> bool:
+    """Whether a test failed on the other side of an A/B comparison: a failure, or one its
+    expectations there call expected (xfailed). A scheduled run's reference torch is another
+    version than the build's, with expectations of its own: a variant the build expects to
+    pass and the reference expects to fail failed there all the same, and is no regression."""
+    return outcome.status.is_failure or outcome.status is Status.XFAILED
 
 
 def verify(
@@ -117,12 +125,12 @@ def verify(
                     unattributed.append(vid)
                 continue  # not run on the base (removed there): History's judgement stands
             classification[vid] = (
-                Classification.PRE_EXISTING if on_base.status.is_failure else Classification.NEW
+                Classification.PRE_EXISTING if failed_there(on_base) else Classification.NEW
             )
     if environment is not None and environment.tested is not Tested.TESTED:
         for vid, judged in classification.items():
             on_base = base_outcomes.get(vid)
-            shown = on_base is not None and not on_base.status.is_failure
+            shown = on_base is not None and not failed_there(on_base)
             if judged is Classification.NEW and not shown:
                 classification[vid] = Classification.PRE_EXISTING
                 unattributed.append(vid)
