@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -30,44 +30,55 @@ log = logging.getLogger(__name__)
 
 
 def finish_once(run_id: str, token: str) -> dict[str, Any]:
-    store = celery_app.store()
-    finished = key(run_id, "finished")
-    stored = store.get(finished)
-    if stored is not None:
-        summary: dict[str, Any] = json.loads(stored)
-        return summary
-    ttl_s = celery_app.context().settings.lease_ttl_s
-    hold = _Hold(store, key(run_id, "finishing"), token, ttl_s)
-    if not hold.take():
-        log.info("run %s: another finish is running; leaving it to that one", run_id)
-        raise Ignore()
-    with hold.beating():
+    """The run's finish on its verdict shards, once; the run stays open when its holdout
+    runs after it."""
+
+    def work() -> tuple[dict[str, Any] | None, bool]:
         summary, holdout_after = finish(run_id)
-        store.set(finished, json.dumps(summary, default=str), ex=RESULT_TTL_S)
-        if not holdout_after:
-            store.hdel(OPEN_RUNS, run_id)
-    hold.release()
+        return summary, not holdout_after
+
+    summary = _once(run_id, token, "", work)
+    assert summary is not None  # a verdict's finish always stores its summary
     return summary
 
 
 def holdout_once(run_id: str, token: str) -> dict[str, Any] | None:
     """The holdout's finish, once; None while a shard of it has no stored result yet (a
     duplicate shard task let the chord fire early: the shard's own task finishes it)."""
+
+    def work() -> tuple[dict[str, Any] | None, bool]:
+        result = finish_holdout(run_id)
+        return result, result is not None
+
+    return _once(run_id, token, "holdout-", work)
+
+
+def _once(
+    run_id: str,
+    token: str,
+    prefix: str,
+    work: Callable[[], tuple[dict[str, Any] | None, bool]],
+) -> dict[str, Any] | None:
+    """`work` once per run under the run's `<prefix>finishing` key (heartbeats); what it
+    returns is stored under `<prefix>finished` and returned to every later call. `work` says
+    whether the run is done with (closed in the sweep's open runs)."""
     store = celery_app.store()
-    finished = key(run_id, "holdout-finished")
+    finished = key(run_id, f"{prefix}finished")
     stored = store.get(finished)
     if stored is not None:
         body: dict[str, Any] = json.loads(stored)
         return body
-    ttl_s = celery_app.context().settings.lease_ttl_s
-    hold = _Hold(store, key(run_id, "holdout-finishing"), token, ttl_s)
+    hold = _Hold(
+        store, key(run_id, f"{prefix}finishing"), token, celery_app.context().settings.lease_ttl_s
+    )
     if not hold.take():
-        log.info("run %s: another finish of its holdout is running; leaving it", run_id)
+        log.info("run %s: another %sfinish is running; leaving it to that one", run_id, prefix)
         raise Ignore()
     with hold.beating():
-        result = finish_holdout(run_id)
+        result, closes = work()
         if result is not None:
             store.set(finished, json.dumps(result, default=str), ex=RESULT_TTL_S)
+        if closes:
             store.hdel(OPEN_RUNS, run_id)
     hold.release()
     return result
