@@ -92,7 +92,17 @@ def test_the_shipped_diffs_are_all_read() -> None:
     assert "benchmarks/triage/glu_int_dim.patch" in names
 
 
-@pytest.mark.parametrize(("name", "diff"), SHIPPED, ids=[name for name, _ in SHIPPED])
+# The examples' diffs run by default; the mutations' and the benchmarks' (each 2-15 s: the
+# torch files they touch read and placed four ways) run with the `long` end-to-end proofs.
+SWEEP = [
+    pytest.param(
+        name, diff, id=name, marks=() if name.startswith("examples/") else pytest.mark.long
+    )
+    for name, diff in SHIPPED
+]
+
+
+@pytest.mark.parametrize(("name", "diff"), SWEEP)
 def test_a_shipped_diff_and_its_hostile_twins_get_one_answer(name: str, diff: str) -> None:
     root = _torch_files()
     if root is None:
