@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboard_export import triage
+from selector import Selected
 from suites.model import Status
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,7 +129,7 @@ def capture(run_dir: Path, scenario: str) -> dict[str, Any]:
     command, truths = SCENARIOS[scenario]
     record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     plan = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
-    related = triage.related_ids(plan.get("selected", ()))
+    related = triage.related_ids(Selected.from_json(e) for e in plan.get("selected", ()))
     first = _first_messages(run_dir / "work")
     try:
         found = json.loads((run_dir / "forensics.json").read_text(encoding="utf-8"))["failures"]

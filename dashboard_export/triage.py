@@ -49,7 +49,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Protocol
 
 from contracts.forensics import FailureTriage, SuspectedCommit, TriageEvidence, TriageVerdict
 from contracts.tested import Tested
@@ -161,15 +161,32 @@ def _status(value: str | None) -> bool | None:
         return None
 
 
-def related_ids(plan_selected: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+class ChosenReason(Protocol):
+    """A reason the plan gave for choosing a variant (`selector.Reason`)."""
+
+    @property
+    def heuristic(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+class Chosen(Protocol):
+    """A variant the plan selected, with its reasons (`selector.Selected`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def reasons(self) -> Sequence[ChosenReason]: ...
+
+
+def related_ids(plan_selected: Iterable[Chosen]) -> frozenset[str]:
     """Ids the plan selected for a reason that the change touched them (op_match, impact_map)."""
     return frozenset(
-        str(entry["id"])
-        for entry in plan_selected
-        if any(
-            r.get("heuristic") in RELATED_HEURISTICS and float(r.get("score", 1)) > 0
-            for r in entry.get("reasons", ())
-        )
+        chosen.id
+        for chosen in plan_selected
+        if any(r.heuristic in RELATED_HEURISTICS and r.score > 0 for r in chosen.reasons)
     )
 
 

@@ -168,11 +168,16 @@ def test_a_flaky_failure_is_a_flake_whatever_its_message() -> None:
 
 
 def test_related_ids_are_those_the_change_reached() -> None:
+    from selector import Reason, Selected
+
+    def chosen(vid: str, heuristic: str, score: float) -> Selected:
+        return Selected(vid, score, (Reason(heuristic, score, "why"),))
+
     selected = [
-        {"id": "a", "reasons": [{"heuristic": "op_match", "score": 0.9, "reason": "op pow"}]},
-        {"id": "b", "reasons": [{"heuristic": "impact_map", "score": 0.5, "reason": "trace"}]},
-        {"id": "c", "reasons": [{"heuristic": "watch", "score": 0.9, "reason": "glob"}]},
-        {"id": "d", "reasons": [{"heuristic": "op_match", "score": -0.2, "reason": "no"}]},
+        chosen("a", "op_match", 0.9),
+        chosen("b", "impact_map", 0.5),
+        chosen("c", "watch", 0.9),
+        chosen("d", "op_match", -0.2),
     ]
     assert triage.related_ids(selected) == {"a", "b"}
 

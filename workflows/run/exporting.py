@@ -208,7 +208,7 @@ def failure_forensics(
         request.run_id, created_at, trigger.kind, trigger.head_sha, backend
     )
     found = forensics.windows(history, current, failing, trigger.repo or forensics.UPSTREAM_REPO)
-    related = triage.related_ids(s.to_json() for s in finished.planned.plan.selected)
+    related = triage.related_ids(finished.planned.plan.selected)
     messages = {v: finished.outcomes[v].message for v in failing}
     under_test = environment.torch.git_sha if environment is not None else ""
     under_test = "" if under_test == "unknown" else under_test
