@@ -217,10 +217,12 @@ def resize_(
         numel *= s
     needed = (tensor.storage_offset() + numel) * tensor.element_size() if numel else 0
     storage = tensor.untyped_storage()
-    if needed > storage.nbytes():
+    kept = storage.nbytes()
+    if needed > kept:
         fresh = memory.allocate(needed)
-        if storage.nbytes():
-            memory.host_storage(fresh)[: storage.nbytes()].copy_(memory.host_storage(storage))
+        if kept:
+            # The owner may be larger than the device storage (whole sticks): copy its bytes.
+            memory.host_storage(fresh)[:kept].copy_(memory.host_storage(storage)[:kept])
         storage = fresh
     _set_storage.redispatch(CPU_KEYS, tensor, storage, tensor.storage_offset(), size, stride)
     return tensor

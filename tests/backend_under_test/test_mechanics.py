@@ -169,6 +169,13 @@ def test_out_tensor_that_must_grow(host: torch.Tensor) -> None:
     torch.testing.assert_close(small.cpu(), host + 1)
 
 
+def test_resize_grows_a_tensor_whose_owner_holds_whole_sticks(host: torch.Tensor) -> None:
+    x = host.to(DEVICE)  # 96 bytes on the device, 128 (one stick) in the owner
+    x.resize_(5, 6)
+    assert x.untyped_storage().nbytes() == 5 * 6 * 4
+    torch.testing.assert_close(x[:4].cpu(), host)
+
+
 def test_python_numbers_where_the_overload_wants_a_tensor() -> None:
     values = torch.tensor([5.5, -3.0, 1.25], dtype=torch.bfloat16)
     on_device = values.to(DEVICE)
