@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from backend_under_test import memory, rules
@@ -35,21 +35,47 @@ class _Totals:
 
 TOTALS = _Totals()
 _op_cost = rules.op_cost
+# (op name, sticks, elements, flops) -> executed ops not yet added to TOTALS. Counting one
+# dict entry per op is what the small-op path can afford; `fold` adds them up when the
+# counters are read (or the table grows), with the cost model applied once per key.
+_PENDING: defaultdict[tuple[str, int, int, float], int] = defaultdict(int)
+_PENDING_LIMIT = 4096
 
 
 def record_op(name: str, sticks: int, elements: int, flops: float) -> None:
     """Account one executed op with its estimated kernel time."""
-    cost = _op_cost(sticks, elements, flops)
-    # No lock: these are statistics, and the GIL keeps each increment whole.
-    totals = TOTALS
-    totals.ops_executed += 1
-    totals.ops_by_name[name] += 1
-    totals.kernel_time_us += cost.kernel_us
-    totals.op_sticks += sticks
-    if flops:
-        totals.flops += flops
-    if cost.spilled:
-        totals.scratchpad_spills += 1
+    # No lock: the GIL keeps `+=` on a dict entry whole (no call runs inside it).
+    _PENDING[(name, sticks, elements, flops)] += 1
+    fold_if_large()
+
+
+def fold_if_large() -> None:
+    """`fold` once the pending table holds many keys (the small-op path calls this whenever
+    it meets a new shape, which is when it may add keys)."""
+    if len(_PENDING) > _PENDING_LIMIT:
+        fold()
+
+
+def fold() -> None:
+    """Add the pending op counts to the totals (see `_PENDING`)."""
+    with _LOCK:
+        totals = TOTALS
+        pending = _PENDING
+        # pop, not clear: an op counted by another thread meanwhile stays pending
+        for key in list(pending):
+            count = pending.pop(key, 0)
+            if not count:
+                continue
+            name, sticks, elements, flops = key
+            cost = _op_cost(sticks, elements, flops)
+            totals.ops_executed += count
+            totals.ops_by_name[name] += count
+            totals.kernel_time_us += cost.kernel_us * count
+            totals.op_sticks += sticks * count
+            if flops:
+                totals.flops += flops * count
+            if cost.spilled:
+                totals.scratchpad_spills += count
 
 
 def record_device_copy(sticks: int, elements: int) -> None:
@@ -91,6 +117,7 @@ def snapshot() -> dict[str, Any]:
     """Every counter as plain data (the value of `torch.spyre.stats()`)."""
     counters = memory.COUNTERS
     with _LOCK:
+        fold()
         return {
             "ops_executed": TOTALS.ops_executed,
             "ops_by_name": dict(TOTALS.ops_by_name.most_common()),
@@ -119,5 +146,6 @@ def snapshot() -> dict[str, Any]:
 def reset() -> None:
     """Zero the op and transfer counters (memory counters follow the live allocations)."""
     with _LOCK:
+        _PENDING.clear()
         TOTALS.reset()
     memory.reset_peak()
