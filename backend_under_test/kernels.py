@@ -29,11 +29,11 @@ _set_storage = aten.set_.source_Storage_storage_offset
 _set_storage_handle = _set_storage._handle
 _create_empty = torch._C._acc.create_empty_tensor
 _cpu_empty = torch.empty
-_OWNERS = memory._OWNERS
+_LIVE = memory._LIVE
 _DEVICE = memory.DEVICE
 _from_data_pointer = torch._C._construct_storage_from_data_pointer
 _register = memory.register
-_DEVICE_STORAGES = memory._DEVICE_STORAGES
+_Tensor = torch.Tensor
 _DEVICE_TYPE = "privateuseone"  # replaced by the backend's name at registration
 
 
@@ -62,10 +62,12 @@ def host_alias(tensor: torch.Tensor, writable: bool = False) -> torch.Tensor:
     storage still points at; instead it raises, and the fallback retries (see `fallback`).
     """
     ptr = tensor.untyped_storage().data_ptr()
-    # Empty tensors get a storage each: sharing one would make them alias one another.
-    owner = _OWNERS.get(ptr) if ptr else torch.UntypedStorage(0)
-    if owner is None:
-        owner = memory.host_storage(tensor.untyped_storage())  # raises a clear error
+    if ptr:
+        live = _LIVE.get(ptr)
+        owner = live.owner if live is not None else memory.host_storage(tensor.untyped_storage())
+    else:
+        # Empty tensors get a storage each: sharing one would make them alias one another.
+        owner = torch.UntypedStorage(0)
     if writable:
         # Exactly the device storage's size: the owner may be larger (whole sticks).
         owner = torch._C._construct_storage_from_data_pointer(
@@ -89,30 +91,63 @@ _ALIASES_PER_STORAGE = 8
 def read_alias(tensor: torch.Tensor) -> torch.Tensor:
     """A cached host alias for an argument the CPU kernel only reads.
 
-    Keyed by storage and geometry, dropped with the storage (see `memory._Release`). Never
-    hand one to a kernel that may resize or re-set its argument.
+    Keyed by data pointer and geometry, dropped with the storage (see `memory._released`).
+    Never hand one to a kernel that may resize or re-set its argument.
     """
     return read_alias_and_sticks(tensor)[0]
 
 
+def alias_key(tensor: torch.Tensor) -> tuple[object, ...]:
+    """The key of a tensor's cached host alias: where its data starts, and its geometry.
+
+    Read from the tensor on every call, never remembered per tensor: a tensor's geometry
+    can change in place (`transpose_`, `as_strided_`, `set_`, `resize_`, `x.data = y`, ...)
+    without any kernel of this backend running. The data pointer fixes the storage and the
+    offset in it: live device storages never overlap, so the pointer lies in one of them.
+    A tensor with no elements has data pointer 0 and is never cached.
+    """
+    return (tensor.data_ptr(), tensor.dtype, tensor.size(), tensor.stride())
+
+
 def read_alias_and_sticks(tensor: torch.Tensor) -> tuple[torch.Tensor, int]:
     """`read_alias` and the tensor's sticks (rule 1), cached together."""
-    ptr = tensor.untyped_storage().data_ptr()
-    key = (tensor.dtype, tensor.storage_offset(), tensor.size(), tensor.stride())
-    per_storage = _ALIASES.get(ptr)
-    if per_storage is not None:
-        known = per_storage.get(key)
-        if known is not None:
-            return known
-    # conj/neg bits are not in the key: only real tensors are cached (they have neither).
-    entry = (host_alias(tensor), _sticks(tensor.shape, tensor.dtype))
-    if ptr and not tensor.is_complex():
-        if per_storage is None:
-            per_storage = _ALIASES[ptr] = {}
-        elif len(per_storage) >= _ALIASES_PER_STORAGE:
-            per_storage.clear()
-        per_storage[key] = entry
+    key = alias_key(tensor)
+    known = _ALIASES.get(key)
+    if known is not None:
+        return known
+    stats.fold_if_large()  # a new geometry may bring new counter keys (see stats._PENDING)
+    live = _LIVE.get(tensor.untyped_storage().data_ptr()) if key[0] else None
+    seed = live.seed if live is not None else None
+    if (
+        seed is not None
+        and key[1:] == (seed.dtype, seed.size(), seed.stride())
+        and not tensor.storage_offset()
+        and not tensor.is_neg()
+        and not tensor.is_conj()
+    ):
+        # The CPU result this storage was adopted from: an alias made already.
+        alias = seed
+    else:
+        alias = host_alias(tensor)
+    entry = (alias, _sticks(tensor.shape, tensor.dtype))
+    # conj/neg bits are not in the key: tensors that carry one are not cached.
+    if live is not None and not tensor.is_complex() and not tensor.is_neg():
+        _remember_alias(live, key, entry)
     return entry
+
+
+def _remember_alias(
+    live: memory._Live, key: tuple[object, ...], entry: tuple[torch.Tensor, int]
+) -> None:
+    keys = live.alias_keys
+    if keys is None:
+        keys = live.alias_keys = []
+    elif len(keys) >= _ALIASES_PER_STORAGE:
+        for old in keys:
+            _ALIASES.pop(old, None)
+        keys.clear()
+    keys.append(key)
+    _ALIASES[key] = entry
 
 
 def to_device(result: torch.Tensor) -> torch.Tensor:
@@ -121,7 +156,7 @@ def to_device(result: torch.Tensor) -> torch.Tensor:
     ptr = cpu_storage.data_ptr()
     device_storage = None
     if ptr:
-        known = _DEVICE_STORAGES.get(ptr)
+        known = _LIVE.get(ptr)
         device_storage = known() if known is not None else None
     if device_storage is None:
         device_storage = memory.adopt(cpu_storage)
@@ -250,6 +285,7 @@ class OpPlan:
     unlowerable: bool
     fp16: bool  # in FP16_COMPUTE_OPS (whether it applies is a runtime switch)
     simple: bool  # functional, tensor-returning: eligible for the small-op path
+    lean: bool  # simple and lowerable: nothing to check before the small-op path
 
 
 @functools.cache
@@ -263,19 +299,22 @@ def plan_for(op: torch._ops.OpOverload) -> OpPlan:
         if argument.alias_info is not None and argument.alias_info.is_write:
             mutated.append(argument.name if argument.kwarg_only else index)
     base = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+    simple = (
+        not mutated
+        and not is_view
+        and base not in rules.FP16_COMPUTE_OPS
+        and len(schema.returns) == 1
+        and str(schema.returns[0].type) == "Tensor"
+    )
+    unlowerable = base in rules.UNLOWERABLE_OPS
     return OpPlan(
         name=base,
         is_view=is_view and not mutated,
         mutated=tuple(mutated),
-        unlowerable=base in rules.UNLOWERABLE_OPS,
+        unlowerable=unlowerable,
         fp16=base in rules.FP16_COMPUTE_OPS,
-        simple=(
-            not mutated
-            and not is_view
-            and base not in rules.FP16_COMPUTE_OPS
-            and len(schema.returns) == 1
-            and str(schema.returns[0].type) == "Tensor"
-        ),
+        simple=simple,
+        lean=simple and not unlowerable,
     )
 
 
@@ -449,16 +488,21 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     if entry is None or entry[0] is not op:
         entry = _PLANS[id(op)] = (op, plan_for(op))
     plan = entry[1]
-    if plan.is_view:
-        # Views only compute geometry; the CPU kernel does that on the device tensor itself.
-        return op._handle.redispatch_boxed(CPU_KEYS, *args, **kwargs)
-    if plan.unlowerable and not rules.SWITCHES.permissive:
-        stats.record_rejected(plan.name)
-        rules.check_op(plan.name, args)
-    if plan.simple and not kwargs:
+    if plan.lean and not kwargs:
         fast = _fast_call(op, plan, args)
         if fast is not _NOT_SIMPLE:
             return fast
+    else:
+        if plan.is_view:
+            # Views only compute geometry; the CPU kernel does that on the device tensor.
+            return op._handle.redispatch_boxed(CPU_KEYS, *args, **kwargs)
+        if plan.unlowerable and not rules.SWITCHES.permissive:
+            stats.record_rejected(plan.name)
+            rules.check_op(plan.name, args)
+        if plan.simple and not kwargs:
+            fast = _fast_call(op, plan, args)
+            if fast is not _NOT_SIMPLE:
+                return fast
     call = _Call()
     mutated = plan.mutated
     host_args = tuple(call.to_host(a, i in mutated) for i, a in enumerate(args))
@@ -500,17 +544,14 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
     """
     host_args = list(args)
     sticks = 0
-    for index, value in enumerate(args):
-        if isinstance(value, torch.Tensor):
+    index = -1
+    for value in args:
+        index += 1
+        if isinstance(value, _Tensor):
             if value.is_cpu:
                 continue
             # read_alias_and_sticks, with its cache hit inlined (it is most of the calls)
-            per_storage = _ALIASES.get(value.untyped_storage().data_ptr())
-            known = (
-                per_storage.get((value.dtype, value.storage_offset(), value.size(), value.stride()))
-                if per_storage is not None
-                else None
-            )
+            known = _ALIASES.get((value.data_ptr(), value.dtype, value.size(), value.stride()))
             if known is None:
                 known = read_alias_and_sticks(value)
             host_args[index] = known[0]
@@ -518,51 +559,73 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
         elif (
             isinstance(value, (list, tuple))
             and value
-            and any(isinstance(v, torch.Tensor) for v in value)
+            and any(isinstance(v, _Tensor) for v in value)
         ):
             return _NOT_SIMPLE
     try:
         result = op._op(*host_args)
     except RuntimeError as error:
         result = _with_scalars(op, error, host_args, {})
-    if type(result) is not torch.Tensor:
+    if type(result) is not _Tensor:
         return _finish_other(plan, args, host_args, result, sticks)
     dtype = result.dtype
-    if dtype in _REFUSED:
+    shape = result.size()
+    meta = _RESULTS.get((shape, dtype)) or _result_meta(shape, dtype)
+    if meta[3]:
         rules.check_dtype(dtype, "op result")
-    numel = result.numel()
-    sticks += _sticks(result.shape, dtype)
-    out = _adopt_fresh(result, dtype)
-    stats.record_op(plan.name, sticks, numel, 0.0)
-    return out
-
-
-def _adopt_fresh(result: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """`to_device` for the common result: fresh, contiguous, at offset 0, no lazy bits.
-
-    Instead of a device tensor re-set to a new device storage (a boxed `set_`, the dearest
-    step of `to_device`), the device tensor is made with the result's shape and its empty
-    storage takes over the bytes (`_swap_data_ptr_`). Anything else goes to `to_device`.
-    """
+    # `to_device`, for the common result (fresh, contiguous, at offset 0, no lazy bits) made
+    # cheaply: instead of a device tensor re-set to a new device storage (a boxed `set_`, the
+    # dearest step of `to_device`), the device tensor is made with the result's shape and its
+    # empty storage takes over the bytes (`_swap_data_ptr_`). The result is kept as the
+    # *seed* of the new tensor's host alias (see `read_alias_and_sticks`).
     cpu_storage = result.untyped_storage()
     ptr = cpu_storage.data_ptr()
     if (
         not ptr
-        or ptr in _DEVICE_STORAGES
-        or not result.is_contiguous()
+        or ptr in _LIVE
+        or result.stride() != meta[0]  # also refuses size-1 dimensions with other strides
         or result.storage_offset()
-        or result.is_conj()
         or result.is_neg()
+        or (meta[4] and result.is_conj())
     ):
-        return to_device(result)
-    tensor = _create_empty(result.size(), dtype)
-    if tensor.stride() != result.stride():  # size-1 dimensions with other strides
-        return to_device(result)
-    storage = tensor.untyped_storage()
-    nbytes = cpu_storage.nbytes()
-    storage._swap_data_ptr_(_from_data_pointer(ptr, _DEVICE, nbytes))
-    _register(ptr, cpu_storage, storage, nbytes)
-    return tensor
+        out = to_device(result)
+    else:
+        out = _create_empty(shape, dtype)
+        storage = out.untyped_storage()
+        nbytes = cpu_storage.nbytes()
+        storage._swap_data_ptr_(_from_data_pointer(ptr, _DEVICE, nbytes))
+        _register(ptr, cpu_storage, storage, nbytes).seed = result
+    _PENDING_OPS[(plan.name, sticks + meta[1], meta[2], 0.0)] += 1  # stats.record_op
+    return out
+
+
+# (strides create_empty_tensor gives the shape, sticks, elements, refused dtype, complex)
+_ResultMeta = tuple[tuple[int, ...], int, int, bool, bool]
+_RESULTS: dict[tuple[torch.Size, torch.dtype], _ResultMeta] = {}
+_RESULTS_LIMIT = 4096
+_PENDING_OPS = stats._PENDING
+
+
+def _result_meta(shape: torch.Size, dtype: torch.dtype) -> _ResultMeta:
+    """What the small-op path needs to know of a result shape and dtype, computed once."""
+    strides = []
+    step = 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    numel = step
+    meta = (
+        tuple(reversed(strides)),
+        _sticks(shape, dtype),
+        numel,
+        dtype in _REFUSED,
+        dtype.is_complex,
+    )
+    if len(_RESULTS) >= _RESULTS_LIMIT:
+        _RESULTS.clear()
+    _RESULTS[(shape, dtype)] = meta
+    stats.fold_if_large()
+    return meta
 
 
 def _finish_other(

@@ -1,11 +1,12 @@
 """Device memory of the emulated Spyre: host bytes behind non-owning `spyre` storages.
 
 Every device storage is built by `torch._C._construct_storage_from_data_pointer` over bytes
-that a CPU storage (the *owner*) holds. The owner is kept in a table keyed by the data
-pointer and released by a weak-reference callback on the device storage, so device memory lives
-exactly as long as PyTorch's own reference counting says. Because the owner is an ordinary
-CPU storage, a CPU *alias* of any device tensor is a `set_` away: kernels run on aliases
-without copying.
+that a CPU storage (the *owner*) holds. One table, keyed by the data pointer, holds a `_Live`
+entry per live device storage: a weak reference to the device storage that also carries its
+owner. The reference's callback drops the entry (and with it the owner) when PyTorch frees
+the device storage, so device memory lives exactly as long as PyTorch's own reference
+counting says. Because the owner is an ordinary CPU storage, a CPU *alias* of any device
+tensor is a `set_` away: kernels run on aliases without copying.
 """
 
 from __future__ import annotations
@@ -32,42 +33,52 @@ class MemoryCounters:
 
 
 COUNTERS = MemoryCounters()
-# Re-entrant: a weak-reference callback (which takes it) can fire inside a locked block,
-# when the garbage collector runs during a dict update.
+# Taken by `reset_peak` and the stats snapshot only. Registering and releasing storages run
+# for every op result and take no lock: each counter update there is one statement with no
+# call in it, which the GIL never splits, and a release callback that the garbage collector
+# runs in the middle of `register` can only fall between two such statements.
 _LOCK = threading.RLock()
-# data pointer -> CPU storage that owns the bytes of a live device storage.
-_OWNERS: dict[int, torch.UntypedStorage] = {}
-# data pointer -> the device storage over those bytes (weak: the tensors keep it alive).
-_DEVICE_STORAGES: dict[int, weakref.ref[torch.UntypedStorage]] = {}
-_EMPTY_CPU = torch.UntypedStorage(0)
-# data pointer -> {geometry: (cached CPU alias, its sticks)}; filled by kernels.read_alias.
-_ALIASES: dict[int, dict[tuple[object, ...], tuple[torch.Tensor, int]]] = {}
 
 
-class _Release:
-    """Weak-reference callback: frees the host bytes when the device storage dies.
+class _Live(weakref.ref[torch.UntypedStorage]):
+    """A live device storage: a weak reference to it, with what its death releases.
 
-    A callback on the weak reference the table keeps anyway costs less than a separate
-    `weakref.finalize` on the small-op path.
+    `owner` is the CPU storage holding the bytes (kept alive by this entry); `charged` the
+    bytes the device is charged (whole sticks); `alias_keys` the host-alias cache keys made
+    over these bytes (see `kernels.read_alias_and_sticks`), dropped with the storage; `seed`
+    the CPU tensor a kernel returned, when the device storage adopted its bytes (it is the
+    host alias of the device tensor made for it).
     """
 
-    __slots__ = ("ptr", "charged")
+    __slots__ = ("ptr", "owner", "charged", "alias_keys", "seed")
+    ptr: int
+    owner: torch.UntypedStorage
+    charged: int
+    alias_keys: list[tuple[object, ...]] | None
+    seed: torch.Tensor | None
 
-    def __init__(self, ptr: int, charged: int) -> None:
-        self.ptr = ptr
-        self.charged = charged
 
-    def __call__(self, _dead: object) -> None:
-        ptr = self.ptr
-        _LOCK.acquire()  # not `with`: this runs for every freed op result
-        try:
-            _OWNERS.pop(ptr, None)
-            _DEVICE_STORAGES.pop(ptr, None)
-            _ALIASES.pop(ptr, None)
-            COUNTERS.allocated -= self.charged
-            COUNTERS.frees += 1
-        finally:
-            _LOCK.release()
+# data pointer -> the live device storage over the bytes there (and their owner).
+_LIVE: dict[int, _Live] = {}
+# The same table under the name other tools read (membership: "is this a device pointer").
+_OWNERS = _LIVE
+_EMPTY_CPU = torch.UntypedStorage(0)
+# (data pointer, dtype, size, stride) -> (cached CPU alias, its sticks);
+# filled by kernels.read_alias_and_sticks, entries dropped with their storage.
+_ALIASES: dict[tuple[object, ...], tuple[torch.Tensor, int]] = {}
+
+
+def _released(entry: _Live) -> None:
+    """Weak-reference callback: the device storage died; free its bytes and aliases."""
+    ptr = entry.ptr
+    if _LIVE.get(ptr) is entry:  # a newer storage may have taken the pointer meanwhile
+        del _LIVE[ptr]
+    keys = entry.alias_keys
+    if keys:
+        for key in keys:
+            _ALIASES.pop(key, None)
+    COUNTERS.allocated -= entry.charged
+    COUNTERS.frees += 1
 
 
 def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorage:
@@ -75,7 +86,7 @@ def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorag
     ptr = owner.data_ptr()
     if nbytes == 0 or ptr == 0:
         return torch._C._construct_storage_from_data_pointer(0, DEVICE, 0)
-    known = _DEVICE_STORAGES.get(ptr)
+    known = _LIVE.get(ptr)
     if known is not None:
         existing = known()
         if existing is not None:
@@ -87,22 +98,23 @@ def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorag
 
 def register(
     ptr: int, owner: torch.UntypedStorage, storage: torch.UntypedStorage, nbytes: int
-) -> None:
+) -> _Live:
     """Record `storage` (a device storage of `nbytes` over `owner`'s bytes at `ptr`) as live.
 
     The owner is kept until the device storage dies; the device is charged whole sticks.
     """
-    charged = -(-nbytes // rules.STICK_BYTES) * rules.STICK_BYTES
-    _LOCK.acquire()  # not `with`: this runs for every op result, and `with` costs more
-    try:
-        _OWNERS[ptr] = owner
-        _DEVICE_STORAGES[ptr] = weakref.ref(storage, _Release(ptr, charged))
-        COUNTERS.allocated += charged
-        COUNTERS.allocations += 1
-        if COUNTERS.allocated > COUNTERS.peak:
-            COUNTERS.peak = COUNTERS.allocated
-    finally:
-        _LOCK.release()
+    entry = _Live(storage, _released)
+    entry.ptr = ptr
+    entry.owner = owner
+    charged = entry.charged = -(-nbytes // rules.STICK_BYTES) * rules.STICK_BYTES
+    entry.alias_keys = entry.seed = None
+    _LIVE[ptr] = entry
+    counters = COUNTERS
+    counters.allocations += 1
+    allocated = counters.allocated = counters.allocated + charged
+    if allocated > counters.peak:
+        counters.peak = allocated
+    return entry
 
 
 def allocate(nbytes: int) -> torch.UntypedStorage:
@@ -121,19 +133,19 @@ def host_storage(device_storage: torch.UntypedStorage) -> torch.UntypedStorage:
     ptr = device_storage.data_ptr()
     if ptr == 0:
         return _EMPTY_CPU
-    owner = _OWNERS.get(ptr)
-    if owner is None:
+    entry = _LIVE.get(ptr)
+    if entry is None:
         raise RuntimeError(
             f"spyre storage at 0x{ptr:x} has no host bytes: it was not made by the spyre "
             "allocator (report this as a backend bug)"
         )
-    return owner
+    return entry.owner
 
 
 def device_storage_for(ptr: int) -> torch.UntypedStorage | None:
     """The live device storage whose bytes start at `ptr`, if any."""
-    known = _DEVICE_STORAGES.get(ptr)
-    return known() if known is not None else None
+    entry = _LIVE.get(ptr)
+    return entry() if entry is not None else None
 
 
 def reset_peak() -> None:

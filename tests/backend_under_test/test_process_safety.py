@@ -5,6 +5,7 @@ Crash cases run in a subprocess: a segfault must fail the test, not end the test
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -90,6 +91,9 @@ def test_crash_cases_do_not_crash() -> None:
 
 def test_memory_is_released_over_10000_allocations() -> None:
     torch.spyre.synchronize()
+    # Garbage an earlier test of this process left (cycles) would be freed mid-loop and
+    # read as the loop giving memory back: collect it before the count starts.
+    gc.collect()
     before = torch.spyre.memory_allocated()
     host = torch.ones(8, 8)
     for _ in range(10_000):
@@ -100,6 +104,7 @@ def test_memory_is_released_over_10000_allocations() -> None:
 
 
 def test_peak_memory_and_reset() -> None:
+    gc.collect()  # as above
     before = torch.spyre.memory_allocated()
     torch.spyre.reset_peak_memory_stats()
     big = torch.empty(1024, device="spyre")
