@@ -14,6 +14,8 @@ decisions are computed once and cached (`OpPlan`), which keeps the small-op path
 from __future__ import annotations
 
 import functools
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,6 +288,9 @@ class OpPlan:
     fp16: bool  # in FP16_COMPUTE_OPS (whether it applies is a runtime switch)
     simple: bool  # functional, tensor-returning: eligible for the small-op path
     lean: bool  # simple and lowerable: nothing to check before the small-op path
+    # A Python binding (`torch.add`) that runs this overload when every positional argument
+    # is a tensor: an unboxed call, cheaper than the overload's boxed one (see `_binding_for`)
+    binding: Callable[..., Any] | None = None
 
 
 @functools.cache
@@ -315,7 +320,82 @@ def plan_for(op: torch._ops.OpOverload) -> OpPlan:
         fp16=base in rules.FP16_COMPUTE_OPS,
         simple=simple,
         lean=simple and not unlowerable,
+        binding=_binding_for(op) if simple else None,
     )
+
+
+_BINDING_MODULES = ("_VariableFunctions", "_nn", "_special", "_linalg", "_fft")
+
+
+class _Chosen(Exception):
+    """Raised by `_ChosenOverload` once it has seen which overload a call dispatches to."""
+
+
+class _ChosenOverload:
+    """A bare dispatch mode (pushed with torch._C, no TorchDispatchMode: that class imports
+    dynamo on first use) that records the first overload dispatched and stops the call."""
+
+    def __init__(self) -> None:
+        self.chosen: object = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.chosen = func
+        raise _Chosen
+
+
+def _chosen_overload(binding: Callable[..., Any], args: list[torch.Tensor]) -> object:
+    recorder = _ChosenOverload()
+    torch._C._push_on_torch_dispatch_stack(recorder)
+    try:
+        binding(*args)
+    except _Chosen:
+        pass
+    finally:
+        torch._C._pop_torch_dispatch_stack(None)
+    return recorder.chosen
+
+
+def _binding_for(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
+    """The Python binding that runs `op` whenever all its positional arguments are tensors.
+
+    A binding (`torch.add`) picks its overload from the types of its arguments (a 0-dim
+    tensor may stand for a Scalar), and may decompose before any overload runs. So it stands
+    in for `op` only if, for every number of positional arguments the dispatcher may pass
+    and every mix of 0-dim and other tensors among them, the overload it runs is `op`:
+    checked once here on meta tensors, by recording the overload each call dispatches to.
+    """
+    schema = op._schema
+    namespace, _, name = schema.name.partition("::")
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    if (
+        namespace != "aten"
+        or not 0 < len(positional) <= 4
+        or any(str(a.type) not in ("Tensor", "Tensor?") for a in positional)
+    ):
+        return None
+    binding = next(
+        (
+            getattr(getattr(torch._C, module), name)
+            for module in _BINDING_MODULES
+            if hasattr(getattr(torch._C, module), name)
+        ),
+        None,
+    )
+    if binding is None:
+        return None
+    required = sum(1 for a in positional if not a.has_default_value())
+    try:
+        with torch._C.DisableTorchFunction():  # no user mode sees these calls
+            for count in range(required, len(positional) + 1):
+                for zero_dims in itertools.product((False, True), repeat=count):
+                    tensors = [
+                        torch.empty(() if zero else (2, 2), device="meta") for zero in zero_dims
+                    ]
+                    if _chosen_overload(binding, tensors) is not op:
+                        return None
+    except Exception:  # noqa: BLE001 - any failure to check means: no binding
+        return None
+    return binding
 
 
 class _Call:
@@ -541,10 +621,13 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
 
     Does what the generic path does for these calls (same aliases, rules, counters) with
     less Python per call; `tests/backend_under_test/test_fast_path.py` compares the two.
+    When every argument is a tensor and `plan.binding` stands in for the overload, the CPU
+    kernel is called through that binding (unboxed) instead of the overload's boxed call.
     """
     host_args = list(args)
     sticks = 0
     index = -1
+    binding = plan.binding
     for value in args:
         index += 1
         if isinstance(value, _Tensor):
@@ -562,10 +645,15 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
             and any(isinstance(v, _Tensor) for v in value)
         ):
             return _NOT_SIMPLE
-    try:
-        result = op._op(*host_args)
-    except RuntimeError as error:
-        result = _with_scalars(op, error, host_args, {})
+        else:
+            binding = None  # checked for tensors only
+    if binding is not None:
+        result = binding(*host_args)
+    else:
+        try:
+            result = op._op(*host_args)
+        except RuntimeError as error:
+            result = _with_scalars(op, error, host_args, {})
     if type(result) is not _Tensor:
         return _finish_other(plan, args, host_args, result, sticks)
     dtype = result.dtype

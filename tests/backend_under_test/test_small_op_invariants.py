@@ -1,5 +1,6 @@
 """What the small-op path relies on: geometry read on every call, aliases dropped with their
-storage, the adopted result as its tensor's alias, counters exact under threads.
+storage, the adopted result as its tensor's alias, counters exact under threads, and Python
+bindings called only where they run the very overload the dispatcher asked for.
 
 The host-alias cache is keyed by a tensor's data pointer and geometry, read from the tensor
 on every call and never remembered per tensor object: a tensor's geometry can change in
@@ -10,7 +11,9 @@ kernels, `x.data = y` swaps the metadata directly).
 from __future__ import annotations
 
 import gc
+import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Callable
 
@@ -18,7 +21,8 @@ import pytest
 import torch
 
 from backend_under_test import device as spyre
-from backend_under_test import memory, rules, stats
+from backend_under_test import kernels, memory, rules, stats
+from tests.testing.paths import REPO_ROOT
 
 DEVICE = "spyre"
 
@@ -176,3 +180,66 @@ def test_counters_stay_exact_when_threads_run_ops_at_once() -> None:
     assert made == 3 * 1500 * 3
     assert after["frees"] - before["frees"] == made
     assert after["allocated_bytes"] == before["allocated_bytes"]
+
+
+aten = torch.ops.aten
+
+
+def test_a_binding_stands_in_only_for_the_overload_it_runs() -> None:
+    functions = torch._C._VariableFunctions
+    assert kernels.plan_for(aten.add.Tensor).binding is functions.add
+    assert kernels.plan_for(aten.mul.Tensor).binding is functions.mul
+    assert kernels.plan_for(aten.relu.default).binding is functions.relu
+    assert kernels.plan_for(aten.where.self).binding is functions.where
+    # Scalar overloads, int lists: the binding could pick another overload for such calls.
+    assert kernels.plan_for(aten.add.Scalar).binding is None
+    assert kernels.plan_for(aten.sum.dim_IntList).binding is None
+    # Not on the small-op path at all: in-place, out=, views.
+    assert kernels.plan_for(aten.add_.Tensor).binding is None
+    assert kernels.plan_for(aten.add.out).binding is None
+    assert kernels.plan_for(aten.t.default).binding is None
+    assert torch._C._len_torch_dispatch_stack() == 0  # the check leaves no mode behind
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, y: x + y,
+        lambda x, y: x + 2,  # a Python number: the overload's own boxed call
+        lambda x, y: x * torch.tensor(2.5),  # a CPU 0-dim tensor
+        lambda x, y: x * y[0, 0],  # a device 0-dim tensor
+        lambda x, y: torch.where(x > y, x, y),
+        lambda x, y: torch.lerp(x, y, torch.full_like(x, 0.25)),
+        lambda x, y: torch.relu(x - y),
+    ],
+    ids=["add", "python_number", "cpu_0dim", "device_0dim", "where", "lerp", "relu_sub"],
+)
+def test_calls_through_a_binding_match_cpu(call: Callable[..., torch.Tensor]) -> None:
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 6), torch.randn(4, 6)
+    expected = call(a, b)
+    got = call(a.to(DEVICE), b.to(DEVICE))
+    assert got.device.type == DEVICE
+    assert got.dtype == expected.dtype
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_checking_bindings_imports_nothing_heavy() -> None:
+    # TorchDispatchMode imports dynamo (seconds) on first use: the check must not use it.
+    code = textwrap.dedent("""
+        import sys
+        import torch
+        x = torch.randn(4, 4).to("spyre")
+        for _ in range(3):
+            (x + x).relu() * x
+        print("torch._dynamo" in sys.modules, "sympy" in sys.modules)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]
