@@ -7,6 +7,7 @@ lacks (a pull request's changed files, a push with more commits than GitHub list
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -240,9 +241,7 @@ def _from_dispatch(
 
 
 def _as_crcr(event: TriggerEvent, inner: Mapping[str, Any]) -> TriggerEvent:
-    data = event.to_json()
-    data.update(source="crcr", payload=inner)
-    return TriggerEvent.from_json(data)
+    return dataclasses.replace(event, source="crcr", payload=inner)
 
 
 def _files_from_commits(commits: Sequence[Mapping[str, Any]]) -> tuple[ChangedFile, ...]:
