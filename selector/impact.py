@@ -12,8 +12,9 @@ the file, for the selector and the selection benchmark alike.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from selector.errors import SelectorError
@@ -34,19 +35,13 @@ class ImpactMap:
     # fingerprint has changed since has a stale trace. Empty: not recorded (older maps).
     fingerprints: Mapping[str, str] = field(default_factory=dict)
 
-    def inverted(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """(function -> ids, op_key -> ids); computed once per map."""
+    def inverted(self) -> tuple[_Inverted, _Inverted]:
+        """(function -> ids, op_key -> ids), each entry built when it is first asked for:
+        a plan asks for the few functions and ops a change touches, and inverting a whole
+        shipped trace (about 2.5 million memberships) would cost more than the plan."""
         cached = self.__dict__.get("_inverted")
         if cached is None:
-            by_function: dict[str, set[str]] = defaultdict(set)
-            by_op: dict[str, set[str]] = defaultdict(set)
-            for vid, names in self.functions.items():
-                for name in names:
-                    by_function[name].add(vid)
-            for vid, ops in self.aten_ops.items():
-                for op in ops:
-                    by_op[op_key(op)].add(vid)
-            cached = (dict(by_function), dict(by_op))
+            cached = (_Inverted(self.functions), _Inverted(self.aten_ops, op_key))
             # A frozen dataclass: the cache goes into the instance dict directly.
             self.__dict__["_inverted"] = cached
         return cached
@@ -55,38 +50,14 @@ class ImpactMap:
         self, traces: Mapping[str, tuple[frozenset[str], frozenset[str], str]]
     ) -> ImpactMap:
         """This map with some variants' traces replaced or added: `id -> (functions, aten
-        ops, fingerprint)`, newer recordings. The result's inverted index is derived from
-        this map's, copying only the entries the overlay changes, so joining a few stored
-        traces onto a large shipped map costs what they touch, not the whole map."""
+        ops, fingerprint)`, newer recordings. Its index is built on demand like any map's, so
+        joining a few stored traces onto a large shipped map copies three dicts, no more."""
         functions, ops, fps = dict(self.functions), dict(self.aten_ops), dict(self.fingerprints)
         for vid, (names, vops, fingerprint) in traces.items():
             functions[vid], ops[vid], fps[vid] = names, vops, fingerprint
-        joined = ImpactMap(
+        return ImpactMap(
             functions, ops, self.torch_version, self.session_functions, self.session_ops, fps
         )
-        by_function, by_op = (dict(index) for index in self.inverted())
-        copied: set[tuple[int, str]] = set()
-
-        def entry(index: dict[str, set[str]], key: str) -> set[str]:
-            if (id(index), key) not in copied:  # copy on first write: ours, not this map's
-                copied.add((id(index), key))
-                index[key] = set(index.get(key, ()))
-            return index[key]
-
-        for vid, (names, vops, _) in traces.items():
-            for name in self.functions.get(vid, ()):
-                entry(by_function, name).discard(vid)
-            for op in self.aten_ops.get(vid, ()):
-                entry(by_op, op_key(op)).discard(vid)
-            for name in names:
-                entry(by_function, name).add(vid)
-            for op in vops:
-                entry(by_op, op_key(op)).add(vid)
-        for index in (by_function, by_op):
-            for key in [k for k, vids in index.items() if not vids]:
-                del index[key]
-        joined.__dict__["_inverted"] = (by_function, by_op)
-        return joined
 
     def executing(self, function: str) -> set[str]:
         """Ids that ran `path:qualname`, code nested in it (`.<locals>.`), or, for
@@ -113,14 +84,8 @@ class ImpactMap:
             ids |= vids
         return ids
 
-    def _by_file(self, path: str) -> dict[str, set[str]]:
-        files: dict[str, dict[str, set[str]]] | None = self.__dict__.get("_files")
-        if files is None:
-            grouped: dict[str, dict[str, set[str]]] = defaultdict(dict)
-            for name, vids in self.inverted()[0].items():
-                grouped[name.split(":", 1)[0]][name] = vids
-            files = self.__dict__["_files"] = dict(grouped)
-        return files.get(path, {})
+    def _by_file(self, path: str) -> Mapping[str, frozenset[str]]:
+        return self.inverted()[0].in_file(path)
 
     def stale(self, fingerprints: Mapping[str, str]) -> frozenset[str]:
         """Traced ids whose definition fingerprint has changed since they were traced: their
@@ -195,8 +160,8 @@ class ImpactMap:
         try:
             names = list(data["functions"])
             ops = list(data["aten_ops"])
-            sets = [frozenset(names[i] for i in _undeltas(m)) for m in data["function_sets"]]
-            op_sets = [frozenset(ops[i] for i in _undeltas(m)) for m in data["op_sets"]]
+            sets = [frozenset(map(names.__getitem__, accumulate(m))) for m in data["function_sets"]]
+            op_sets = [frozenset(map(ops.__getitem__, accumulate(m))) for m in data["op_sets"]]
             functions: dict[str, frozenset[str]] = {}
             aten_ops: dict[str, frozenset[str]] = {}
             fingerprints: dict[str, str] = {}
@@ -209,8 +174,8 @@ class ImpactMap:
                 functions=functions,
                 aten_ops=aten_ops,
                 torch_version=str(data.get("torch_version", "")),
-                session_functions=frozenset(names[i] for i in _undeltas(session_f)),
-                session_ops=frozenset(ops[i] for i in _undeltas(session_o)),
+                session_functions=frozenset(map(names.__getitem__, accumulate(session_f))),
+                session_ops=frozenset(map(ops.__getitem__, accumulate(session_o))),
                 fingerprints=fingerprints,
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -249,6 +214,76 @@ class ImpactMap:
         )
 
 
+class _Inverted(Mapping[str, frozenset[str]]):
+    """`id -> names` read the other way, `key(name) -> ids`, an entry built when first asked
+    for. Variants that ran the same set of names share it (the compact trace stores each
+    distinct set once: 3,418 function sets for 9,910 variants), so an entry is one pass over
+    the distinct sets, each tested against the entry's names, not over every membership."""
+
+    def __init__(
+        self, traces: Mapping[str, frozenset[str]], key: Callable[[str], str] | None = None
+    ) -> None:
+        groups: dict[frozenset[str], list[str]] = {}
+        for vid, names in traces.items():
+            if names:
+                groups.setdefault(frozenset(names), []).append(vid)
+        self._groups = list(groups.items())
+        self._key = key
+        self._names: dict[str, frozenset[str]] | None = None  # key -> the names it stands for
+        self._files: dict[str, frozenset[str]] | None = None  # path -> its function names
+        self._built: dict[str, frozenset[str]] = {}
+        self._in_files: dict[str, dict[str, frozenset[str]]] = {}
+
+    def _keys(self) -> dict[str, frozenset[str]]:
+        if self._names is None:
+            every = set[str]().union(*(members for members, _ in self._groups))
+            if self._key is None:
+                self._names = {name: frozenset((name,)) for name in every}
+            else:
+                by_key: dict[str, set[str]] = defaultdict(set)
+                for name in every:
+                    by_key[self._key(name)].add(name)
+                self._names = {k: frozenset(names) for k, names in by_key.items()}
+        return self._names
+
+    def __getitem__(self, key: str) -> frozenset[str]:
+        built = self._built.get(key)
+        if built is None:
+            names = self._keys()[key]  # KeyError: no variant ran it
+            ids: set[str] = set()
+            for members, vids in self._groups:
+                if not members.isdisjoint(names):
+                    ids.update(vids)
+            built = self._built[key] = frozenset(ids)
+        return built
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def in_file(self, path: str) -> dict[str, frozenset[str]]:
+        """`path:name -> ids` for every traced function of `path`, in one pass over the sets."""
+        if self._files is None:
+            files: dict[str, set[str]] = defaultdict(set)
+            for name in self._keys():
+                files[name.split(":", 1)[0]].add(name)
+            self._files = {p: frozenset(names) for p, names in files.items()}
+        built = self._in_files.get(path)
+        if built is None:
+            names = self._files.get(path, frozenset())
+            found: dict[str, set[str]] = defaultdict(set)
+            for members, vids in self._groups:
+                for name in members & names:
+                    found[name].update(vids)
+            built = self._in_files[path] = {name: frozenset(ids) for name, ids in found.items()}
+        return built
+
+
 def _standing_for(function: str, names: Collection[str]) -> list[str]:
     """The traced names (of `function`'s file) a changed `function` stands for: itself and
     code nested in it; every method of `path:Class.*`; for a bare name not among `names`,
@@ -271,12 +306,4 @@ def _deltas(members: tuple[int, ...]) -> list[int]:
     for i in members:
         out.append(i - last)
         last = i
-    return out
-
-
-def _undeltas(deltas: list[int]) -> list[int]:
-    out, total = [], 0
-    for d in deltas:
-        total += d
-        out.append(total)
     return out

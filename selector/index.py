@@ -42,6 +42,22 @@ class InventoryIndex:
     def build(
         cls, inventory: Inventory, extra_families: Mapping[str, tuple[str, ...]] | None = None
     ) -> InventoryIndex:
+        """The index of `inventory`; one built in this process for the same Inventory object
+        and extra families is reused (a run's plan and its Verify ask for the same one)."""
+        key = (id(inventory), tuple(sorted((extra_families or {}).items())))
+        built = _BUILT.get(key)
+        if built is not None and built.inventory is inventory:
+            return built
+        built = cls._build(inventory, extra_families)
+        if len(_BUILT) >= 4:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = built
+        return built
+
+    @classmethod
+    def _build(
+        cls, inventory: Inventory, extra_families: Mapping[str, tuple[str, ...]] | None
+    ) -> InventoryIndex:
         aliases = alias_index(dict(extra_families or {}))
         by_op: dict[str, list[str]] = defaultdict(list)
         by_family: dict[str, list[str]] = defaultdict(list)
@@ -111,3 +127,8 @@ class InventoryIndex:
     def knows_op(self, name: str) -> bool:
         """True when `name` is an op the inventory tests or the alias table lists."""
         return op_key(name) in self.by_op or family_of(name, self.aliases) in self.families
+
+
+# Indexes built in this process: (id of the Inventory, extra families) -> index. The index
+# holds its Inventory, so an id is compared by identity before reuse (an id may be reused).
+_BUILT: dict[tuple[int, tuple[tuple[str, tuple[str, ...]], ...]], InventoryIndex] = {}

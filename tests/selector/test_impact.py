@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from selector import ImpactMap
+from selector.opnames import op_key
 
 
 def _random_map(rng: random.Random, ids: list[str]) -> dict[str, tuple[frozenset[str], ...]]:
@@ -45,3 +46,33 @@ def test_an_overlay_indexes_like_a_map_built_whole() -> None:
     assert joined.executing_file("torch/m1.py") == whole.executing_file("torch/m1.py")
     # The shipped map's own index is untouched by the overlay.
     assert {k: set(v) for k, v in base.inverted()[0].items()} == before
+
+
+def test_the_index_built_on_demand_answers_as_a_whole_inversion() -> None:
+    rng = random.Random(11)
+    traces = _random_map(rng, [f"v{i}" for i in range(400)])
+    impact = ImpactMap(
+        functions={v: t[0] for v, t in traces.items()},
+        aten_ops={v: t[1] for v, t in traces.items()},
+    )
+    by_function: dict[str, set[str]] = {}
+    by_op: dict[str, set[str]] = {}
+    for vid, (names, ops) in traces.items():
+        for name in names:
+            by_function.setdefault(name, set()).add(vid)
+        for op in ops:
+            by_op.setdefault(op_key(op), set()).add(vid)
+    functions, ops = impact.inverted()
+    # Asked one key at a time, in another order than a whole pass would take them.
+    for name in sorted(by_function, reverse=True):
+        assert name in functions
+        assert functions[name] == by_function[name]
+    assert {k: set(v) for k, v in ops.items()} == by_op
+    assert len(functions) == len(by_function) and "torch/m9.py:f0" not in functions
+    assert ops.get(op_key("aten::div")) is None
+    for path in ("torch/m0.py", "torch/m3.py", "torch/none.py"):
+        expected = {
+            vid for name, ids in by_function.items() if name.startswith(path) for vid in ids
+        }
+        assert impact.executing_file(path) == expected
+    assert impact.executing("torch/m2.py:f7") == by_function.get("torch/m2.py:f7", set())

@@ -44,6 +44,7 @@ from workflows.runner.shard_runner import (
 from workflows.settings import Settings
 from workflows.stores import pending
 from workflows.stores.history import HistoryStore, RunRecord, RunState
+from workflows.stores.inventory_cache import read_inventory
 from workflows.tracing.trace_store import (
     TRACE_FILE,
     refresh_ids,
@@ -55,15 +56,10 @@ def now_iso(clock: Clock = time.time) -> str:
     return dt.datetime.fromtimestamp(clock(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# Inventories read in this process, by file and its modification: a worker plans and
-# finishes every run against the same one. An Inventory is frozen, so sharing it is safe.
-_inventories: dict[tuple[str, int, int], Inventory] = {}
-
-
 def load_inventory(path: str | Path) -> Inventory:
     """An Inventory file (the main job's, each upgrade environment's); a missing or unreadable
     one is a PipelineError naming it. A file read before and not changed since is not read
-    again."""
+    again (`read_inventory`)."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(
@@ -71,14 +67,7 @@ def load_inventory(path: str | Path) -> Inventory:
             "(in an environment with that torch)"
         )
     try:
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-        inventory = _inventories.get(key)
-        if inventory is None:
-            inventory = Inventory.load(path)
-            if len(_inventories) >= 4:
-                _inventories.pop(next(iter(_inventories)))
-            _inventories[key] = inventory
+        inventory: Inventory = read_inventory(path)
         return inventory
     except (
         OSError,

@@ -102,15 +102,35 @@ def _text(path: Path) -> str:
         return ""
 
 
+# Inventories read in this process, by file and its modification: the cache checked, then
+# the plan, the finish and a worker's every run read the same file. An Inventory is frozen,
+# so sharing it is safe.
+_read: dict[tuple[str, int, int], Any] = {}
+
+
+def read_inventory(path: Path) -> Any:
+    """The Inventory in the file at `path`, read once per process while the file is unchanged
+    (its errors are Inventory.load's)."""
+    from suites.model import Inventory
+
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    inventory = _read.get(key)
+    if inventory is None:
+        inventory = Inventory.load(path)
+        if len(_read) >= 4:
+            _read.pop(next(iter(_read)))
+        _read[key] = inventory
+    return inventory
+
+
 def read_cached(path: Path) -> Any | None:
     """The cached Inventory at `path`; None (said on stderr, the file removed) when it
     cannot be read: a truncated or corrupt file is rebuilt instead of failing every run."""
     import zlib
 
-    from suites.model import Inventory
-
     try:
-        return Inventory.load(path)
+        return read_inventory(path)
     except (
         OSError,
         EOFError,
