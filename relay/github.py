@@ -34,11 +34,12 @@ import github3
 import requests
 from github3.exceptions import GitHubError, IncompleteResponse, UnprocessableResponseBody
 
-from contracts.errors import Refused
 from contracts.event import ChangedFile
 from dashboard_export.retry import retry_after_s, retryable
 from relay.config import GitHubConfig
-from relay.events import RelayError, RelayUnavailable
+from relay.events import RelayError
+from relay.github_errors import GitHubRefused as GitHubRefused
+from relay.github_errors import GitHubUnavailable as GitHubUnavailable
 
 log = logging.getLogger("relay.github")
 
@@ -91,20 +92,6 @@ def _upstream_commit(item: Mapping[str, Any], what: str, where: str) -> Upstream
     name = str(author.get("name") or login.get("login") or "unknown")
     message = _field(detail, "message", str, what, f"{where}.commit") or ""
     return UpstreamCommit(_field(item, "sha", str, what, where, required=True), message, name)
-
-
-class GitHubUnavailable(RelayUnavailable):
-    """GitHub answered 408, 429 or 5xx, or could not be reached; the call may succeed if
-    retried (`retry_after`: the seconds GitHub's Retry-After asked for, when it sent one)."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class GitHubRefused(RelayError, Refused):
-    """GitHub refused the call (a 4xx), or the adapter cannot make it as asked (no
-    credential for it, an argument outside GitHub's limits); retrying will not help."""
 
 
 class GitHubAdapter:

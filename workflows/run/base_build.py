@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
+from relay.github_errors import GitHubRefused, GitHubUnavailable
 from selector.diff import compare_patch_text
 from workflows.errors import InfrastructureError
 from workflows.runner import build_envs
@@ -40,6 +40,9 @@ from workflows.runner.build_source import (
 )
 from workflows.runner.torch_builds import TorchBuild
 from workflows.settings import Settings
+
+if TYPE_CHECKING:
+    from relay.github import GitHubAdapter
 
 MAX_READ = 8  # candidate wheels read (downloaded) for one base before giving up
 DEFAULT_REPO = "pytorch/pytorch"
@@ -96,6 +99,8 @@ def _resolve(
             "SPYRE_CI_GITHUB_TOKEN): a build's place in upstream's history is asked of GitHub"
         )
     assert settings.env_cache_dir is not None
+    from relay.github import GitHubAdapter
+
     github = adapter or GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
     source = BuildSource(settings.build_index or "", settings.env_cache_dir / "downloads")
     chosen = choose(base, repo, source, github)

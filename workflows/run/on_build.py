@@ -15,15 +15,18 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
+from relay.github_errors import GitHubRefused, GitHubUnavailable
 from workflows.run import base_build
 from workflows.run.run_model import PipelineError, RunRequest
 from workflows.runner import torch_builds
 from workflows.runner.change_overlay import NO_CHANGE, NO_LAYER, FileEffect, Layer, prepare_layer
 from workflows.settings import Settings
 from workflows.stores.sources import installed_torch
+
+if TYPE_CHECKING:
+    pass
 
 
 @cache
@@ -214,6 +217,8 @@ def earlier_torch(
         candidates.append((path, other, own))
     if not candidates:
         return None
+    from relay.github import GitHubAdapter
+
     github = GitHubAdapter(base_url=settings.github_url, token=settings.github_token)
     repo = request.event.repo or base_build.DEFAULT_REPO
     best: EarlierTorch | None = None

@@ -27,12 +27,8 @@ from typing import Any
 
 import pytest
 
-OUT_VAR = "SPYRE_CI_TRACE_OUT"
-MODE_VAR = "SPYRE_CI_TRACE_MODE"
-# A file of variant ids: trace only these, and not the session (a production run refreshes
-# the traces it lacks; `spyre-ci impact-map` traces everything, the session included).
-IDS_VAR = "SPYRE_CI_TRACE_IDS"
-SESSION = "(session)"
+from workflows.runner.trace_vars import IDS_VAR, MODE_VAR, OUT_VAR, SESSION
+
 # torch's profiler, which the recorders call around each test: never part of a trace.
 RECORDER_FILES = ("torch/autograd/profiler", "torch/profiler/")
 

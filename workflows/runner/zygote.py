@@ -147,7 +147,7 @@ def import_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     no ids file) records imports and collection, which a zygote did before the fork: it is
     not, and starts cold.
     """
-    from workflows.runner.impact_tracer import IDS_VAR, MODE_VAR, OUT_VAR
+    from workflows.runner.trace_vars import IDS_VAR, MODE_VAR, OUT_VAR
 
     runtime = set(RUNTIME_VARS)
     if env.get(IDS_VAR):

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from suites.model import Status
-from workflows.runner.impact_tracer import OUT_VAR, SESSION
 from workflows.runner.shard_runner import Limits, ProgressCallback, run_shard
+from workflows.runner.trace_vars import OUT_VAR, SESSION
 
 TRACE_PLUGIN = "workflows.runner.impact_tracer"
 

@@ -27,7 +27,7 @@ from typing import Protocol
 
 import selector
 from suites.model import Inventory, Outcome, Status
-from workflows.runner.impact_tracer import IDS_VAR, OUT_VAR, SESSION
+from workflows.runner.trace_vars import IDS_VAR, OUT_VAR, SESSION
 from workflows.settings import child_environment
 from workflows.stores.history import HistoryError, HistoryStore, RedisHistory, SQLiteHistory, masked
 from workflows.tracing.traces import ImpactNote, describe, shipped_trace, shipped_trace_path

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts.errors import BadInput, Unavailable
-from relay.github import GitHubAdapter, GitHubRefused, GitHubUnavailable
+from relay.github_errors import GitHubRefused, GitHubUnavailable
 from suites.model import Status
 from workflows.drivers.bisect.answer import answer
 from workflows.drivers.bisect.search import STOPPED, Step, bisect
@@ -33,6 +33,9 @@ from workflows.runner import zygote
 from workflows.runner.change_overlay import ChangeError, prepare
 from workflows.runner.shard_runner import Limits
 from workflows.stores.sources import installed_torch
+
+if TYPE_CHECKING:
+    from relay.github import GitHubAdapter
 
 
 class BisectError(BadInput):
