@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from celery.exceptions import Ignore
@@ -28,18 +28,19 @@ from .keys import OPEN_RUNS, RESULT_TTL_S, key
 
 log = logging.getLogger(__name__)
 
+# What a finish returns and stores: the summary; the holdout's result or None (not stored).
+Finished = TypeVar("Finished", dict[str, Any], dict[str, Any] | None)
+
 
 def finish_once(run_id: str, token: str) -> dict[str, Any]:
     """The run's finish on its verdict shards, once; the run stays open when its holdout
     runs after it."""
 
-    def work() -> tuple[dict[str, Any] | None, bool]:
+    def work() -> tuple[dict[str, Any], bool]:
         summary, holdout_after = finish(run_id)
         return summary, not holdout_after
 
-    summary = _once(run_id, token, "", work)
-    assert summary is not None  # a verdict's finish always stores its summary
-    return summary
+    return _once(run_id, token, "", work)
 
 
 def holdout_once(run_id: str, token: str) -> dict[str, Any] | None:
@@ -57,8 +58,8 @@ def _once(
     run_id: str,
     token: str,
     prefix: str,
-    work: Callable[[], tuple[dict[str, Any] | None, bool]],
-) -> dict[str, Any] | None:
+    work: Callable[[], tuple[Finished, bool]],
+) -> Finished:
     """`work` once per run under the run's `<prefix>finishing` key (heartbeats); what it
     returns is stored under `<prefix>finished` and returned to every later call. `work` says
     whether the run is done with (closed in the sweep's open runs)."""
@@ -66,7 +67,7 @@ def _once(
     finished = key(run_id, f"{prefix}finished")
     stored = store.get(finished)
     if stored is not None:
-        body: dict[str, Any] = json.loads(stored)
+        body: Finished = json.loads(stored)  # what `work` returned, stored below
         return body
     hold = _Hold(
         store, key(run_id, f"{prefix}finishing"), token, celery_app.context().settings.lease_ttl_s
