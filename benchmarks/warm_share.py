@@ -121,7 +121,8 @@ def main() -> int:
             "private": round(statistics.median(later_private), 2) if later_private else None,
         },
         "notes": "first_test_s counts from the process's start: the CLI's imports and the "
-        "plan (the shipped trace read and inverted, about 2 s of it) come before any fork; "
+        "plan (the Inventory and the shipped trace read, about 0.7 s of CPU) come before "
+        "any fork; "
         "the fork from a ready zygote itself is immediate. Run 1 of each mode starts its "
         "zygotes (the change's and, for the A/B, the installed torch's).",
         "runs": {"shared": shared, "private": private},
