@@ -397,6 +397,17 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     python = [r for r in pushes if r.get("kind") in ss.PY_KINDS]
     times = [r["callback_s"] for r in python if r.get("callback_s") is not None]
     judged_now = [r for r in python if r.get("applied") and r.get("tested") != "not_tested"]
+    # Cold: the first delivery on a build (it provisions the build and starts its zygotes);
+    # warm: every later one on a build already used.
+    seen: set[str] = set()
+    cold_keys: set[str] = set()
+    for r in rows:
+        build = str(r.get("want_build"))
+        if build not in seen:
+            seen.add(build)
+            cold_keys.add(r["key"])
+    cold = [r["callback_s"] for r in python if r["key"] in cold_keys and r.get("callback_s")]
+    warm = [r["callback_s"] for r in python if r["key"] not in cold_keys and r.get("callback_s")]
     return {
         "deliveries": len(rows),
         "pushes": len(pushes),
@@ -413,6 +424,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "python_callback_s_p50": percentile(times, 0.5),
         "python_callback_s_p95": percentile(times, 0.95),
         "python_callback_s_median_stat": round(statistics.median(times), 1) if times else None,
+        "python_callback_s_cold": {
+            "deliveries": sorted(k for k in cold_keys if any(r["key"] == k for r in python)),
+            "p50": percentile(cold, 0.5),
+            "p95": percentile(cold, 0.95),
+        },
+        "python_callback_s_warm": {
+            "deliveries": len(warm),
+            "p50": percentile(warm, 0.5),
+            "p95": percentile(warm, 0.95),
+        },
         "all_callback_s": {r["key"]: r.get("callback_s") for r in rows},
     }
 
