@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -107,6 +108,25 @@ def test_an_adopted_result_reads_its_own_bytes_as_the_next_input() -> None:
     # Writes through the device tensor are seen through the seed (same bytes).
     total.add_(1)
     assert torch.equal((total * 1).cpu(), a + b + 1)
+
+
+def test_a_dropped_result_frees_its_seed_and_owner_at_once() -> None:
+    # The small-op path registers its result's storage inline (not through memory.register):
+    # once the device tensor is gone, its seed and owner must be too, and its charge given
+    # back, even when the alias cache held the seed as the result's alias.
+    x = torch.randn(4, 6).to(DEVICE)
+    y = x + 1
+    _ = y * 2  # y read as an input: its seed is now also its cached alias
+    live = memory._LIVE[y.untyped_storage().data_ptr()]
+    assert live.seed is not None and live.alias_keys
+    freed: list[str] = []
+    seed = weakref.ref(live.seed, lambda _: freed.append("seed"))
+    owner = weakref.ref(live.owner, lambda _: freed.append("owner"))
+    allocated = memory.COUNTERS.allocated
+    del live, y, _
+    assert seed() is None and owner() is None  # no gc.collect(): reference counting frees them
+    assert sorted(freed) == ["owner", "seed"]
+    assert memory.COUNTERS.allocated == allocated - 2 * 128
 
 
 def test_a_lazily_negated_view_of_an_adopted_result_is_not_read_as_the_result() -> None:
