@@ -102,7 +102,6 @@ def register(
     """Record `storage` (a device storage of `nbytes` over `owner`'s bytes at `ptr`) as live.
 
     The owner is kept until the device storage dies; the device is charged whole sticks.
-    `kernels._fast_call` does the same inline for its results: change both together.
     """
     entry = _Live(storage, _released)
     entry.ptr = ptr
