@@ -6,6 +6,7 @@ the control plane. See DESIGN.md, "Contracts everybody relies on".
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,6 +23,18 @@ class Expectation(StrEnum):
     XFAIL = "xfail"
     XFAIL_STRICT = "xfail_strict"
     SKIP = "skip"
+
+
+# An Inventory's expectations by their JSON value: an Enum call per variant is a sixth of
+# reading one.
+_EXPECTATION_OF = {e.value: e for e in Expectation}
+
+
+def _expectation(value: Any) -> Expectation:
+    try:
+        return _EXPECTATION_OF[value]
+    except (KeyError, TypeError):
+        return Expectation(value)  # ValueError, naming the value
 
 
 class Status(StrEnum):
@@ -101,7 +114,7 @@ class Variant:
             template=data["template"],
             subject=data["subject"],
             dtype=data["dtype"],
-            expectation=Expectation(data.get("expectation", "pass")),
+            expectation=_expectation(data.get("expectation", "pass")),
             reason=data.get("reason", ""),
             rule=data.get("rule", ""),
             fingerprint=data.get("fingerprint", ""),
@@ -197,7 +210,16 @@ class Inventory:
         path = Path(path)
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as fh:
-            return cls.from_json(json.load(fh))
+            data = json.load(fh)
+        # Tens of thousands of small objects and no cycles among them: the collector does
+        # not walk them while they are built (a fifth of the read).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return cls.from_json(data)
+        finally:
+            if enabled:
+                gc.enable()
 
 
 @dataclass(frozen=True)
