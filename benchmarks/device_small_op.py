@@ -3,14 +3,15 @@
 Measures `a + b` (the headline value), `a * b`, `torch.relu(a)` and `a.sum()`, each on spyre
 and on CPU in the same run.
 
-Run: .venv/bin/python benchmarks/device_small_op.py
-Records benchmarks/results/device_small_op.json. Each figure is the median over repeats of
+Run: .venv/bin/python benchmarks/device_small_op.py [--out FILE]
+Records benchmarks/results/device_small_op.json (or FILE). Each figure is the median over repeats of
 the per-call mean (timeit, CPU time of this process), in microseconds; the machine line says
 where it was measured.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -107,6 +108,9 @@ def per_call_us(
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULT, help=f"where to write ({RESULT})")
+    args = parser.parse_args()
     torch.manual_seed(0)
     load_start = os.getloadavg()
     a, b = torch.randn(4, 4), torch.randn(4, 4)
@@ -167,8 +171,8 @@ def main() -> int:
         "kernel calls sum.dim_IntList) and takes the boxed call: its int list keeps the "
         "Python binding out.",
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(record, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     return 0
 
