@@ -67,8 +67,7 @@ def load_inventory(path: str | Path) -> Inventory:
             "(in an environment with that torch)"
         )
     try:
-        inventory: Inventory = read_inventory(path)
-        return inventory
+        return read_inventory(path)
     except (
         OSError,
         EOFError,

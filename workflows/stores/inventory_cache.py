@@ -19,9 +19,12 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.settings import child_environment
+
+if TYPE_CHECKING:
+    from suites.model import Inventory
 
 # What a spec names that is read while its Inventory is built (a cheap look at the text:
 # parsing a 5 MB spec for its key would cost seconds, and an extra file only costs a rebuild).
@@ -105,10 +108,10 @@ def _text(path: Path) -> str:
 # Inventories read in this process, by file and its modification: the cache checked, then
 # the plan, the finish and a worker's every run read the same file. An Inventory is frozen,
 # so sharing it is safe.
-_read: dict[tuple[str, int, int], Any] = {}
+_read: dict[tuple[str, int, int], Inventory] = {}
 
 
-def read_inventory(path: Path) -> Any:
+def read_inventory(path: Path) -> Inventory:
     """The Inventory in the file at `path`, read once per process while the file is unchanged
     (its errors are Inventory.load's)."""
     from suites.model import Inventory
@@ -124,7 +127,7 @@ def read_inventory(path: Path) -> Any:
     return inventory
 
 
-def read_cached(path: Path) -> Any | None:
+def read_cached(path: Path) -> Inventory | None:
     """The cached Inventory at `path`; None (said on stderr, the file removed) when it
     cannot be read: a truncated or corrupt file is rebuilt instead of failing every run."""
     import zlib
