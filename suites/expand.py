@@ -147,6 +147,7 @@ def expand(
     env: dict[str, str] | None = None,
     keep_trail: bool = False,
     subjects: Mapping[str, Collection[str]] | None = None,
+    fingerprints: bool = True,
 ) -> Expansion:
     """Expand suites into variants (only `suite` when given), in a stable order.
 
@@ -154,6 +155,10 @@ def expand(
     suites it names: a test process asked for a few ids builds their variants, not the
     thousands of the whole database. Each subject's variants depend on that subject and the
     suite's rules alone, so they come out as in the whole expansion. File suites expand whole.
+
+    `fingerprints=False` (a test process: it runs variants and never compares them) leaves
+    each variant's `fingerprint` empty and everything else as it is; hashing the OpInfo
+    definitions' source is most of the cost of expanding a whole database.
     """
     result = Expansion()
     for spec in specs:
@@ -163,10 +168,12 @@ def expand(
         only = None if subjects is None else subjects.get(spec.suite_name)
         for oi, _ in enumerate(root.get("opinfo") or ()):
             result.planned.extend(
-                _expand_opinfo(spec, ("test_suite_config", "opinfo", oi), keep_trail, only)
+                _expand_opinfo(
+                    spec, ("test_suite_config", "opinfo", oi), keep_trail, only, fingerprints
+                )
             )
         for fi, _ in enumerate(root.get("files") or ()):
-            _expand_file(spec, ("test_suite_config", "files", fi), env, result)
+            _expand_file(spec, ("test_suite_config", "files", fi), env, result, fingerprints)
     seen: dict[str, Planned] = {}
     for planned in result.planned:
         vid = planned.variant.id
@@ -307,7 +314,11 @@ def _expectations_file(spec: SpecFile, entry: dict[str, Any]) -> list[Rule]:
 
 
 def _expand_opinfo(
-    spec: SpecFile, where: Path_, keep_trail: bool, only: Collection[str] | None = None
+    spec: SpecFile,
+    where: Path_,
+    keep_trail: bool,
+    only: Collection[str] | None = None,
+    fingerprints: bool = True,
 ) -> list[Planned]:
     from suites.databases import family_of, load_db
     from suites.fingerprint import callable_digest, definition_digest, variant_fingerprint
@@ -346,11 +357,11 @@ def _expand_opinfo(
         subjects = [s for s in subjects if s.name in only]
     out: list[Planned] = []
     for template in entry["templates"]:
-        template_digest = callable_digest(get_template(template))
+        template_digest = callable_digest(get_template(template)) if fingerprints else ""
         template_dtypes = [None] if template == "errors" else dtypes
         for subject in subjects:
             info = subject.info
-            definition = definition_digest(info)
+            definition = definition_digest(info) if fingerprints else ""
             base_name = str(getattr(info, "name", subject.name))
             for dtype_name in template_dtypes:
                 dtype = None if dtype_name is None else _torch_dtype(dtype_name)
@@ -375,13 +386,17 @@ def _expand_opinfo(
                 if vid in exp_by_id:
                     chain.append(exp_by_id[vid])
                 decision: Decision = decide(key, chain, keep_trail=keep_trail)
-                fingerprint = variant_fingerprint(
-                    definition,
-                    decorators,
-                    template_digest,
-                    dname,
-                    str(decision.expectation),
-                    repr(decision.precision),
+                fingerprint = (
+                    variant_fingerprint(
+                        definition,
+                        decorators,
+                        template_digest,
+                        dname,
+                        str(decision.expectation),
+                        repr(decision.precision),
+                    )
+                    if fingerprints
+                    else ""
                 )
                 variant = Variant(
                     id=vid,
@@ -432,7 +447,11 @@ def file_suite_unavailable(
 
 
 def _expand_file(
-    spec: SpecFile, where: Path_, env: dict[str, str] | None, result: Expansion
+    spec: SpecFile,
+    where: Path_,
+    env: dict[str, str] | None,
+    result: Expansion,
+    fingerprints: bool = True,
 ) -> None:
     from suites.databases import family_of
     from suites.fingerprint import definition_digest, variant_fingerprint
@@ -495,16 +514,18 @@ def _expand_file(
             )
             continue
         source_digest, sources = _test_sources(text, repo_path, test)
-        extra = [definition_digest(test.op)] if test.op is not None else []
-        fingerprint = variant_fingerprint(
-            source_digest,
-            [],
-            str(decision.expectation),
-            repr(decision.precision),
-            ",".join(decision.cpu_move),
-            str(decision.no_grad),
-            *extra,
-        )
+        fingerprint = ""
+        if fingerprints:
+            extra = [definition_digest(test.op)] if test.op is not None else []
+            fingerprint = variant_fingerprint(
+                source_digest,
+                [],
+                str(decision.expectation),
+                repr(decision.precision),
+                ",".join(decision.cpu_move),
+                str(decision.no_grad),
+                *extra,
+            )
         family = family_of("op_db", test.op_name) if test.op_name else test.base_name
         variant = Variant(
             id=vid,

@@ -326,7 +326,7 @@ def preload(specs_opt: list[str] | None) -> None:
     expanded: dict[str, Any] = {}
     for spec in specs:
         try:
-            expanded[spec.suite_name] = expand([spec])
+            expanded[spec.suite_name] = expand([spec], fingerprints=False)
         except SpecError as exc:
             expanded[spec.suite_name] = exc
     _PRELOADED[_spec_key(specs_opt)] = (specs, refused, expanded)
@@ -363,7 +363,7 @@ def _expanded(spec: Any, subjects: Mapping[str, Collection[str]] | None = None) 
             if isinstance(found, Exception):
                 raise found
             return found
-    return expand([spec], subjects=subjects)
+    return expand([spec], subjects=subjects, fingerprints=False)
 
 
 def _ensure_device() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +143,35 @@ def test_expanding_some_subjects_gives_their_variants_as_the_whole_expansion(
     expected = [v for v in variants if v.subject in wanted.get(v.suite, set())]
     assert part.variants == expected
     assert {(v.suite, v.subject) for v in part.variants} == chosen
+
+
+def _without_fingerprints(expansion: Expansion) -> list[Any]:
+    return [replace(p, variant=replace(p.variant, fingerprint="")) for p in expansion.planned]
+
+
+@pytest.mark.parametrize("which", ["bundled", "file suite"])
+def test_a_test_process_expands_as_the_inventory_does_less_the_fingerprints(
+    which: str, bundled: Expansion
+) -> None:
+    """The plugin expands with `fingerprints=False` (a test process runs variants and never
+    compares them): the same variants, rules, expectations and run details, with every
+    fingerprint empty, on the OpInfo suites and on a file suite."""
+    if which == "bundled":
+        whole, env = bundled, None
+        lean = expand(load_suites(), fingerprints=False)
+    else:
+        env = {"TORCH_ROOT": str(UPSTREAM_LIKE)}
+        specs = load_suites([UPSTREAM_LIKE / "tiny.yaml"], env)
+        whole, lean = expand(specs, env=env), expand(specs, env=env, fingerprints=False)
+    assert whole.planned and all(p.variant.fingerprint for p in whole.planned)
+    assert not any(p.variant.fingerprint for p in lean.planned)
+    assert lean.planned == _without_fingerprints(whole)
+    assert [p.matched for p in lean.planned] == [p.matched for p in whole.planned]
+    assert (lean.excluded, lean.unavailable, lean.records) == (
+        whole.excluded,
+        whole.unavailable,
+        whole.records,
+    )
 
 
 def test_fingerprints_ignore_other_devices_and_docstrings() -> None:
