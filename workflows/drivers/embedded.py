@@ -3,11 +3,11 @@
 Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them), the longest
 (by the plan's History estimate) first; a runner with nothing left to start steals the tail
 of the shard with the most time left (`workflows/runner/stealing.py`), so the runners finish
-together. The warm runner's zygote (`workflows/runner/zygote.py`) starts warming before the plan is
-made and stops when the run ends; `SPYRE_CI_ZYGOTE=0` (the context's `settings.zygote`) starts
-every test process cold. A run holds its out directory from its plan to its last export
-(`run_folder.holding`): a second run, or a `runs resume`, into the same `--out` meanwhile is
-refused, naming the run that holds it.
+together. The warm runner's zygotes (`workflows/runner/zygote.py`: the changed torch's and the
+base's, `pipeline.warm_up`) start warming before the plan is made and stop when the run ends;
+`SPYRE_CI_ZYGOTE=0` (the context's `settings.zygote`) starts every test process cold. A run
+holds its out directory from its plan to its last export (`run_folder.holding`): a second
+run, or a `runs resume`, into the same `--out` meanwhile is refused, naming the run that holds it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from workflows.run import finishing, pipeline, run_folder, run_model
 from workflows.run.context import RunContext
 from workflows.run.layout import shard_name
 from workflows.runner import stealing, zygote
-from workflows.runner.shard_runner import PLUGIN, ProgressCallback, ShardRun
+from workflows.runner.shard_runner import ProgressCallback, ShardRun
 
 
 def run(
@@ -60,8 +60,7 @@ def resume(
 
 
 def _warm_up(request: run_model.RunRequest, ctx: RunContext) -> None:
-    if ctx.settings.zygote:
-        zygote.prestart(PLUGIN, request.specs, pipeline.change_env(request, ctx.settings))
+    pipeline.warm_up(request, ctx.settings)
 
 
 def _shards(planned: run_model.PlannedRun) -> list[tuple[str, list[str], float]]:
@@ -98,23 +97,6 @@ def _execute(
             request, name, ids, progress, settings=settings, parallel=1, stop=stop
         )
 
-    base_warming = threading.Event()
-
-    def warm_base_on_failure(report: ProgressCallback) -> ProgressCallback:
-        """With a change applied, a failure will run on the base torch too (A/B): its zygote
-        starts warming at the first failure, while the shards go on."""
-
-        def reported(outcome: Outcome) -> None:
-            if outcome.status.is_failure and not base_warming.is_set() and change_applied:
-                base_warming.set()
-                if settings.zygote:
-                    zygote.prestart(PLUGIN, request.specs)
-            report(outcome)
-
-        return reported
-
-    change_applied = bool(pipeline.change_env(request, settings))
-
     def run_part(
         name: str, ids: Sequence[str], claims: Claims, report: ProgressCallback
     ) -> ShardRun:
@@ -122,7 +104,7 @@ def _execute(
             request,
             name,
             ids,
-            warm_base_on_failure(report),
+            report,
             settings=settings,
             stop=stop,
             claims=claims,

@@ -116,6 +116,9 @@ def build_request(args: argparse.Namespace, settings: Settings) -> Any:
         specs=tuple(args.specs),  # the upstream test files they reuse take the change too
     )
     check_change(change, settings)  # refused before the Inventory is built or anything is recorded
+    from workflows.run import pipeline
+
+    pipeline.warm_up(change, settings)  # the zygotes' imports overlap the Inventory's build
     inventory = args.inventory
     if inventory is None:
         from workflows.run.on_build import inventory_for

@@ -41,7 +41,9 @@ def plan(request: run_model.RunRequest, token: str) -> str:
     store = celery_app.store()
     body = store.get(key(request.run_id, "planned"))
     if body is None:
-        planned, verdict = phases.verdict_first(pipeline.plan(request, celery_app.context()))
+        context = celery_app.context()
+        pipeline.warm_up(request, context.settings)  # the zygotes' imports overlap the plan
+        planned, verdict = phases.verdict_first(pipeline.plan(request, context))
         store.set(key(request.run_id, "planned"), phases.dumps(planned, verdict), ex=RESULT_TTL_S)
     else:  # a redelivered plan task reuses the stored plan: the same shards, the same keys
         planned, verdict = phases.loads(body)
