@@ -273,17 +273,17 @@ def execute_shard(
 def warm_up(request: RunRequest, settings: Settings) -> None:
     """Start warming (it returns at once) the zygotes this run's test processes fork from:
     the changed torch's and, when a change is applied, the base torch's, where any failure
-    runs again (the A/B). Called before the Inventory is read or built and the plan made, so
-    the imports of both overlap them and each other; a side that runs on another interpreter
-    (a build of the source) starts its own test processes and is left alone. With the warm
-    runner shared (`spyre-ci`, a worker) a zygote is started once per state directory."""
+    runs again (the A/B), each on its side's interpreter (a build of the source's, or this
+    one). Called before the Inventory is read or built and the plan made, so the imports of
+    both overlap them and each other. With the warm runner shared (`spyre-ci`, a worker) a
+    zygote is started once per state directory."""
     if not settings.zygote:
         return
     changed = change_env(request, settings)
     sides = [(True, changed), (False, on_build.base_side_env(request, settings))]
     for side, env in sides if changed else sides[:1]:
-        if under_test.interpreter(request, side, settings) is None:
-            zygote.prestart(PLUGIN, request.specs, env)
+        python = under_test.interpreter(request, side, settings)
+        zygote.prestart(PLUGIN, request.specs, env, python)
 
 
 def change_env(request: RunRequest, settings: Settings) -> dict[str, str]:

@@ -14,8 +14,9 @@ kills its process group by pid as it does a cold one, so crash, hang and memory 
 are unchanged (`workflows/runner/shard_runner.py`).
 
 When it is used (`key_for`): `SPYRE_CI_ZYGOTE` is not `0`, the shard runs on this
-interpreter, and the shard's environment adds nothing that can change imports but the run's
-applied change (a benchmark's mutation, another `PYTHONPATH`: those shards start cold, never in
+interpreter or another venv's (a build's, an upgrade run's version: a zygote of its own), and
+the shard's environment adds nothing that can change imports but the run's applied change (a
+benchmark's mutation, another `PYTHONPATH`: those shards start cold, never in
 an unmutated zygote). A run's change gets a zygote of its own, started with the change
 applied (`workflows.runner.change_overlay`): one zygote per change, never shared across changes. A
 zygote is keyed by the interpreter, the plugin, the specs and their Inventory cache key
@@ -183,9 +184,20 @@ def key_for(
     python: str, plugin: str, specs: Sequence[str], env: Mapping[str, str]
 ) -> ZygoteKey | None:
     """The zygote a test process with this interpreter, plugin, specs and full environment
-    may fork from; None when it must start cold (another interpreter, an environment that
-    differs from this process's in what it imports, no `fork` here)."""
-    if sys.platform != "linux" or not _same_file(python, sys.executable):
+    may fork from; None when it must start cold (an interpreter outside any venv, an
+    environment that differs from this process's in what it imports, no `fork` here).
+
+    Another venv's interpreter (a build of the source, `workflows.runner.build_envs`; an
+    upgrade run's version) has the project installed beside its own torch: it gets a
+    zygote of its own, started with that interpreter and keyed by its path, never this
+    environment's."""
+    if sys.platform != "linux":
+        return None
+    if _same_file(python, sys.executable):
+        python = sys.executable
+    elif _environment(python):
+        python = os.path.abspath(python)
+    else:
         return None
     wanted = import_env(env)
     if without_change(wanted) != without_change(import_env(child_environment())):
@@ -193,7 +205,7 @@ def key_for(
     from workflows.stores.inventory_cache import cache_key
 
     return ZygoteKey(
-        sys.executable,
+        python,
         plugin,
         tuple(specs),
         cache_key(specs, env),
@@ -223,11 +235,17 @@ def fork(
     return zygote.fork(argv, cwd, env, stdout, stderr, memory_mb, import_limit_s, output_bytes)
 
 
-def prestart(plugin: str, specs: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+def prestart(
+    plugin: str,
+    specs: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+) -> None:
     """Start warming the zygote the shards of this process will use (returns at once);
-    `env`: what the shards add to this process's environment (a run's change)."""
+    `env`: what the shards add to this process's environment (a run's change); `python`:
+    their interpreter (default: this one)."""
     environment = child_environment(env)
-    key = key_for(sys.executable, plugin, specs, environment)
+    key = key_for(python or sys.executable, plugin, specs, environment)
     if key is not None:
         with contextlib.suppress(ZygoteUnavailable):
             _POOL.get(key, _place())

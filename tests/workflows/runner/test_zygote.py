@@ -256,8 +256,9 @@ def test_a_warm_child_shows_the_cold_command_line(tmp_path: Path, contract_path:
 
 
 def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: Path) -> None:
-    """An upgrade run's venv links the same python binary: forking its shards from this
-    environment's zygote would run them on this environment's torch."""
+    """An upgrade run's venv (or a build's) links the same python binary: forking its shards
+    from this environment's zygote would run them on this environment's torch. It gets a
+    zygote of its own, started by its interpreter; an interpreter outside any venv none."""
     import subprocess
     import sys
 
@@ -267,8 +268,15 @@ def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
     python = other / "bin" / "python"
     assert os.path.realpath(python) == os.path.realpath(sys.executable)  # the same binary
-    assert key_for(str(python), "suites.pytest_plugin", [], dict(os.environ)) is None
-    assert key_for(sys.executable, "suites.pytest_plugin", [], dict(os.environ)) is not None
+    theirs = key_for(str(python), "suites.pytest_plugin", [], dict(os.environ))
+    ours = key_for(sys.executable, "suites.pytest_plugin", [], dict(os.environ))
+    assert theirs is not None and ours is not None
+    assert theirs.python == str(python) and ours.python == sys.executable
+    assert theirs != ours
+    outside = tmp_path / "bin" / "python"  # no pyvenv.cfg above it
+    outside.parent.mkdir()
+    outside.symlink_to(os.path.realpath(sys.executable))
+    assert key_for(str(outside), "suites.pytest_plugin", [], dict(os.environ)) is None
 
 
 @pytest.mark.long
