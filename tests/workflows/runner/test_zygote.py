@@ -66,6 +66,26 @@ def test_a_warm_shard_has_the_outcomes_of_a_cold_one(tmp_path: Path) -> None:
     assert again.warm_processes == 1 and again.outcomes[0].status is Status.PASSED
 
 
+def test_a_build_s_shards_fork_from_a_zygote_of_the_build_s_own_torch(tmp_path: Path) -> None:
+    """A build of the source (a venv of its own torch) gets its own zygote: started by its
+    interpreter, it loads the build's torch, and its forks have the outcomes of the build's
+    cold test processes."""
+    from tests.workflows.runner.test_torch_builds import BUILD_SHA, fake_build
+
+    build = fake_build(tmp_path / "builds" / "b", BUILD_SHA)
+    python = str(build / "bin" / "python")
+    cold = run_shard("s", TINY_IDS, tmp_path / "cold", specs=[str(TINY)], python=python, warm=False)
+    warm = run_shard("s", TINY_IDS, tmp_path / "warm", specs=[str(TINY)], python=python)
+    assert (cold.warm_processes, warm.subprocesses, warm.warm_processes) == (0, 1, 1)
+    assert {o.id: o.status for o in warm.outcomes} == {o.id: o.status for o in cold.outcomes}
+    assert len(warm.outcomes) == 3
+    (one,) = zygote._POOL._zygotes.values()
+    assert one.key.python == python
+    loaded = {path for path, _stamp, _digest in one._files}
+    assert any(path.startswith(str(build)) and path.endswith("torch/version.py") for path in loaded)
+    assert not any(path.startswith(sys.prefix + os.sep) and "/torch/" in path for path in loaded)
+
+
 @pytest.mark.long
 def test_a_crash_or_hang_in_a_warm_child_costs_one_variant(
     tmp_path: Path, contract_path: None
