@@ -511,7 +511,10 @@ class Zygote:
             if message.get("ready"):
                 self._ready = True
                 self.pid = int(message.get("pid") or self.proc.pid)
-                self._files = [[str(f) for f in entry] for entry in message.get("files") or ()]
+                files = message.get("files")
+                if files is None and self.shared:  # said in its ready.json only
+                    files = (warm_share.ready(self.folder) or {}).get("files")
+                self._files = [[str(f) for f in entry] for entry in files or ()]
                 return
             imports = change_imports.read(self.imports)
             log = self.folder / "zygote.log"

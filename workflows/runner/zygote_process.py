@@ -81,6 +81,11 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
         ready = {"ready": True, "pid": os.getpid(), "files": _loaded_files()}
         if idle_s is not None:
             _publish(Path(socket_path).parent, {**ready, "keeper": os.getppid()})
+            # The process that started it may never read this line (a worker's plan task
+            # warms the zygotes other processes fork from): the files, hundreds of KB, would
+            # fill the pipe and block the zygote before it serves anyone. They are in
+            # ready.json; the line says only that it is ready, and fits in the pipe.
+            ready = {"ready": True, "pid": ready["pid"]}
         try:
             _say(ready)
         except OSError:  # the runner is gone, its end of the pipe with it

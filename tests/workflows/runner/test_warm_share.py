@@ -94,7 +94,9 @@ def finished(proc: subprocess.Popen[str]) -> dict[str, object]:
 
 def zygotes(work: Path) -> dict[str, int]:
     """Each shared zygote's folder name -> its pid, as its `ready.json` says."""
-    found = {}
+    found: dict[str, int] = {}
+    if not (work / "warm").is_dir():  # no zygote started yet
+        return found
     for folder in (work / "warm").iterdir():
         ready = warm_share.ready(folder) if folder.is_dir() else None
         if ready is not None:
@@ -104,6 +106,40 @@ def zygotes(work: Path) -> dict[str, int]:
 
 def forked_from(work: Path, name: str) -> int:
     return int((work / name).read_text().split()[1])
+
+
+# A process that warms a shared zygote and never forks from it, nor reads what it says (a
+# worker's plan task warms the zygotes its shard tasks, in other processes, fork from).
+WARMER = textwrap.dedent(
+    """
+    import time
+    from workflows.runner import zygote
+    from workflows.settings import Settings
+
+    zygote.share(Settings.from_env())
+    zygote.prestart("contract_plugin", [])
+    time.sleep(600)
+    """
+)
+
+
+def test_a_zygote_warmed_by_a_process_that_never_forks_serves_another_at_once(
+    work: Path,
+) -> None:
+    """Its starter never reads its ready line: the zygote must not wait for that (its
+    loaded files once filled the pipe and it answered nobody: 30 s, then cold)."""
+    warmer = subprocess.Popen([sys.executable, "-c", WARMER], cwd=work)
+    try:
+        wait_for(lambda: zygotes(work), timeout=300, what="the warmed zygote's ready.json")
+        (only,) = zygotes(work).values()
+        assert finished(shard(work, "demo::t::quick::f32")) == {
+            "warm": 1,
+            "statuses": ["passed"],
+        }
+        assert forked_from(work, "quick.pids") == only  # not cold after a 30 s wait
+    finally:
+        warmer.kill()
+        warmer.wait()
 
 
 def test_a_second_process_forks_from_the_zygote_the_first_left(work: Path) -> None:
