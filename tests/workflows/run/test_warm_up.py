@@ -26,8 +26,8 @@ def _started(
 ) -> list[dict[str, str]]:
     started: list[dict[str, str]] = []
 
-    def prestart(plugin: str, specs: Any, env: Any = None) -> None:
-        started.append(dict(env or {}))
+    def prestart(plugin: str, specs: Any, env: Any = None, python: str | None = None) -> None:
+        started.append({**(env or {}), **({"python": python} if python else {})})
 
     monkeypatch.setattr(pipeline.zygote, "prestart", prestart)
     pipeline.warm_up(request, settings)
@@ -58,3 +58,19 @@ def test_no_zygote_is_started_when_the_warm_runner_is_off(
 ) -> None:
     settings = Settings(state_dir=tmp_path, redis_url=None, zygote=False)
     assert _started(monkeypatch, _request(GLU), settings) == []
+
+
+def test_a_run_on_a_build_warms_the_build_s_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An event whose head has a prepared build runs there, change and all: its one zygote
+    is the build's interpreter's, not this one's."""
+    from tests.workflows.runner.test_torch_builds import BUILD_SHA, fake_build
+
+    build = fake_build(tmp_path / "builds" / "nightly", BUILD_SHA)
+    settings = Settings(
+        state_dir=tmp_path / "state", redis_url=None, torch_builds=tmp_path / "builds"
+    )
+    event = TriggerEvent("push", "d1", "pytorch/pytorch", BUILD_SHA)
+    request = RunRequest("r1", event, "out", "", diff_text=GLU)
+    assert _started(monkeypatch, request, settings) == [{"python": str(build / "bin" / "python")}]
