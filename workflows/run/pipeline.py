@@ -108,6 +108,14 @@ def plan(request: RunRequest, ctx: RunContext) -> PlannedRun:
     environment = under_test.resolve(request, change, ctx.settings)
     if under_test.deferred(request, change, ctx.settings):
         result = _defer(request, change, environment, result, ctx)
+        if change.state != "not_applied":
+            # What runs now is what the applied files need: the files that wait for a build
+            # are not in this torch, and their variants (recorded as pending) would test
+            # nothing of them here; they run on the first build that holds them.
+            waiting = frozenset(f.path for f in under_test.needs_build(change))
+            result = planning.make_plan(
+                request, inventory, snapshot, ctx.traces, ctx.sources, without=waiting
+            )
     # edited upstream tests are tested only by their own variants
     environment = under_test.reached(environment, (v for shard in result.shards for v in shard))
     planned = PlannedRun(
@@ -140,7 +148,8 @@ def _defer(
 ) -> planning.PlanResult:
     """Record what of the change needs a build as pending on the first build that will
     contain it, with the variants the plan chose for it; when nothing of the change could be
-    applied, nothing runs now (the build under test does not hold the change)."""
+    applied, nothing runs now (the build under test does not hold the change). When some of
+    it was applied, `plan` plans again without the files that wait."""
     trigger = request.event
     pending.record(
         ctx.settings.state_dir,

@@ -10,7 +10,7 @@ never plans again: it reads the stored Plan back (`workflows.run.verification`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,12 +124,14 @@ def make_plan(
     history: selector.History,
     traces: TraceStore | None = None,
     github: GitHubSources | None = None,
+    without: frozenset[str] = frozenset(),
 ) -> PlanResult:
     """The plan of a run request (`spyre-ci run`, the intake, a resumed run's first step).
 
     Without an impact map the plan joins the shipped trace overlaid by the traces earlier
     runs stored (`traces`, beside History). `github`: where old-side sources the machine
-    lacks come from (`workflows.stores.sources`; None: nowhere)."""
+    lacks come from (`workflows.stores.sources`; None: nowhere). `without`: paths of the
+    change left out of this plan (files that wait for a build: planned when one holds them)."""
     impact: ImpactInfo | None
     if request.impact_map:
         impact = load_impact(request.impact_map, inventory)
@@ -137,8 +139,15 @@ def make_plan(
         impact = joined_trace(inventory, traces)
     else:
         impact = None
+    changes = change_set(request)
+    if without:
+        changes = replace(
+            changes,
+            paths=tuple(p for p in changes.paths if p.path not in without),
+            patches={path: f for path, f in changes.patches.items() if path not in without},
+        )
     return plan_change(
-        change_set(request), inventory, history, plan_config(request), impact=impact, github=github
+        changes, inventory, history, plan_config(request), impact=impact, github=github
     )
 
 
