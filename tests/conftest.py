@@ -92,6 +92,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def _private_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No test reads or writes the user's History and inventory cache."""
+    """No test reads or writes the user's History, inventory cache or environment cache (a
+    venv there whose torch sha is a test event's head would be found as that head's prepared
+    environment, and the run would go there). One folder per session: a test that provisions
+    torch venvs shares them with the session's others; one that reuses the user's on purpose
+    (the live upgrade run) says so."""
     monkeypatch.setenv("SPYRE_CI_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.setenv("SPYRE_CI_ENV_CACHE", str(tmp_path_factory.getbasetemp() / "env-cache"))
     monkeypatch.delenv("SPYRE_CI_REDIS_URL", raising=False)

@@ -182,8 +182,10 @@ def test_shard_runner_takes_another_python(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_live_upgrade_run_on_two_environments(tmp_path: Path):
+def test_live_upgrade_run_on_two_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Provision (or reuse) torch 2.13.0 and 2.14.1, diff, run and validate the tiny suite."""
+    # The user's environment cache, on purpose: the 2.14.1 venv is 5.8 GB, made once.
+    monkeypatch.delenv("SPYRE_CI_ENV_CACHE", raising=False)
     out = tmp_path / "out"
     result = cli(
         "--from",
