@@ -289,10 +289,12 @@ def warm_up(request: RunRequest, settings: Settings) -> None:
     if not settings.zygote:
         return
     changed = change_env(request, settings)
-    sides = [(True, changed), (False, on_build.base_side_env(request, settings))]
-    for side, env in sides if changed else sides[:1]:
-        python = under_test.interpreter(request, side, settings)
-        zygote.prestart(PLUGIN, request.specs, env, python)
+    python = under_test.interpreter(request, True, settings)
+    zygote.prestart(PLUGIN, request.specs, changed, python)
+    if changed:
+        base = on_build.base_side_env(request, settings)
+        python = under_test.interpreter(request, False, settings)
+        zygote.prestart(PLUGIN, request.specs, base, python)
 
 
 def change_env(request: RunRequest, settings: Settings) -> dict[str, str]:
