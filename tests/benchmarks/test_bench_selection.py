@@ -179,6 +179,9 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# In the default run: the mutation harness's subprocess is
+# `test_kernel_mutation_perturbs_the_cpu_result_not_the_device`.
+@pytest.mark.long
 def test_python_mutation_changes_the_function_only_in_the_subprocess(tmp_path: Path) -> None:
     installed = torch_root() / "torch" / "nn" / "functional.py"
     cache = list((installed.parent / "__pycache__").glob("functional.*.pyc"))

@@ -207,6 +207,9 @@ def test_a_new_variant_failing_on_the_new_version_exits_1(tmp_path: Path) -> Non
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
 
 
+# In the default run: exit 3 of an upgrade run is `test_an_infrastructure_record_is_exit_3`;
+# tests that cannot start are an infrastructure error in `test_infra_faults.py`.
+@pytest.mark.long
 def test_a_run_whose_tests_cannot_start_exits_3(tmp_path: Path) -> None:
     """One variant of the new version's selection was not recorded: its test process (the
     environment's python, which cannot run it) fails to start, an infrastructure fault."""

@@ -142,6 +142,9 @@ def test_a_zygote_warmed_by_a_process_that_never_forks_serves_another_at_once(
         warmer.wait()
 
 
+# In the default run: another process forking from a zygote it did not start is
+# `test_a_zygote_warmed_by_a_process_that_never_forks_serves_another_at_once`.
+@pytest.mark.long
 def test_a_second_process_forks_from_the_zygote_the_first_left(work: Path) -> None:
     first = finished(shard(work, "demo::t::quick::f32"))
     assert first == {"warm": 1, "statuses": ["passed"]}

@@ -66,6 +66,10 @@ def test_a_warm_shard_has_the_outcomes_of_a_cold_one(tmp_path: Path) -> None:
     assert again.warm_processes == 1 and again.outcomes[0].status is Status.PASSED
 
 
+# In the default run: `test_another_venv_of_the_same_interpreter_is_not_this_environment` (a
+# build's interpreter gets a zygote key of its own) and
+# `test_a_warm_shard_has_the_outcomes_of_a_cold_one`.
+@pytest.mark.long
 def test_a_build_s_shards_fork_from_a_zygote_of_the_build_s_own_torch(tmp_path: Path) -> None:
     """A build of the source (a venv of its own torch) gets its own zygote: started by its
     interpreter, it loads the build's torch, and its forks have the outcomes of the build's
