@@ -39,6 +39,8 @@ def tiny_impact_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> run_model.RunRequest:
+    """The mul kernel change, planned with `impact_map` or, without one, by op names alone
+    (no trace at all: not the shipped one either, which holds none of the tiny suite)."""
     event = TriggerEvent("push", "d-mul", "pytorch/pytorch", "a" * 40, source="cli")
     return run_model.RunRequest(
         run_id=f"mul-{impact_map is not None}",
@@ -49,6 +51,7 @@ def _request(tmp_path: Path, inventory: Path, impact_map: Path | None) -> run_mo
         holdout=0.0,
         specs=(str(TINY_SPEC),),
         impact_map=str(impact_map) if impact_map else None,
+        default_trace=impact_map is not None,
     )
 
 
