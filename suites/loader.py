@@ -9,7 +9,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -414,6 +414,35 @@ def resolve_test_path(
     if not path.is_absolute() and resolved == raw:
         path = spec_path.parent / path
     return path.absolute(), []
+
+
+# The upstream test files a change under test edits, in its mirror of TORCH_ROOT (absolute
+# paths, `os.pathsep` between them): set by the runner on the changed side's test processes.
+EDITED_TESTS_VAR = "SPYRE_CI_EDITED_TESTS"
+
+
+def edited_tests(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The real paths `$SPYRE_CI_EDITED_TESTS` names (empty when unset)."""
+    raw = (os.environ if environ is None else environ).get(EDITED_TESTS_VAR, "")
+    return frozenset(os.path.realpath(p) for p in raw.split(os.pathsep) if p)
+
+
+def reuses_any(spec: SpecFile, files: frozenset[str], env: dict[str, str] | None = None) -> bool:
+    """Whether a file suite imports one of `files` (real paths) or a file beside one of
+    them (upstream test files import their siblings)."""
+    entries = spec.get(("test_suite_config", "files"))
+    folders = {os.path.dirname(f) for f in files}
+    for entry in entries if isinstance(entries, list) else ():
+        raw = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(raw, str):
+            continue
+        path, _missing = resolve_test_path(raw, spec.path, env)
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in files or os.path.dirname(real) in folders:
+            return True
+    return False
 
 
 def as_names(value: Any) -> list[str]:

@@ -318,13 +318,20 @@ _PRELOADED: dict[tuple[str, ...], Any] = {}
 def preload(specs_opt: list[str] | None) -> None:
     """Load, lint and expand every suite of `specs_opt` now, so that a pytest session in a
     process forked from this one collects without expanding (the expansion and its errors
-    are kept, and replayed by `pytest_collection`)."""
+    are kept, and replayed by `pytest_collection`).
+
+    A file suite over a test file the change under test edits (`$SPYRE_CI_EDITED_TESTS`) is
+    left out: each test process expands it, importing the edited file where a cold process
+    would, under the test's own timeout, the shard runner's crash handling and its words."""
     from suites.expand import expand, load_suites_each
-    from suites.loader import SpecError
+    from suites.loader import SpecError, edited_tests, reuses_any
 
     specs, refused = load_suites_each(specs_opt)
+    edited = edited_tests()
     expanded: dict[str, Any] = {}
     for spec in specs:
+        if edited and reuses_any(spec, edited):
+            continue
         try:
             expanded[spec.suite_name] = expand([spec], fingerprints=False)
         except SpecError as exc:

@@ -162,15 +162,23 @@ def import_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(kept.items()))
 
 
-def without_change(env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+def without_change(
+    env: tuple[tuple[str, str], ...], tests_edited: bool | None = None
+) -> tuple[tuple[str, str], ...]:
     """`env` less what applies a run's change (`workflows.runner.change_overlay`): the change's
-    activation file and the overlay's entry on PYTHONPATH. Two environments that differ only
-    there may each have a zygote, one per change (the key keeps the whole environment)."""
-    from workflows.runner.change_overlay.prepare import CHANGE_VAR, SITE_DIR
+    activation file, the overlay's entry on PYTHONPATH and, when the change edits upstream
+    tests (`tests_edited`, default: `env` names edited tests), TORCH_ROOT (the change's mirror
+    of the checkout) and the edited files' names. Two environments that differ only there
+    may each have a zygote, one per change (the key keeps the whole environment)."""
+    from suites.loader import EDITED_TESTS_VAR
+    from workflows.runner.change_overlay.prepare import CHANGE_VAR, SITE_DIR, TREE_VAR
 
+    if tests_edited is None:
+        tests_edited = any(name == EDITED_TESTS_VAR for name, _ in env)
+    dropped = {CHANGE_VAR, EDITED_TESTS_VAR} | ({TREE_VAR} if tests_edited else set())
     kept = []
     for name, value in env:
-        if name == CHANGE_VAR:
+        if name in dropped:
             continue
         if name == "PYTHONPATH":
             value = os.pathsep.join(p for p in value.split(os.pathsep) if p != str(SITE_DIR))
@@ -200,7 +208,11 @@ def key_for(
     else:
         return None
     wanted = import_env(env)
-    if without_change(wanted) != without_change(import_env(child_environment())):
+    # A change's edited upstream tests come with its mirror of TORCH_ROOT for TORCH_ROOT.
+    from suites.loader import EDITED_TESTS_VAR
+
+    edits = EDITED_TESTS_VAR in env
+    if without_change(wanted, edits) != without_change(import_env(child_environment()), edits):
         return None  # a mutation overlay, another PYTHONPATH, ...: never the plain zygote
     from workflows.stores.inventory_cache import cache_key
 

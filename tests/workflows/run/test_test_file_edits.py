@@ -19,6 +19,7 @@ import pytest
 from contracts import tested as verdict
 from contracts.event import TriggerEvent
 from selector import ChangeSet
+from suites.loader import EDITED_TESTS_VAR
 from tests.testing.cli import build_inventory, cli, spyre_ci
 from tests.testing.paths import REPO_ROOT
 from tests.testing.shared import built_once
@@ -95,7 +96,11 @@ def test_a_reused_test_file_is_applied_to_a_mirror_of_torch_root(
     assert change.state == "applied" and not change.folder  # no module of torch changed
     [effect] = change.applied
     assert (effect.path, effect.tree, effect.module) == ("test/test_a.py", TREE_VAR, None)
-    assert change.env() == {TREE_VAR: change.tree}  # the changed side's TORCH_ROOT
+    # The changed side's TORCH_ROOT, and the edited file named (a zygote leaves it alone)
+    assert change.env() == {
+        TREE_VAR: change.tree,
+        EDITED_TESTS_VAR: str(Path(change.tree) / "test" / "test_a.py"),
+    }
     mirror = Path(change.tree)
     assert (mirror / "test" / "test_a.py").read_text() == "X = 3\n"
     assert not (mirror / "test" / "test_a.py").is_symlink()
@@ -310,6 +315,27 @@ def test_an_edit_that_breaks_an_upstream_test_is_its_new_failure(
     assert environment["change"]["applied"][0]["tree"] == "TORCH_ROOT"
     assert f"applied: {OPS_FILE}" in done.stdout and "change TESTED" in done.stdout
     assert (UPSTREAM_LIKE / OPS_FILE).read_text() == OPS_TEXT  # the checkout is never written
+
+
+def test_an_edited_test_runs_in_a_process_forked_from_the_change_s_zygote(
+    upstream_inventory: Path, tmp_path: Path
+) -> None:
+    """The warm runner serves a change to upstream's tests (its own zygote, TORCH_ROOT the
+    mirror) and the edited test still runs as edited: red, blamed by A/B on the change."""
+    evidence = tmp_path / "forked-from"
+    # The edited test records the process its keeper was forked from, then fails.
+    record_parent = (
+        "import os; keeper = open(f'/proc/{os.getppid()}/stat').read()"
+        ".rsplit(')', 1)[1].split()[1]; "
+        f"open({str(evidence)!r}, 'wb').write(open(f'/proc/{{keeper}}/cmdline', 'rb').read()); "
+    )
+    edit = ops_edit(ONES_LINE, record_parent + ONES_LINE.replace("3.0", "4.0"))
+    done, record = run(edit, upstream_inventory, tmp_path, "warm")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [result] = record["results"]
+    assert (result["id"], result["status"], result["classification"]) == (ONES, "failed", "new")
+    assert result["base_status"] == "passed"
+    assert b"workflows.runner.zygote_process" in evidence.read_bytes()
 
 
 @pytest.mark.slow

@@ -170,6 +170,35 @@ def test_key_follows_what_changes_imports_not_what_the_child_reads_at_run_time()
     assert zygote.key_for(sys.executable, PLUGIN, (str(TINY),), base) != key
 
 
+def test_a_change_s_mirror_of_torch_root_gets_a_zygote_of_its_own(tmp_path: Path) -> None:
+    """A change that edits upstream tests gives its test processes its mirror of TORCH_ROOT
+    and names the edited files: a zygote of that change, keyed by the mirror (the base keeps
+    its own). Another TORCH_ROOT that no change made stays cold, as another PYTHONPATH."""
+    from suites.loader import EDITED_TESTS_VAR
+
+    base = {**os.environ, "TORCH_ROOT": str(tmp_path / "pytorch")}
+    mirror = tmp_path / "changes" / "c1" / "tree"
+    changed = {
+        **base,
+        "TORCH_ROOT": str(mirror),
+        EDITED_TESTS_VAR: str(mirror / "test" / "test_a.py"),
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCH_ROOT", base["TORCH_ROOT"])
+        plain = zygote.key_for(sys.executable, PLUGIN, (), base)
+        key = zygote.key_for(sys.executable, PLUGIN, (), changed)
+        assert plain is not None and key is not None and key != plain
+        assert dict(key.env)["TORCH_ROOT"] == str(mirror)  # the zygote starts with the mirror
+        other = {**base, "TORCH_ROOT": str(tmp_path / "elsewhere")}
+        assert zygote.key_for(sys.executable, PLUGIN, (), other) is None
+        # Another change's mirror: another zygote.
+        second = {**changed, "TORCH_ROOT": str(mirror.parent.parent / "c2" / "tree")}
+        assert zygote.key_for(sys.executable, PLUGIN, (), second) not in (None, key, plain)
+    # After the run, the change's zygote stops with the others of its change.
+    assert zygote.without_change(key.env) != key.env
+    assert zygote.without_change(plain.env) == plain.env
+
+
 def test_after_a_run_only_the_changes_zygotes_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     """`stop_changed` (the embedded run's end) stops a change's zygote and keeps the
     installed torch's, which the next run of the process forks from."""

@@ -41,6 +41,7 @@ from contracts.change import FileNote
 from selector import SelectorError
 from selector.diff import FilePatch, parse_unified_diff
 from selector.patches import PatchError, apply_patch
+from suites.loader import EDITED_TESTS_VAR
 from workflows.runner.change_overlay.hunks import ChangeError, check_hunk_counts
 from workflows.runner.change_overlay.kinds import (
     file_kind,
@@ -99,9 +100,13 @@ class AppliedChange:
     def env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment additions that make a Python process import torch with the change
         (its PYTHONPATH that of `environ`, default: the one it inherits, with the overlay's
-        site folder first) and the edited upstream tests (TORCH_ROOT the mirror); empty when
-        nothing applied."""
-        found: dict[str, str] = {TREE_VAR: self.tree} if self.tree else {}
+        site folder first) and the edited upstream tests (TORCH_ROOT the mirror, and the
+        edited files named, `EDITED_TESTS_VAR`: a warm runner's zygote leaves them to each
+        test process); empty when nothing applied."""
+        found: dict[str, str] = {}
+        if self.tree:
+            edited = [str(Path(self.tree) / f.path) for f in self.applied if f.tree]
+            found = {TREE_VAR: self.tree, EDITED_TESTS_VAR: os.pathsep.join(edited)}
         if not self.folder:
             return found
         environ = child_environment() if environ is None else environ
