@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "unit": "s, wall, a second run of a one-line edit of a reused upstream test file "
         "(1 selected variant, exit 1 with its new failure), warm runner on",
         "modes": modes,
-        "command": "  ".join(["python benchmarks/test_file_edit_warm.py", *sys.argv[1:]]),
+        "command": " ".join(["python benchmarks/test_file_edit_warm.py", *sys.argv[1:]]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
             "platform": platform.platform(),
