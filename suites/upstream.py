@@ -102,7 +102,8 @@ def import_test_file(path: Path, widening: FileWidening = FileWidening()) -> Any
     cdt.instantiate_device_type_tests = instantiate  # type: ignore[assignment]
     try:
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        with _watched_if_edited(path):
+            spec.loader.exec_module(module)
         for cls_name, cls in list(vars(module).items()):
             if (
                 isinstance(cls, type)
@@ -297,6 +298,23 @@ def test_function(fn: Callable[..., Any], path: Path) -> Callable[..., Any]:
             found = current
         current = getattr(current, "__wrapped__", None)
     return found
+
+
+def _watched_if_edited(path: Path) -> contextlib.AbstractContextManager[None]:
+    """The import log (`suites.import_log`) around the import of a test file the change under
+    test edits (`$SPYRE_CI_EDITED_TESTS`): the change's code, whose hang, crash or error
+    before the first test is the change's failure, as a changed torch module's is."""
+    from suites.import_log import watched
+    from suites.loader import edited_tests
+
+    if str(path) not in edited_tests():
+        return contextlib.nullcontext()
+    name = path.name
+    root = os.environ.get("TORCH_ROOT")
+    if root:
+        with contextlib.suppress(ValueError):
+            name = path.relative_to(Path(root).resolve()).as_posix()
+    return watched(name, str(path))
 
 
 def enumerate_tests(

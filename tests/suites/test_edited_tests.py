@@ -59,3 +59,50 @@ def test_preload_leaves_a_suite_over_an_edited_file_to_the_test_process() -> Non
     assert preloaded(str(OPS)) == {"expanded": [], "imported": []}
     unedited = preloaded(None)
     assert unedited["expanded"] == ["tiny"] and len(unedited["imported"]) == 1
+
+
+IMPORT = """
+import sys
+from pathlib import Path
+from suites.upstream import UpstreamError, import_test_file
+for path in sys.argv[1:]:
+    try:
+        import_test_file(Path(path))
+    except UpstreamError as exc:
+        print("refused:", exc)
+"""
+
+
+def test_an_edited_test_file_s_import_is_logged_as_the_change_s_code(tmp_path: Path) -> None:
+    """What a changed torch module writes (`suites.import_log`), an edited upstream test file
+    writes too: the runner then blames a hang, a kill or an error in it on the change."""
+    from workflows.runner import change_imports
+
+    edited, other = tmp_path / "test" / "test_edited.py", tmp_path / "test" / "test_other.py"
+    edited.parent.mkdir()
+    edited.write_text("raise RuntimeError('boom at import')\n")
+    other.write_text("raise RuntimeError('not the change')\n")
+    log = tmp_path / "imports.jsonl"
+    env = {
+        **os.environ,
+        "TORCH_ROOT": str(tmp_path),
+        EDITED_TESTS_VAR: str(edited),
+        change_imports.IMPORTS_VAR: str(log),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT, str(other), str(edited)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("refused:") == 2  # both fail to import; one is the change's
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [sorted(line) for line in lines] == [["at", "file", "start"], ["error", "failed"]]
+    assert (lines[0]["start"], lines[0]["file"]) == ("test/test_edited.py", str(edited))
+    assert lines[1] == {"failed": "test/test_edited.py", "error": "RuntimeError: boom at import"}
+    watched = change_imports.read(log)
+    assert change_imports.blame(watched, 4) == (
+        "importing the change's test file test/test_edited.py raised RuntimeError: boom at import"
+    )

@@ -362,12 +362,12 @@ def _with_metrics(summary: RunSummary, metrics: Mapping[str, Any]) -> RunSummary
 
 
 def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outcome]) -> bool:
-    """Whether `fault` is the applied change's own failure, not the tool's: the changed torch
-    does not import (a changed module's import hung, ended its process or raised, as the
-    shard runner found it: `InfraFault.change`; or a syntax error in a changed module, named
-    in the fault's cause). Then each variant it left unrun gets an `error` outcome saying so
-    (added to `outcomes`): the change broke them, and the A/B comparison tells whether they
-    pass without it."""
+    """Whether `fault` is the applied change's own failure, not the tool's: the changed torch,
+    or an upstream test file it edits, does not import (its import hung, ended its process or
+    raised, as the shard runner found it: `InfraFault.change`; or a syntax error in a changed
+    module, named in the fault's cause). Then each variant it left unrun gets an `error`
+    outcome saying so (added to `outcomes`): the change broke them, and the A/B comparison
+    tells whether they pass without it."""
     broken = list(planned.environment.change.broken) if planned.environment else []
     why = fault.change
     if not why:
@@ -375,7 +375,8 @@ def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outco
         if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
             return False
         why = "; ".join(broken[:3])
-    message = "the change breaks importing torch (the change's failure, not the tool's): " + why
+    what = "a test file it edits" if "the change's test file" in why else "torch"
+    message = f"the change breaks importing {what} (the change's failure, not the tool's): {why}"
     outcomes.extend(Outcome(vid, Status.ERROR, 0.0, message) for vid in fault.unrun)
     return True
 

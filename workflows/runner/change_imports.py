@@ -5,26 +5,27 @@ A changed module is untrusted code, and its import runs where a test would: unde
 the memory limit and the per-test timeout. The overlay's `sitecustomize` calls `watch` on the
 change's finder: each changed module then appends a JSON line to the file named by
 `$SPYRE_CI_CHANGE_IMPORTS` when its import starts and one when it ends or raises, written
-unbuffered so that they outlive a kill. The runner reads them (`read`) for a cold process
-(`workflows.runner.shard_runner`) and for the zygote, whose import of the changed torch
-stands for every test process it forks (`workflows.runner.zygote`): an import still open past
-the test timeout is a hang (`overdue`), and a process that ends before its first test inside
-an import, after one raised, or with an error that names a changed module is the change's
-failure (`blame`), never the tool's. The words are the same warm and cold.
+unbuffered so that they outlive a kill (`suites.import_log`; an edited upstream test file a
+file suite imports writes the same lines, `suites.upstream`). The runner reads them (`read`)
+for a cold process (`workflows.runner.shard_runner`) and for the zygote, whose import of the
+changed torch stands for every test process it forks (`workflows.runner.zygote`): an import
+still open past the test timeout is a hang (`overdue`), and a process that ends before its
+first test inside an import, after one raised, or with an error that names a changed module
+is the change's failure (`blame`), never the tool's. The words are the same warm and cold.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-IMPORTS_VAR = "SPYRE_CI_CHANGE_IMPORTS"
+from suites import import_log
+
+IMPORTS_VAR = import_log.IMPORTS_VAR
 
 
 def watch(finder: Any, log: Callable[[], str]) -> None:
@@ -48,27 +49,10 @@ def _watched(
 ) -> Callable[[Any], None]:
     def exec_module(module: Any) -> None:
         # The file is fixed when the import starts: the module may edit the environment.
-        log = where()
-        _note(log, {"start": name, "file": origin, "at": time.monotonic()})
-        try:
+        with import_log.watched(name, origin, where()):
             run(module)
-        except BaseException as exc:
-            _note(log, {"failed": name, "error": f"{type(exc).__name__}: {exc}"[:500]})
-            raise
-        _note(log, {"end": name})
 
     return exec_module
-
-
-def _note(log: str, entry: dict[str, Any]) -> None:
-    if not log:
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (json.dumps(entry) + "\n").encode())
-        finally:
-            os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -120,9 +104,15 @@ def hung(imports: Imports, limit_s: float) -> str:
     """The change's failure of a process killed because an import of it did not end."""
     name = imports.open[-1][0] if imports.open else "?"
     return (
-        f"importing the change's module {name} did not end within {limit_s:g} s (the test "
+        f"importing the change's {_what(name)} did not end within {limit_s:g} s (the test "
         "timeout and its grace): its process was killed"
     )
+
+
+def _what(name: str) -> str:
+    """A changed torch module (`torch.nn.functional`) or an edited upstream test file
+    (`test/test_ops.py`, as `suites.upstream` names it)."""
+    return f"test file {name}" if name.endswith(".py") else f"module {name}"
 
 
 def blame(imports: Imports, returncode: int | None, errors: str = "") -> str | None:
@@ -132,11 +122,12 @@ def blame(imports: Imports, returncode: int | None, errors: str = "") -> str | N
 
     if imports.failed:
         name, error = imports.failed[0]
-        return f"importing the change's module {name} raised {error}"
+        return f"importing the change's {_what(name)} raised {error}"
     if imports.open:
         name = imports.open[-1][0]
-        return f"importing the change's module {name} ended its process: {status_text(returncode)}"
+        return f"importing the change's {_what(name)} ended its process: {status_text(returncode)}"
     for name, origin in imports.files:
         if origin and origin in errors:
-            return f"the changed torch does not import: the error names the change's module {name}"
+            subject = "the change" if name.endswith(".py") else "the changed torch"
+            return f"{subject} does not import: the error names the change's {_what(name)}"
     return None

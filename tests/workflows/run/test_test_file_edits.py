@@ -281,7 +281,7 @@ def test_no_apply_names_a_reused_test_file_not_applied() -> None:
 
 
 def run(
-    diff: str, inventory: Path, tmp_path: Path, name: str
+    diff: str, inventory: Path, tmp_path: Path, name: str, *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
     patch = tmp_path / f"{name}.diff"
     patch.write_text(diff)
@@ -293,7 +293,7 @@ def run(
     }
     done = spyre_ci(
         "run", "--diff", str(patch), "--inventory", str(inventory), "--specs", str(TINY),
-        "--holdout", "0", "--jobs", "1", "--no-progress", "--out", str(out), env=env,
+        "--holdout", "0", "--jobs", "1", "--no-progress", "--out", str(out), *extra, env=env,
     )  # fmt: skip
     record = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     return done, record
@@ -336,6 +336,32 @@ def test_an_edited_test_runs_in_a_process_forked_from_the_change_s_zygote(
     assert (result["id"], result["status"], result["classification"]) == (ONES, "failed", "new")
     assert result["base_status"] == "passed"
     assert b"workflows.runner.zygote_process" in evidence.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "raise RuntimeError('boom at import')",
+        pytest.param("import os; os._exit(9)", marks=pytest.mark.long),
+        pytest.param("time.sleep(3600)", marks=pytest.mark.long),
+    ],
+    ids=["raises", "exits", "hangs"],
+)
+def test_an_edit_that_breaks_importing_the_test_file_is_the_change_s_failure(
+    statement: str, upstream_inventory: Path, tmp_path: Path
+) -> None:
+    """An edited test file is the change's code, as a changed torch module is: an error, an
+    exit or a hang in its import is the change's failure (red, blamed by A/B), never an
+    infrastructure fault that would teach nothing and blame the tool."""
+    edit = ops_edit("_OPS = [", f"{statement}\n_OPS = [")
+    done, record = run(edit, upstream_inventory, tmp_path, "broken", "--test-timeout", "10")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "INFRASTRUCTURE" not in done.stdout and not record["infrastructure"]
+    by_id = {r["id"]: r for r in record["results"]}
+    assert len(by_id) == 9 and {r["status"] for r in by_id.values()} == {"error"}
+    assert (by_id[ONES]["classification"], by_id[ONES]["base_status"]) == ("new", "passed")
+    assert "importing the change's test file test/test_tiny_ops.py" in by_id[ONES]["message"]
+    assert "the change breaks importing a test file it edits" in by_id[ONES]["message"]
 
 
 @pytest.mark.slow
