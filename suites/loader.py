@@ -427,18 +427,26 @@ def edited_tests(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     return frozenset(os.path.realpath(p) for p in raw.split(os.pathsep) if p)
 
 
-def reuses_any(spec: SpecFile, files: frozenset[str], env: dict[str, str] | None = None) -> bool:
-    """Whether a file suite imports one of `files` (real paths) or a file beside one of
-    them (upstream test files import their siblings)."""
+def suite_test_files(spec: SpecFile, env: dict[str, str] | None = None) -> list[Path]:
+    """The test files a file suite imports, with `${NAME}` expanded as in `env` (default:
+    this process's environment); an entry under an unset variable names none."""
+    found = []
     entries = spec.get(("test_suite_config", "files"))
-    folders = {os.path.dirname(f) for f in files}
     for entry in entries if isinstance(entries, list) else ():
         raw = entry.get("path") if isinstance(entry, dict) else None
         if not isinstance(raw, str):
             continue
         path, _missing = resolve_test_path(raw, spec.path, env)
-        if path is None:
-            continue
+        if path is not None:
+            found.append(path)
+    return found
+
+
+def reuses_any(spec: SpecFile, files: frozenset[str], env: dict[str, str] | None = None) -> bool:
+    """Whether a file suite imports one of `files` (real paths) or a file beside one of
+    them (upstream test files import their siblings)."""
+    folders = {os.path.dirname(f) for f in files}
+    for path in suite_test_files(spec, env):
         real = os.path.realpath(path)
         if real in files or os.path.dirname(real) in folders:
             return True

@@ -191,7 +191,7 @@ def reused_tests(
     checkout) that a file suite of `specs` (files or folders; default: the bundled specs)
     imports, with `${NAME}` expanded as in `environ` (default: what a test process
     inherits). A spec that does not load names none: planning and the plugin say why."""
-    from suites.loader import SpecError, load_spec, resolve_test_path, spec_paths
+    from suites.loader import SpecError, load_spec, spec_paths, suite_test_files
 
     env = dict(child_environment() if environ is None else environ)
     env["TORCH_ROOT"] = str(root)
@@ -202,14 +202,7 @@ def reused_tests(
             spec = load_spec(spec_path)
         except SpecError:
             continue
-        entries = spec.get(("test_suite_config", "files"))
-        for entry in entries if isinstance(entries, list) else ():
-            raw = entry.get("path") if isinstance(entry, dict) else None
-            if not isinstance(raw, str):
-                continue
-            path, _missing = resolve_test_path(raw, spec.path, env)
-            if path is None:
-                continue
+        for path in suite_test_files(spec, env):
             try:
                 found.add(path.resolve().relative_to(top).as_posix())
             except ValueError:  # a file outside the checkout: not upstream's
