@@ -304,17 +304,13 @@ def _watched_if_edited(path: Path) -> contextlib.AbstractContextManager[None]:
     """The import log (`suites.import_log`) around the import of a test file the change under
     test edits (`$SPYRE_CI_EDITED_TESTS`): the change's code, whose hang, crash or error
     before the first test is the change's failure, as a changed torch module's is."""
+    from suites.expand import upstream_repo_path
     from suites.import_log import watched
     from suites.loader import edited_tests
 
     if str(path) not in edited_tests():
         return contextlib.nullcontext()
-    name = path.name
-    root = os.environ.get("TORCH_ROOT")
-    if root:
-        with contextlib.suppress(ValueError):
-            name = path.relative_to(Path(root).resolve()).as_posix()
-    return watched(name, str(path))
+    return watched(upstream_repo_path(None, path), str(path))
 
 
 def enumerate_tests(
