@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.testing.cli import build_inventory
-from tests.testing.paths import SLOW_SPEC, SLOW_STEPS, TINY_SPEC
+from suites.model import Inventory
+from tests.testing.cli import build_inventory, state_env
+from tests.testing.paths import REPO_ROOT, SLOW_SPEC, SLOW_STEPS, TINY_SPEC
 from tests.testing.relay import RedisProcess
 from tests.testing.shared import built_once, run_folder
 from workflows.runner import warm_share, zygote
@@ -45,6 +48,39 @@ def slow_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(
         tmp_path_factory, "slow.json.gz", lambda p: build_inventory(SLOW_SPEC, p, env=env)
     )
+
+
+@pytest.fixture(scope="session")
+def seeded_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state directory holding only the cached Inventory of the bundled specs, built the
+    way `spyre-ci run` builds it (workflows.stores.inventory_cache), once per test run."""
+    return built_once(tmp_path_factory, "seeded-state", _seed)
+
+
+def _seed(state: Path) -> None:
+    state.mkdir()
+    probe = (
+        "from workflows.stores.inventory_cache import default_inventory\n"
+        "from workflows.settings import Settings\n"
+        "print(default_inventory(Settings.from_env().state_dir))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO_ROOT,
+        env=state_env(state),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="session")
+def bundled_inventory(seeded_state: Path) -> Inventory:
+    """The Inventory of the bundled specs for the installed torch, as `spyre-ci run` caches
+    it: built once per test run (`seeded_state`), read by each worker that asks."""
+    (path,) = (seeded_state / "inventories").glob("inventory-*.json.gz")
+    return Inventory.load(path)
 
 
 @pytest.fixture(scope="session", autouse=True)

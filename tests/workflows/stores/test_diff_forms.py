@@ -113,11 +113,10 @@ THROUGH_THE_TRACE = [
 
 
 @pytest.fixture(scope="module")
-def bundled() -> tuple[Inventory, selector.ImpactMap]:
-    from suites.inventory import build_inventory
+def bundled(bundled_inventory: Inventory) -> tuple[Inventory, selector.ImpactMap]:
     from workflows.tracing.trace_store import joined_trace
 
-    inventory = build_inventory(None)
+    inventory = bundled_inventory
     joined = joined_trace(inventory, None)
     assert joined is not None, "no shipped trace for the installed torch"
     return inventory, joined[0]

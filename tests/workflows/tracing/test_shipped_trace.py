@@ -20,10 +20,8 @@ SAMPLE = 6
 
 
 @pytest.fixture(scope="module")
-def bundled():  # type: ignore[no-untyped-def]
-    from suites.inventory import build_inventory
-
-    return build_inventory(None)
+def bundled(bundled_inventory):  # type: ignore[no-untyped-def]
+    return bundled_inventory
 
 
 def test_the_shipped_trace_covers_the_bundled_inventory(bundled) -> None:  # type: ignore[no-untyped-def]
