@@ -34,6 +34,9 @@ class Settings:
     mass_failure_share: float = 0.5
     inventory: Path | None = None  # SPYRE_CI_INVENTORY: what `select` selects from
     env_cache_dir: Path | None = None  # SPYRE_CI_ENV_CACHE: upgrade-diff's torch environments
+    # SPYRE_CI_CACHE_DIR: what is derived from files and can be made again (the shipped
+    # trace, read once into a form that loads faster: `workflows.tracing.traces`).
+    cache_dir: Path | None = None
     # SPYRE_CI_TORCH_BUILDS: prepared torch environments, one per upstream commit; a shard of
     # a run whose head sha has one runs there (`workflows.runner.torch_builds`, which also
     # looks in `env_cache_dir`).
@@ -87,6 +90,7 @@ class Settings:
             env_cache_dir=absolute(
                 env.get("SPYRE_CI_ENV_CACHE") or default_cache / "spyre-ci" / "envs"
             ),
+            cache_dir=absolute(env.get("SPYRE_CI_CACHE_DIR") or default_cache / "spyre-ci"),
             torch_builds=_path(env, "SPYRE_CI_TORCH_BUILDS"),
             callback_token=env.get("SPYRE_CI_CALLBACK_TOKEN", ""),
             lease_ttl_s=_seconds(env, "SPYRE_CI_LEASE_TTL", 30.0, 3.0, 3600.0),

@@ -18,9 +18,14 @@ Files are JSON (format 1, `spyre-ci impact-map --out x.json`) or the compact gzi
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
+import hashlib
 import json
+import os
+import pickle
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,15 +49,25 @@ def shipped_trace_path(torch_version: str) -> Path:
 
 def read_trace_data(path: Path) -> Any:
     """The JSON of a trace file (plain or gzipped); errors name the file."""
+    return _decode(_read_bytes(path), path)
+
+
+def _read_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
+        return path.read_bytes()
     except FileNotFoundError:
         raise TraceError(
             f"{path}: no impact map there; record one with `spyre-ci impact-map --out {path}`"
         ) from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read the trace: {exc}") from None
+
+
+def _decode(raw: bytes, path: Path) -> Any:
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise TraceError(f"{path}: cannot read the trace: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -77,7 +92,10 @@ def write_trace(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_trace(path: Path) -> selector.ImpactMap:
-    data = read_trace_data(path)
+    return _impact_map(read_trace_data(path), path)
+
+
+def _impact_map(data: Any, path: Path) -> selector.ImpactMap:
     if not isinstance(data, dict):
         kind = {list: "array", str: "string", int: "number", float: "number"}.get(
             type(data), "value"
@@ -99,12 +117,84 @@ def _shipped(path: str, mtime_ns: int) -> selector.ImpactMap:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        trace = read_trace(Path(path))
-        trace.inverted()  # every plan asks for it
+        raw = _read_bytes(Path(path))
+        kept = _kept_path(raw)
+        trace = _load_kept(kept) if kept is not None else None
+        if trace is None:
+            trace = _impact_map(_decode(raw, Path(path)), Path(path))
+            trace.inverted()  # every plan asks for it
+            if kept is not None:
+                _keep(kept, trace)
     finally:
         if enabled:
             gc.enable()
     return trace
+
+
+# The shipped trace, once read from its JSON, is kept pickled in the cache folder: it loads
+# in about a third of the time (0.23 s against 0.70 s here), in every `spyre-ci` process that
+# plans. The file's name is a digest of the trace's bytes, of the code of the classes it
+# holds and of the Python that pickled it: a new trace, a change to those classes or another
+# Python reads the JSON again (and keeps that). It is the cache's only use of pickle, and it
+# reads only what this user's own runs wrote there.
+_KEPT_CODE = ("impact.py", "opnames.py")
+_KEEP_IN: list[Path] = []
+
+
+def keep_in(cache_dir: Path | None) -> None:
+    """Keep the shipped trace's loaded form in `cache_dir`/traces (`Settings.cache_dir`);
+    called by the entry points that read the settings (`spyre-ci`, a Celery worker). A
+    process that never calls it reads the JSON every time."""
+    _KEEP_IN[:] = [cache_dir] if cache_dir is not None else []
+
+
+def _kept_path(raw: bytes) -> Path | None:
+    if not _KEEP_IN:
+        return None
+    cache = _KEEP_IN[0]
+    digest = hashlib.sha256(f"{sys.version} {pickle.HIGHEST_PROTOCOL}\0".encode())
+    folder = Path(selector.__file__).parent
+    for name in _KEPT_CODE:
+        digest.update((folder / name).read_bytes())
+    digest.update(raw)
+    return cache / "traces" / f"shipped-{digest.hexdigest()[:40]}.pickle"
+
+
+def _load_kept(path: Path) -> selector.ImpactMap | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        trace = pickle.loads(data)
+    except Exception:  # noqa: BLE001 - a damaged file is read again from the JSON
+        trace = None
+    if not isinstance(trace, selector.ImpactMap):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return trace
+
+
+_KEEP_FAILED: list[str] = []
+
+
+def _keep(path: Path, trace: selector.ImpactMap) -> None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(path)  # atomic: a concurrent reader never sees half a file
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        if not _KEEP_FAILED:
+            _KEEP_FAILED.append(str(path))
+            print(
+                f"spyre-ci: cannot keep the shipped trace in {path.parent} ({exc}); it is "
+                "read from its JSON in every run (SPYRE_CI_CACHE_DIR moves the cache)",
+                file=sys.stderr,
+            )
 
 
 def shipped_trace(torch_version: str) -> selector.ImpactMap | None:
