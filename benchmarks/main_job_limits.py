@@ -119,6 +119,8 @@ def main() -> int:
         **os.environ,
         "SPYRE_CI_STATE_DIR": str(work / "state"),
         "SPYRE_CI_WARM_DIR": str(work / "warm"),
+        # The first run makes the kept trace (workflows.tracing.traces), as a new user's does.
+        "SPYRE_CI_CACHE_DIR": str(work / "cache"),
     }
     load_before = load()
     try:
