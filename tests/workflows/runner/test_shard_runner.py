@@ -320,6 +320,9 @@ def test_a_test_that_kills_its_parent_is_contained(
     from workflows.runner import zygote
 
     monkeypatch.setenv("PYTHONPATH", CONTRACT_ENV["PYTHONPATH"])  # the zygote's too
+    # A zygote of its own: the test kills the keeper, and a shared zygote of the same key
+    # (another worker's test of the contract plugin) would be attached to, not started here.
+    monkeypatch.setattr(zygote, "_SHARING", [])
     (tmp_path / "test_crashy.py").write_text(KILLS_PARENT)
     ids = [f"demo::t::{n}::f32" for n in ("first", "kills_parent", "last")]
     zygote.stop_all()  # those of the tests before this one in this process
