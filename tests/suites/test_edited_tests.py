@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from suites.loader import EDITED_TESTS_VAR, edited_tests, load_spec, reuses_any
 from tests.testing.paths import REPO_ROOT
 
@@ -73,19 +75,28 @@ for path in sys.argv[1:]:
 """
 
 
-def test_an_edited_test_file_s_import_is_logged_as_the_change_s_code(tmp_path: Path) -> None:
+@pytest.mark.parametrize("root", ["real", "symlink"])
+def test_an_edited_test_file_s_import_is_logged_as_the_change_s_code(
+    tmp_path: Path, root: str
+) -> None:
     """What a changed torch module writes (`suites.import_log`), an edited upstream test file
-    writes too: the runner then blames a hang, a kill or an error in it on the change."""
+    writes too: the runner then blames a hang, a kill or an error in it on the change. Also
+    when TORCH_ROOT is reached through a symbolic link (the edited files are named by their
+    real paths)."""
     from workflows.runner import change_imports
 
-    edited, other = tmp_path / "test" / "test_edited.py", tmp_path / "test" / "test_other.py"
-    edited.parent.mkdir()
+    real = tmp_path / "real"
+    (real / "test").mkdir(parents=True)
+    top = real if root == "real" else tmp_path / "link"
+    if top != real:
+        top.symlink_to(real, target_is_directory=True)
+    edited, other = top / "test" / "test_edited.py", top / "test" / "test_other.py"
     edited.write_text("raise RuntimeError('boom at import')\n")
     other.write_text("raise RuntimeError('not the change')\n")
     log = tmp_path / "imports.jsonl"
     env = {
         **os.environ,
-        "TORCH_ROOT": str(tmp_path),
+        "TORCH_ROOT": str(top),
         EDITED_TESTS_VAR: str(edited),
         change_imports.IMPORTS_VAR: str(log),
     }
@@ -100,7 +111,7 @@ def test_an_edited_test_file_s_import_is_logged_as_the_change_s_code(tmp_path: P
     assert done.stdout.count("refused:") == 2  # both fail to import; one is the change's
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [sorted(line) for line in lines] == [["at", "file", "start"], ["error", "failed"]]
-    assert (lines[0]["start"], lines[0]["file"]) == ("test/test_edited.py", str(edited))
+    assert (lines[0]["start"], lines[0]["file"]) == ("test/test_edited.py", str(edited.resolve()))
     assert lines[1] == {"failed": "test/test_edited.py", "error": "RuntimeError: boom at import"}
     watched = change_imports.read(log)
     assert change_imports.blame(watched, 4) == (

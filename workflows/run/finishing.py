@@ -56,6 +56,7 @@ from workflows.run.run_model import (
     RunRequest,
 )
 from workflows.run.verification import VerifiedRun
+from workflows.runner import change_imports
 from workflows.runner.shard_runner import InfraFault, ShardRun
 from workflows.stores.history import HistoryError, HistoryStore, RunState
 from workflows.tracing.trace_store import learn as learn_traces
@@ -375,7 +376,7 @@ def _change_failure(planned: PlannedRun, fault: InfraFault, outcomes: list[Outco
         if not any(path in fault.cause for path in paths) or "SyntaxError" not in fault.cause:
             return False
         why = "; ".join(broken[:3])
-    what = "a test file it edits" if "the change's test file" in why else "torch"
+    what = "a test file it edits" if change_imports.names_test_file(why) else "torch"
     message = f"the change breaks importing {what} (the change's failure, not the tool's): {why}"
     outcomes.extend(Outcome(vid, Status.ERROR, 0.0, message) for vid in fault.unrun)
     return True

@@ -112,7 +112,15 @@ def hung(imports: Imports, limit_s: float) -> str:
 def _what(name: str) -> str:
     """A changed torch module (`torch.nn.functional`) or an edited upstream test file
     (`test/test_ops.py`, as `suites.upstream` names it)."""
-    return f"test file {name}" if name.endswith(".py") else f"module {name}"
+    return f"{TEST_FILE} {name}" if name.endswith(".py") else f"module {name}"
+
+
+TEST_FILE = "test file"
+
+
+def names_test_file(why: str) -> bool:
+    """Whether a change's failure (`hung`, `blame`) is an edited test file's, not torch's."""
+    return f"the change's {TEST_FILE} " in why
 
 
 def blame(imports: Imports, returncode: int | None, errors: str = "") -> str | None:
