@@ -1,3 +1,3 @@
-from workflows.cli.main import main
+from workflows.cli.main import entry
 
-raise SystemExit(main())
+entry()
