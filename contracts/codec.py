@@ -306,8 +306,10 @@ def decode(tp: Any, raw: object) -> Any:
         if not isinstance(raw, list | tuple):
             raise CodecError((), f"expected a list, not {_kind(raw)}")
         item = args[0] if args else Any
-        items = [_at(str(i), item, v) for i, v in enumerate(raw)]
-        return _SEQUENCES.get(origin, tuple)(items)
+        make = _SEQUENCES.get(origin, tuple)
+        if item in _PLAIN and all(type(v) is item for v in raw):
+            return make(raw)  # the common case, at once: History's 10,000 known ids
+        return make([_at(str(i), item, v) for i, v in enumerate(raw)])
     if origin is float and isinstance(raw, int) and not isinstance(raw, bool):
         return raw  # a whole number is a float's value too, written back as read
     # true is an int to Python, not to a record
@@ -328,6 +330,8 @@ def _at(key: str, tp: Any, raw: object) -> Any:
 
 
 _SEQUENCES: dict[Any, Callable[[list[Any]], Any]] = {list: list, frozenset: frozenset, set: set}
+# Item types whose values a list holds as they are read (`type(v) is int` leaves out true).
+_PLAIN = (str, int)
 _NAMES: dict[Any, str] = {
     dict: "an object",
     list: "a list",

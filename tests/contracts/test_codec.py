@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any, ClassVar
@@ -16,6 +16,7 @@ from contracts.codec import (
     NONE,
     CodecError,
     Record,
+    decode,
     from_json,
     sorted_keys,
     to_json,
@@ -270,3 +271,32 @@ class Counted(Record):
 def test_sorted_keys_writes_a_mapping_in_key_order_and_its_values_as_they_are() -> None:
     written = Counted({"z": {"b": 1, "a": 2}, "a": {}}).to_json()
     assert json.dumps(written) == json.dumps({"by_path": {"a": {}, "z": {"b": 1, "a": 2}}})
+
+
+@pytest.mark.parametrize(
+    ("tp", "raw", "expected"),
+    [
+        (frozenset[str], ["b", "a", "b"], frozenset({"a", "b"})),
+        (tuple[str, ...], ["b", "a"], ("b", "a")),
+        (list[int], [3, 1], [3, 1]),
+        (Sequence[str], [], ()),
+    ],
+)
+def test_a_list_of_plain_items_reads_as_its_collection(tp: Any, raw: Any, expected: Any) -> None:
+    read = decode(tp, raw)
+    assert read == expected and type(read) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("tp", "raw", "message"),
+    [
+        (frozenset[str], ["a", 1], "^1: expected a string, not an integer$"),
+        (tuple[int, ...], [1, True], "^1: expected an integer, not true or false$"),
+        (tuple[int, ...], [1, 2.5], "^1: expected an integer, not a number$"),
+    ],
+)
+def test_a_list_with_one_item_of_another_type_names_its_place(
+    tp: Any, raw: Any, message: str
+) -> None:
+    with pytest.raises(CodecError, match=message):
+        decode(tp, raw)
