@@ -308,7 +308,7 @@ def decode(tp: Any, raw: object) -> Any:
         item = args[0] if args else Any
         make = _SEQUENCES.get(origin, tuple)
         if item in _PLAIN and all(type(v) is item for v in raw):
-            return make(raw)  # the common case, at once: History's 10,000 known ids
+            return make(list(raw))  # the common case, at once: History's 10,000 known ids
         return make([_at(str(i), item, v) for i, v in enumerate(raw)])
     if origin is float and isinstance(raw, int) and not isinstance(raw, bool):
         return raw  # a whole number is a float's value too, written back as read

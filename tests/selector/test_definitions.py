@@ -381,3 +381,83 @@ def test_a_file_in_two_sections_is_selected_on_the_change_they_make_together(
         seen.append((p.facts.functions, p.facts.op_names, p.selected_ids))
     assert seen[0] == seen[1]
     assert f"{path}:glu" in seen[0][0]
+
+
+class _Store:
+    """A store of definitions as the workflows give one (`definitions.Store`), in memory."""
+
+    def __init__(self) -> None:
+        self.kept: dict[bytes, object] = {}
+        self.loads = 0
+
+    def load(self, key: bytes) -> object | None:
+        self.loads += 1
+        return self.kept.get(key)
+
+    def save(self, key: bytes, value: object) -> None:
+        self.kept[key] = value
+
+
+# Large enough to be kept (small texts parse faster than a kept form loads).
+BIG = PY + "".join(f"\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(1500))
+
+
+def _located(new: str, store: _Store | None) -> list[object]:
+    from selector import definitions
+
+    definitions.keep_with(store)  # clears what this process read: as a new process
+    try:
+        patch = _diff(BIG, new).patches["torch/nn/functional.py"]
+        return list(definitions.locate(patch, BIG) or [])
+    finally:
+        definitions.keep_with(None)
+
+
+def test_kept_definitions_place_lines_as_parsed_ones_and_parse_no_text_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from selector import definitions
+
+    new = BIG.replace("dim() == 0", "dim() < 2").replace("return x + 7\n", "return x - 7\n")
+    parsed = _located(new, None)
+    store = _Store()
+    first = _located(new, store)
+    assert len(store.kept) == 2  # the old side and the new side, one each
+    for value in store.kept.values():
+        assert isinstance(value, list) and value
+    parses: list[str] = []
+    real = definitions._python_spans
+    monkeypatch.setattr(
+        definitions, "_python_spans", lambda text: parses.append(text) or real(text)
+    )
+    second = _located(new, store)
+    assert first == second == parsed
+    assert parses == []  # both sides came from the store
+    assert {(loc.kind, loc.name) for loc in parsed} >= {
+        ("function", "glu"),
+        ("function", "helper_7"),
+    }
+
+
+def test_a_kept_value_that_is_not_definitions_is_parsed_again_and_replaced() -> None:
+    new = BIG.replace("dim() == 0", "dim() < 2")
+    store = _Store()
+    good = _located(new, store)
+    kept = dict(store.kept)
+    for key in store.kept:
+        store.kept[key] = ["not a span"]
+    assert _located(new, store) == good
+    assert store.kept == kept
+
+
+def test_a_small_text_is_not_kept() -> None:
+    store = _Store()
+    change = _diff(PY, PY.replace("dim() == 0", "dim() < 2"))
+    from selector import definitions
+
+    definitions.keep_with(store)
+    try:
+        assert definitions.locate(change.patches["torch/nn/functional.py"], PY)
+    finally:
+        definitions.keep_with(None)
+    assert store.loads == 0 and not store.kept

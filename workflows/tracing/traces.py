@@ -18,14 +18,10 @@ Files are JSON (format 1, `spyre-ci impact-map --out x.json`) or the compact gzi
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import gzip
 import hashlib
 import json
-import os
-import pickle
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import selector
+from selector import definitions
 from suites.model import Inventory
 from workflows.errors import BadInput
+from workflows.stores.kept import Kept
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -118,83 +116,58 @@ def _shipped(path: str, mtime_ns: int) -> selector.ImpactMap:
     gc.disable()
     try:
         raw = _read_bytes(Path(path))
-        kept = _kept_path(raw)
-        trace = _load_kept(kept) if kept is not None else None
-        if trace is None:
+        kept = _KEEP[0] if _KEEP else None
+        key = hashlib.sha256(raw).digest()
+        trace = kept.load(key) if kept is not None else None
+        if not isinstance(trace, selector.ImpactMap):
             trace = _impact_map(_decode(raw, Path(path)), Path(path))
             trace.inverted()  # every plan asks for it
             if kept is not None:
-                _keep(kept, trace)
+                kept.save(key, trace)
     finally:
         if enabled:
             gc.enable()
     return trace
 
 
-# The shipped trace, once read from its JSON, is kept pickled in the cache folder: every
-# `spyre-ci` process that plans loads it in under half the time (0.24 s against 0.52 s here,
-# benchmarks/kept_trace.py). The file's name is a digest of the trace's bytes, of the code of
-# the classes it holds and of the Python that pickled it: a new trace, a change to those
-# classes or another Python reads the JSON again (and keeps that). It is the cache's only use
-# of pickle, and it reads only what this user's own runs wrote there.
+# The shipped trace, once read from its JSON, is kept pickled in the cache folder
+# (`workflows.stores.kept`): every `spyre-ci` process that plans loads it in under half the
+# time (0.24 s against 0.52 s here, benchmarks/kept_trace.py). A new trace, a change to the
+# classes it holds or another Python reads the JSON again (and keeps that). So are the
+# definitions of the files changes touch (`selector.definitions`), parsed once per text.
 _KEPT_CODE = ("impact.py", "opnames.py")
-_KEEP_IN: list[Path] = []
+_KEEP: list[Kept] = []
 
 
 def keep_in(cache_dir: Path | None) -> None:
-    """Keep the shipped trace's loaded form in `cache_dir`/traces (`Settings.cache_dir`);
-    called by the entry points that read the settings (`spyre-ci`, a Celery worker). A
-    process that never calls it reads the JSON every time."""
-    _KEEP_IN[:] = [cache_dir] if cache_dir is not None else []
-
-
-def _kept_path(raw: bytes) -> Path | None:
-    if not _KEEP_IN:
-        return None
-    cache = _KEEP_IN[0]
-    digest = hashlib.sha256(f"{sys.version} {pickle.HIGHEST_PROTOCOL}\0".encode())
-    folder = Path(selector.__file__).parent
-    for name in _KEPT_CODE:
-        digest.update((folder / name).read_bytes())
-    digest.update(raw)
-    return cache / "traces" / f"shipped-{digest.hexdigest()[:40]}.pickle"
-
-
-def _load_kept(path: Path) -> selector.ImpactMap | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        trace = pickle.loads(data)
-    except Exception:  # noqa: BLE001 - a damaged file is read again from the JSON
-        trace = None
-    if not isinstance(trace, selector.ImpactMap):
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None
-    return trace
-
-
-_KEEP_FAILED: list[str] = []
-
-
-def _keep(path: Path, trace: selector.ImpactMap) -> None:
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_bytes(pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL))
-        partial.replace(path)  # atomic: a concurrent reader never sees half a file
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        if not _KEEP_FAILED:
-            _KEEP_FAILED.append(str(path))
-            print(
-                f"spyre-ci: cannot keep the shipped trace in {path.parent} ({exc}); it is "
-                "read from its JSON in every run (SPYRE_CI_CACHE_DIR moves the cache)",
-                file=sys.stderr,
-            )
+    """Keep the selector's loaded forms in `cache_dir` (`Settings.cache_dir`): the shipped
+    trace in `traces/`, the definitions of changed files in `definitions/`. Called by the
+    entry points that read the settings (`spyre-ci`, a Celery worker); a process that never
+    calls it reads and parses them from their sources every time."""
+    if cache_dir is None:
+        _KEEP.clear()
+        definitions.keep_with(None)
+        return
+    code = Path(selector.__file__).parent
+    _KEEP[:] = [
+        Kept(
+            cache_dir / "traces",
+            [code / name for name in _KEPT_CODE],
+            "the shipped trace",
+            limit=4,
+            valid=lambda value: isinstance(value, selector.ImpactMap),
+            prefix="shipped-",
+        )
+    ]
+    definitions.keep_with(
+        Kept(
+            cache_dir / "definitions",
+            [code / "definitions.py"],
+            "the definitions of changed files",
+            limit=256,
+            valid=lambda value: isinstance(value, list),
+        )
+    )
 
 
 def shipped_trace(torch_version: str) -> selector.ImpactMap | None:

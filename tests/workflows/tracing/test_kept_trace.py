@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import selector
+from selector import definitions
 from workflows.tracing import traces
 
 TRACE = {
@@ -35,7 +36,8 @@ TRACE = {
 
 @pytest.fixture()
 def trace_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setattr(traces, "_KEEP_IN", [])
+    monkeypatch.setattr(traces, "_KEEP", [])
+    monkeypatch.setattr(definitions, "_STORE", [])  # keep_in gives it a store too
     traces.keep_in(tmp_path / "cache")  # as `spyre-ci` does with Settings.cache_dir
     path = tmp_path / "trace-2.13.0.json.gz"
     traces.write_trace(path, TRACE)
@@ -101,7 +103,6 @@ def test_a_cache_that_cannot_be_written_is_said_once_and_the_trace_still_reads(
     blocker = trace_file.parent / "not-a-folder"
     blocker.write_text("a file where the cache folder would be\n")
     traces.keep_in(blocker)
-    monkeypatch.setattr(traces, "_KEEP_FAILED", [])
     _same(_load(trace_file), traces.read_trace(trace_file))
     _same(_load(trace_file), traces.read_trace(trace_file))
     err = capsys.readouterr().err

@@ -1,0 +1,115 @@
+"""Loaded forms kept in the cache folder (`Settings.cache_dir`): what a `spyre-ci` process
+would otherwise read or parse again from its source in every run, pickled once.
+
+Two uses: the shipped trace (`workflows.tracing.traces`) and the definitions of the Python
+and C++ files a change touches (`selector.definitions`: `torch/nn/functional.py` parses in
+about 0.06 s, its kept form loads in under a millisecond).
+
+A kept file's name is a digest of its key (the source it was made from), of the code that
+made it and of the Python that pickled it: another source, a change to that code or another
+Python makes a new one. A damaged file is removed and made again; a folder that cannot be
+written is said once on stderr, and everything is then made from its source as before. The
+folder keeps at most `limit` files of each use (the oldest used go first). It is the
+project's only use of pickle, and it reads only what this user's own runs wrote there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+class Kept:
+    """Pickled values in `folder`, one file per key (`load`, `save`)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        code: Sequence[Path],
+        what: str,
+        limit: int,
+        valid: Callable[[object], bool],
+        prefix: str = "",
+    ) -> None:
+        """`code`: the source files of what is kept (their bytes are in every name); `what`:
+        what it is, for the one line said when the folder cannot be written; `valid`: whether
+        a loaded value is one (anything else is a damaged file); `prefix`: of the names."""
+        self.folder = folder
+        self.what = what
+        self.limit = limit
+        self.valid = valid
+        self.prefix = prefix
+        digest = hashlib.sha256(f"{sys.version} {pickle.HIGHEST_PROTOCOL}\0".encode())
+        for path in code:
+            digest.update(path.read_bytes())
+        self._made_by = digest.digest()
+        self._failed = False
+
+    def path(self, key: bytes) -> Path:
+        name = hashlib.sha256(self._made_by + key).hexdigest()[:40]
+        return self.folder / f"{self.prefix}{name}.pickle"
+
+    def load(self, key: bytes) -> object | None:
+        """The value kept for `key`; None when there is none (or it was damaged: removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            value: object = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - a damaged file is made again from its source
+            value = None
+        if value is None or not self.valid(value):
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to go when the folder is full
+        return value
+
+    def save(self, key: bytes, value: object) -> None:
+        """Keep `value` for `key` (atomically: a concurrent reader never sees half a file),
+        then make room: at most `limit` files of this use stay."""
+        path = self.path(key)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            partial.replace(path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            if not self._failed:
+                self._failed = True
+                print(
+                    f"spyre-ci: cannot keep {self.what} in {path.parent} ({exc}); it is made "
+                    "again in every run (SPYRE_CI_CACHE_DIR moves the cache)",
+                    file=sys.stderr,
+                )
+            return
+        self._make_room()
+
+    def _make_room(self) -> None:
+        """The oldest used files beyond `limit` go, and the partial files of processes that
+        died while writing (an hour old: no writer takes that long)."""
+        kept: list[tuple[float, Path]] = []
+        stale = time.time() - 3600
+        with contextlib.suppress(OSError):
+            for path in self.folder.glob(f"{self.prefix}*.pickle*"):
+                with contextlib.suppress(OSError):
+                    used = path.stat().st_mtime
+                    if path.suffix == ".pickle":
+                        kept.append((used, path))
+                    elif path.suffix == ".tmp" and used < stale:
+                        path.unlink()
+        kept.sort()
+        for _, path in kept[: max(0, len(kept) - self.limit)]:
+            with contextlib.suppress(OSError):
+                path.unlink()
