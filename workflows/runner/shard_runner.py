@@ -431,6 +431,18 @@ def _start(
     return proc, False
 
 
+def _pause(proc: TestProcess, seconds: float) -> None:
+    """Wait up to `seconds` between two looks at a test process, back at once when it
+    exits: a shard's end (and the run's next step) is not a poll interval late."""
+    if isinstance(proc, zygote.WarmChild):
+        proc.exited_within(seconds)
+    elif isinstance(proc, subprocess.Popen):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(seconds)
+    else:
+        time.sleep(seconds)
+
+
 def _run_subprocess(
     command: list[str],
     results_file: Path,
@@ -489,7 +501,7 @@ def _run_subprocess(
             if killed_for is not None:
                 _kill_group(proc)
                 continue
-            time.sleep(_POLL_S)
+            _pause(proc, _POLL_S)
     finally:
         # Always the whole group: a test that started a background child must not leave it
         # running after its process ended.

@@ -326,6 +326,16 @@ class WarmChild:
             self._read(0.0)
         return self.returncode
 
+    def exited_within(self, seconds: float) -> bool:
+        """Whether it exited within `seconds` (back as soon as the zygote says it did)."""
+        deadline = time.monotonic() + seconds
+        while self.returncode is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._read(left)
+        return True
+
     def wait(self) -> int:
         """Its exit code; called after its group was killed, so it comes at once."""
         deadline = time.monotonic() + 30.0
