@@ -31,9 +31,10 @@ PROBE = """
 import json, sys, time
 from pathlib import Path
 from importlib import metadata
+from workflows.stores import kept
 from workflows.tracing import traces
 cache = sys.argv[1]
-traces.keep_in(Path(cache) if cache else None)
+kept.keep_in(Path(cache) if cache else None)
 wall, cpu = time.perf_counter(), time.process_time()
 trace = traces.shipped_trace(metadata.version("torch").split("+")[0])
 print(json.dumps({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,

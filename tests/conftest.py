@@ -17,7 +17,7 @@ from tests.testing.relay import RedisProcess
 from tests.testing.shared import built_once, run_folder
 from workflows.runner import warm_share, zygote
 from workflows.settings import Settings
-from workflows.tracing import traces
+from workflows.stores import kept
 
 # Upstream-style device-generic test files that suites run through the plugin (one of them
 # hangs on purpose), and two versions of one upstream tree whose tests were renamed: data
@@ -93,14 +93,15 @@ def _shared_warm_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     idle."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPYRE_CI_WARM_DIR", str(_warm_dir(tmp_path_factory)))
-        # The shipped trace's kept form (workflows.tracing.traces), made by the first run that
-        # plans and read by the others (in this process too), never in the user's cache.
+        # The kept forms (workflows.stores.kept: the trace, the Inventory), made by the first
+        # run that plans and read by the others (in this process too), never in the user's
+        # cache.
         patch.setenv("SPYRE_CI_CACHE_DIR", str(run_folder(tmp_path_factory) / "cache"))
         # `SPYRE_CI_WARM_IDLE_S=0 pytest ...`: the suite without sharing.
         patch.setenv("SPYRE_CI_WARM_IDLE_S", os.environ.get("SPYRE_CI_WARM_IDLE_S", "120"))
         _SESSION[:] = [Settings.from_env()]
         zygote.share(_SESSION[0])  # the tests that run shards in this process too
-        traces.keep_in(_SESSION[0].cache_dir)
+        kept.keep_in(_SESSION[0].cache_dir)
         yield
 
 

@@ -139,9 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
         zygote.share(settings)  # the warm runner of this state directory, for every run
-        from workflows.tracing import traces  # selector: not for every command
+        from workflows.stores import kept  # selector: not for every command
 
-        traces.keep_in(settings.cache_dir)  # the shipped trace, loaded faster
+        kept.keep_in(settings.cache_dir)  # loaded forms (trace, Inventory, definitions)
         return int(args.func(args, settings))
     except BadInput as exc:
         print(f"spyre-ci: error: {exc}", file=sys.stderr)

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import selector
-from selector import definitions
 from suites.model import Inventory
 from workflows.errors import BadInput
+from workflows.stores import kept
 from workflows.stores.kept import Kept
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -116,14 +116,14 @@ def _shipped(path: str, mtime_ns: int) -> selector.ImpactMap:
     gc.disable()
     try:
         raw = _read_bytes(Path(path))
-        kept = _KEEP[0] if _KEEP else None
+        store = _kept_traces()
         key = hashlib.sha256(raw).digest()
-        trace = kept.load(key) if kept is not None else None
+        trace = store.load(key) if store is not None else None
         if not isinstance(trace, selector.ImpactMap):
             trace = _impact_map(_decode(raw, Path(path)), Path(path))
             trace.inverted()  # every plan asks for it
-            if kept is not None:
-                kept.save(key, trace)
+            if store is not None:
+                store.save(key, trace)
     finally:
         if enabled:
             gc.enable()
@@ -133,40 +133,19 @@ def _shipped(path: str, mtime_ns: int) -> selector.ImpactMap:
 # The shipped trace, once read from its JSON, is kept pickled in the cache folder
 # (`workflows.stores.kept`): every `spyre-ci` process that plans loads it in under half the
 # time (0.24 s against 0.52 s here, benchmarks/kept_trace.py). A new trace, a change to the
-# classes it holds or another Python reads the JSON again (and keeps that). So are the
-# definitions of the files changes touch (`selector.definitions`), parsed once per text.
+# classes it holds or another Python reads the JSON again (and keeps that).
 _KEPT_CODE = ("impact.py", "opnames.py")
-_KEEP: list[Kept] = []
 
 
-def keep_in(cache_dir: Path | None) -> None:
-    """Keep the selector's loaded forms in `cache_dir` (`Settings.cache_dir`): the shipped
-    trace in `traces/`, the definitions of changed files in `definitions/`. Called by the
-    entry points that read the settings (`spyre-ci`, a Celery worker); a process that never
-    calls it reads and parses them from their sources every time."""
-    if cache_dir is None:
-        _KEEP.clear()
-        definitions.keep_with(None)
-        return
+def _kept_traces() -> Kept | None:
     code = Path(selector.__file__).parent
-    _KEEP[:] = [
-        Kept(
-            cache_dir / "traces",
-            [code / name for name in _KEPT_CODE],
-            "the shipped trace",
-            limit=4,
-            valid=lambda value: isinstance(value, selector.ImpactMap),
-            prefix="shipped-",
-        )
-    ]
-    definitions.keep_with(
-        Kept(
-            cache_dir / "definitions",
-            [code / "definitions.py"],
-            "the definitions of changed files",
-            limit=256,
-            valid=lambda value: isinstance(value, list),
-        )
+    return kept.store(
+        "traces",
+        [code / name for name in _KEPT_CODE],
+        "the shipped trace",
+        limit=4,
+        valid=lambda value: isinstance(value, selector.ImpactMap),
+        prefix="shipped-",
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.model import Expectation, Inventory
+from suites.model import Expectation, Inventory, Variant
 from workflows.drivers import upgrade
 from workflows.stores.inventory_cache import cache_key, default_inventory, read_cached
 
@@ -132,3 +132,64 @@ def test_refused_spec_is_recorded_and_said_again_from_the_cache(
     assert list(inventory.refused_specs) == [str(folder / "broken.yaml")]
     assert default_inventory(state, [str(folder)]) == path  # cached: said again
     assert f"{folder / 'broken.yaml'}: refused" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def keeping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A process that keeps loaded forms in a cache folder of its own (as `spyre-ci`)."""
+    from selector import definitions
+    from workflows.stores import inventory_cache, kept
+
+    monkeypatch.setattr(kept, "_FOLDER", [])
+    monkeypatch.setattr(kept, "_STORES", {})
+    monkeypatch.setattr(definitions, "_STORE", [])
+    monkeypatch.setattr(inventory_cache, "_read", {})  # nothing read yet in this process
+    kept.keep_in(tmp_path / "cache")
+    return tmp_path / "cache" / "inventories"
+
+
+def _variant(vid: str) -> Variant:
+    suite, template, subject, dtype = vid.split("::")
+    return Variant(id=vid, suite=suite, template=template, subject=subject, dtype=dtype)
+
+
+def test_the_kept_inventory_is_the_one_in_the_file_and_a_rebuilt_file_is_read_anew(
+    keeping: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workflows.stores import inventory_cache
+
+    path = tmp_path / "inventory-x.json.gz"
+    first = Inventory(torch_version="2.13.0", torch_git_version="g", variants=(_variant(ADD),))
+    first.save(path)
+    assert read_cached(path) == first
+    (kept_file,) = keeping.glob("*.pickle")
+    # A new process: the kept form answers, the JSON is not parsed.
+    monkeypatch.setattr(inventory_cache, "_read", {})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Inventory, "load", classmethod(lambda cls, p: pytest.fail("parsed")))
+        assert read_cached(path) == first
+    # Rebuilt with another variant: other bytes, read from the file, kept beside the first.
+    second = Inventory(
+        torch_version="2.13.0",
+        torch_git_version="g",
+        variants=(_variant(ADD), _variant("tiny::compare_cpu::mul::float32")),
+    )
+    second.save(path)
+    assert read_cached(path) == second
+    assert len(list(keeping.glob("*.pickle"))) == 2 and kept_file.exists()
+
+
+def test_a_damaged_kept_inventory_is_read_from_its_file_again(
+    keeping: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workflows.stores import inventory_cache
+
+    path = tmp_path / "inventory-x.json.gz"
+    inventory = Inventory(torch_version="2.13.0", torch_git_version="g", variants=(_variant(ADD),))
+    inventory.save(path)
+    read_cached(path)
+    (kept_file,) = keeping.glob("*.pickle")
+    kept_file.write_bytes(b"not a pickle")
+    monkeypatch.setattr(inventory_cache, "_read", {})
+    assert read_cached(path) == inventory
+    assert kept_file.read_bytes() != b"not a pickle"  # made again from the file

@@ -1,4 +1,4 @@
-"""The shipped trace is kept pickled in the cache folder (`workflows.tracing.traces`): a
+"""The shipped trace is kept pickled in the cache folder (`workflows.stores.kept`): a
 later process loads the same map from there, a damaged or foreign file there is read from
 the JSON again, and a cache that cannot be written is said once and changes nothing else."""
 
@@ -12,6 +12,7 @@ import pytest
 
 import selector
 from selector import definitions
+from workflows.stores import kept
 from workflows.tracing import traces
 
 TRACE = {
@@ -36,9 +37,10 @@ TRACE = {
 
 @pytest.fixture()
 def trace_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setattr(traces, "_KEEP", [])
+    monkeypatch.setattr(kept, "_FOLDER", [])
+    monkeypatch.setattr(kept, "_STORES", {})
     monkeypatch.setattr(definitions, "_STORE", [])  # keep_in gives it a store too
-    traces.keep_in(tmp_path / "cache")  # as `spyre-ci` does with Settings.cache_dir
+    kept.keep_in(tmp_path / "cache")  # as `spyre-ci` does with Settings.cache_dir
     path = tmp_path / "trace-2.13.0.json.gz"
     traces.write_trace(path, TRACE)
     traces._shipped.cache_clear()
@@ -102,7 +104,7 @@ def test_a_cache_that_cannot_be_written_is_said_once_and_the_trace_still_reads(
 ) -> None:
     blocker = trace_file.parent / "not-a-folder"
     blocker.write_text("a file where the cache folder would be\n")
-    traces.keep_in(blocker)
+    kept.keep_in(blocker)
     _same(_load(trace_file), traces.read_trace(trace_file))
     _same(_load(trace_file), traces.read_trace(trace_file))
     err = capsys.readouterr().err
@@ -113,7 +115,7 @@ def test_a_cache_that_cannot_be_written_is_said_once_and_the_trace_still_reads(
 def test_a_process_told_no_cache_folder_reads_the_json_and_keeps_nothing(
     trace_file: Path,
 ) -> None:
-    traces.keep_in(None)
+    kept.keep_in(None)
     _same(_load(trace_file), traces.read_trace(trace_file))
     assert not (trace_file.parent / "cache").exists()
 

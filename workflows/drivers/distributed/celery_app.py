@@ -75,9 +75,9 @@ _context: list[RunContext] = []
 def _build_context(**_kwargs: Any) -> None:
     settings = Settings.from_env()
     zygote.share(settings)  # the warm runner of this state directory, for every shard
-    from workflows.tracing import traces  # selector: not for every command
+    from workflows.stores import kept  # selector: not for every command
 
-    traces.keep_in(settings.cache_dir)  # the shipped trace, loaded faster
+    kept.keep_in(settings.cache_dir)  # loaded forms (trace, Inventory, definitions)
     _context[:] = [RunContext.open(settings, history())]
 
 
