@@ -167,8 +167,9 @@ def _spans(path: str, source: str) -> list[_Span] | None:
     """Definitions of one text (once per process, and once per text in the store)."""
     store = _STORE[0] if _STORE and len(source) >= _KEPT_MIN_CHARS else None
     kind = ".py" if path.endswith(".py") else "cpp" if path.endswith(_CPP_SUFFIXES) else "yaml"
-    key = hashlib.sha256(f"{kind}\0{source}".encode(errors="surrogatepass")).digest()
+    key = b""
     if store is not None:
+        key = hashlib.sha256(f"{kind}\0{source}".encode(errors="surrogatepass")).digest()
         kept = store.load(key)
         if isinstance(kept, list) and all(type(span) is _Span for span in kept):
             return kept

@@ -115,7 +115,6 @@ _read: dict[tuple[str, int, int], Inventory] = {}
 def read_inventory(path: Path) -> Inventory:
     """The Inventory in the file at `path`, read once per process while the file is unchanged
     (its errors are Inventory.load's)."""
-
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     inventory = _read.get(key)
