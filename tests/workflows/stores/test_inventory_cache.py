@@ -148,48 +148,45 @@ def keeping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache" / "inventories"
 
 
-def _variant(vid: str) -> Variant:
-    suite, template, subject, dtype = vid.split("::")
-    return Variant(id=vid, suite=suite, template=template, subject=subject, dtype=dtype)
+def _saved(path: Path, *ids: str) -> Inventory:
+    """An Inventory of these variants saved at `path`, read once (which keeps it)."""
+    variants = []
+    for vid in ids:
+        suite, template, subject, dtype = vid.split("::")
+        variants.append(Variant(vid, suite, template, subject, dtype))
+    inventory = Inventory(torch_version="2.13.0", torch_git_version="g", variants=tuple(variants))
+    inventory.save(path)
+    assert read_cached(path) == inventory
+    return inventory
 
 
-def test_the_kept_inventory_is_the_one_in_the_file_and_a_rebuilt_file_is_read_anew(
-    keeping: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture()
+def kept_once(keeping: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cached Inventory read once (so kept), then a new process: nothing read yet."""
     from workflows.stores import inventory_cache
 
     path = tmp_path / "inventory-x.json.gz"
-    first = Inventory(torch_version="2.13.0", torch_git_version="g", variants=(_variant(ADD),))
-    first.save(path)
-    assert read_cached(path) == first
-    (kept_file,) = keeping.glob("*.pickle")
-    # A new process: the kept form answers, the JSON is not parsed.
+    _saved(path, ADD)
     monkeypatch.setattr(inventory_cache, "_read", {})
-    with pytest.MonkeyPatch.context() as patch:
+    return path
+
+
+def test_the_kept_inventory_is_the_one_in_the_file_and_a_rebuilt_file_is_read_anew(
+    kept_once: Path, keeping: Path
+) -> None:
+    (kept_file,) = keeping.glob("*.pickle")
+    with pytest.MonkeyPatch.context() as patch:  # the kept form answers: no JSON parsed
         patch.setattr(Inventory, "load", classmethod(lambda cls, p: pytest.fail("parsed")))
-        assert read_cached(path) == first
+        assert [v.id for v in read_cached(kept_once).variants] == [ADD]
     # Rebuilt with another variant: other bytes, read from the file, kept beside the first.
-    second = Inventory(
-        torch_version="2.13.0",
-        torch_git_version="g",
-        variants=(_variant(ADD), _variant("tiny::compare_cpu::mul::float32")),
-    )
-    second.save(path)
-    assert read_cached(path) == second
+    _saved(kept_once, ADD, "tiny::compare_cpu::mul::float32")
     assert len(list(keeping.glob("*.pickle"))) == 2 and kept_file.exists()
 
 
 def test_a_damaged_kept_inventory_is_read_from_its_file_again(
-    keeping: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kept_once: Path, keeping: Path
 ) -> None:
-    from workflows.stores import inventory_cache
-
-    path = tmp_path / "inventory-x.json.gz"
-    inventory = Inventory(torch_version="2.13.0", torch_git_version="g", variants=(_variant(ADD),))
-    inventory.save(path)
-    read_cached(path)
     (kept_file,) = keeping.glob("*.pickle")
     kept_file.write_bytes(b"not a pickle")
-    monkeypatch.setattr(inventory_cache, "_read", {})
-    assert read_cached(path) == inventory
+    assert [v.id for v in read_cached(kept_once).variants] == [ADD]
     assert kept_file.read_bytes() != b"not a pickle"  # made again from the file
