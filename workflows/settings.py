@@ -35,7 +35,8 @@ class Settings:
     inventory: Path | None = None  # SPYRE_CI_INVENTORY: what `select` selects from
     env_cache_dir: Path | None = None  # SPYRE_CI_ENV_CACHE: upgrade-diff's torch environments
     # SPYRE_CI_CACHE_DIR: what is derived from files and can be made again (the shipped
-    # trace, read once into a form that loads faster: `workflows.tracing.traces`).
+    # trace, the cached Inventory and the definitions of changed files, each read once into
+    # a form that loads faster: `workflows.stores.kept`).
     cache_dir: Path | None = None
     # SPYRE_CI_TORCH_BUILDS: prepared torch environments, one per upstream commit; a shard of
     # a run whose head sha has one runs there (`workflows.runner.torch_builds`, which also

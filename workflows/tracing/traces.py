@@ -117,7 +117,7 @@ def _shipped(path: str, mtime_ns: int) -> selector.ImpactMap:
     try:
         raw = _read_bytes(Path(path))
         store = _kept_traces()
-        key = hashlib.sha256(raw).digest()
+        key = hashlib.sha256(raw).digest() if store is not None else b""
         trace = store.load(key) if store is not None else None
         if not isinstance(trace, selector.ImpactMap):
             trace = _impact_map(_decode(raw, Path(path)), Path(path))
