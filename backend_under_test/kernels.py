@@ -572,17 +572,50 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         fast = _fast_call(op, plan, args)
         if fast is not _NOT_SIMPLE:
             return fast
-    else:
-        if plan.is_view:
-            # Views only compute geometry; the CPU kernel does that on the device tensor.
-            return op._handle.redispatch_boxed(CPU_KEYS, *args, **kwargs)
-        if plan.unlowerable and not rules.SWITCHES.permissive:
-            stats.record_rejected(plan.name)
-            rules.check_op(plan.name, args)
-        if plan.simple and not kwargs:
+    return _checked_call(op, plan, args, kwargs)
+
+
+def kernel_for(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """`fallback` bound to one overload: registered as that overload's own kernel, it
+    skips the plan table (its plan is looked up on the first call and kept)."""
+    plan: OpPlan | None = None
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        nonlocal plan
+        if plan is None:
+            plan = plan_for(op)
+        if plan.lean and not kwargs:
             fast = _fast_call(op, plan, args)
             if fast is not _NOT_SIMPLE:
                 return fast
+        return _checked_call(op, plan, args, kwargs)
+
+    kernel.__qualname__ = kernel.__name__ = f"spyre_kernel_{op.__name__.replace('.', '_')}"
+    return kernel
+
+
+def _checked_call(
+    op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Everything but a lean small op: views, rules, then the generic call (or the
+    small-op path, once the rules allow it)."""
+    if plan.is_view:
+        # Views only compute geometry; the CPU kernel does that on the device tensor.
+        return op._handle.redispatch_boxed(CPU_KEYS, *args, **kwargs)
+    if plan.unlowerable and not rules.SWITCHES.permissive:
+        stats.record_rejected(plan.name)
+        rules.check_op(plan.name, args)
+    if plan.simple and not plan.lean and not kwargs:
+        fast = _fast_call(op, plan, args)
+        if fast is not _NOT_SIMPLE:
+            return fast
+    return _generic_call(op, plan, args, kwargs)
+
+
+def _generic_call(
+    op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Any call: every device argument to its host alias, the CPU kernel, results back."""
     call = _Call()
     mutated = plan.mutated
     host_args = tuple(call.to_host(a, i in mutated) for i, a in enumerate(args))
@@ -612,6 +645,8 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
 
 
 _PLANS: dict[int, tuple[torch._ops.OpOverload, OpPlan]] = {}
+
+
 _NOT_SIMPLE = object()
 _sticks = rules.cached_transfer_sticks
 
@@ -667,29 +702,30 @@ def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -
     # dearest step of `to_device`), the device tensor is made with the result's shape and its
     # empty storage takes over the bytes (`_swap_data_ptr_`). The result is kept as the
     # *seed* of the new tensor's host alias (see `read_alias_and_sticks`).
-    cpu_storage = result.untyped_storage()
-    ptr = cpu_storage.data_ptr()
+    ptr = result.data_ptr()
     if (
         not ptr
-        or ptr in _LIVE
         or result.stride() != meta[0]  # also refuses size-1 dimensions with other strides
         or result.storage_offset()
+        or ptr in _LIVE
         or result.is_neg()
         or (meta[4] and result.is_conj())
     ):
         out = to_device(result)
     else:
+        # At offset 0 the data pointer is the storage's. The device storage covers the
+        # result's bytes (meta[5]); the seed keeps its whole CPU storage alive.
         out = _create_empty(shape, dtype)
         storage = out.untyped_storage()
-        nbytes = cpu_storage.nbytes()
-        storage._swap_data_ptr_(_from_data_pointer(ptr, _DEVICE, nbytes))
-        _register(ptr, cpu_storage, storage, nbytes).seed = result
+        storage._swap_data_ptr_(_from_data_pointer(ptr, _DEVICE, meta[5]))
+        _register(ptr, None, storage, meta[5]).seed = result
     _PENDING_OPS[(plan.name, sticks + meta[1], meta[2], 0.0)] += 1  # stats.record_op
     return out
 
 
-# (strides create_empty_tensor gives the shape, sticks, elements, refused dtype, complex)
-_ResultMeta = tuple[tuple[int, ...], int, int, bool, bool]
+# (strides create_empty_tensor gives the shape, sticks, elements, refused dtype, complex,
+# bytes)
+_ResultMeta = tuple[tuple[int, ...], int, int, bool, bool, int]
 _RESULTS: dict[tuple[torch.Size, torch.dtype], _ResultMeta] = {}
 _RESULTS_LIMIT = 4096
 _PENDING_OPS = stats._PENDING
@@ -709,6 +745,7 @@ def _result_meta(shape: torch.Size, dtype: torch.dtype) -> _ResultMeta:
         numel,
         dtype in _REFUSED,
         dtype.is_complex,
+        numel * dtype.itemsize,
     )
     if len(_RESULTS) >= _RESULTS_LIMIT:
         _RESULTS.clear()

@@ -47,15 +47,24 @@ class _Live(weakref.ref[torch.UntypedStorage]):
     bytes the device is charged (whole sticks); `alias_keys` the host-alias cache keys made
     over these bytes (see `kernels.read_alias_and_sticks`), dropped with the storage; `seed`
     the CPU tensor a kernel returned, when the device storage adopted its bytes (it is the
-    host alias of the device tensor made for it).
+    host alias of the device tensor made for it). An entry with a seed keeps the seed only
+    (`stored_owner` is None): the seed holds the bytes, and `owner` is its storage.
     """
 
-    __slots__ = ("ptr", "owner", "charged", "alias_keys", "seed")
+    __slots__ = ("ptr", "stored_owner", "charged", "alias_keys", "seed")
     ptr: int
-    owner: torch.UntypedStorage
+    stored_owner: torch.UntypedStorage | None
     charged: int
     alias_keys: list[tuple[object, ...]] | None
     seed: torch.Tensor | None
+
+    @property
+    def owner(self) -> torch.UntypedStorage:
+        owner = self.stored_owner
+        if owner is None:
+            assert self.seed is not None, "a live entry has an owner or a seed"
+            owner = self.seed.untyped_storage()
+        return owner
 
 
 # data pointer -> the live device storage over the bytes there (and their owner).
@@ -97,15 +106,16 @@ def _wrap_owner(owner: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorag
 
 
 def register(
-    ptr: int, owner: torch.UntypedStorage, storage: torch.UntypedStorage, nbytes: int
+    ptr: int, owner: torch.UntypedStorage | None, storage: torch.UntypedStorage, nbytes: int
 ) -> _Live:
     """Record `storage` (a device storage of `nbytes` over `owner`'s bytes at `ptr`) as live.
 
-    The owner is kept until the device storage dies; the device is charged whole sticks.
+    The owner is kept until the device storage dies; the device is charged whole sticks. With
+    no owner, the caller sets the entry's `seed`, which holds the bytes.
     """
     entry = _Live(storage, _released)
     entry.ptr = ptr
-    entry.owner = owner
+    entry.stored_owner = owner
     charged = entry.charged = -(-nbytes // rules.STICK_BYTES) * rules.STICK_BYTES
     entry.alias_keys = entry.seed = None
     _LIVE[ptr] = entry

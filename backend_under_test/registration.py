@@ -57,23 +57,22 @@ def _convolution_backward(*args: Any) -> Any:
     return kernels.fallback(aten.convolution_backward.default, *args)
 
 
-def _cpu_and_composite_ops() -> list[str]:
-    """Ops with both a CPU and a CompositeExplicitAutograd kernel.
+def _ops_with_cpu_kernels() -> list[str]:
+    """aten ops with a CPU kernel and no PrivateUse1 kernel yet: each gets one of its own.
 
-    For PrivateUse1 the composite kernel would win over the fallback and run on device
-    tensors directly; route them through the fallback (and so to the CPU kernel).
+    An op with both a CPU and a CompositeExplicitAutograd kernel needs it: for PrivateUse1
+    the composite kernel would win over the fallback and run on device tensors directly. For
+    the others it is the same fallback, bound to the op (`kernels.kernel_for`), which skips
+    the per-call lookup of the op's plan. Other namespaces' ops (`quantized::`, ...) and ops
+    registered later reach the boxed fallback.
     """
-    found = []
-    for name in torch._C._dispatch_get_all_op_names():
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU"):
-            continue
-        if torch._C._dispatch_has_kernel_for_dispatch_key(
-            name, "CompositeExplicitAutograd"
-        ) or torch._C._dispatch_has_kernel_for_dispatch_key(
-            name, "CompositeExplicitAutogradNonFunctional"
-        ):
-            found.append(name)
-    return found
+    return [
+        name
+        for name in torch._C._dispatch_get_all_op_names()
+        if name.startswith("aten::")
+        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")
+        and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+    ]
 
 
 def _overload(qualified: str) -> torch._ops.OpOverload:
@@ -109,9 +108,9 @@ def register_kernels() -> list[torch.library.Library]:
         impl.impl(f"set_.{overload}", functools.partial(_metadata_only, op), key)
     impl.impl("convolution_overrideable", _convolution, key)
     impl.impl("convolution_backward_overrideable", _convolution_backward, key)
-    for qualified in _cpu_and_composite_ops():
+    for qualified in _ops_with_cpu_kernels():
         op = _overload(qualified)
-        impl.impl(qualified.split("::", 1)[1], functools.partial(kernels.fallback, op), key)
+        impl.impl(qualified.split("::", 1)[1], kernels.kernel_for(op), key)
     everything = torch.library.Library("_", "IMPL")
     everything.fallback(kernels.fallback, key)
     return [impl, everything]
