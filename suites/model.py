@@ -208,9 +208,12 @@ class Inventory:
     @classmethod
     def load(cls, path: str | Path) -> Inventory:
         path = Path(path)
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            data = json.load(fh)
+        return cls.from_bytes(path.read_bytes(), compressed=path.suffix == ".gz")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, compressed: bool) -> Inventory:
+        """The Inventory in a file's bytes (gzip-compressed JSON when `compressed`)."""
+        data = json.loads(gzip.decompress(raw) if compressed else raw)
         # Tens of thousands of small objects and no cycles among them: the collector does
         # not walk them while they are built (a fifth of the read).
         enabled = gc.isenabled()

@@ -146,7 +146,9 @@ def _load_kept(path: Path) -> Inventory:
     inventory = store.load(digest)
     if isinstance(inventory, model.Inventory):
         return inventory
-    inventory = model.Inventory.load(path)
+    # From the very bytes digested: a file replaced meanwhile is never kept under the
+    # digest of the one before.
+    inventory = model.Inventory.from_bytes(raw, compressed=path.suffix == ".gz")
     store.save(digest, inventory)
     return inventory
 

@@ -177,6 +177,9 @@ def test_the_kept_inventory_is_the_one_in_the_file_and_a_rebuilt_file_is_read_an
     (kept_file,) = keeping.glob("*.pickle")
     with pytest.MonkeyPatch.context() as patch:  # the kept form answers: no JSON parsed
         patch.setattr(Inventory, "load", classmethod(lambda cls, p: pytest.fail("parsed")))
+        patch.setattr(
+            Inventory, "from_bytes", classmethod(lambda cls, r, **k: pytest.fail("parsed"))
+        )
         assert [v.id for v in read_cached(kept_once).variants] == [ADD]
     # Rebuilt with another variant: other bytes, read from the file, kept beside the first.
     _saved(kept_once, ADD, "tiny::compare_cpu::mul::float32")
@@ -190,3 +193,25 @@ def test_a_damaged_kept_inventory_is_read_from_its_file_again(
     kept_file.write_bytes(b"not a pickle")
     assert [v.id for v in read_cached(kept_once).variants] == [ADD]
     assert kept_file.read_bytes() != b"not a pickle"  # made again from the file
+
+
+def test_a_missed_inventory_is_parsed_from_the_bytes_its_kept_name_digests(
+    keeping: Path, tmp_path: Path
+) -> None:
+    # Read once: the file is never opened a second time, so a file replaced between the
+    # digest and the parse cannot be kept under the digest of the one before.
+    path = tmp_path / "inventory-y.json.gz"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Inventory, "load", classmethod(lambda cls, p: pytest.fail("read twice")))
+        _saved(path, ADD)
+    (kept_file,) = keeping.glob("*.pickle")
+    assert kept_file.stat().st_size > 0
+
+
+def test_an_inventory_reads_the_same_from_its_bytes_as_from_its_file(tmp_path: Path) -> None:
+    for name in ("plain.json", "packed.json.gz"):
+        path = tmp_path / name
+        inventory = _saved(path, ADD, "tiny::compare_cpu::mul::float32")
+        raw = path.read_bytes()
+        assert Inventory.from_bytes(raw, compressed=name.endswith(".gz")) == inventory
+        assert Inventory.load(path) == inventory
