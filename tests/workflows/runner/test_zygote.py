@@ -547,3 +547,34 @@ def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_
         [sys.executable, "-c", PRELOAD, *changed], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == preloaded, out.stderr[-2000:]
+
+
+PLUGINS_PRELOAD = """
+import importlib.metadata, sys
+from _pytest.config import default_plugins
+from workflows.runner import zygote_process
+
+zygote_process._preload_pytest_plugins()
+installed = [ep.module for ep in importlib.metadata.entry_points(group="pytest11")]
+print(all(f"_pytest.{name}" in sys.modules for name in default_plugins))
+print(bool(installed) and all(name in sys.modules for name in installed))
+print("torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("autoload_off", "installed_loaded"), [(False, "True"), (True, "False")])
+def test_the_pytest_plugins_a_child_configures_with_are_imported_once_in_the_zygote(
+    autoload_off: bool, installed_loaded: str
+) -> None:
+    # pytest's own plugins always; the installed ones (xdist here) only when a child's
+    # pytest would load them itself; never torch.
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
+    if autoload_off:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    out = subprocess.run(
+        [sys.executable, "-c", PLUGINS_PRELOAD], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", installed_loaded, "False"], out.stderr[-2000:]
