@@ -1,7 +1,7 @@
-"""The kernels of the `spyre` device: a few explicit ones and one boxed fallback.
+"""The kernels of the `spyre` device: a few explicit ones and one fallback for every other op.
 
 Long on purpose: every kernel shares the host-alias machinery and the per-op plan cache
-(`OpPlan`), and the small-op path (`fallback` -> `plan_for` -> `_fast_call`) is one call chain
+(`OpPlan`), and the small-op path (`kernel_for` -> `_fast_call`) is one call chain
 whose cost benchmarks/device_small_op.py measures; it stays readable in one place.
 
 Every device tensor's bytes live in a CPU storage (see `memory.py`), so a kernel runs the
@@ -274,7 +274,7 @@ def _convolution_on_host(op: Any, *args: Any) -> Any:
     return fallback(op, *args)
 
 
-# --- the boxed fallback ---
+# --- the fallback: registered per aten op (`kernel_for`), and boxed for the rest ---
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,8 @@ def _overload(qualified: str) -> torch._ops.OpOverload:
 
 
 def register_kernels() -> list[torch.library.Library]:
-    """Register the explicit kernels and the boxed fallback for PrivateUse1."""
+    """Register the explicit kernels, the fallback bound to each aten op with a CPU kernel, and
+    the boxed fallback for PrivateUse1."""
     impl = torch.library.Library("aten", "IMPL")
     key = "PrivateUse1"
     impl.impl("empty.memory_format", kernels.empty_memory_format, key)
