@@ -63,15 +63,23 @@ def _ops_with_cpu_kernels() -> list[str]:
     An op with both a CPU and a CompositeExplicitAutograd kernel needs it: for PrivateUse1
     the composite kernel would win over the fallback and run on device tensors directly. For
     the others it is the same fallback, bound to the op (`kernels.kernel_for`), which skips
-    the per-call lookup of the op's plan. Other namespaces' ops (`quantized::`, ...) and ops
-    registered later reach the boxed fallback.
+    the per-call lookup of the op's plan. Left out: an op whose CompositeImplicitAutograd
+    kernel serves PrivateUse1 today (`mish_backward`, `native_channel_shuffle` on 2.13): a
+    kernel of its own would replace that decomposition, and its autograd with it. Other
+    namespaces' ops (`quantized::`, ...) and ops registered later reach the boxed fallback.
     """
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
     return [
         name
         for name in torch._C._dispatch_get_all_op_names()
         if name.startswith("aten::")
-        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")
-        and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+        and has(name, "CPU")
+        and not has(name, "PrivateUse1")
+        and (
+            not has(name, "CompositeImplicitAutograd")
+            or has(name, "CompositeExplicitAutograd")
+            or has(name, "CompositeExplicitAutogradNonFunctional")
+        )
     ]
 
 

@@ -17,9 +17,44 @@ def _aten_ops_with(key: str) -> set[str]:
     }
 
 
-def test_every_aten_op_with_a_cpu_kernel_has_a_spyre_kernel() -> None:
-    missing = _aten_ops_with("CPU") - _aten_ops_with("PrivateUse1")
+def _decomposing() -> set[str]:
+    """aten ops whose CompositeImplicitAutograd kernel serves a backend with no kernel of
+    its own for them."""
+    return (
+        _aten_ops_with("CompositeImplicitAutograd")
+        - _aten_ops_with("CompositeExplicitAutograd")
+        - _aten_ops_with("CompositeExplicitAutogradNonFunctional")
+    )
+
+
+def test_every_aten_op_with_a_cpu_kernel_has_a_spyre_kernel_or_decomposes() -> None:
+    missing = _aten_ops_with("CPU") - _aten_ops_with("PrivateUse1") - _decomposing()
     assert not missing, sorted(missing)[:10]
+
+
+def test_an_op_that_decomposes_for_spyre_still_does() -> None:
+    # An op with a CPU kernel and a CompositeImplicitAutograd one (`mish_backward` on 2.13)
+    # decomposes for PrivateUse1, autograd included; a kernel of the backend's own would
+    # replace that decomposition.
+    decomposing = (
+        _aten_ops_with("CompositeImplicitAutograd")
+        - _aten_ops_with("CompositeExplicitAutograd")
+        - _aten_ops_with("CompositeExplicitAutogradNonFunctional")
+    )
+    replaced = [
+        name
+        for name in sorted(decomposing & _aten_ops_with("CPU"))
+        if "[math kernel]" not in _table_entry(name, "PrivateUse1")
+        or "[math kernel]" not in _table_entry(name, "AutogradPrivateUse1")
+    ]
+    assert not replaced, replaced
+
+
+def _table_entry(name: str, key: str) -> str:
+    for line in torch._C._dispatch_dump_table(name).splitlines():
+        if line.startswith(f"{key}:"):
+            return line
+    return ""
 
 
 def test_registration_defines_no_op_of_its_own() -> None:
