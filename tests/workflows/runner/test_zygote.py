@@ -527,6 +527,7 @@ import torch
 sys.meta_path.insert(0, Finder(sys.argv[1:]))
 zygote_process._preload_compile_stack()
 print("torch._dynamo" in sys.modules)
+print(all(name in sys.modules for name in zygote_process.FIRST_COMPILE))
 """
 
 
@@ -546,7 +547,8 @@ def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_
     out = subprocess.run(
         [sys.executable, "-c", PRELOAD, *changed], capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == preloaded, out.stderr[-2000:]
+    # What a first compile imports beyond the stack comes with it, or not at all.
+    assert out.stdout.split() == [preloaded, preloaded], out.stderr[-2000:]
 
 
 PLUGINS_PRELOAD = """
