@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from workflows.runner import keeper
+from workflows.runner import keeper, warm_imports
 
 _REFUSED = "refused to fork"
 # What the warm-up did to the environment (set, removed): each child's environment is its
@@ -127,7 +127,7 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     # The plugin before torch, as `pytest -p PLUGIN` loads it in a cold process: what it
     # reads when imported is read before a changed torch module runs, as there.
     module = importlib.import_module(plugin)
-    _preload_pytest_plugins()
+    warm_imports.pytest_plugins()
     import torch  # noqa: F401 - loads the spyre device (entry point)
 
     importlib.import_module("torch.testing._internal.common_methods_invocations")
@@ -135,74 +135,11 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     preload = getattr(module, "preload", None)
     if callable(preload):
         preload(list(specs) or None)
-    _preload_compile_stack()
+    warm_imports.compile_stack()
     # What is loaded now stays as it is: the collector never walks it again, so a child's
     # collections neither take seconds over torch's objects nor copy every page they touch.
     gc.collect()
     gc.freeze()
-
-
-def _preload_pytest_plugins() -> None:
-    """Import the plugin modules every child's `pytest.main` loads when it configures:
-    pytest's own and, unless `PYTEST_DISABLE_PLUGIN_AUTOLOAD` is set, the installed ones (the
-    `pytest11` entry points). A cold process imports them where this does: around the
-    plugin, before torch. Only the modules: each child still registers and configures them as
-    a cold one does (25 ms of its configuration here, about half). A module that fails is
-    logged, and the children import it themselves, as a cold process would."""
-    import importlib.metadata
-
-    from _pytest import config
-
-    names = [f"_pytest.{name}" for name in getattr(config, "default_plugins", ())]
-    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        with contextlib.suppress(Exception):
-            names += [ep.module for ep in importlib.metadata.entry_points(group="pytest11")]
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the children import it as a cold process would
-            traceback.print_exc()
-
-
-# torch.compile's own modules: a test process pays about 2 s to import them at its first
-# compiled test (dynamo, aot_autograd, which the backend's compiler uses).
-COMPILE_STACK = ("torch._dynamo", "torch._dynamo.backends.common", "torch._functorch.aot_autograd")
-# And what the first compile of a test process imports beyond them on torch 2.13 (0.14 s
-# here; the first `torch.compile(backend="spyre")` of a fork took 0.27 s without them,
-# 0.12 s with them, and any later one 0.07 s). Private names: a torch that lacks one
-# has nothing of it to preload.
-FIRST_COMPILE = (
-    "torch._inductor.debug",
-    "torch.distributed.tensor.experimental._func_map",
-    "torch._dynamo.repro.after_dynamo",
-    "torch.export._trace",
-)
-
-
-def _preload_compile_stack() -> None:
-    """Import torch.compile's modules once here, for every child, unless a run's change has
-    modules not imported yet (or deletes one): their import, and what it does, must happen
-    where a cold test process would meet it, in the tests that compile, never in the
-    zygote's warm-up, where it would be every test's failure. A failure here is logged, and
-    the children import what is missing themselves."""
-    for finder in sys.meta_path:
-        changed = getattr(finder, "_modules", None)
-        deleted = getattr(finder, "_deleted", None)
-        if isinstance(changed, dict) and (deleted or any(m not in sys.modules for m in changed)):
-            return
-    try:
-        for name in COMPILE_STACK:
-            importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - the children import it as a cold process would
-        traceback.print_exc()
-        return
-    for name in FIRST_COMPILE:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue  # another torch: nothing of it to preload
-        except Exception:  # noqa: BLE001 - the children import it as a cold process would
-            traceback.print_exc()
 
 
 def _loaded_files() -> list[tuple[str, str, str]]:

@@ -515,7 +515,7 @@ def test_a_long_tmpdir_does_not_cost_the_zygote_its_socket(
 
 PRELOAD = """
 import sys
-from workflows.runner import zygote_process
+from workflows.runner import warm_imports
 
 class Finder:  # what a run's change puts on sys.meta_path (change_overlay.finder)
     def __init__(self, modules):
@@ -525,9 +525,9 @@ class Finder:  # what a run's change puts on sys.meta_path (change_overlay.finde
 
 import torch
 sys.meta_path.insert(0, Finder(sys.argv[1:]))
-zygote_process._preload_compile_stack()
+warm_imports.compile_stack()
 print("torch._dynamo" in sys.modules)
-print(all(name in sys.modules for name in zygote_process.FIRST_COMPILE))
+print(all(name in sys.modules for name in warm_imports.FIRST_COMPILE))
 """
 
 
@@ -554,9 +554,9 @@ def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_
 PLUGINS_PRELOAD = """
 import importlib.metadata, sys
 from _pytest.config import default_plugins
-from workflows.runner import zygote_process
+from workflows.runner import warm_imports
 
-zygote_process._preload_pytest_plugins()
+warm_imports.pytest_plugins()
 installed = [ep.module for ep in importlib.metadata.entry_points(group="pytest11")]
 print(all(f"_pytest.{name}" in sys.modules for name in default_plugins))
 print(bool(installed) and all(name in sys.modules for name in installed))
