@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sys
 import traceback
 
 
-def pytest_plugins() -> None:
+def pytest_plugins(autoload: bool) -> None:
     """Import the plugin modules every child's `pytest.main` loads when it configures:
-    pytest's own and, unless `PYTEST_DISABLE_PLUGIN_AUTOLOAD` is set, the installed ones (the
-    `pytest11` entry points). A cold process imports them where this does: around the
-    plugin, before torch. Only the modules: each child still registers and configures them as
-    a cold one does (25 ms of its configuration here, about half). A module that fails is
-    logged, and the children import it themselves, as a cold process would."""
+    pytest's own and, when it `autoload`s them (no `PYTEST_DISABLE_PLUGIN_AUTOLOAD` in its
+    environment), the installed ones (the `pytest11` entry points). A cold process imports
+    them where this does: around the plugin, before torch. Only the modules: each child
+    still registers and configures them as a cold one does (25 ms of its configuration
+    here, about half). A module that fails is logged, and the children import it
+    themselves, as a cold process would."""
     import importlib.metadata
 
     from _pytest import config
 
     names = [f"_pytest.{name}" for name in getattr(config, "default_plugins", ())]
-    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+    if autoload:
         with contextlib.suppress(Exception):
             names += [ep.module for ep in importlib.metadata.entry_points(group="pytest11")]
     for name in names:

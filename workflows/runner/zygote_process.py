@@ -127,7 +127,8 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     # The plugin before torch, as `pytest -p PLUGIN` loads it in a cold process: what it
     # reads when imported is read before a changed torch module runs, as there.
     module = importlib.import_module(plugin)
-    warm_imports.pytest_plugins()
+    # A child has the zygote's environment (it is in the zygote's key).
+    warm_imports.pytest_plugins(autoload=not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"))
     import torch  # noqa: F401 - loads the spyre device (entry point)
 
     importlib.import_module("torch.testing._internal.common_methods_invocations")

@@ -552,11 +552,11 @@ def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_
 
 
 PLUGINS_PRELOAD = """
-import importlib.metadata, sys
+import importlib.metadata, os, sys
 from _pytest.config import default_plugins
 from workflows.runner import warm_imports
 
-warm_imports.pytest_plugins()
+warm_imports.pytest_plugins(autoload=not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"))
 installed = [ep.module for ep in importlib.metadata.entry_points(group="pytest11")]
 print(all(f"_pytest.{name}" in sys.modules for name in default_plugins))
 print(bool(installed) and all(name in sys.modules for name in installed))
