@@ -645,8 +645,6 @@ def _generic_call(
 
 
 _PLANS: dict[int, tuple[torch._ops.OpOverload, OpPlan]] = {}
-
-
 _NOT_SIMPLE = object()
 _sticks = rules.cached_transfer_sticks
 
