@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from backend_under_test import memory, rules, stats
+from backend_under_test import compiled, memory, rules, stats
 
 aten = torch.ops.aten
 CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
@@ -577,7 +577,13 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
 
 def kernel_for(op: torch._ops.OpOverload) -> Callable[..., Any]:
     """`fallback` bound to one overload: registered as that overload's own kernel, it
-    skips the plan table (its plan is looked up on the first call and kept)."""
+    skips the plan table (its plan is looked up on the first call and kept).
+
+    With the compiled small-op path built, the kernel is its `Kernel`, which does the same
+    in C; either calls whatever `_fast_call` names when it is called."""
+    name = f"spyre_kernel_{op.__name__.replace('.', '_')}"
+    if _fastpath is not None:
+        return _fastpath.Kernel(op, globals(), plan_for, _checked_call, name)
     plan: OpPlan | None = None
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
@@ -590,7 +596,7 @@ def kernel_for(op: torch._ops.OpOverload) -> Callable[..., Any]:
                 return fast
         return _checked_call(op, plan, args, kwargs)
 
-    kernel.__qualname__ = kernel.__name__ = f"spyre_kernel_{op.__name__.replace('.', '_')}"
+    kernel.__qualname__ = kernel.__name__ = name
     return kernel
 
 
@@ -649,7 +655,7 @@ _NOT_SIMPLE = object()
 _sticks = rules.cached_transfer_sticks
 
 
-def _fast_call(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -> Any:
+def _fast_call_python(op: torch._ops.OpOverload, plan: OpPlan, args: tuple[Any, ...]) -> Any:
     """The small-op path: positional tensors, scalars and int lists in, one tensor out.
 
     Does what the generic path does for these calls (same aliases, rules, counters) with
@@ -773,3 +779,30 @@ def _flops(name: str, args: tuple[Any, ...]) -> float:
             batch = a.shape[0] if a.dim() == 3 else 1
             return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
     return 0.0
+
+
+# The small-op path, compiled where `pip install` built it (see `compiled.py`):
+# `_fastpath.fast_call` is `_fast_call_python` without the interpreter.
+_fastpath = compiled.FASTPATH
+if _fastpath is not None:
+    _fastpath.configure(
+        Tensor=_Tensor,
+        aliases=_ALIASES,
+        live=_LIVE,
+        results=_RESULTS,
+        pending=_PENDING_OPS,
+        not_simple=_NOT_SIMPLE,
+        device=_DEVICE,
+        read_alias_and_sticks=read_alias_and_sticks,
+        with_scalars=_with_scalars,
+        finish_other=_finish_other,
+        result_meta=_result_meta,
+        check_dtype=rules.check_dtype,
+        to_device=to_device,
+        create_empty=_create_empty,
+        from_data_pointer=_from_data_pointer,
+        register=_register,
+    )
+    _fast_call = _fastpath.fast_call
+else:
+    _fast_call = _fast_call_python

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from backend_under_test import rules
+from backend_under_test import compiled, rules
 
 DEVICE = torch.device("privateuseone", 0)
 
@@ -125,6 +125,19 @@ def register(
     if allocated > counters.peak:
         counters.peak = allocated
     return entry
+
+
+# The live entries, the counters, `register` and `_released` work for every op result:
+# compiled where `pip install` built them (see `compiled.py`), else the Python versions above.
+_fastpath = compiled.FASTPATH
+if _fastpath is not None:
+    COUNTERS = _fastpath.MemoryCounters()
+    _Live = _fastpath.Live  # type: ignore[misc]  # noqa: F811
+    _fastpath.configure_memory(
+        counters=COUNTERS, live=_LIVE, aliases=_ALIASES, stick_bytes=rules.STICK_BYTES
+    )
+    register = _fastpath.register  # noqa: F811
+    _released = _fastpath.released  # noqa: F811
 
 
 def allocate(nbytes: int) -> torch.UntypedStorage:
