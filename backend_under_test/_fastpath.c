@@ -285,12 +285,12 @@ count_op(PyObject *name, PyObject *sticks, PyObject *elements)
     if (key == NULL)
         return -1;
     int status = -1;
-    PyObject *count = PyObject_GetItem(PENDING, key); /* defaultdict: a new key gives 0 */
-    if (count != NULL) {
-        PyObject *next = PyNumber_Add(count, one);
-        Py_DECREF(count);
+    /* a defaultdict(int): a key it does not hold counts from 0 */
+    PyObject *count = PyDict_GetItemWithError(PENDING, key);
+    if (count != NULL || !PyErr_Occurred()) {
+        PyObject *next = count == NULL ? Py_NewRef(one) : PyNumber_Add(count, one);
         if (next != NULL) {
-            status = PyObject_SetItem(PENDING, key, next);
+            status = PyDict_SetItem(PENDING, key, next);
             Py_DECREF(next);
         }
     }
@@ -298,11 +298,67 @@ count_op(PyObject *name, PyObject *sticks, PyObject *elements)
     return status;
 }
 
+/* The last result shape and dtype a kernel saw, with their meta (kernels._result_meta, a
+ * function of the two): most calls of an op give the shape of the call before. */
+typedef struct {
+    PyObject *shape;
+    PyObject *dtype;
+    PyObject *meta;
+} MetaCache;
+
+static void
+meta_cache_clear(MetaCache *cache)
+{
+    Py_CLEAR(cache->shape);
+    Py_CLEAR(cache->dtype);
+    Py_CLEAR(cache->meta);
+}
+
+/* The meta of a result's shape and dtype (a new reference): the cache, then
+ * kernels._RESULTS, then kernels._result_meta. */
+static PyObject *
+meta_for(PyObject *shape, PyObject *dtype, MetaCache *cache)
+{
+    if (cache != NULL && cache->meta != NULL && cache->dtype == dtype) {
+        int same = PyObject_RichCompareBool(shape, cache->shape, Py_EQ);
+        if (same < 0)
+            return NULL;
+        if (same)
+            return Py_NewRef(cache->meta);
+    }
+    PyObject *key = PyTuple_Pack(2, shape, dtype);
+    if (key == NULL)
+        return NULL;
+    PyObject *meta = PyDict_GetItemWithError(RESULTS, key);
+    Py_DECREF(key);
+    if (meta != NULL)
+        Py_INCREF(meta);
+    else if (PyErr_Occurred())
+        return NULL;
+    else {
+        PyObject *call[2] = {shape, dtype};
+        if ((meta = PyObject_Vectorcall(result_meta, call, 2, NULL)) == NULL)
+            return NULL;
+    }
+    if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) != 6) {
+        Py_DECREF(meta);
+        PyErr_SetString(PyExc_TypeError, "a result meta entry is not a 6-tuple");
+        return NULL;
+    }
+    if (cache != NULL) {
+        Py_XSETREF(cache->shape, Py_NewRef(shape));
+        Py_XSETREF(cache->dtype, Py_NewRef(dtype));
+        Py_XSETREF(cache->meta, Py_NewRef(meta));
+    }
+    return meta;
+}
+
 /* The small-op path (kernels._fast_call_python); a new reference, NOT_SIMPLE included.
- * `binding` (plan.binding, NULL for None) and `name` (plan.name) come with the plan. */
+ * `binding` (plan.binding, NULL for None) and `name` (plan.name) come with the plan;
+ * `cache` is the calling kernel's (NULL: none). */
 static PyObject *
 fast_call_impl(PyObject *op, PyObject *plan, PyObject *binding, PyObject *name,
-               PyObject *args)
+               PyObject *args, MetaCache *cache)
 {
     if (!configured)
         return not_configured();
@@ -395,25 +451,10 @@ fast_call_impl(PyObject *op, PyObject *plan, PyObject *binding, PyObject *name,
         Py_DECREF(dtype);
         goto done;
     }
-    PyObject *meta = NULL, *total = NULL;
-    PyObject *meta_key = PyTuple_Pack(2, shape, dtype);
-    if (meta_key == NULL)
+    PyObject *total = NULL;
+    PyObject *meta = meta_for(shape, dtype, cache);
+    if (meta == NULL)
         goto result_done;
-    meta = PyDict_GetItemWithError(RESULTS, meta_key);
-    Py_DECREF(meta_key);
-    if (meta != NULL)
-        Py_INCREF(meta);
-    else if (PyErr_Occurred())
-        goto result_done;
-    else {
-        PyObject *call[2] = {shape, dtype};
-        if ((meta = PyObject_Vectorcall(result_meta, call, 2, NULL)) == NULL)
-            goto result_done;
-    }
-    if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) != 6) {
-        PyErr_SetString(PyExc_TypeError, "a result meta entry is not a 6-tuple");
-        goto result_done;
-    }
     int refused = PyObject_IsTrue(PyTuple_GET_ITEM(meta, 3));
     if (refused < 0)
         goto result_done;
@@ -464,7 +505,7 @@ fast_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *out = fast_call_impl(args[0], plan, binding == Py_None ? NULL : binding, name,
-                                   args[2]);
+                                   args[2], NULL);
     Py_DECREF(binding);
     Py_DECREF(name);
     return out;
@@ -547,6 +588,8 @@ static void
 live_dealloc(LiveObject *self)
 {
     PyObject_GC_UnTrack(self);
+    /* off the storage's list first: what the fields free cannot reach a half-freed entry */
+    _PyWeakref_RefType.tp_clear((PyObject *)self);
     Py_CLEAR(self->ptr);
     Py_CLEAR(self->stored_owner);
     Py_CLEAR(self->alias_keys);
@@ -781,7 +824,6 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
 
 typedef struct {
     PyObject_HEAD
-    vectorcallfunc vectorcall;
     PyObject *op;
     PyObject *globals;      /* kernels' globals: `_fast_call` is looked up per call */
     PyObject *plan_for;
@@ -790,13 +832,15 @@ typedef struct {
     int lean;
     PyObject *binding;      /* plan.binding, NULL for None */
     PyObject *op_name;      /* plan.name */
+    MetaCache meta_cache;
     PyObject *name;
 } KernelObject;
 
+/* Called with a tuple and a dict, as the dispatcher's Python kernel holder calls it (through
+ * PyObject_Call): the tuple is the op's positional arguments as they are, no copy. */
 static PyObject *
-kernel_call(KernelObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+kernel_call(KernelObject *self, PyObject *positional, PyObject *kwargs)
 {
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (self->plan == NULL) {
         PyObject *plan = PyObject_CallOneArg(self->plan_for, self->op);
         if (plan == NULL)
@@ -820,14 +864,10 @@ kernel_call(KernelObject *self, PyObject *const *args, size_t nargsf, PyObject *
         Py_XSETREF(self->plan, plan);
     }
     PyObject *plan = Py_NewRef(self->plan);
-    PyObject *positional = PyTuple_New(n);
-    PyObject *kwargs = NULL, *out = NULL;
-    if (positional == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (self->lean && nkw == 0) {
+    PyObject *out = NULL;
+    Py_INCREF(positional);
+    int has_kwargs = kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0;
+    if (self->lean && !has_kwargs) {
         PyObject *fast = PyDict_GetItemWithError(self->globals, s_fast_call);
         if (fast == NULL) {
             if (!PyErr_Occurred())
@@ -835,7 +875,8 @@ kernel_call(KernelObject *self, PyObject *const *args, size_t nargsf, PyObject *
             goto done;
         }
         if (fast == fast_call_object)
-            out = fast_call_impl(self->op, plan, self->binding, self->op_name, positional);
+            out = fast_call_impl(self->op, plan, self->binding, self->op_name, positional,
+                                 &self->meta_cache);
         else {
             Py_INCREF(fast);
             PyObject *call[3] = {self->op, plan, positional};
@@ -846,17 +887,15 @@ kernel_call(KernelObject *self, PyObject *const *args, size_t nargsf, PyObject *
             goto done;
         Py_CLEAR(out);
     }
-    kwargs = PyDict_New();
-    if (kwargs == NULL)
+    /* _checked_call(op, plan, args, kwargs): a dict of its own, as `**kwargs` gives */
+    PyObject *own = kwargs == NULL ? PyDict_New() : PyDict_Copy(kwargs);
+    if (own == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < nkw; i++)
-        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[n + i]) < 0)
-            goto done;
-    PyObject *call[4] = {self->op, plan, positional, kwargs};
+    PyObject *call[4] = {self->op, plan, positional, own};
     out = PyObject_Vectorcall(self->checked_call, call, 4, NULL);
+    Py_DECREF(own);
 done:
-    Py_XDECREF(kwargs);
-    Py_XDECREF(positional);
+    Py_DECREF(positional);
     Py_DECREF(plan);
     return out;
 }
@@ -872,7 +911,6 @@ kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     KernelObject *self = (KernelObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->vectorcall = (vectorcallfunc)kernel_call;
     self->op = Py_NewRef(op);
     self->globals = Py_NewRef(globals);
     self->plan_for = Py_NewRef(plan_for);
@@ -893,6 +931,9 @@ kernel_traverse(KernelObject *self, visitproc visit, void *arg)
     Py_VISIT(self->plan);
     Py_VISIT(self->binding);
     Py_VISIT(self->op_name);
+    Py_VISIT(self->meta_cache.shape);
+    Py_VISIT(self->meta_cache.dtype);
+    Py_VISIT(self->meta_cache.meta);
     Py_VISIT(self->name);
     return 0;
 }
@@ -907,6 +948,7 @@ kernel_clear(KernelObject *self)
     Py_CLEAR(self->plan);
     Py_CLEAR(self->binding);
     Py_CLEAR(self->op_name);
+    meta_cache_clear(&self->meta_cache);
     Py_CLEAR(self->name);
     return 0;
 }
@@ -931,7 +973,6 @@ static PyMemberDef kernel_members[] = {
     {"op", T_OBJECT, offsetof(KernelObject, op), READONLY, "the overload it runs"},
     {"plan", T_OBJECT, offsetof(KernelObject, plan), READONLY,
      "the overload's OpPlan (None before the first call)"},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(KernelObject, vectorcall), READONLY, NULL},
     {NULL},
 };
 
@@ -940,14 +981,13 @@ static PyTypeObject KernelType = {
     .tp_name = "backend_under_test._fastpath.Kernel",
     .tp_doc = "Kernel(op, globals, plan_for, checked_call, name): one overload's spyre kernel.",
     .tp_basicsize = sizeof(KernelObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = kernel_new,
     .tp_dealloc = (destructor)kernel_dealloc,
     .tp_traverse = (traverseproc)kernel_traverse,
     .tp_clear = (inquiry)kernel_clear,
     .tp_repr = (reprfunc)kernel_repr,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(KernelObject, vectorcall),
+    .tp_call = (ternaryfunc)kernel_call,
     .tp_members = kernel_members,
 };
 

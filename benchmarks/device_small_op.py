@@ -1,7 +1,9 @@
 """Cost of a small op on the emulated spyre device against CPU, on 4x4 float32 tensors.
 
 Measures `a + b` (the headline value), `a * b`, `torch.relu(a)` and `a.sum()`, each on spyre
-and on CPU in the same run.
+and on CPU in the same run, on the device's default path (compiled where the install built
+backend_under_test/_fastpath.c); then the same in a process of its own on the Python path
+(SPYRE_EMU_PYTHON_PATH=1), for comparison.
 
 Run: .venv/bin/python benchmarks/device_small_op.py [--out FILE]
 Records benchmarks/results/device_small_op.json (or FILE). Each figure is the median over repeats of
@@ -17,6 +19,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 import timeit
 from collections.abc import Callable
@@ -25,6 +29,7 @@ from pathlib import Path
 import torch
 
 import backend_under_test  # noqa: F401  (registers spyre even with autoloading disabled)
+from backend_under_test import compiled
 
 RESULT = Path(__file__).resolve().parent / "results" / "device_small_op.json"
 NUMBER = 20_000
@@ -118,17 +123,13 @@ def per_call_us(
     return statistics.median(runs), min(runs)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULT, help=f"where to write ({RESULT})")
-    args = parser.parse_args()
+def measure() -> dict[str, dict[str, float]]:
+    """Each op on CPU and on spyre, back to back (both see the same machine load)."""
     torch.manual_seed(0)
-    load_start = os.getloadavg()
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     da, db = a.to("spyre"), b.to("spyre")
     ops = {}
     for name, op in OPS.items():
-        # CPU and spyre back to back, so both see the same machine load
         cpu_median, cpu_best = per_call_us(op, a, b)
         spyre_median, spyre_best = per_call_us(op, da, db)
         ops[name] = {
@@ -138,6 +139,34 @@ def main() -> int:
             "spyre_best_us": round(spyre_best, 2),
             "cpu_best_us": round(cpu_best, 2),
         }
+    return ops
+
+
+def python_path_ops() -> dict[str, dict[str, float]]:
+    """`measure()` in a process of its own on the device's Python path."""
+    env = dict(os.environ, **{compiled.PYTHON_PATH_ENV: "1"})
+    process = subprocess.run(
+        [sys.executable, __file__, "--ops-only"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ops: dict[str, dict[str, float]] = json.loads(process.stdout)
+    return ops
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULT, help=f"where to write ({RESULT})")
+    parser.add_argument("--ops-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ops_only:
+        print(json.dumps(measure()))
+        return 0
+    load_start = os.getloadavg()
+    ops = measure()
+    python_path = python_path_ops()
     load_end = os.getloadavg()
     add = ops["add"]
     record = {
@@ -149,6 +178,12 @@ def main() -> int:
         "cpu_best_us": add["cpu_best_us"],
         "ratio_to_cpu": add["ratio_to_cpu"],
         "ops": ops,
+        "path": "compiled" if compiled.FASTPATH is not None else "python (not built)",
+        "python_path": {
+            "ops": python_path,
+            "note": "the same run's Python path (SPYRE_EMU_PYTHON_PATH=1), in a process of its "
+            "own, measured after the default path",
+        },
         "aim_ratio_to_cpu": 5.0,
         "before": BEFORE,
         "instructions_per_call": INSTRUCTIONS,

@@ -5,9 +5,10 @@ shared machine. Each op runs in its own process: 2,000 calls to warm up, then 1,
 inside `functools.reduce`, the only place callgrind counts (--toggle-collect), so imports
 and warm-up stay out. A call includes freeing the previous result.
 
-Run: .venv/bin/python benchmarks/device_small_op_instructions.py  (needs valgrind; about a
-minute and a half per op and device). Prints JSON; the figures go into INSTRUCTIONS in
-benchmarks/device_small_op.py.
+Run: .venv/bin/python benchmarks/device_small_op_instructions.py [--python-path]  (needs
+valgrind; about a minute and a half per op and device). `--python-path` counts the device's
+Python path (SPYRE_EMU_PYTHON_PATH=1) instead of the compiled one. Prints JSON; the figures
+go into INSTRUCTIONS in benchmarks/device_small_op.py.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ functools.reduce(lambda acc, _: op(), range({CALLS}), None)
 """
 
 
-def count(device: str, op: str, out_dir: Path) -> int:
+def count(device: str, op: str, out_dir: Path, python_path: bool = False) -> int:
     """Instructions per call of `op` on `device`."""
     out = out_dir / f"callgrind.{device}.{op}"
     subprocess.run(
@@ -57,7 +58,9 @@ def count(device: str, op: str, out_dir: Path) -> int:
             op,
         ],
         cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=dict(
+            os.environ, PYTHONPATH=str(ROOT), SPYRE_EMU_PYTHON_PATH="1" if python_path else ""
+        ),
         check=True,
         capture_output=True,
     )
@@ -68,15 +71,18 @@ def count(device: str, op: str, out_dir: Path) -> int:
 
 
 def main() -> int:
+    python_path = "--python-path" in sys.argv[1:]
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: no instruction counts", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         counts = {
-            device: {op: count(device, op, Path(tmp)) for op in OPS} for device in ("spyre", "cpu")
+            device: {op: count(device, op, Path(tmp), python_path) for op in OPS}
+            for device in ("spyre", "cpu")
         }
     ratios = {op: round(counts["spyre"][op] / counts["cpu"][op], 1) for op in OPS}
-    print(json.dumps({**counts, "ratio": ratios}, indent=2))
+    path = "python" if python_path else "compiled (or python, where it is not built)"
+    print(json.dumps({**counts, "ratio": ratios, "spyre_path": path}, indent=2))
     return 0
 
 
