@@ -6,13 +6,22 @@ compiler), pip says so and installs the rest, and the device runs the Python ver
 same path (backend_under_test/kernels.py, `_fast_call_python`).
 """
 
+import hashlib
+from pathlib import Path
+
 from setuptools import Extension, setup
+
+SOURCE = "backend_under_test/_fastpath.c"
+# The build carries the digest of the source it was built from: backend_under_test/compiled.py
+# runs it only while that source is unchanged (an edited source not yet rebuilt is ignored).
+DIGEST = hashlib.sha256((Path(__file__).parent / SOURCE).read_bytes()).hexdigest()
 
 setup(
     ext_modules=[
         Extension(
             "backend_under_test._fastpath",
-            ["backend_under_test/_fastpath.c"],
+            [SOURCE],
+            define_macros=[("FASTPATH_SOURCE_SHA256", f'"{DIGEST}"')],
             optional=True,
         )
     ]

@@ -22,6 +22,10 @@
  * a build only when its ABI is the one they were written for (a stale build left by an
  * earlier install is ignored, not trusted). */
 #define FASTPATH_ABI 1
+/* setup.py defines it: the SHA-256 of this file as it was built */
+#ifndef FASTPATH_SOURCE_SHA256
+#define FASTPATH_SOURCE_SHA256 ""
+#endif
 #include <Python.h>
 #include <structmember.h>
 
@@ -1049,7 +1053,8 @@ PyInit__fastpath(void)
     if (PyModule_AddObjectRef(module, "Kernel", (PyObject *)&KernelType) < 0
         || PyModule_AddObjectRef(module, "MemoryCounters", (PyObject *)&CountersType) < 0
         || PyModule_AddObjectRef(module, "Live", (PyObject *)&LiveType) < 0
-        || PyModule_AddIntConstant(module, "ABI", FASTPATH_ABI) < 0) {
+        || PyModule_AddIntConstant(module, "ABI", FASTPATH_ABI) < 0
+        || PyModule_AddStringConstant(module, "SOURCE_SHA256", FASTPATH_SOURCE_SHA256) < 0) {
         Py_DECREF(module);
         return NULL;
     }

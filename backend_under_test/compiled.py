@@ -8,15 +8,18 @@ torch.
 
 `FASTPATH` is the module, or None where the Python path runs instead:
 - it was not built (no C compiler when the package was installed);
-- the build is stale (its `ABI` is not this source's; a reinstall rebuilds it);
+- the build is stale: its `ABI` is not the one this Python code was written for, or
+  `_fastpath.c` beside it changed since it was built (a reinstall rebuilds it);
 - `SPYRE_EMU_PYTHON_PATH=1` asks for the Python path (to compare the two, or to rule the
   compiled one out when a result looks wrong).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
+from pathlib import Path
 from types import ModuleType
 
 ABI = 1  # FASTPATH_ABI in _fastpath.c
@@ -30,16 +33,29 @@ def _load() -> ModuleType | None:
         from backend_under_test import _fastpath
     except ImportError:
         return None
-    if getattr(_fastpath, "ABI", None) != ABI:
+    stale = _stale(_fastpath)
+    if stale:
         warnings.warn(
-            f"{_fastpath.__file__} is a build of another version of the small-op path "
-            f"(ABI {getattr(_fastpath, 'ABI', None)}, this source wants {ABI}); the Python "
-            "path runs instead. Reinstall the package (pip install -e .) to rebuild it.",
+            f"{_fastpath.__file__} is not a build of this source ({stale}); the Python path "
+            "runs instead. Reinstall the package (pip install -e .) to rebuild it.",
             RuntimeWarning,
             stacklevel=2,
         )
         return None
     return _fastpath
+
+
+def _stale(module: ModuleType) -> str:
+    """Why a build is not the one this code runs with ("" when it is)."""
+    abi = getattr(module, "ABI", None)
+    if abi != ABI:
+        return f"it offers ABI {abi}, this code wants {ABI}"
+    source = Path(__file__).with_name("_fastpath.c")
+    if source.exists():
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        if getattr(module, "SOURCE_SHA256", None) != digest:
+            return f"{source.name} changed since it was built"
+    return ""
 
 
 FASTPATH = _load()

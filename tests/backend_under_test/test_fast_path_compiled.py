@@ -7,10 +7,12 @@ again on it, in a process that asks for it (`SPYRE_EMU_PYTHON_PATH=1`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,16 +110,35 @@ def test_bad_calls_into_the_compiled_module_raise() -> None:
 
 
 def test_a_stale_build_is_ignored_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = Path(compiled.__file__).with_name("_fastpath.c")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
     stale = types.ModuleType("backend_under_test._fastpath")
     stale.__file__ = "/somewhere/_fastpath.so"
-    stale.ABI = compiled.ABI - 1  # type: ignore[attr-defined]
     monkeypatch.delenv(compiled.PYTHON_PATH_ENV, raising=False)
     monkeypatch.setattr(backend_under_test, "_fastpath", stale, raising=False)
     monkeypatch.setitem(sys.modules, "backend_under_test._fastpath", stale)
-    with pytest.warns(RuntimeWarning, match="another version of the small-op path"):
+    # built from this very source, for this ABI: used
+    stale.ABI, stale.SOURCE_SHA256 = compiled.ABI, digest  # type: ignore[attr-defined]
+    assert compiled._load() is stale
+    # another ABI
+    stale.ABI = compiled.ABI - 1  # type: ignore[attr-defined]
+    with pytest.warns(RuntimeWarning, match=f"offers ABI {compiled.ABI - 1}"):
         assert compiled._load() is None
+    # the right ABI, but _fastpath.c changed since the build
+    stale.ABI, stale.SOURCE_SHA256 = compiled.ABI, "0" * 64  # type: ignore[attr-defined]
+    with pytest.warns(RuntimeWarning, match="_fastpath.c changed since it was built"):
+        assert compiled._load() is None
+    # the Python path asked for: the build is not even looked at
     monkeypatch.setenv(compiled.PYTHON_PATH_ENV, "1")
+    stale.SOURCE_SHA256 = digest  # type: ignore[attr-defined]
     assert compiled._load() is None
+
+
+def test_the_installed_build_is_of_this_source() -> None:
+    if compiled.FASTPATH is None:
+        pytest.skip("the compiled path is not in use in this process")
+    source = Path(compiled.__file__).with_name("_fastpath.c")
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == compiled.FASTPATH.SOURCE_SHA256
 
 
 def test_the_python_path_passes_the_small_op_tests() -> None:
