@@ -334,9 +334,10 @@ meta_for(PyObject *shape, PyObject *dtype, MetaCache *cache)
     if (key == NULL)
         return NULL;
     PyObject *meta = PyDict_GetItemWithError(RESULTS, key);
+    Py_XINCREF(meta); /* borrowed: owned before anything else can run */
     Py_DECREF(key);
     if (meta != NULL)
-        Py_INCREF(meta);
+        ;
     else if (PyErr_Occurred())
         return NULL;
     else {
@@ -402,9 +403,10 @@ fast_call_impl(PyObject *op, PyObject *plan, PyObject *binding, PyObject *name,
             if (key == NULL)
                 goto done;
             PyObject *known = PyDict_GetItemWithError(ALIASES, key);
+            Py_XINCREF(known); /* borrowed: owned before anything else can run */
             Py_DECREF(key);
             if (known != NULL)
-                Py_INCREF(known);
+                ;
             else if (PyErr_Occurred())
                 goto done;
             else if ((known = PyObject_CallOneArg(read_alias_and_sticks, value)) == NULL)

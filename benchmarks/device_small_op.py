@@ -34,19 +34,17 @@ from backend_under_test import compiled
 RESULT = Path(__file__).resolve().parent / "results" / "device_small_op.json"
 NUMBER = 20_000
 REPEAT = 7
-# The code before the small-op path's third cut (each aten op's own bound kernel, the adopted
-# result's storage left to its seed), run in turn with it on the same machine: medians of
-# three runs each. Under "second_cut", the figures from before the second cut; under
-# "earlier", the figure from before the small-op path existed.
+# Earlier cuts, for the record (the Python path of this code is the third cut: it is measured
+# in every run, in `python_path`). "third_cut" is that code against the code before it, run
+# in turn on the same machine, medians of three runs each; "second_cut" the figures from
+# before the second cut; "earlier" from before the small-op path existed.
 BEFORE = {
-    "ratio_to_cpu": {"add": 5.8, "mul": 5.9, "relu": 5.4, "sum": 5.5},
-    "spyre_us": {"add": 7.54, "mul": 7.29, "relu": 6.33, "sum": 8.98},
-    "cpu_us": {"add": 1.28, "mul": 1.23, "relu": 1.17, "sum": 1.62},
-    "date": "2026-12-07T08:46:00+00:00",
-    "note": "load average 0.6-0.7; three runs each, new and old in turn (new add 3.5x, "
-    "5.5x, 5.6x: the first run's CPU add measured 1.99 us, an outlier; old add 5.8x, 5.8x, "
-    "6.0x). The same code on the machine of the day before: add 5.3x, mul 5.7x, relu 5.1x, "
-    "sum 4.1x, runs within minutes 4.5-5.7x.",
+    "third_cut": {
+        "ratio_to_cpu": {"add": 5.5, "mul": 5.5, "relu": 5.1, "sum": 5.2},
+        "spyre_us": {"add": 7.06, "mul": 6.81, "relu": 5.98, "sum": 8.13},
+        "before_it": {"add": 5.8, "mul": 5.9, "relu": 5.4, "sum": 5.5},
+        "date": "2026-12-07T08:46:00+00:00",
+    },
     "second_cut": {
         "ratio_to_cpu": {"add": 8.5, "mul": 5.7, "relu": 7.5, "sum": 7.6},
         "spyre_us": {"add": 12.67, "mul": 11.81, "relu": 14.48, "sum": 13.66},
@@ -61,23 +59,47 @@ BEFORE = {
         "note": "a + b only; load average 1.9",
     },
 }
-# Instructions per call (benchmarks/device_small_op_instructions.py: callgrind, counted only
-# inside a 1,000-call loop after warm-up; deterministic, unlike the times on this shared
-# machine). "spyre_before" is the code before the third cut (each aten op's own bound kernel,
-# the adopted result's storage left to its seed), counted the same way.
+# Instructions per call (benchmarks/device_small_op_instructions.py [--python-path]: callgrind,
+# counted only inside a 1,000-call loop after warm-up; deterministic, unlike the times on this
+# shared machine), on torch 2.13.0 (the pinned one) and 2.14.1 (pip's CUDA build on the CPU).
 INSTRUCTIONS = {
-    "spyre": {"add": 56_100, "mul": 55_613, "relu": 46_500, "sum": 60_868},
-    "cpu": {"add": 10_609, "mul": 10_492, "relu": 9_361, "sum": 13_982},
-    "ratio": {"add": 5.3, "mul": 5.3, "relu": 5.0, "sum": 4.4},
-    "spyre_before": {"add": 60_530, "mul": 60_060, "relu": 50_692, "sum": 65_123},
-    "ratio_before": {"add": 5.7, "mul": 5.8, "relu": 5.4, "sum": 4.7},
-    "spyre_before_the_second_cut": {"add": 80_710, "mul": 79_645, "relu": 67_819, "sum": 79_108},
-    "command": ".venv/bin/python benchmarks/device_small_op_instructions.py",
-    # Where the instructions of one spyre `a + b` went before the third cut: a copy of the
-    # small-op path cut after each piece, counted the same way (the pieces add up to 59,924).
-    # The third cut took 1,750 from the plan lookup and the call through functools.partial,
-    # and 2,000 from the checks and the registration (no CPU storage object is made).
-    "add_by_piece": {
+    "compiled": {
+        "torch_2_13": {"add": 44_779, "mul": 44_335, "relu": 36_275, "sum": 49_641},
+        "torch_2_14_1": {"add": 43_715, "mul": 43_272, "relu": 36_466, "sum": 48_469},
+    },
+    "python_path": {
+        "torch_2_13": {"add": 56_131, "mul": 55_631, "relu": 46_522, "sum": 60_875},
+        "torch_2_14_1": {"add": 55_037, "mul": 54_519, "relu": 46_605, "sum": 59_598},
+    },
+    "cpu": {
+        "torch_2_13": {"add": 10_615, "mul": 10_492, "relu": 9_361, "sum": 13_982},
+        "torch_2_14_1": {"add": 9_261, "mul": 9_136, "relu": 9_226, "sum": 12_719},
+    },
+    "ratio_compiled": {
+        "torch_2_13": {"add": 4.2, "mul": 4.2, "relu": 3.9, "sum": 3.6},
+        "torch_2_14_1": {"add": 4.7, "mul": 4.7, "relu": 4.0, "sum": 3.8},
+    },
+    "ratio_python_path": {
+        "torch_2_13": {"add": 5.3, "mul": 5.3, "relu": 5.0, "sum": 4.4},
+        "torch_2_14_1": {"add": 5.9, "mul": 6.0, "relu": 5.1, "sum": 4.7},
+    },
+    "date": "2026-12-07",
+    "command": ".venv/bin/python benchmarks/device_small_op_instructions.py [--python-path]; "
+    "for 2.14.1 the same script with <venv with torch==2.14.1>/bin/python (it sets PYTHONPATH "
+    "to the checkout)",
+    # Where the instructions of one spyre `a + b` (2.13, compiled, 44,779) go, rounded from the
+    # callgrind profile's inclusive costs (callgrind_annotate --inclusive=yes); the rest, about
+    # 2,900, is the path's own C code. What the compiled path leaves is torch's own calls.
+    "add_compiled_by_piece": {
+        "dispatcher into the kernel (autograd, boxing, the Python kernel holder) and back": 9_000,
+        "the CPU kernel through torch.add on the aliases": 6_700,
+        "tensor methods and attributes read (data_ptr, dtype, shape, stride, is_cpu, "
+        "storage_offset, is_neg, untyped_storage)": 11_000,
+        "table lookups (host aliases, result facts, op counts)": 3_500,
+        "the device tensor: create_empty_tensor, from_data_pointer, swap, live entry": 4_500,
+        "freeing the previous result (two tensors, two storages, the entry's callback)": 7_200,
+    },
+    "add_python_path_by_piece_before_the_third_cut": {
         "dispatcher into the Python kernel and back (a kernel returning a fixed tensor)": 10_759,
         "plan lookup": 1_277,
         "host aliases of the 2 arguments (cache keyed by data pointer and geometry)": 13_500,
@@ -87,13 +109,6 @@ INSTRUCTIONS = {
         "the device tensor: create_empty_tensor, from_data_pointer, swap": 8_486,
         "registering the storage and its release when the result is dropped": 6_158,
         "counting the op": 2_277,
-    },
-    "earlier": {
-        "add_before": 109_030,
-        "add_after": 80_723,
-        "cpu": 10_601,
-        "command": "valgrind --tool=callgrind --collect-atstart=no "
-        "--toggle-collect=functools_reduce python loop.py (functools.reduce over the op)",
     },
 }
 OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
@@ -199,22 +214,20 @@ def main() -> int:
         "notes": "Median of 7 repeats of 20,000 calls each, in process CPU time (the machine "
         "is shared; wall time would count other processes, but a busy second core still "
         "slows this one: compare each spyre figure with the cpu figure from the same run). "
-        "The device path is one Python fallback, registered as each aten op's own kernel "
-        "(bound to the op, so a call skips the plan lookup); its small-op path uses the cached "
-        "per-op plan, host aliases of the inputs cached with their sticks by data pointer "
-        "and geometry (read from the tensor on every call), the CPU kernel through its "
-        "Python binding where that binding provably runs the same overload, and adopts a "
-        "contiguous result by handing its bytes to a fresh device tensor's storage "
-        "(_swap_data_ptr_, no copy, no boxed set_); the result stays as that tensor's host "
-        "alias and holds the bytes, one table entry (a weak reference) per live storage, no "
-        "lock; ops are counted per (op, sticks, elements) and the cost model applied when "
-        "read. The aim of 5x is not reached: in instructions the path is 5.3x the CPU's for "
-        "add (4.4x for sum), in time 5.0-5.6x on this machine, since the dispatcher's call "
-        "into Python and back alone costs as much as a whole CPU add; "
-        "instructions_per_call.add_by_piece says where the instructions went before this "
-        "cut. sum pays one more dispatcher hop (its CompositeExplicitAutograd kernel calls "
-        "sum.dim_IntList) and takes the boxed call: its int list keeps the Python binding "
-        "out.",
+        "The device path: each aten op's own kernel (bound to the op: its plan is looked up "
+        "once), host aliases of the inputs cached with their sticks by data pointer and "
+        "geometry (read from the tensor on every call), the CPU kernel through its Python "
+        "binding where that binding provably runs the same overload, a contiguous result "
+        "adopted by handing its bytes to a fresh device tensor's storage (_swap_data_ptr_, no "
+        "copy), one live entry (a weak reference) per storage, ops counted per (op, sticks, "
+        "elements). 'path' says which implementation ran: compiled (backend_under_test/"
+        "_fastpath.c, the CPython API only: the same tensor calls without the interpreter) "
+        "or python; python_path is the same run's Python path in a process of its own. What "
+        "the compiled path leaves is torch's: the dispatcher's call into the kernel and "
+        "back, the CPU kernel, the tensor methods the path reads, freeing two tensors and two "
+        "storages per result (instructions_per_call.add_compiled_by_piece). sum pays one "
+        "more dispatcher hop (its CompositeExplicitAutograd kernel calls sum.dim_IntList) and "
+        "takes the boxed call: its int list keeps the Python binding out.",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
