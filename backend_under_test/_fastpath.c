@@ -91,6 +91,34 @@ not_configured(void)
     return NULL;
 }
 
+/* `table.get(key)` (a new reference), or `fn(*args)` when the table lacks the key; NULL on
+ * error. Takes over `key` (which may be NULL: an error already set). */
+static PyObject *
+lookup_or_call(PyObject *table, PyObject *key, PyObject *fn, PyObject *const *args,
+               Py_ssize_t nargs)
+{
+    if (key == NULL)
+        return NULL;
+    PyObject *found = PyDict_GetItemWithError(table, key);
+    Py_XINCREF(found); /* borrowed: owned before anything else can run */
+    Py_DECREF(key);
+    if (found != NULL || PyErr_Occurred())
+        return found;
+    return PyObject_Vectorcall(fn, args, nargs, NULL);
+}
+
+/* `value` itself when it is a tuple of `size` items; else a TypeError naming `what`. Takes
+ * over `value` (NULL passes through). */
+static PyObject *
+expect_tuple(PyObject *value, Py_ssize_t size, const char *what)
+{
+    if (value == NULL || (PyTuple_Check(value) && PyTuple_GET_SIZE(value) == size))
+        return value;
+    Py_DECREF(value);
+    PyErr_Format(PyExc_TypeError, "%s is not a %zd-tuple", what, size);
+    return NULL;
+}
+
 /* The cache key of a device tensor's host alias: kernels.alias_key. */
 static PyObject *
 alias_key(PyObject *value)
@@ -330,26 +358,12 @@ meta_for(PyObject *shape, PyObject *dtype, MetaCache *cache)
         if (same)
             return Py_NewRef(cache->meta);
     }
-    PyObject *key = PyTuple_Pack(2, shape, dtype);
-    if (key == NULL)
+    PyObject *call[2] = {shape, dtype};
+    PyObject *meta = expect_tuple(
+        lookup_or_call(RESULTS, PyTuple_Pack(2, shape, dtype), result_meta, call, 2), 6,
+        "a result meta entry");
+    if (meta == NULL)
         return NULL;
-    PyObject *meta = PyDict_GetItemWithError(RESULTS, key);
-    Py_XINCREF(meta); /* borrowed: owned before anything else can run */
-    Py_DECREF(key);
-    if (meta != NULL)
-        ;
-    else if (PyErr_Occurred())
-        return NULL;
-    else {
-        PyObject *call[2] = {shape, dtype};
-        if ((meta = PyObject_Vectorcall(result_meta, call, 2, NULL)) == NULL)
-            return NULL;
-    }
-    if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) != 6) {
-        Py_DECREF(meta);
-        PyErr_SetString(PyExc_TypeError, "a result meta entry is not a 6-tuple");
-        return NULL;
-    }
     if (cache != NULL) {
         Py_XSETREF(cache->shape, Py_NewRef(shape));
         Py_XSETREF(cache->dtype, Py_NewRef(dtype));
@@ -399,23 +413,12 @@ fast_call_impl(PyObject *op, PyObject *plan, PyObject *binding, PyObject *name,
                 goto done;
             if (cpu)
                 continue;
-            PyObject *key = alias_key(value);
-            if (key == NULL)
+            /* (alias, sticks): the cache, or kernels.read_alias_and_sticks */
+            PyObject *known = expect_tuple(
+                lookup_or_call(ALIASES, alias_key(value), read_alias_and_sticks, &value, 1), 2,
+                "a host alias entry");
+            if (known == NULL)
                 goto done;
-            PyObject *known = PyDict_GetItemWithError(ALIASES, key);
-            Py_XINCREF(known); /* borrowed: owned before anything else can run */
-            Py_DECREF(key);
-            if (known != NULL)
-                ;
-            else if (PyErr_Occurred())
-                goto done;
-            else if ((known = PyObject_CallOneArg(read_alias_and_sticks, value)) == NULL)
-                goto done;
-            if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 2) {
-                Py_DECREF(known);
-                PyErr_SetString(PyExc_TypeError, "a host alias entry is not (alias, sticks)");
-                goto done;
-            }
             PyObject *alias = PyTuple_GET_ITEM(known, 0);
             Py_INCREF(alias);
             PyList_SetItem(host, i, alias); /* steals alias, drops the device tensor */
