@@ -820,9 +820,9 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || take(kwargs, "register", &register_live) < 0)
         return NULL;
     if (!PyType_Check(Tensor) || !PyDict_Check(ALIASES) || !PyDict_Check(LIVE)
-        || !PyDict_Check(RESULTS)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "configure: Tensor must be a type; aliases, live and results dicts");
+        || !PyDict_Check(RESULTS) || !PyDict_Check(PENDING)) {
+        PyErr_SetString(PyExc_TypeError, "configure: Tensor must be a type; aliases, live, "
+                                         "results and pending dicts");
         return NULL;
     }
     configured = 1;

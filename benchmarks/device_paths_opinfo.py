@@ -28,10 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend_under_test import sweep  # noqa: E402  (never imports torch)
+from backend_under_test import sweep  # noqa: E402
+from backend_under_test.compiled import PYTHON_PATH_ENV  # noqa: E402
 
 RESULT = REPO / "benchmarks" / "results" / "device_paths_opinfo.json"
-PYTHON_PATH_ENV = "SPYRE_EMU_PYTHON_PATH"  # backend_under_test/compiled.py (imports torch)
 
 
 def main() -> int:
