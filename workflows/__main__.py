@@ -1,3 +1,3 @@
-from workflows.cli.main import entry
+from workflows.cli.warm_cli import entry
 
 entry()

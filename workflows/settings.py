@@ -65,6 +65,10 @@ class Settings:
     # folder per state directory under $XDG_RUNTIME_DIR or the temporary folder).
     warm_idle_s: float = 600.0
     warm_dir: Path | None = None
+    # SPYRE_CI_WARM_CLI: `spyre-ci run` forks from a warm `spyre-ci` process kept in the
+    # same place (`workflows.cli.warm_cli`: its imports done, the trace and the Inventory
+    # loaded); `0` runs every one in its own process. Off with sharing off too.
+    warm_cli: bool = True
     # XDG_RUNTIME_DIR, else the temporary folder: where a folder of this user's holds the
     # shared zygotes of each state directory when SPYRE_CI_WARM_DIR does not say.
     runtime_dir: Path = Path(tempfile.gettempdir())
@@ -106,6 +110,7 @@ class Settings:
                 env, "SPYRE_CI_WARM_IDLE_S", 600.0, lambda v: 0 <= v <= 86400, "seconds, 0-86400"
             ),
             warm_dir=_path(env, "SPYRE_CI_WARM_DIR"),
+            warm_cli=_switch(env, "SPYRE_CI_WARM_CLI"),
             runtime_dir=absolute(env.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()),
             build_index=_build_index(env.get("SPYRE_CI_BUILD_INDEX", "")),
             env_cache_max_bytes=int(

@@ -22,9 +22,13 @@ ENTRY_POINTS = {
     "workflows/settings.py",
     "workflows/cli/main.py",  # the `spyre-ci` process
     "workflows/cli/options.py",  # its options' defaults from their variables, at parsing
+    # The `spyre-ci` process again, before anything is imported: what a warm fork would
+    # inherit (its key), and the environment it hands the fork that runs it.
+    "workflows/cli/warm_cli.py",
     "workflows/drivers/distributed/celery_app.py",  # a Celery worker's start
     # Processes of their own, started by the tool with the environment it set for them:
     "workflows/runner/zygote_process.py",  # the warm runner
+    "workflows/cli/warm_process.py",  # the warm `spyre-ci` process, and each fork's start
     "workflows/runner/impact_tracer.py",  # the tracer plugin in a test process
     "workflows/runner/change_overlay/site/sitecustomize.py",  # a test process's start
 }

@@ -25,7 +25,7 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any, NoReturn
 
 from contracts.exit_codes import ExitCode
-from workflows.cli import commands
+from workflows.cli import commands, warm_cli
 from workflows.errors import BadInput, Unavailable
 from workflows.runner import zygote
 from workflows.settings import Settings
@@ -139,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
         zygote.share(settings)  # the warm runner of this state directory, for every run
+        if args.command in warm_cli.COMMANDS:
+            warm_cli.ensure(settings)  # the next one forks from a warm spyre-ci process
         from workflows.stores import kept  # selector: not for every command
 
         kept.keep_in(settings.cache_dir)  # loaded forms (trace, Inventory, definitions)
@@ -224,10 +226,10 @@ def entry() -> NoReturn:
     At exit CPython frees every object and module one by one. After a run (the Inventory,
     the shipped trace and the plan in memory) that took about a quarter of a second of a
     second run's two, for memory the kernel takes back at once anyway. What an exit must do
-    is still done, in CPython's order: with another thread that is not a daemon still
-    running, the exit is the normal one (which waits for it); else the exit handlers run
-    (zygotes stopped and their folders removed, logging flushed), then the standard streams
-    are flushed (a reader that went away is no error). Tests call `main()`, which returns.
+    is still done, in CPython's order (`exit_with`): another thread that is not a daemon
+    is waited for, as the normal exit does; then the exit handlers run (zygotes stopped and
+    their folders removed, logging flushed), then the standard streams are flushed (a
+    reader that went away is no error). Tests call `main()`, which returns.
 
     The cyclic garbage collector runs less often in it (`gc.set_threshold`): a run holds the
     Inventory and the shipped trace, millions of objects that live as long as the process,
@@ -236,13 +238,16 @@ def entry() -> NoReturn:
     generation of 200,000 objects (as mypy sets for its own process) they take none, and
     cycles are still collected."""
     gc.set_threshold(200_000, 30, 30)
-    code = main()
-    if any(
-        t.is_alive() and not t.daemon
-        for t in threading.enumerate()
-        if t is not threading.main_thread()
-    ):
-        raise SystemExit(code)
+    exit_with(main())
+
+
+def exit_with(code: int) -> NoReturn:
+    """CPython's exit steps without its teardown (`entry`; a warm fork's end too): the
+    threads that are not daemons are waited for, the exit handlers run, the standard
+    streams are flushed, and the process ends with `code`."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
     atexit._run_exitfuncs()  # CPython's own exit step, run here in its order
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):  # no reader, a closed stream

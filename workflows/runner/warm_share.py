@@ -42,7 +42,9 @@ USED = USED_FILE
 MAX_SHARED = 4  # alive at once per ROOT; the least recently used goes first
 IN_USE_S = 30.0  # a zygote used this recently is never stopped to make room
 SOCKET_PATH_MAX = 100  # a Unix socket's path holds 107 bytes (Linux)
-_PROCESS_MARK = b"workflows.runner.zygote_process"
+# The processes that live in a place: zygotes, and warm `spyre-ci` processes
+# (`workflows.cli.warm_cli`), each recognised by its command line.
+_PROCESS_MARKS = (b"workflows.runner.zygote_process", b"workflows.cli.warm_process")
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,8 @@ def touch(folder: Path) -> None:
 
 
 def alive(pid: int) -> bool:
-    """Whether `pid` is a zygote process (or its keeper) that has not ended (a zombie has)."""
+    """Whether `pid` is a zygote process (or its keeper), or a warm `spyre-ci` process, that
+    has not ended (a zombie has)."""
     if pid <= 0:
         return False
     try:
@@ -202,7 +205,7 @@ def alive(pid: int) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, IndexError):
         return False
-    return state not in ("Z", "X") and _PROCESS_MARK in command
+    return state not in ("Z", "X") and any(mark in command for mark in _PROCESS_MARKS)
 
 
 def stop(folder: Path) -> None:

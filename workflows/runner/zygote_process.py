@@ -38,11 +38,12 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,9 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
-    server = _Server(listener, idle_s)
+    server = Server(listener, _child, idle_s)
     try:
-        ready = {"ready": True, "pid": os.getpid(), "files": _loaded_files()}
+        ready = {"ready": True, "pid": os.getpid(), "files": loaded_files()}
         if idle_s is not None:
             _publish(Path(socket_path).parent, {**ready, "keeper": os.getppid()})
             # The process that started it may never read this line (a worker's plan task
@@ -143,7 +144,7 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     gc.freeze()
 
 
-def _loaded_files() -> list[tuple[str, str, str]]:
+def loaded_files() -> list[tuple[str, str, str]]:
     """(path, stat stamp, content digest) of every module file loaded at warm-up outside the
     standard library: the runner restarts the zygote when one of them changes on disk (an
     upstream helper, a test file, the project's own code), so a fork never runs stale code.
@@ -197,12 +198,36 @@ def _say(message: dict[str, Any]) -> None:
         data = data[os.write(_CHANNEL["say"], data) :]
 
 
-class _Server:
-    def __init__(self, listener: socket.socket, idle_s: float | None = None) -> None:
+# A child's function: (its request, the descriptor it writes one byte to once it is in a
+# session of its own, the parent's sockets it closes, the descriptors the request passed).
+Child = Callable[[dict[str, Any], int, Sequence[socket.socket], list[int]], None]
+MAX_FDS = 3  # descriptors one request may pass (SCM_RIGHTS): a command line's stdin, out, err
+
+
+class Server:
+    """Fork one child per request on `listener` (a JSON line, with at most MAX_FDS
+    descriptors), report each child's exit status on the connection that asked for it, and
+    kill a child whose connection closes first. `refuse`, asked before each fork: a reason
+    to refuse it and end (the code this process loaded changed), or None. It ends when its
+    parent does, unless it `outlives_parent`."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        child: Child,
+        idle_s: float | None = None,
+        refuse: Callable[[], str | None] | None = None,
+        outlives_parent: bool = False,
+    ) -> None:
         self.listener = listener
+        self.child = child
+        self.refuse = refuse
+        self.ended = False
         self.buffers: dict[socket.socket, bytes] = {}
+        self.fds: dict[socket.socket, list[int]] = {}  # passed with a request not yet read
         self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked
-        self.parent = os.getppid()
+        # A zygote ends with its keeper; a warm `spyre-ci` process outlives its starter.
+        self.parent = None if outlives_parent else os.getppid()
         self.idle_s = idle_s  # shared: how long it stays with nothing to do
         self.active = time.monotonic()
         self.folder = Path(listener.getsockname()).parent
@@ -212,7 +237,8 @@ class _Server:
         while True:
             # The connections of running children too: one that closes is a runner gone
             # (killed, say), and its test process must not run on.
-            waiting: list[Any] = [self.listener, *self.buffers, *self.children.values()]
+            listening = [] if self.ended else [self.listener]
+            waiting: list[Any] = [*listening, *self.buffers, *self.children.values()]
             if stdin is not None:
                 waiting.append(stdin)
             # A child's end is seen within 20 ms; with none running, a request or the
@@ -221,11 +247,15 @@ class _Server:
             readable, _, _ = select.select(waiting, [], [], pause)
             if stdin is not None and stdin in readable and not os.read(stdin, 4096):
                 return  # the runner is gone or stopped us
-            if os.getppid() != self.parent:
+            orphaned = self.parent is not None and os.getppid() != self.parent
+            if orphaned or (self.ended and not self.children):
                 return
-            if self.listener in readable:
+            if self.listener in readable and not self.ended:
                 conn, _ = self.listener.accept()
-                self.buffers[conn] = b""
+                if _peer_uid(conn) == os.getuid():
+                    self.buffers[conn] = b""
+                else:  # its folder is this user's alone; a socket passed elsewhere is not
+                    conn.close()
             for conn in [c for c in readable if isinstance(c, socket.socket)]:
                 if conn in self.buffers:
                     self._receive(conn)
@@ -243,24 +273,33 @@ class _Server:
                 return  # shared, and nobody asked for anything for that long
 
     def _receive(self, conn: socket.socket) -> None:
-        chunk = conn.recv(65536)
+        try:
+            chunk, fds, _, _ = socket.recv_fds(conn, 65536, MAX_FDS)
+        except OSError:
+            chunk, fds = b"", []
+        self.fds.setdefault(conn, []).extend(fds)
         if not chunk:  # the runner's side closed: a child it asked for must not run on
             self.buffers.pop(conn, None)
-            for pid, owner in list(self.children.items()):
-                if owner is conn:
-                    _kill(pid)
+            _close_all(self.fds.pop(conn, []))
             conn.close()
             return
         self.buffers[conn] += chunk
         if b"\n" not in self.buffers[conn]:
             return
         line = self.buffers.pop(conn).split(b"\n", 1)[0]
+        fds = self.fds.pop(conn, [])
         try:
-            pid = self._fork(json.loads(line))
+            why = self.refuse() if self.refuse is not None else None
+            if why is not None:
+                self.ended = True  # nobody should fork from it again
+                raise RuntimeError(f"{_REFUSED}: {why}")
+            pid = self._fork(json.loads(line), fds)
         except Exception as exc:  # noqa: BLE001 - the runner starts this one cold
             _send(conn, {"error": str(exc)})
             conn.close()
             return
+        finally:
+            _close_all(fds)  # the child has its copies
         self.children[pid] = conn
         _send(conn, {"pid": pid})
 
@@ -279,7 +318,7 @@ class _Server:
                 del self.children[pid]  # reaped by `_reap`, with nobody to tell
         conn.close()
 
-    def _fork(self, request: dict[str, Any]) -> int:
+    def _fork(self, request: dict[str, Any], fds: list[int]) -> int:
         threads = threading.active_count()
         if threads != 1:
             # A fork copies the threads' locks, not the threads: the child could hang.
@@ -290,7 +329,8 @@ class _Server:
         pid = os.fork()
         if pid == 0:
             os.close(ready_r)
-            _child(request, ready_w, [self.listener, *self.buffers, *self.children.values()])
+            inherited = [self.listener, *self.buffers, *self.children.values()]
+            self.child(request, ready_w, inherited, fds)
         os.close(ready_w)
         os.read(ready_r, 1)  # its own session first: the runner may killpg(pid) at once
         os.close(ready_r)
@@ -319,26 +359,39 @@ def _send(conn: socket.socket, message: dict[str, Any]) -> None:
     conn.sendall(json.dumps(message).encode() + b"\n")
 
 
+def _peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket (-1: unknown)."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return -1
+    return int(struct.unpack("3i", raw)[1])
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
 
-def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socket]) -> None:
+def _child(
+    request: dict[str, Any], ready: int, inherited: Sequence[socket.socket], fds: list[int]
+) -> None:
     """The forked test process: become what `python -m pytest ARGV` in `cwd` would be."""
     code = 70
     try:
-        os.setsid()
-        os.write(ready, b"x")
-        os.close(ready)
-        keeper.die_with_parent()
-        for sock in inherited:
-            sock.close()
+        leave_parent(ready, inherited)
+        _close_all(fds)  # a test process's request passes none
         for fd in _CHANNEL.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
         _redirect(request)
-        _show_as([sys.executable, "-m", "pytest", *request["argv"]])
+        show_as([sys.executable, "-m", "pytest", *request["argv"]])
         # A keeper between the zygote and the test process: a test that kills its parent
         # kills the keeper (the runner records that test crashed), never the zygote and the
         # tests of every other shard with it. It caps what the test writes, as a cold one's.
@@ -373,7 +426,19 @@ def _child(request: dict[str, Any], ready: int, inherited: Sequence[socket.socke
         os._exit(code)
 
 
-def _show_as(command: Sequence[str]) -> None:
+def leave_parent(ready: int, inherited: Sequence[socket.socket]) -> None:
+    """A forked child's first steps: a session of its own (said on `ready`: its parent
+    answers the request then, and its group can be killed), death with its parent, and none
+    of the parent's sockets."""
+    os.setsid()
+    os.write(ready, b"x")
+    os.close(ready)
+    keeper.die_with_parent()
+    for sock in inherited:
+        sock.close()
+
+
+def show_as(command: Sequence[str]) -> None:
     """Make `ps` show this child as the cold command it stands for: its argv memory (the
     zygote's, padded for it) gets that command line. Best effort, Linux only."""
     with contextlib.suppress(OSError, ValueError, IndexError):

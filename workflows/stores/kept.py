@@ -65,14 +65,16 @@ class Kept:
     def load(self, key: bytes) -> object | None:
         """The value kept for `key`; None when there is none (or it was damaged: removed)."""
         path = self.path(key)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        try:
-            value: object = pickle.loads(data)
-        except Exception:  # noqa: BLE001 - a damaged file is made again from its source
-            value = None
+        value: object = _taken(path)
+        if value is None:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return None
+            try:
+                value = pickle.loads(data)
+            except Exception:  # noqa: BLE001 - a damaged file is made again from its source
+                value = None
         if value is None or not self.valid(value):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -157,3 +159,62 @@ def store(
     if kept is None:
         kept = _STORES[use] = Kept(_FOLDER[0] / use, code, what, limit, valid, prefix)
     return kept
+
+
+# Files loaded ahead by the warm `spyre-ci` process (`workflows.cli.warm_process`), which a
+# run forked from it takes instead of reading and unpickling them again: path -> (the
+# file's identity when it was read, its value).
+_AHEAD: dict[Path, tuple[tuple[int, int, int], object]] = {}
+AHEAD_USES = ("traces", "inventories")  # the large ones; definitions load in a millisecond
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What names a kept file's content: its name is a digest of what made it, and a file
+    is only ever replaced whole (a new inode), never written in place."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size)
+
+
+def _taken(path: Path) -> object:
+    """The value loaded ahead for `path` (None: none, or the file changed since), given out
+    once: a second load in the same process unpickles its own copy, as without it."""
+    ahead = _AHEAD.pop(path, None)
+    if ahead is None or ahead[0] != _identity(path):
+        return None
+    return ahead[1]
+
+
+def load_ahead(cache_dir: Path | None) -> list[Path]:
+    """Load the most recently used kept file of each large use in `cache_dir` (the shipped
+    trace, the Inventory) unless it is loaded already; the files loaded now. A process that
+    forks runs calls it before each fork, so every run finds them in memory."""
+    if cache_dir is None:
+        return []
+    loaded = []
+    for use in AHEAD_USES:
+        newest: tuple[float, Path] | None = None
+        with contextlib.suppress(OSError):
+            for path in (cache_dir / use).glob("*.pickle"):
+                with contextlib.suppress(OSError):
+                    used = path.stat().st_mtime
+                    if newest is None or used > newest[0]:
+                        newest = (used, path)
+        if newest is None:
+            continue
+        path = newest[1]
+        identity = _identity(path)
+        ahead = _AHEAD.get(path)
+        if identity is None or (ahead is not None and ahead[0] == identity):
+            continue
+        for other in [p for p in _AHEAD if p.parent == path.parent]:
+            del _AHEAD[other]  # one per use: the older one is no longer the one used
+        try:
+            value = pickle.loads(path.read_bytes())
+        except Exception:  # noqa: BLE001 - a damaged file: the run that reads it says so
+            continue
+        _AHEAD[path] = (identity, value)
+        loaded.append(path)
+    return loaded
