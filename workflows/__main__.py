@@ -1,3 +1,3 @@
-from workflows.cli.warm_cli import entry
+from workflows.cli.program import entry
 
 entry()

@@ -36,7 +36,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from contracts.exit_codes import ExitCode
 from workflows.runner import warm_share
@@ -62,7 +62,7 @@ def key() -> tuple[Any, ...]:
         "spyre-ci",
         sys.executable,
         sys.version,
-        tuple(os.path.abspath(p) for p in sys.path),
+        tuple(search_path()),
         tuple(sys.flags),
         tuple(sorted(sys._xoptions.items())),
         tuple(sys.warnoptions),
@@ -75,6 +75,15 @@ def key() -> tuple[Any, ...]:
     )
 
 
+def search_path() -> list[str]:
+    """`sys.path` with its directories made absolute ("" is the current one): a fork runs
+    in the asker's directory, and must import what the asker would. An entry that names no
+    directory stays as it is (an editable install's path hook, a zip file)."""
+    return [
+        os.path.abspath(entry) if not entry or os.path.isdir(entry) else entry for entry in sys.path
+    ]
+
+
 def folder(settings: Settings) -> Path | None:
     """The folder of this process's warm process; None when there is none to have (the
     settings say no, or the place of shared zygotes cannot be private)."""
@@ -85,17 +94,6 @@ def folder(settings: Settings) -> Path | None:
     except warm_share.NotShared:
         return None
     return place.folder(key()) if place is not None else None
-
-
-def entry() -> NoReturn:
-    """The `spyre-ci` program: forked from the warm process when it can be, else `main()`
-    in this process (`workflows.cli.main.entry`)."""
-    code = forked(sys.argv)
-    if code is None:
-        from workflows.cli.main import entry as in_this_process
-
-        in_this_process()
-    os._exit(code)
 
 
 def forked(argv: list[str]) -> int | None:
@@ -140,7 +138,15 @@ def forked(argv: list[str]) -> int | None:
     except OSError:
         conn.close()
         return None
-    return _wait(conn, where)
+    try:
+        return _wait(conn, where)
+    except Exception as exc:  # noqa: BLE001 - never a traceback, nor Python's exit 1
+        print(
+            f"spyre-ci: infrastructure error (not a test result): waiting for the warm "
+            f"spyre-ci process failed: {exc!r}",
+            file=sys.stderr,
+        )
+        return ExitCode.INFRASTRUCTURE
 
 
 def _wait(conn: socket.socket, where: Path) -> int | None:
@@ -193,7 +199,8 @@ def _status(code: int, fork: list[int]) -> int:
         file=sys.stderr,
     )
     sys.stderr.flush()
-    signal.signal(-code, signal.SIG_DFL)
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep theirs
+        signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)  # as if this process had been: a shell sees the same
     return 128 - code
 
@@ -211,8 +218,8 @@ def ensure(settings: Settings) -> None:
             warm_share.stop(where)  # what an ended one left, if anything
             warm_share.make_room(where.parent)
             where.mkdir(mode=0o700)
-            (where / START).write_text(json.dumps({"path": list(sys.path)}))
-            warm_share.describe(where, {"kind": "cli", "python": sys.version.split()[0]})
+            (where / START).write_text(json.dumps({"path": search_path()}))
+            warm_share.describe(where, {"kind": "cli", "python": sys.executable})
             with open(where / LOG, "ab") as log:
                 proc = subprocess.Popen(
                     [

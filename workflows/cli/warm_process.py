@@ -6,7 +6,7 @@ It takes its `sys.path` from FOLDER/start.json (the starting process's, part of 
 imports the command line and the pipeline a run uses, loads the kept trace and Inventory
 ahead (`workflows.stores.kept.load_ahead`), freezes its heap, writes `ready.json` (its pid
 and the files it loaded, as a shared zygote's) and forks one `spyre-ci` process per request
-on FOLDER/socket (`workflows.runner.zygote_process.Server`: exit statuses reported on the
+on FOLDER/socket (`workflows.runner.fork_server.Server`: exit statuses reported on the
 connection that asked, a fork killed when its connection closes first).
 
 Before each fork it looks again: a module file it loaded that changed on disk makes it
@@ -42,7 +42,8 @@ from typing import Any
 
 from contracts.exit_codes import ExitCode
 from workflows.runner import warm_share
-from workflows.runner.zygote_process import Server, leave_parent, loaded_files, show_as
+from workflows.runner.fork_server import Server, leave_parent, show_as
+from workflows.runner.zygote_process import loaded_files
 
 # What every run imports beyond the command line (the rest is learned from the forks).
 _RUN_MODULES = ("workflows.drivers.embedded", "workflows.run.finishing")
@@ -206,6 +207,8 @@ def _child(
     code: int = ExitCode.INFRASTRUCTURE  # an error before the command ran, or spyre-ci's bug
     try:
         leave_parent(ready, inherited)
+        # In the warm process's log (its stderr until the asker's is in place): which fork.
+        print(f"fork {os.getpid()}: {' '.join(request['argv'][1:2])}", file=sys.stderr, flush=True)
         if len(fds) != 3:
             raise ValueError(f"the request passed {len(fds)} descriptors, not stdin, out, err")
         for target, fd in enumerate(fds):

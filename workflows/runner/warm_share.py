@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workflows.runner.zygote_process import READY_FILE, USED_FILE, file_digest, file_stamp
+from workflows.runner.fork_server import USED_FILE
+from workflows.runner.zygote_process import READY_FILE, file_digest, file_stamp
 from workflows.settings import Settings
 
 READY = READY_FILE

@@ -108,7 +108,7 @@ RUNTIME_VARS = (
 )
 TRACER = "workflows.runner.impact_tracer"
 PROCESS = "workflows.runner.zygote_process"  # the zygote's own side
-# Room in the zygote's argv for a child's command line (`zygote_process._show_as`).
+# Room in the zygote's argv for a child's command line (`fork_server.show_as`).
 _PAD = "--pad=" + "." * 8192
 MEMORY_HEADROOM_MB = 256  # what a test needs beyond the zygote's own mapping, at least
 MAX_ZYGOTES = 2  # alive at once per process (distinct specs, say); the least recent goes

@@ -27,29 +27,24 @@ imports the same code in its own environment).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import hashlib
 import importlib
 import json
 import os
 import resource
-import select
 import shutil
 import signal
 import socket
-import struct
 import sys
-import threading
-import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from workflows.runner import keeper, warm_imports
+from workflows.runner.fork_server import Server, close_all, leave_parent, show_as
 
-_REFUSED = "refused to fork"
 # What the warm-up did to the environment (set, removed): each child's environment is its
 # request's with this on top, as a cold process's is after it imported the same code.
 _IMPORTED_ENV: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
@@ -77,7 +72,8 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
-    server = Server(listener, _child, idle_s)
+    lifeline = _CHANNEL["lifeline"] if idle_s is None else None
+    server = Server(listener, _child, idle_s, lifeline=lifeline)
     try:
         ready = {"ready": True, "pid": os.getpid(), "files": loaded_files()}
         if idle_s is not None:
@@ -101,7 +97,6 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
 
 
 READY_FILE = "ready.json"  # a shared zygote's: what a process attaching to it reads
-USED_FILE = "used"  # touched whenever a shared zygote is used (`warm_share.make_room`)
 
 
 def _publish(folder: Path, ready: dict[str, Any]) -> None:
@@ -198,187 +193,6 @@ def _say(message: dict[str, Any]) -> None:
         data = data[os.write(_CHANNEL["say"], data) :]
 
 
-# A child's function: (its request, the descriptor it writes one byte to once it is in a
-# session of its own, the parent's sockets it closes, the descriptors the request passed).
-Child = Callable[[dict[str, Any], int, Sequence[socket.socket], list[int]], None]
-MAX_FDS = 3  # descriptors one request may pass (SCM_RIGHTS): a command line's stdin, out, err
-
-
-class Server:
-    """Fork one child per request on `listener` (a JSON line, with at most MAX_FDS
-    descriptors), report each child's exit status on the connection that asked for it, and
-    kill a child whose connection closes first. `refuse`, asked before each fork: a reason
-    to refuse it and end (the code this process loaded changed), or None. It ends when its
-    parent does, unless it `outlives_parent`."""
-
-    def __init__(
-        self,
-        listener: socket.socket,
-        child: Child,
-        idle_s: float | None = None,
-        refuse: Callable[[], str | None] | None = None,
-        outlives_parent: bool = False,
-    ) -> None:
-        self.listener = listener
-        self.child = child
-        self.refuse = refuse
-        self.ended = False
-        self.buffers: dict[socket.socket, bytes] = {}
-        self.fds: dict[socket.socket, list[int]] = {}  # passed with a request not yet read
-        self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked
-        # A zygote ends with its keeper; a warm `spyre-ci` process outlives its starter.
-        self.parent = None if outlives_parent else os.getppid()
-        self.idle_s = idle_s  # shared: how long it stays with nothing to do
-        self.active = time.monotonic()
-        self.folder = Path(listener.getsockname()).parent
-
-    def loop(self) -> None:
-        stdin = _CHANNEL["lifeline"] if self.idle_s is None else None
-        while True:
-            # The connections of running children too: one that closes is a runner gone
-            # (killed, say), and its test process must not run on.
-            listening = [] if self.ended else [self.listener]
-            waiting: list[Any] = [*listening, *self.buffers, *self.children.values()]
-            if stdin is not None:
-                waiting.append(stdin)
-            # A child's end is seen within 20 ms; with none running, a request or the
-            # lifeline wakes it, so an idle zygote looks twice a second (not 50 times).
-            pause = 0.02 if self.children else 0.5
-            readable, _, _ = select.select(waiting, [], [], pause)
-            if stdin is not None and stdin in readable and not os.read(stdin, 4096):
-                return  # the runner is gone or stopped us
-            orphaned = self.parent is not None and os.getppid() != self.parent
-            if orphaned or (self.ended and not self.children):
-                return
-            if self.listener in readable and not self.ended:
-                conn, _ = self.listener.accept()
-                if _peer_uid(conn) == os.getuid():
-                    self.buffers[conn] = b""
-                else:  # its folder is this user's alone; a socket passed elsewhere is not
-                    conn.close()
-            for conn in [c for c in readable if isinstance(c, socket.socket)]:
-                if conn in self.buffers:
-                    self._receive(conn)
-                elif conn is not self.listener:
-                    self._closed(conn)
-            self._reap()
-            if self.buffers or self.children:
-                now = time.monotonic()
-                if self.idle_s is not None and now - self.active > 2.0:
-                    # In use: a process making room for another zygote spares this one.
-                    with contextlib.suppress(OSError):
-                        (self.folder / USED_FILE).touch()
-                self.active = now
-            elif self.idle_s is not None and time.monotonic() - self.active > self.idle_s:
-                return  # shared, and nobody asked for anything for that long
-
-    def _receive(self, conn: socket.socket) -> None:
-        try:
-            chunk, fds, _, _ = socket.recv_fds(conn, 65536, MAX_FDS)
-        except OSError:
-            chunk, fds = b"", []
-        self.fds.setdefault(conn, []).extend(fds)
-        if not chunk:  # the runner's side closed: a child it asked for must not run on
-            self.buffers.pop(conn, None)
-            _close_all(self.fds.pop(conn, []))
-            conn.close()
-            return
-        self.buffers[conn] += chunk
-        if b"\n" not in self.buffers[conn]:
-            return
-        line = self.buffers.pop(conn).split(b"\n", 1)[0]
-        fds = self.fds.pop(conn, [])
-        try:
-            why = self.refuse() if self.refuse is not None else None
-            if why is not None:
-                self.ended = True  # nobody should fork from it again
-                raise RuntimeError(f"{_REFUSED}: {why}")
-            pid = self._fork(json.loads(line), fds)
-        except Exception as exc:  # noqa: BLE001 - the runner starts this one cold
-            _send(conn, {"error": str(exc)})
-            conn.close()
-            return
-        finally:
-            _close_all(fds)  # the child has its copies
-        self.children[pid] = conn
-        _send(conn, {"pid": pid})
-
-    def _closed(self, conn: socket.socket) -> None:
-        """A connection of a running child said something or closed: the runner sends
-        nothing after its request, so it closed; its child is killed."""
-        try:
-            chunk = conn.recv(4096)
-        except OSError:
-            chunk = b""
-        if chunk:
-            return
-        for pid, owner in list(self.children.items()):
-            if owner is conn:
-                _kill(pid)
-                del self.children[pid]  # reaped by `_reap`, with nobody to tell
-        conn.close()
-
-    def _fork(self, request: dict[str, Any], fds: list[int]) -> int:
-        threads = threading.active_count()
-        if threads != 1:
-            # A fork copies the threads' locks, not the threads: the child could hang.
-            raise RuntimeError(f"{_REFUSED}: {threads} threads run in the zygote")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        ready_r, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(ready_r)
-            inherited = [self.listener, *self.buffers, *self.children.values()]
-            self.child(request, ready_w, inherited, fds)
-        os.close(ready_w)
-        os.read(ready_r, 1)  # its own session first: the runner may killpg(pid) at once
-        os.close(ready_r)
-        return pid
-
-    def _reap(self) -> None:
-        while True:  # killed children no longer in `children` are reaped too
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            conn = self.children.pop(pid, None)
-            if conn is not None:
-                with contextlib.suppress(OSError):
-                    _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
-                conn.close()
-
-    def kill_children(self) -> None:
-        for pid in list(self.children):
-            _kill(pid)
-
-
-def _send(conn: socket.socket, message: dict[str, Any]) -> None:
-    conn.sendall(json.dumps(message).encode() + b"\n")
-
-
-def _peer_uid(conn: socket.socket) -> int:
-    """The user id of the process at the other end of a Unix socket (-1: unknown)."""
-    try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return -1
-    return int(struct.unpack("3i", raw)[1])
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 def _child(
     request: dict[str, Any], ready: int, inherited: Sequence[socket.socket], fds: list[int]
 ) -> None:
@@ -386,7 +200,7 @@ def _child(
     code = 70
     try:
         leave_parent(ready, inherited)
-        _close_all(fds)  # a test process's request passes none
+        close_all(fds)  # a test process's request passes none
         for fd in _CHANNEL.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -424,30 +238,6 @@ def _child(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
-
-
-def leave_parent(ready: int, inherited: Sequence[socket.socket]) -> None:
-    """A forked child's first steps: a session of its own (said on `ready`: its parent
-    answers the request then, and its group can be killed), death with its parent, and none
-    of the parent's sockets."""
-    os.setsid()
-    os.write(ready, b"x")
-    os.close(ready)
-    keeper.die_with_parent()
-    for sock in inherited:
-        sock.close()
-
-
-def show_as(command: Sequence[str]) -> None:
-    """Make `ps` show this child as the cold command it stands for: its argv memory (the
-    zygote's, padded for it) gets that command line. Best effort, Linux only."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        start, end = int(fields[45]), int(fields[46])  # fields 48 and 49: arg_start, arg_end
-        if start <= 0 or end <= start:
-            return
-        text = "\0".join(command).encode()[: end - start - 1]
-        ctypes.memmove(start, text + b"\0" * (end - start - len(text)), end - start)
 
 
 def _redirect(request: dict[str, Any]) -> None:

@@ -55,6 +55,8 @@ def cmd_warm(args: argparse.Namespace, settings: Settings) -> int:
         memory = f"{zygote.rss_mb} MB" if zygote.rss_mb is not None else "? MB"
         change = str(zygote.about.get("change") or "")
         serves = f"a change ({change})" if change else "no change"
+        if zygote.about.get("kind") == "cli":
+            serves = "spyre-ci run (the warm command line)"
         python = zygote.about.get("python", "?")
         print(
             f"{zygote.folder.name}  {state}, {memory}, idle {zygote.idle_s:.0f} s of "
