@@ -25,3 +25,13 @@ _ENV = Environment(
 def render(template: str, **values: Any) -> str:
     """The page `template` (a file in dashboard_export/templates/) filled with `values`."""
     return _ENV.get_template(template).render(**values)
+
+
+def load_templates() -> int:
+    """Compile every template now (a process that forks page writers: the warm `spyre-ci`
+    process), so that each fork renders without compiling; how many. The environment still
+    compiles a template again when its file changed (Jinja's auto-reload)."""
+    names = _ENV.list_templates()
+    for name in names:
+        _ENV.get_template(name)
+    return len(names)

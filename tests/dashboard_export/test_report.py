@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 
 from dashboard_export.model import RunRecord
 from dashboard_export.report import render_html, render_markdown
+from tests.testing.paths import REPO_ROOT
 
 
 class _Collect(HTMLParser):
@@ -188,3 +189,12 @@ def test_the_changed_files_are_named_from_the_event_or_the_diff(record: RunRecor
     environment = replace(record.environment, change=applied)
     line = _files_line(replace(record, event=none, environment=environment))
     assert line == "1 changed file: torch/nn/functional.py"  # the diff named it
+
+
+def test_every_template_compiles_ahead_and_is_then_served_compiled() -> None:
+    from dashboard_export import pages
+
+    templates = sorted(p.name for p in (REPO_ROOT / "dashboard_export" / "templates").glob("*"))
+    assert pages.load_templates() == len(templates) > 0
+    compiled = pages._ENV.get_template("report.html")
+    assert pages._ENV.get_template("report.html") is compiled  # from the cache, not compiled

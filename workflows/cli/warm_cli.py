@@ -22,7 +22,8 @@ of the run's work, and the asking process runs the command itself when there is 
 The key is what a fork inherits from the warm process instead of from the asking process:
 the interpreter, its `sys.path`, flags and `PYTHON*` variables, the locale's variables, the
 resource limits, CPU affinity, priority and groups. A process that differs in any of them
-gets a warm process of its own (at most `warm_share.MAX_SHARED` live in a place).
+gets a warm process of its own (each ends once idle; `warm_share.make_room` leaves them
+to that and counts only zygotes).
 """
 
 from __future__ import annotations

@@ -63,13 +63,17 @@ class _Warm:
         self.modules: frozenset[str] = frozenset()
 
     def warm_up(self) -> None:
+        from dashboard_export import pages
         from workflows.cli import main as cli
         from workflows.settings import Settings
 
         before = dict(os.environ)
-        cli.build_parser()  # every command's module
+        # Every command's module. Not the parser itself: its defaults are read from the
+        # environment as it is built, and a fork's is the asker's.
+        cli.build_parser()
         for name in _RUN_MODULES:
             importlib.import_module(name)
+        pages.load_templates()  # the report's templates, compiled
         self.cache_dir = Settings.from_env().cache_dir
         self.prepare()
         after = dict(os.environ)

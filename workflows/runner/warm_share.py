@@ -152,6 +152,14 @@ class Alive:
     about: dict[str, Any]
 
 
+def _about(folder: Path) -> dict[str, Any]:
+    try:
+        about = json.loads((folder / ABOUT).read_text())
+    except (OSError, ValueError):
+        return {}
+    return about if isinstance(about, dict) else {}
+
+
 def alive_zygotes(root: Path) -> list[Alive]:
     """The zygotes under `root` that are ready or warming up, most recently used first."""
     found = []
@@ -161,10 +169,7 @@ def alive_zygotes(root: Path) -> list[Alive]:
         pid = int(done.get("pid") or 0) if done else 0
         if done is None and starting(folder) is None:
             continue  # what an ended zygote left: the next start clears it
-        try:
-            about = json.loads((folder / ABOUT).read_text())
-        except (OSError, ValueError):
-            about = {}
+        about = _about(folder)
         found.append(
             Alive(
                 folder,
@@ -234,9 +239,14 @@ def make_room(root: Path) -> None:
     one, so nobody would use them again), then the least recently used ones, so that one
     more leaves at most MAX_SHARED; never one warming up or in use (used in the last
     IN_USE_S seconds: a zygote with a test process running says so every few seconds), so
-    more may be alive for a while when more are in use at once."""
+    more may be alive for a while when more are in use at once. A warm `spyre-ci` process
+    (`workflows.cli.warm_cli`) is neither counted nor stopped: it is a fifth of a zygote's
+    size, one whose code changed steps aside by itself, and its forks are runs that must
+    not die with it."""
     folders = []
     for folder in _folders(root):
+        if _about(folder).get("kind") == "cli":
+            continue
         if stale(folder) is not None:
             stop(folder)
         else:

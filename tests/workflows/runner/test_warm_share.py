@@ -282,6 +282,14 @@ def test_room_is_made_by_stopping_the_least_recently_used_never_one_in_use(
     warm_share.make_room(root)
     assert sorted(p.name for p in root.iterdir()) == list("abcdef")
 
+    # A warm `spyre-ci` process, the least recently used of all: neither counted nor stopped.
+    for age, name in enumerate("fedcb"):
+        used(name, 100 + age)
+    used("cli", 900)
+    warm_share.describe(root / "cli", {"kind": "cli"})
+    warm_share.make_room(root)  # a, and the two most recent zygotes of the others
+    assert sorted(p.name for p in root.iterdir()) == ["a", "cli", "e", "f"]
+
 
 def _running(pid: int) -> bool:
     try:
