@@ -93,6 +93,8 @@ class _Warm:
         from workflows.stores import kept
 
         fresh = [*self._learned_imports(), *map(str, kept.load_ahead(self.cache_dir))]
+        if fresh:
+            _index_ahead(kept.ahead())
         if fresh or not self.modules:
             self.modules = frozenset(sys.modules)
             self.files = [list(entry) for entry in loaded_files()]
@@ -170,6 +172,18 @@ class _Warm:
 
 
 _WARM: list[_Warm] = []
+
+
+def _index_ahead(values: list[object]) -> None:
+    """The selector's index of each Inventory loaded ahead, built once here: a plan asks
+    `InventoryIndex.build` for the index of the very Inventory object its fork took from
+    `kept`, and finds it built (with no extra families: a run's default)."""
+    from selector.index import InventoryIndex
+    from suites.model import Inventory
+
+    for value in values:
+        if isinstance(value, Inventory):
+            InventoryIndex.build(value)
 
 
 def serve(folder: Path) -> int:

@@ -218,3 +218,8 @@ def load_ahead(cache_dir: Path | None) -> list[Path]:
         _AHEAD[path] = (identity, value)
         loaded.append(path)
     return loaded
+
+
+def ahead() -> list[object]:
+    """The values loaded ahead and not yet taken (what the warm process may index ahead)."""
+    return [value for _, value in _AHEAD.values()]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from suites.model import Inventory
 from tests.e2e.test_readme import spyre_ci_executable
 from tests.testing.cli import state_env
 from tests.testing.paths import REPO_ROOT
@@ -288,5 +289,18 @@ def test_a_kept_file_loaded_ahead_is_given_once_and_never_when_replaced(tmp_path
     assert second == first and second is not first  # a second load is its own copy
 
     kept.load_ahead(tmp_path)
+    assert kept.ahead() == [{"value": [1, 2, 3]}]
     store.save(b"key", {"value": [4]})  # replaced whole: another file under that name
     assert store.load(b"key") == {"value": [4]}
+    assert kept.ahead() == []  # taken, found stale: given to nobody
+
+
+def test_the_warm_process_indexes_an_inventory_loaded_ahead_for_its_forks(
+    bundled_inventory: Inventory,
+) -> None:
+    from selector.index import InventoryIndex
+
+    warm_process._index_ahead([bundled_inventory, {"not": "an Inventory"}])
+    built = InventoryIndex.build(bundled_inventory, {})  # what a plan asks, in a fork
+    assert built.inventory is bundled_inventory
+    assert InventoryIndex.build(bundled_inventory) is built
