@@ -188,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return ExitCode.INFRASTRUCTURE
     finally:
+        if settings is not None and args.command in warm_cli.COMMANDS:
+            # What the warm process imports ahead: a hint, whose failure is never the run's.
+            with contextlib.suppress(Exception):
+                warm_cli.record_imports(settings)
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
 

@@ -239,3 +239,28 @@ def ensure(settings: Settings) -> None:
             warm_share.mark_starting(where, proc.pid)
     except OSError as exc:
         print(f"spyre-ci: no warm process for the next run ({exc})", file=sys.stderr)
+
+
+def imports_file(where: Path) -> Path:
+    """Beside a warm process's folder (it outlives the process): the modules `run` imports."""
+    return where.with_name(where.name + ".imports")
+
+
+def record_imports(settings: Settings) -> None:
+    """At the end of a `run` (in its own process or a fork): the names of the modules it
+    imported, for the warm process to import ahead of the next fork. Nothing when it
+    imported torch (the warm process never does) or when the names are those recorded."""
+    where = folder(settings)
+    if where is None or "torch" in sys.modules:
+        return
+    names = sorted(name for name in sys.modules if name != "__main__")
+    path = imports_file(where)
+    try:
+        if json.loads(path.read_text()) == names:
+            return
+    except (OSError, ValueError):
+        pass
+    part = path.with_name(f"{path.name}.{os.getpid()}")
+    with contextlib.suppress(OSError):
+        part.write_text(json.dumps(names))
+        os.replace(part, path)

@@ -9,12 +9,13 @@ and the files it loaded, as a shared zygote's) and forks one `spyre-ci` process 
 on FOLDER/socket (`workflows.runner.fork_server.Server`: exit statuses reported on the
 connection that asked, a fork killed when its connection closes first).
 
-Before each fork it looks again: a module file it loaded that changed on disk makes it
-refuse (the asking process runs the command itself, and starts a new warm process) and end
-once its running forks have; a kept file made since is loaded first; the modules earlier
-forks imported on their own (FOLDER.imports, written by each fork at its end) are imported
-first too, so the next fork does not. It imports nothing of torch (the command line never
-does), and ends, removing FOLDER, once idle for `$SPYRE_CI_WARM_IDLE_S` seconds.
+Before each fork, and twice a second while idle, it looks again: a module file it loaded
+that changed on disk makes it step aside (no `ready.json`, no socket: the next run runs in
+its own process and starts a new warm process) and end once its running forks have; a kept
+file made since is loaded; the modules the last runs imported (`FOLDER.imports` beside it,
+written by each `run` at its end: `warm_cli.record_imports`) are imported, so the next fork
+does not. It imports nothing of torch (the command line never does), and ends, removing
+FOLDER, once idle for `$SPYRE_CI_WARM_IDLE_S` seconds.
 
 A fork becomes the process that asked: its stdin, stdout and stderr (passed with the
 request), directory, environment (with what the warm-up set on top, as the same imports
@@ -41,13 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from contracts.exit_codes import ExitCode
+from workflows.cli import warm_cli
 from workflows.runner import warm_share
 from workflows.runner.fork_server import Server, leave_parent, show_as
 from workflows.runner.zygote_process import loaded_files
 
 # What every run imports beyond the command line (the rest is learned from the forks).
 _RUN_MODULES = ("workflows.drivers.embedded", "workflows.run.finishing")
-_MODULES_LEARNED_MAX = 4000
 
 
 class _Warm:
@@ -55,7 +56,8 @@ class _Warm:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.imports = folder.with_name(folder.name + ".imports")
+        self.imports = warm_cli.imports_file(folder)
+        self.failed: set[str] = set()  # learned names that did not import here
         self.imports_seen: tuple[int, int] | None = None
         self.files: list[list[str]] = []
         self.cache_dir: Path | None = None
@@ -114,30 +116,16 @@ class _Warm:
             self.imports_seen = seen
         imported = []
         for name in names if isinstance(names, list) else []:
-            if not isinstance(name, str) or name in sys.modules:
+            if not isinstance(name, str) or name in sys.modules or name in self.failed:
                 continue
             try:
                 importlib.import_module(name)
             except Exception as exc:  # noqa: BLE001 - a fork imports it itself, as before
+                self.failed.add(name)
                 print(f"warm process: cannot import {name}: {exc!r}", file=sys.stderr)
             else:
                 imported.append(name)
         return imported
-
-    def learn(self) -> None:
-        """In a fork, at its end: the modules it imported that the warm process lacks."""
-        new = {n for n in sys.modules if n not in self.modules and n != "__main__"}
-        if not new or "torch" in new:
-            return  # one that imported torch teaches nothing: the warm process never does
-        try:
-            known = set(json.loads(self.imports.read_text()))
-        except (OSError, ValueError, TypeError):
-            known = set()
-        names = sorted(known | new)[:_MODULES_LEARNED_MAX]
-        part = self.imports.with_name(f"{self.imports.name}.{os.getpid()}")
-        with contextlib.suppress(OSError):
-            part.write_text(json.dumps(names))
-            os.replace(part, self.imports)
 
     def publish(self, pid: int) -> None:
         ready = {"ready": True, "pid": pid, "keeper": pid, "files": self.files}
@@ -207,7 +195,7 @@ def serve(folder: Path) -> int:
     listener.bind(str(folder / "socket"))
     listener.listen(64)
     warm.publish(os.getpid())
-    server = Server(listener, _child, idle_s, refuse=warm.prepare, outlives_parent=True)
+    server = Server(listener, _child, idle_s, prepare=warm.prepare, outlives_parent=True)
     print(f"warm process {os.getpid()} ready: {len(warm.modules)} modules", file=sys.stderr)
     try:
         server.loop()
@@ -258,7 +246,6 @@ def _child(
         except KeyboardInterrupt:  # before main() could say so (its parser being built)
             print("spyre-ci: interrupted", file=sys.stderr)
             code = ExitCode.INTERRUPTED
-        warm.learn()
         cli.exit_with(code)
     except BaseException:  # noqa: BLE001 - on the asking process's stderr
         with contextlib.suppress(BaseException):

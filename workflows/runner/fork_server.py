@@ -40,8 +40,9 @@ MAX_FDS = 3  # descriptors one request may pass (SCM_RIGHTS): a command line's s
 class Server:
     """Fork one child per request on `listener` (a JSON line, with at most MAX_FDS
     descriptors), report each child's exit status on the connection that asked for it, and
-    kill a child whose connection closes first. `refuse`, asked before each fork: a reason
-    to refuse it and end (the code this process loaded changed), or None. It ends when its
+    kill a child whose connection closes first. `prepare`, called before each fork and
+    whenever it is idle (twice a second): a reason to refuse forks and end (the code this
+    process loaded changed), or None once it has done what it does ahead of forks. It ends when its
     parent does (unless it `outlives_parent`), or when `lifeline` reads its end."""
 
     def __init__(
@@ -49,14 +50,14 @@ class Server:
         listener: socket.socket,
         child: Child,
         idle_s: float | None = None,
-        refuse: Callable[[], str | None] | None = None,
+        prepare: Callable[[], str | None] | None = None,
         outlives_parent: bool = False,
         lifeline: int | None = None,
     ) -> None:
         self.listener = listener
         self.lifeline = lifeline  # a descriptor whose end (its writer gone) ends the process
         self.child = child
-        self.refuse = refuse
+        self.prepare = prepare
         self.ended = False
         self.buffers: dict[socket.socket, bytes] = {}
         self.fds: dict[socket.socket, list[int]] = {}  # passed with a request not yet read
@@ -106,6 +107,8 @@ class Server:
                 self.active = now
             elif self.idle_s is not None and time.monotonic() - self.active > self.idle_s:
                 return  # shared, and nobody asked for anything for that long
+            elif self.prepare is not None and not self.ended and self.prepare() is not None:
+                self.ended = True  # idle, and told to end: nobody forks from it again
 
     def _receive(self, conn: socket.socket) -> None:
         try:
@@ -124,7 +127,7 @@ class Server:
         line = self.buffers.pop(conn).split(b"\n", 1)[0]
         fds = self.fds.pop(conn, [])
         try:
-            why = self.refuse() if self.refuse is not None else None
+            why = self.prepare() if self.prepare is not None else None
             if why is not None:
                 self.ended = True  # nobody should fork from it again
                 raise RuntimeError(f"{_REFUSED}: {why}")
