@@ -12,6 +12,9 @@ Inventory, the default holdout):
 * its **limit**: the sum of every test body it ran (the JUnit `time` of each test case: the
   shards, selected and holdout, the reruns and the A/B base runs) divided by the cores
   (`--jobs`): what the tests alone would take, perfectly spread;
+* the same change again with `SPYRE_CI_WARM_CLI=0`, `--repeat` times: each run in a process
+  of its own rather than forked from the warm `spyre-ci` process (`workflows.cli.warm_cli`),
+  what the warm command line saves, measured beside it;
 * `pytest -n JOBS -p suites.pytest_plugin --spyre-ids` over the ids the run ran (its
   `run.json` results), what a user without spyre-ci would run: cold (its own processes, its
   own collection), `--repeat` times.
@@ -57,10 +60,14 @@ def bodies_s(out: Path) -> tuple[float, int]:
     return total, cases
 
 
-def main_job(env: dict[str, str], out: Path, holdout: str | None = None) -> dict[str, Any]:
+def main_job(
+    env: dict[str, str], out: Path, holdout: str | None = None, *, warm_cli: bool = True
+) -> dict[str, Any]:
     command = [sys.executable, "-m", "workflows", "run", "--diff", str(PATCH), "--out", str(out)]
     if holdout is not None:
         command += ["--holdout", holdout]
+    if not warm_cli:
+        env = {**env, "SPYRE_CI_WARM_CLI": "0"}
     started = time.perf_counter()
     done = subprocess.run(
         [*command, "--no-progress"], cwd=REPO, env=env, capture_output=True, text=True
@@ -127,6 +134,11 @@ def main() -> int:
         runs = [main_job(env, work / f"out-{i}", args.holdout) for i in range(args.repeat + 1)]
         for i, run in enumerate(runs):
             print(f"main job {i + 1}: {run['wall_s']} s ({run['load']})", file=sys.stderr)
+        own = [
+            main_job(env, work / f"own-{i}", args.holdout, warm_cli=False)
+            for i in range(args.repeat)
+        ]
+        print(f"in its own process: {[r['wall_s'] for r in own]}", file=sys.stderr)
         ids = runs[0]["ids"]
         theirs = [xdist(work, ids, args.jobs, env) for _ in range(args.repeat)]
         print(f"pytest -n {args.jobs}: {[t['wall_s'] for t in theirs]}", file=sys.stderr)
@@ -137,6 +149,7 @@ def main() -> int:
         warm_share.stop_every(work / "warm")
     first, again = runs[0], runs[1:]
     again_s = statistics.median(r["wall_s"] for r in again)
+    own_s = statistics.median(r["wall_s"] for r in own)
     limit = statistics.median(r["bodies_s"] for r in runs) / args.jobs
     xdist_s = statistics.median(t["wall_s"] for t in theirs)
     result = {
@@ -149,13 +162,16 @@ def main() -> int:
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, {platform.processor() or ''} "
         f"Python {platform.python_version()}; load average {load_before} before, {load()} after",
         "value": round(again_s, 2),
-        "unit": "s, median wall time of the main job run again (a new spyre-ci process)",
+        "unit": "s, median wall time of the main job run again (a new spyre-ci process, forked "
+        "from the warm spyre-ci process; again_own_process_s: with SPYRE_CI_WARM_CLI=0)",
         "first_run_s": first["wall_s"],
         "again_s": round(again_s, 2),
+        "again_own_process_s": round(own_s, 2),
         "limit_s": round(limit, 2),
         "ratio_to_limit": {
             "first": round(first["wall_s"] / limit, 1),
             "again": round(again_s / limit, 1),
+            "again_own_process": round(own_s / limit, 1),
         },
         "xdist_s": xdist_s,
         "ratio_to_xdist": {
@@ -169,6 +185,7 @@ def main() -> int:
         "aims": {"ratio_to_limit": 1.5, "ratio_to_xdist": 0.25, "again_s": 5.0},
         "runs": {
             "main_job": [{k: v for k, v in r.items() if k != "ids"} for r in runs],
+            "own_process": [{k: v for k, v in r.items() if k != "ids"} for r in own],
             "xdist": theirs,
         },
     }
