@@ -56,6 +56,7 @@ from workflows.runner.change_overlay import (
     ChangeError,
     FileEffect,
     UpstreamTests,
+    beside_reused,
     file_kind,
     prepare,
     upstream_test_file,
@@ -217,7 +218,11 @@ def _no_effect(path: str, previous: str | None, tests: UpstreamTests) -> str | N
     if all(upstream_test_file(p) for p in paths):
         if tests.root is None:
             return WHY_NO_TREE
-        return None if tests.reused.intersection(paths) else WHY_UNUSED_TEST
+        if tests.reused.intersection(paths):
+            return None
+        # A helper beside a reused test file has an effect (not applied: not tested).
+        beside = any(beside_reused(p, tests.root, tests.reused) for p in paths)
+        return None if beside else WHY_UNUSED_TEST
     return _WHY_OUTSIDE if all(file_kind(p) == "outside" for p in paths) else None
 
 

@@ -32,7 +32,7 @@ from workflows.runner.change_overlay import (
     UpstreamTests,
     prepare,
 )
-from workflows.runner.change_overlay.prepare import WHY_UNUSED_TEST
+from workflows.runner.change_overlay.prepare import WHY_BESIDE_REUSED, WHY_UNUSED_TEST
 from workflows.stores.sources import reused_tests, tests_root, with_old_sources
 
 TESTED, PARTIAL, NOT_TESTED = (
@@ -157,6 +157,38 @@ def test_a_test_file_no_suite_reuses_has_no_effect(checkout: Path, tmp_path: Pat
     assert "no file suite reuses" in unused.no_effect[0].why
     unset = prepare(diff, tmp_path, tests=UpstreamTests(None))
     assert "TORCH_ROOT} is unset" in unset.no_effect[0].why
+
+
+def test_a_helper_a_reused_test_imports_is_never_of_no_effect(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """`test/common_a.py`, imported by the reused `test/test_a.py`: it changes what that test
+    does, and is not carried into the mirror it runs from, so the run names it not applied
+    (tested in part, or not at all), never "no effect" beside a green verdict. A file the
+    reused tests neither import nor could read stays of no effect."""
+    (checkout / "test" / "nested" / "helpers.py").write_text("Z = 1\n")
+    (checkout / "test" / "common_a.py").write_text("from nested.helpers import Z\n\nVALUE = 1\n")
+    tests = UpstreamTests(checkout, frozenset({"test/test_a.py"}))
+    helper = edit_diff(
+        "test/common_a.py", "from nested.helpers import Z\n\nVALUE = 1\n", "VALUE = 2\n"
+    )
+    change = prepare(helper, tmp_path, tests=tests, cache_dir=tmp_path, strict=False)
+    assert [(f.path, f.why) for f in change.not_applied] == [
+        ("test/common_a.py", WHY_BESIDE_REUSED)
+    ]
+    assert change.state == "not_applied" and not change.no_effect
+    # Imported through the helper, from the reused file's folder (`nested.helpers`).
+    deeper = edit_diff("test/nested/helpers.py", "Z = 1\n", "Z = 2\n")
+    change = prepare(deeper, tmp_path, tests=tests, cache_dir=tmp_path, strict=False)
+    assert [f.path for f in change.not_applied] == ["test/nested/helpers.py"]
+    # Data beside it (an expect file), read relative to the test file.
+    data = "".join(difflib.unified_diff([], ["x\n"], "/dev/null", "b/test/expect/a.expect"))
+    change = prepare(data, tmp_path, tests=tests, cache_dir=tmp_path, strict=False)
+    assert [f.why for f in change.not_applied] == [WHY_BESIDE_REUSED]
+    # Another test file no reused file imports, and a file outside the test tree: no effect.
+    other = edit_diff("test/nested/test_b.py", "Y = 2\n", "Y = 3\n")
+    change = prepare(other, tmp_path, tests=tests, cache_dir=tmp_path, strict=False)
+    assert change.state == "none" and [f.why for f in change.no_effect] == [WHY_UNUSED_TEST]
 
 
 def test_a_change_to_torch_and_its_tests_gets_both(checkout: Path, tmp_path: Path) -> None:
@@ -425,3 +457,57 @@ def test_a_test_file_no_suite_reuses_is_said_to_have_no_effect(
     assert "change TESTED" not in done.stdout and "selected 0" in done.stdout
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["environment"]["change"]["no_effect"][0]["path"] == "test/test_tiny_generic.py"
+
+
+@pytest.mark.long
+def test_a_run_never_calls_a_helper_edit_tested_nor_of_no_effect(tmp_path: Path) -> None:
+    """End to end, as a user types it: a change that edits a torch docstring and a helper a
+    reused test file imports (`test/common_tiny.py`, breaking `test_ones`). The run must not
+    say the change was tested, nor that the helper has no effect: it names it not applied,
+    the change tested in part."""
+    import shutil
+
+    root = tmp_path / "pytorch"
+    shutil.copytree(UPSTREAM_LIKE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "test" / "common_tiny.py").write_text("def expected_sum(n):\n    return float(n)\n")
+    ops = root / OPS_FILE
+    imports = "import time\n\nfrom common_tiny import expected_sum\n"
+    uses = ONES_LINE.replace("3.0)", "expected_sum(3))")
+    ops.write_text(OPS_TEXT.replace("import time\n", imports, 1).replace(ONES_LINE, uses))
+    env = {**os.environ, "TORCH_ROOT": str(root), "SPYRE_CI_STATE_DIR": str(tmp_path / "state")}
+    inventory = build_inventory(root / "tiny.yaml", tmp_path / "tiny.json.gz", env=env)
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")  # found, not imported
+    assert spec is not None and spec.submodule_search_locations
+    functional = Path(next(iter(spec.submodule_search_locations))) / "nn" / "functional.py"
+    text = functional.read_text()
+    line = "    Applies element-wise, the function :math:`\\text{SoftSign}(x)"
+    assert line in text
+    diff = (
+        "diff --git a/torch/nn/functional.py b/torch/nn/functional.py\n"
+        + edit_diff("torch/nn/functional.py", text, text.replace(line, line.replace("-", ""), 1))
+        + "diff --git a/test/common_tiny.py b/test/common_tiny.py\n"
+        + edit_diff(
+            "test/common_tiny.py",
+            "def expected_sum(n):\n    return float(n)\n",
+            "def expected_sum(n):\n    return float(n) + 1\n",
+        )
+    )
+    patch = tmp_path / "helper.diff"
+    patch.write_text(diff)
+    done = spyre_ci(
+        "run", "--diff", str(patch), "--inventory", str(inventory), "--specs",
+        str(root / "tiny.yaml"), "--holdout", "0", "--jobs", "1", "--no-progress", "--out",
+        str(tmp_path / "out"), env=env,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode in (0, 4), output
+    assert "change TESTED\n" not in done.stdout and "change TESTED:" not in done.stdout
+    assert "no effect here: test/common_tiny.py" not in output
+    assert "NOT applied: test/common_tiny.py (imported or read by upstream test files" in output
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["environment"]["tested"] in ("partial", "not_tested")
+    assert [f["path"] for f in record["environment"]["change"]["not_applied"]] == [
+        "test/common_tiny.py"
+    ]

@@ -12,7 +12,7 @@ the checkout are never written.
 """
 
 from workflows.runner.change_overlay.hunks import ChangeError
-from workflows.runner.change_overlay.kinds import file_kind, upstream_test_file
+from workflows.runner.change_overlay.kinds import beside_reused, file_kind, upstream_test_file
 from workflows.runner.change_overlay.prepare import (
     CHANGE_VAR,
     NO_CHANGE,
@@ -34,6 +34,7 @@ __all__ = [
     "Layer",
     "UpstreamTests",
     "upstream_test_file",
+    "beside_reused",
     "prepare_layer",
     "AppliedChange",
     "ChangeError",

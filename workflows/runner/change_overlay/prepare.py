@@ -44,6 +44,7 @@ from selector.patches import PatchError, apply_patch
 from suites.loader import EDITED_TESTS_VAR
 from workflows.runner.change_overlay.hunks import ChangeError, check_hunk_counts
 from workflows.runner.change_overlay.kinds import (
+    beside_reused,
     file_kind,
     module_name,
     upstream_test_file,
@@ -147,6 +148,12 @@ _WHY_BUILD = "needs a build of torch (C++/CUDA, codegen input or build file)"
 _WHY_OTHER = "not a Python module of the installed torch: only a build or install brings it"
 WHY_OUTSIDE = "not part of the installed torch (no effect on the torch under test)"
 WHY_UNUSED_TEST = "an upstream test file no file suite reuses (no config names it): no effect"
+# A helper or data file next to a reused test file, which imports or reads it from there:
+# the mirror of TORCH_ROOT does not carry it to those tests yet, so it is never "no effect".
+WHY_BESIDE_REUSED = (
+    "imported or read by upstream test files a file suite reuses (a helper or data file "
+    "beside them): not applied to their checkout here, so what it changes is not tested"
+)
 WHY_NO_TREE = (
     f"an upstream test file; ${{{TREE_VAR}}} is unset, so no file suite reuses it here: no effect"
 )
@@ -277,6 +284,9 @@ def _sort_test(
     if tests.root is None:
         return "no_effect", _effect(patch, WHY_NO_TREE)
     if patch.path not in tests.reused and patch.previous_path not in tests.reused:
+        paths = [patch.path, *([patch.previous_path] if patch.previous_path else [])]
+        if any(beside_reused(p, tests.root, tests.reused) for p in paths):
+            return "not_applied", _effect(patch, WHY_BESIDE_REUSED)
         return "no_effect", _effect(patch, WHY_UNUSED_TEST)
     try:
         effect, text = _apply_one(patch, tests.root, source, tree=True)
