@@ -124,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, program: bool = False) -> int:
+    """Run the command `argv` (default: this process's arguments); its exit code. `program`:
+    this process is the `spyre-ci` program (`entry`, or a warm fork), which keeps the warm
+    `spyre-ci` process going for the next run; a library call (a test's) does not."""
     parser = build_parser()
     args = parser.parse_args(argv)  # a usage error exits 2 (argparse), as bad input does
     if getattr(args, "func", None) is None:
@@ -139,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()  # a variable that cannot mean anything: exit 2
         zygote.share(settings)  # the warm runner of this state directory, for every run
-        if args.command in warm_cli.COMMANDS:
+        if program and args.command in warm_cli.COMMANDS:
             warm_cli.ensure(settings)  # the next one forks from a warm spyre-ci process
         from workflows.stores import kept  # selector: not for every command
 
@@ -188,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return ExitCode.INFRASTRUCTURE
     finally:
-        if settings is not None and args.command in warm_cli.COMMANDS:
+        if program and settings is not None and args.command in warm_cli.COMMANDS:
             # What the warm process imports ahead: a hint, whose failure is never the run's.
             with contextlib.suppress(Exception):
                 warm_cli.record_imports(settings)
@@ -242,7 +245,7 @@ def entry() -> NoReturn:
     generation of 200,000 objects (as mypy sets for its own process) they take none, and
     cycles are still collected."""
     gc.set_threshold(200_000, 30, 30)
-    exit_with(main())
+    exit_with(main(program=True))
 
 
 def exit_with(code: int) -> NoReturn:

@@ -150,6 +150,12 @@ def forked(argv: list[str]) -> int | None:
         return ExitCode.INFRASTRUCTURE
 
 
+# How long a warm process may take to fork (it may be loading what a run made): past it,
+# the command runs in this process (the fork, if one comes, is killed as the connection
+# closes).
+FORK_TIMEOUT_S = 60.0
+
+
 def _wait(conn: socket.socket, where: Path) -> int | None:
     """Wait for the fork's exit status, passing it the signals this process gets."""
     fork: list[int] = []
@@ -164,8 +170,9 @@ def _wait(conn: socket.socket, where: Path) -> int | None:
 
     for signum in _FORWARDED:
         signal.signal(signum, forward)
+    conn.settimeout(FORK_TIMEOUT_S)
     with conn, conn.makefile("rb") as lines:
-        for line in lines:
+        for line in _lines(lines):
             try:
                 message = json.loads(line)
             except ValueError:
@@ -173,6 +180,7 @@ def _wait(conn: socket.socket, where: Path) -> int | None:
             if "error" in message:
                 return None  # refused before it forked: nothing ran
             if "pid" in message:
+                conn.settimeout(None)  # the command runs as long as it runs
                 fork.append(int(message["pid"]))
                 for received in pending:
                     forward(received, None)
@@ -187,6 +195,18 @@ def _wait(conn: socket.socket, where: Path) -> int | None:
         file=sys.stderr,
     )
     return ExitCode.INFRASTRUCTURE
+
+
+def _lines(lines: Any) -> Any:
+    """The answer's lines; none more once the warm process took too long to fork."""
+    while True:
+        try:
+            line = lines.readline()
+        except TimeoutError:
+            return
+        if not line:
+            return
+        yield line
 
 
 def _status(code: int, fork: list[int]) -> int:

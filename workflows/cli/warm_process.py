@@ -240,7 +240,7 @@ def _child(
         from workflows.cli import main as cli
 
         try:
-            code = cli.main(sys.argv[1:])
+            code = cli.main(sys.argv[1:], program=True)
         except SystemExit as exc:  # argparse's --help and usage errors: as the interpreter
             code = _exit_status(exc)
         except KeyboardInterrupt:  # before main() could say so (its parser being built)

@@ -304,3 +304,67 @@ def test_the_warm_process_indexes_an_inventory_loaded_ahead_for_its_forks(
     built = InventoryIndex.build(bundled_inventory, {})  # what a plan asks, in a fork
     assert built.inventory is bundled_inventory
     assert InventoryIndex.build(bundled_inventory) is built
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (b"", None),  # accepted, then silent: past the fork timeout, run in this process
+        (b'{"error": "refused to fork: a file it loaded changed"}\n', None),
+        (b'{"pid": 999999}\n', 3),  # forked, then the warm process died: infrastructure
+    ],
+)
+def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    answer: bytes,
+    expected: int | None,
+) -> None:
+    import socket
+    import threading
+
+    from workflows.cli import warm_cli
+    from workflows.settings import Settings
+
+    monkeypatch.setenv("SPYRE_CI_WARM_DIR", str(tmp_path / "warm"))
+    monkeypatch.setattr(warm_cli, "FORK_TIMEOUT_S", 0.5)
+    folder = warm_cli.folder(Settings.from_env())
+    assert folder is not None
+    folder.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "socket"))
+    listener.listen(1)
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        msg, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+        got.append(msg)
+        for fd in fds:
+            os.close(fd)
+        if answer:
+            conn.sendall(answer)
+            conn.close()  # an answer, then gone
+        else:
+            time.sleep(2.0)  # never answers within the timeout
+            conn.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        code = warm_cli.forked(["spyre-ci", "run", "--help"])
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        server.join(5)
+        listener.close()
+    assert code == expected
+    request = json.loads(got[0])
+    assert request["argv"] == ["spyre-ci", "run", "--help"] and request["cwd"] == os.getcwd()
+    assert request["env"]["SPYRE_CI_WARM_DIR"] == str(tmp_path / "warm")
+    if expected is not None:
+        assert (
+            "the warm spyre-ci process ended before its fork (pid 999999)" in capfd.readouterr().err
+        )
