@@ -198,11 +198,12 @@ def _wait(conn: socket.socket, where: Path) -> int | None:
 
 
 def _lines(lines: Any) -> Any:
-    """The answer's lines; none more once the warm process took too long to fork."""
+    """The answer's lines, until the connection ends or fails (or, before the fork, the
+    warm process takes longer than FORK_TIMEOUT_S)."""
     while True:
         try:
             line = lines.readline()
-        except TimeoutError:
+        except OSError:  # no fork in time, or turned away (a warm process that steps aside)
             return
         if not line:
             return

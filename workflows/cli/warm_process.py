@@ -102,6 +102,8 @@ class _Warm:
             self.files = [list(entry) for entry in loaded_files()]
             gc.collect()
             gc.freeze()  # a fork's collections never walk (nor copy) what is here
+            if fresh and (self.folder / warm_share.READY).exists():
+                self.publish(os.getpid())  # what it loaded, for `spyre-ci warm list` and tests
         return None
 
     def _learned_imports(self) -> list[str]:

@@ -42,8 +42,10 @@ class Server:
     descriptors), report each child's exit status on the connection that asked for it, and
     kill a child whose connection closes first. `prepare`, called before each fork and
     whenever it is idle (twice a second): a reason to refuse forks and end (the code this
-    process loaded changed), or None once it has done what it does ahead of forks. It ends when its
-    parent does (unless it `outlives_parent`), or when `lifeline` reads its end."""
+    process loaded changed), or None once it has done what it does ahead of forks. Ended so,
+    it stops listening at once (a process waiting to connect is turned away, not kept) and
+    exits when its last child has; it also ends when its parent does (unless it
+    `outlives_parent`), or when `lifeline` reads its end."""
 
     def __init__(
         self,
@@ -73,6 +75,8 @@ class Server:
         while True:
             # The connections of running children too: one that closes is a runner gone
             # (killed, say), and its test process must not run on.
+            if self.ended and self.listener.fileno() >= 0:
+                self.listener.close()  # turned away now, rather than when the last child ends
             listening = [] if self.ended else [self.listener]
             waiting: list[Any] = [*listening, *self.buffers, *self.children.values()]
             if stdin is not None:

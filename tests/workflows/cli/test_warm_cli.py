@@ -311,6 +311,7 @@ def test_the_warm_process_indexes_an_inventory_loaded_ahead_for_its_forks(
     [
         (b"", None),  # accepted, then silent: past the fork timeout, run in this process
         (b'{"error": "refused to fork: a file it loaded changed"}\n', None),
+        (b"close", None),  # turned away unanswered (a warm process stepping aside)
         (b'{"pid": 999999}\n', 3),  # forked, then the warm process died: infrastructure
     ],
 )
@@ -343,7 +344,9 @@ def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
         got.append(msg)
         for fd in fds:
             os.close(fd)
-        if answer:
+        if answer == b"close":
+            conn.close()
+        elif answer:
             conn.sendall(answer)
             conn.close()  # an answer, then gone
         else:
@@ -368,3 +371,39 @@ def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
         assert (
             "the warm spyre-ci process ended before its fork (pid 999999)" in capfd.readouterr().err
         )
+
+
+def test_a_warm_process_steps_aside_when_a_module_it_loaded_changes(
+    warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """End to end: a module the warm process imported (here one the last runs recorded,
+    on the asker's PYTHONPATH) changes on disk; the warm process steps aside at once, the
+    next run runs in its own process and starts a new warm process, which serves the one
+    after."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    probe = modules / "warm_probe_module.py"
+    probe.write_text("VALUE = 1\n")
+    root = tmp_path / "warm"
+    root.mkdir(mode=0o700)
+    env = {**warm_env, "SPYRE_CI_WARM_DIR": str(root), "PYTHONPATH": str(modules)}
+    spyre("run", "--diff", str(tmp_path / "none.patch"), env=env)  # starts it
+    first = ready_warm(root)
+    pid = warm_share.ready(first)["pid"]  # type: ignore[index]
+    imports = first.with_name(first.name + ".imports")
+    imports.write_text(json.dumps(["warm_probe_module"]))  # as a run records it
+
+    def loaded() -> bool:
+        return any(f[0] == str(probe) for f in (warm_share.ready(first) or {}).get("files", []))
+
+    wait_for(loaded, 30, "the warm process to import the recorded module", every=0.2)
+    probe.write_text("VALUE = 2\n")
+    wait_for(lambda: not _alive(pid), 30, "the warm process to step aside and end", every=0.2)
+
+    helped = spyre("run", "--help", env=env)  # no warm process: its own process
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: spyre-ci run")
+    spyre("run", "--diff", str(tmp_path / "none.patch"), env=env)  # starts a new one
+    second = ready_warm(root)
+    assert warm_share.ready(second)["pid"] != pid  # type: ignore[index]
+    assert spyre("run", "--help", env=env).returncode == 0
+    assert len(forks(second)) == 1
