@@ -21,7 +21,8 @@ of the run's work, and the asking process runs the command itself when there is 
 
 The key is what a fork inherits from the warm process instead of from the asking process:
 the interpreter, its `sys.path`, flags and `PYTHON*` variables, the locale's variables, the
-resource limits, CPU affinity, priority and groups. A process that differs in any of them
+resource limits, CPU affinity, priority and groups, the namespaces, cgroups and root
+directory it runs in. A process that differs in any of them
 gets a warm process of its own (each ends once idle; `warm_share.make_room` leaves them
 to that and counts only zygotes).
 """
@@ -73,7 +74,28 @@ def key() -> tuple[Any, ...]:
         os.getpriority(os.PRIO_PROCESS, 0),
         os.getgid(),
         tuple(sorted(os.getgroups())),
+        _place_in_the_system(),
     )
+
+
+def _place_in_the_system() -> tuple[str, ...]:
+    """The namespaces (mounts, users, pids, network, ...), cgroups and root directory this
+    process runs in: a fork lives in the warm process's, so an asker in a private mount
+    namespace (a tmpfs over its state directory), a container or a CI job's cgroup gets a
+    warm process of its own, started where it runs."""
+    found = []
+    for name in ("mnt", "user", "pid", "net", "ipc", "uts", "cgroup"):
+        try:
+            found.append(os.readlink(f"/proc/self/ns/{name}"))
+        except OSError:
+            found.append(f"{name}:?")
+    try:
+        found.append(Path("/proc/self/cgroup").read_text())
+    except OSError:
+        found.append("cgroup:?")
+    root = os.stat("/")
+    found.append(f"root:{root.st_dev}:{root.st_ino}")
+    return tuple(found)
 
 
 def search_path() -> list[str]:
@@ -122,6 +144,7 @@ def forked(argv: list[str]) -> int | None:
     os.umask(umask)
     request = {
         "argv": list(argv),
+        "pid": os.getpid(),
         "cwd": cwd,
         "env": dict(os.environ),
         "umask": umask,

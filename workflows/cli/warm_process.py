@@ -43,6 +43,7 @@ from typing import Any
 
 from contracts.exit_codes import ExitCode
 from workflows.cli import warm_cli
+from workflows.run import run_folder
 from workflows.runner import warm_share
 from workflows.runner.fork_server import Server, leave_parent, show_as
 from workflows.runner.zygote_process import loaded_files
@@ -234,6 +235,7 @@ def _child(
         for name in removed:
             os.environ.pop(name, None)
         sys.argv = list(request["argv"])
+        run_folder.run_for(int(request["pid"]))  # what a run's lock names: the asker
         _standard_streams(request["streams"])
         show_as(sys.argv)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):

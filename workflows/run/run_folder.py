@@ -119,6 +119,17 @@ def holding(out: Path, run_id: str) -> Iterator[None]:
                 folder.rmdir()  # only when empty
 
 
+# The pid a run names as its own in its out directory's lock: this process's, or, for a run
+# forked from the warm `spyre-ci` process (`workflows.cli.warm_cli`), that of the `spyre-ci`
+# process that asked for it: the one its user started, waits on and signals.
+_PROGRAM_PID: list[int] = []
+
+
+def run_for(pid: int) -> None:
+    """Name process `pid` as this process's runs' own (a warm fork, for its asker)."""
+    _PROGRAM_PID[:] = [pid]
+
+
 def _lock(out: Path, run_id: str) -> int:
     path = out / LOCK_FILE
     while True:
@@ -152,7 +163,7 @@ def _lock(out: Path, run_id: str) -> int:
             )
         me = {
             "run_id": run_id,
-            "pid": os.getpid(),
+            "pid": _PROGRAM_PID[0] if _PROGRAM_PID else os.getpid(),
             "host": socket.gethostname(),
             "since": time.time(),
         }
