@@ -14,7 +14,8 @@ the asking process with the same signal, after one line on stderr saying so.
 
 Everything else runs in its own process, as before: another command, no warm process yet
 (the first `run` starts one, in the background, and runs in its own process), sharing off
-(`SPYRE_CI_WARM_IDLE_S=0`), `SPYRE_CI_WARM_CLI=0`, a closed standard stream, or a warm
+(`SPYRE_CI_WARM_IDLE_S=0`), `SPYRE_CI_WARM_CLI=0`, a closed standard stream, a file named
+through this process's own descriptors (`--diff <(git diff)`), or a warm
 process that refuses (a file it loaded changed since: it ends, and the next run starts a
 new one) or is gone. Nothing of a run is lost on that path: the fork is asked for before any
 of the run's work, and the asking process runs the command itself when there is no fork.
@@ -124,6 +125,8 @@ def forked(argv: list[str]) -> int | None:
     (and nothing of it ran): the caller runs it itself."""
     if len(argv) < 2 or argv[1] not in COMMANDS:
         return None
+    if any(_names_own_descriptor(text) for text in (*argv, *os.environ.values())):
+        return None  # `--diff <(git diff)`: a descriptor only this process has
     try:
         settings = Settings.from_env()
         where = folder(settings)
@@ -171,6 +174,18 @@ def forked(argv: list[str]) -> int | None:
             file=sys.stderr,
         )
         return ExitCode.INFRASTRUCTURE
+
+
+def _names_own_descriptor(text: str) -> bool:
+    """Whether `text` names a file through this process's descriptors (`/dev/fd/63`, what a
+    shell's `<(...)` passes; `/proc/self/...`), which a fork would read as its own. Its
+    standard streams are the fork's too (`/dev/stdin`, `/dev/fd/0`)."""
+    for prefix in ("/dev/fd/", "/proc/self/", f"/proc/{os.getpid()}/"):
+        at = text.find(prefix)
+        if at >= 0 and (at == 0 or text[at - 1] == "="):
+            rest = text[at + len(prefix) :]
+            return not (prefix == "/dev/fd/" and rest in ("0", "1", "2"))
+    return False
 
 
 # How long a warm process may take to fork (it may be loading what a run made): past it,

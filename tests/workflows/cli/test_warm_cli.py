@@ -407,3 +407,27 @@ def test_a_warm_process_steps_aside_when_a_module_it_loaded_changes(
     assert warm_share.ready(second)["pid"] != pid  # type: ignore[index]
     assert spyre("run", "--help", env=env).returncode == 0
     assert len(forks(second)) == 1
+
+
+def test_a_file_named_by_the_asker_s_own_descriptor_is_read_in_its_own_process(
+    warm_root: Path, warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`--diff <(git diff)`: the shell passes `/dev/fd/63`, a descriptor only the asking
+    process has (a fork would read its own, or nothing): never forked."""
+    from workflows.cli.warm_cli import _names_own_descriptor
+
+    assert _names_own_descriptor("/dev/fd/63") and _names_own_descriptor("--diff=/dev/fd/63")
+    assert _names_own_descriptor("/proc/self/fd/5") and _names_own_descriptor("/proc/self/cwd")
+    assert not _names_own_descriptor("/dev/fd/0")  # stdin: handed over with the request
+    assert not _names_own_descriptor("examples/dev/fd/63") and not _names_own_descriptor("x")
+
+    spyre("run", "--diff", str(tmp_path / "none.patch"), env=warm_env)
+    folder = ready_warm(warm_root)
+    before = len(forks(folder))
+    script = f"{' '.join(spyre_ci_executable())} run --diff <(echo 'not a diff') --no-progress"
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=warm_env, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert "/dev/fd/" in done.stderr  # it read the shell's descriptor: the file is named
+    assert len(forks(folder)) == before
