@@ -759,6 +759,7 @@ def _code_stamp(plugin: str) -> str:
     files = sorted(Path(origin).resolve().parent.rglob("*.py")) if origin else []
     files.append(Path(__file__).resolve())
     files.append(Path(__file__).resolve().with_name("zygote_process.py"))
+    files.append(Path(__file__).resolve().with_name("fork_server.py"))  # its server loop
     with contextlib.suppress(ImportError, ValueError, AttributeError):
         spec = importlib.util.find_spec(plugin)
         if spec is not None and spec.origin:
