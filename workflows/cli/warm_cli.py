@@ -24,8 +24,8 @@ The key is what a fork inherits from the warm process instead of from the asking
 the interpreter, its `sys.path`, flags and `PYTHON*` variables, the locale's variables, the
 resource limits, CPU affinity, priority and groups, the namespaces, cgroups and root
 directory it runs in. A process that differs in any of them
-gets a warm process of its own (each ends once idle; `warm_share.make_room` leaves them
-to that and counts only zygotes).
+gets a warm process of its own (each ends once idle; at most `warm_share.MAX_CLI` live in a
+place, the least recently used stopped first; `warm_share.make_room` counts only zygotes).
 """
 
 from __future__ import annotations
@@ -277,6 +277,7 @@ def ensure(settings: Settings) -> None:
                 return
             warm_share.stop(where)  # what an ended one left, if anything
             warm_share.make_room(where.parent)
+            warm_share.make_room_for_cli(where.parent)  # `python -m` from many folders
             where.mkdir(mode=0o700)
             (where / START).write_text(json.dumps({"path": search_path()}))
             warm_share.describe(where, {"kind": "cli", "python": sys.executable})

@@ -259,6 +259,20 @@ def make_room(root: Path) -> None:
             stop(folder)
 
 
+MAX_CLI = 2  # warm `spyre-ci` processes alive at once per place (each interpreter, cwd, ...)
+
+
+def make_room_for_cli(root: Path) -> None:
+    """Stop the least recently used warm `spyre-ci` processes so that one more leaves at
+    most MAX_CLI; never one used in the last IN_USE_S seconds (a fork running says so every
+    few seconds): its forks are runs, which end with it."""
+    folders = sorted((f for f in _folders(root) if _about(f).get("kind") == "cli"), key=_last_used)
+    now = time.time()
+    for folder in folders[: max(0, len(folders) - MAX_CLI + 1)]:
+        if now - _last_used(folder) > IN_USE_S:
+            stop(folder)
+
+
 def stale(folder: Path) -> str | None:
     """A file the ready zygote in `folder` loaded whose content changed since (None: none
     did, or it is not ready): its forks would run the old code."""

@@ -290,6 +290,14 @@ def test_room_is_made_by_stopping_the_least_recently_used_never_one_in_use(
     warm_share.make_room(root)  # a, and the two most recent zygotes of the others
     assert sorted(p.name for p in root.iterdir()) == ["a", "cli", "e", "f"]
 
+    # Warm `spyre-ci` processes have a bound of their own (`python -m` from many folders).
+    for age, name in ((400, "cli2"), (20, "cli3")):
+        used(name, age)
+        warm_share.describe(root / name, {"kind": "cli"})
+    assert warm_share.MAX_CLI == 2
+    warm_share.make_room_for_cli(root)  # room for one more: the least recently used goes
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("cli")) == ["cli3"]
+
 
 def _running(pid: int) -> bool:
     try:
