@@ -68,6 +68,7 @@ class Server:
         self.parent = None if outlives_parent else os.getppid()
         self.idle_s = idle_s  # shared: how long it stays with nothing to do
         self.active = time.monotonic()
+        self.touched = 0.0  # when it last said it is in use (USED_FILE)
         self.folder = Path(listener.getsockname()).parent
 
     def loop(self) -> None:
@@ -104,10 +105,12 @@ class Server:
             self._reap()
             if self.buffers or self.children:
                 now = time.monotonic()
-                if self.idle_s is not None and now - self.active > 2.0:
-                    # In use: a process making room for another zygote spares this one.
+                if self.idle_s is not None and now - self.touched > 2.0:
+                    # In use, every 2 s while it is (a child may run for an hour): a process
+                    # making room for another spares this one.
                     with contextlib.suppress(OSError):
                         (self.folder / USED_FILE).touch()
+                    self.touched = now
                 self.active = now
             elif self.idle_s is not None and time.monotonic() - self.active > self.idle_s:
                 return  # shared, and nobody asked for anything for that long

@@ -238,6 +238,10 @@ def test_the_fork_ends_with_the_asking_process(
         cwd=REPO_ROOT, env=warm_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     fork = _started_fork(folder, before, proc)  # type: ignore[arg-type]
+    # While its fork runs, it says it is in use every few seconds (nothing making room for
+    # another warm process stops it under a run).
+    time.sleep(3.0)
+    assert time.time() - (folder / warm_share.USED).stat().st_mtime < 2.5
     proc.kill()
     proc.wait()
     wait_for(lambda: not _alive(fork), 30, "the fork to end with the process that asked")
