@@ -320,16 +320,16 @@ def test_warm_list_shows_the_zygotes_and_warm_stop_ends_them(
     from workflows.cli.main import main
 
     assert main(["warm", "list"]) == 0
-    assert "no zygote alive" in capsys.readouterr().out
+    assert "no warm process alive" in capsys.readouterr().out
     finished(shard(work, "demo::t::quick::f32"))
     (pid,) = zygotes(work).values()
     assert main(["warm", "list"]) == 0
     listed = capsys.readouterr().out
     assert f"pid {pid}, " in listed and " MB, idle " in listed and "no change" in listed
     assert main(["warm", "stop"]) == 0
-    assert "stopped 1 zygote(s)" in capsys.readouterr().out
+    assert "stopped 1 warm process(es)" in capsys.readouterr().out
     wait_for(lambda: not _running(pid), 10, "the stopped zygote ended", every=0.1)
-    assert main(["warm", "list"]) == 0 and "no zygote alive" in capsys.readouterr().out
+    assert main(["warm", "list"]) == 0 and "no warm process alive" in capsys.readouterr().out
     monkeypatch.setenv("SPYRE_CI_WARM_IDLE_S", "0")
     assert main(["warm", "list"]) == 0
     assert "SPYRE_CI_WARM_IDLE_S=0" in capsys.readouterr().out

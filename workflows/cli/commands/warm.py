@@ -23,14 +23,15 @@ def register(subparsers: Any) -> None:
     """Add the `warm` command."""
     parser = subparsers.add_parser(
         "warm",
-        help="the shared warm runner of this state directory: list or stop its zygotes",
+        help="the shared warm processes of this state directory: list or stop them",
         description="Zygotes (processes with torch and the test databases loaded, that fork "
-        "each test process) are shared by every spyre-ci process of a state directory and end "
+        "each test process) and the warm command line (a spyre-ci process that forks each "
+        "`spyre-ci run`) are shared by every spyre-ci process of a state directory and end "
         "after $SPYRE_CI_WARM_IDLE_S idle seconds. `list` shows them; `stop` ends them now.",
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sub.add_parser("list", help="every zygote alive: pid, memory, idle time, what it serves")
-    sub.add_parser("stop", help="stop every zygote of this state directory now")
+    sub.add_parser("list", help="every one alive: pid, memory, idle time, what it serves")
+    sub.add_parser("stop", help="stop every one of this state directory now")
     parser.set_defaults(func=cmd_warm)
 
 
@@ -45,11 +46,11 @@ def cmd_warm(args: argparse.Namespace, settings: Settings) -> int:
         return ExitCode.OK
     if args.action == "stop":
         count = warm_share.stop_every(place.root)
-        print(f"stopped {count} zygote(s) in {place.root}")
+        print(f"stopped {count} warm process(es) (zygotes, the warm command line) in {place.root}")
         return ExitCode.OK
     alive = warm_share.alive_zygotes(place.root)
     if not alive:
-        print(f"no zygote alive in {place.root} (a run starts what it needs)")
+        print(f"no warm process alive in {place.root} (a run starts what it needs)")
     for zygote in alive:
         state = f"pid {zygote.pid}" if zygote.ready else "warming up"
         memory = f"{zygote.rss_mb} MB" if zygote.rss_mb is not None else "? MB"
