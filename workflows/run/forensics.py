@@ -31,6 +31,7 @@ from workflows.stores.history import (
     HistoryError,
     HistoryStore,
     RedisHistory,
+    RunHead,
     RunRecord,
     RunState,
     SQLiteHistory,
@@ -85,10 +86,10 @@ class Window:
         )
 
 
-def point_of(run: RunRecord) -> RunPoint:
-    """A run record's place on the time line (a run not planned yet has none: no kind, no
-    sha), with the backend and torch it ran on when the record keeps them."""
-    facts = run.summary.plan
+def point_of(run: RunRecord | RunHead) -> RunPoint:
+    """A run's place on the time line (a run not planned yet has none: no kind, no sha),
+    with the backend and torch it ran on when the record keeps them."""
+    facts = run.plan if isinstance(run, RunHead) else run.summary.plan
     if facts is None:
         return RunPoint(run.run_id, run.created_at, "", "")
     return RunPoint(
@@ -105,7 +106,7 @@ def main_line(history: HistoryStore, exclude: str) -> list[RunPoint]:
     """Completed main-line runs with a sha, oldest first, without run `exclude`."""
     points = [
         point_of(run)
-        for run in history.list_runs(RUNS_READ)
+        for run in history.list_run_heads(RUNS_READ)
         if run.run_id != exclude and run.state is RunState.COMPLETED
     ]
     return sorted(

@@ -18,13 +18,13 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from contracts.codec import Record
-from contracts.run_summary import RunSummary
+from contracts.run_summary import PlanFacts, RunSummary
 from selector.history import RECENT_LIMIT, History, HistoryUpdate, VariantHistory
 from suites.model import Status
 from workflows.errors import Unavailable
@@ -80,6 +80,33 @@ class RunRecord(Record):
     summary: RunSummary = field(default_factory=RunSummary)
 
 
+@dataclass(frozen=True)
+class RunHead:
+    """What a look over many runs needs of each (`workflows.run.forensics` reads up to 500):
+    its id, state, creation time and plan facts, decoded from its stored JSON without the
+    rest of its summary (the results and the change under test: 0.5 ms a run, a quarter of
+    a second of every run's finish once History held 500 runs)."""
+
+    run_id: str
+    state: RunState
+    created_at: float
+    plan: PlanFacts | None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RunHead:
+        summary = body.get("summary") or {}
+        facts = {k: summary[k] for k in _PLAN_FIELDS if k in summary}
+        return cls(
+            str(body["run_id"]),
+            RunState(body["state"]),
+            float(body.get("created_at") or 0.0),
+            PlanFacts.from_json(facts) if facts else None,
+        )
+
+
+_PLAN_FIELDS = tuple(f.name for f in fields(PlanFacts))
+
+
 class HistoryStore(Protocol):
     def snapshot(self, paths: Iterable[str] = ()) -> History:
         """Every variant's record, and co-failures for the given changed paths."""
@@ -94,6 +121,10 @@ class HistoryStore(Protocol):
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
     def list_runs(self, limit: int = 20) -> list[RunRecord]: ...
+
+    def list_run_heads(self, limit: int = 20) -> list[RunHead]:
+        """The `limit` most recently updated runs, as `list_runs`, each only its head."""
+        ...
 
     def forget(self, run_id: str) -> dict[str, int]:
         """Remove everything `run_id` taught (idempotent); returns what was removed, by kind."""
@@ -310,6 +341,13 @@ class SQLiteHistory:
             ).fetchall()
             return [RunRecord.from_json(json.loads(body)) for (body,) in rows]
 
+    def list_run_heads(self, limit: int = 20) -> list[RunHead]:
+        with self._guard("listing runs"):
+            rows = self._db.execute(
+                "SELECT body FROM run ORDER BY updated_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+            return [RunHead.from_body(json.loads(body)) for (body,) in rows]
+
 
 # Appends one entry of one run once: the per-run set of what it wrote makes a retried task a
 # no-op, and is what `forget` reads to undo the run.
@@ -516,6 +554,12 @@ class RedisHistory:
             ids = self._redis.zrevrange(self._key("runs"), 0, limit - 1)
         runs = (self.get_run(_text(run_id)) for run_id in ids)
         return [run for run in runs if run is not None]
+
+    def list_run_heads(self, limit: int = 20) -> list[RunHead]:
+        with self._guard("listing runs"):
+            ids = self._redis.zrevrange(self._key("runs"), 0, limit - 1)
+            bodies = self._redis.mget([self._key("run", _text(i)) for i in ids]) if ids else []
+        return [RunHead.from_body(json.loads(body)) for body in bodies if body]
 
 
 def _history(

@@ -78,6 +78,30 @@ def test_runs_listed_newest_first(store: HistoryStore) -> None:
     assert store.get_run("nope") is None
 
 
+def test_run_heads_are_the_runs_listed_decoded_in_part(store: HistoryStore) -> None:
+    """`list_run_heads` (what forensics reads over 500 runs): the same runs, newest first,
+    with the same id, state, time and plan facts as `list_runs`, the rest left undecoded."""
+    from contracts.backend import BackendId
+    from contracts.run_summary import PlanFacts
+
+    plan = PlanFacts(
+        event="push 0123", kind="push", head_sha="a" * 40, selected=3,
+        backend=BackendId(package="backend_under_test", version="0.1.0", device="spyre"),
+        torch_sha="b" * 12,
+    )  # fmt: skip
+    summary = RunSummary(plan=plan, results=RunResults(failed=2))
+    store.save_run(RunRecord("run-1", RunState.COMPLETED, created_at=10.0, summary=summary))
+    store.save_run(RunRecord("run-2", RunState.PLANNED, created_at=20.0))  # no plan facts
+    heads, runs = store.list_run_heads(), store.list_runs()
+    assert [h.run_id for h in heads] == [r.run_id for r in runs] == ["run-2", "run-1"]
+    for head, run in zip(heads, runs, strict=True):
+        assert (head.state, head.created_at, head.plan) == (
+            run.state, run.created_at, run.summary.plan,
+        )  # fmt: skip
+    assert heads[1].plan == plan and heads[0].plan is None
+    assert [h.run_id for h in store.list_run_heads(limit=1)] == ["run-2"]
+
+
 def test_redis_outage_is_a_clear_error() -> None:
     store = RedisHistory("redis://127.0.0.1:1/0")
     with pytest.raises(HistoryError, match=r"redis://127\.0\.0\.1:1/0.*listing runs"):
