@@ -335,18 +335,18 @@ class SQLiteHistory:
             return RunRecord.from_json(json.loads(row[0])) if row else None
 
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
-        with self._guard("listing runs"):
-            rows = self._db.execute(
-                "SELECT body FROM run ORDER BY updated_at DESC LIMIT ?", (limit,)
-            ).fetchall()
-            return [RunRecord.from_json(json.loads(body)) for (body,) in rows]
+        return [RunRecord.from_json(body) for body in self._recent(limit)]
 
     def list_run_heads(self, limit: int = 20) -> list[RunHead]:
+        return [RunHead.from_body(body) for body in self._recent(limit)]
+
+    def _recent(self, limit: int) -> list[dict[str, Any]]:
+        """The stored JSON of the `limit` most recently updated runs, newest first."""
         with self._guard("listing runs"):
             rows = self._db.execute(
                 "SELECT body FROM run ORDER BY updated_at DESC LIMIT ?", (limit,)
             ).fetchall()
-            return [RunHead.from_body(json.loads(body)) for (body,) in rows]
+            return [json.loads(body) for (body,) in rows]
 
 
 # Appends one entry of one run once: the per-run set of what it wrote makes a retried task a
