@@ -511,3 +511,34 @@ def test_a_run_never_calls_a_helper_edit_tested_nor_of_no_effect(tmp_path: Path)
     assert [f["path"] for f in record["environment"]["change"]["not_applied"]] == [
         "test/common_tiny.py"
     ]
+
+
+def test_a_compile_check_is_kept_and_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run again of the same change does not compile its modules again: the check's
+    result (broken or not) is kept by a digest of path and text, and read back the same."""
+    import importlib
+
+    # The module (the package's `prepare` is its function).
+    preparing = importlib.import_module("workflows.runner.change_overlay.prepare")
+    _broken = preparing._broken
+    from workflows.stores import kept
+
+    folder, stores = list(kept._FOLDER), dict(kept._STORES)
+    try:
+        kept.keep_in(tmp_path / "cache")
+        texts = {"torch/a.py": "x = 1\n", "torch/b.py": "def f(:\n", "torch/gone.py": None}
+        first = _broken(texts, [])
+        assert first == ["torch/b.py:1: invalid syntax"]
+        assert len(list((tmp_path / "cache" / "compiles").glob("*.pickle"))) == 2
+        compiled = preparing._compiles
+        with monkeypatch.context() as patch:
+            patch.setattr(preparing, "_compiles", lambda *_: pytest.fail("compiled again"))
+            assert _broken(texts, []) == first  # read back, not compiled
+        assert compiled("torch/b.py", "def f():\n    pass\n") == []
+        assert _broken({"torch/b.py": "def f():\n    pass\n"}, []) == []  # another text
+    finally:
+        kept._FOLDER[:] = folder
+        kept._STORES.clear()
+        kept._STORES.update(stores)

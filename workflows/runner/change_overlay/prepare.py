@@ -56,6 +56,7 @@ from workflows.runner.change_overlay.overlay_files import (
     write_overlay,
 )
 from workflows.settings import child_environment
+from workflows.stores import kept
 
 CHANGE_VAR = "SPYRE_CI_CHANGE"  # the activation file a test process applies at start
 TREE_VAR = "TORCH_ROOT"  # the upstream checkout file suites import their tests from
@@ -370,15 +371,32 @@ def _apply_one(
 
 def _broken(texts: Mapping[str, str | None], applied: Sequence[FileEffect]) -> list[str]:
     """`path:line: message` of each changed module or test file (path -> text) that does not
-    compile: the change's own failure (every test that imports it fails), never the tool's."""
-    found = []
+    compile: the change's own failure (every test that imports it fails), never the tool's.
+    A text checked before is not compiled again (`kept`, by a digest of its path and text:
+    `torch/nn/functional.py` takes 30 ms, a run again of the same change none)."""
+    store = kept.store("compiles", [Path(__file__)], "the compile checks of changed files",
+                       256, lambda value: isinstance(value, list))  # fmt: skip
+    found: list[str] = []
     for path, text in texts.items():
         if text is None:
             continue
-        try:
-            compile(text, path, "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            found.append(f"{path}:{exc.lineno}: {exc.msg}")
-        except ValueError as exc:  # a NUL byte
-            found.append(f"{path}: {exc}")
+        key = hashlib.sha256(f"{path}\0{text}".encode(errors="surrogatepass")).digest()
+        known = store.load(key) if store is not None else None
+        if isinstance(known, list):
+            found.extend(str(message) for message in known)
+            continue
+        said = _compiles(path, text)
+        if store is not None:
+            store.save(key, said)
+        found.extend(said)
     return found
+
+
+def _compiles(path: str, text: str) -> list[str]:
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return [f"{path}:{exc.lineno}: {exc.msg}"]
+    except ValueError as exc:  # a NUL byte
+        return [f"{path}: {exc}"]
+    return []
