@@ -1,12 +1,13 @@
 """Loaded forms kept in the cache folder (`Settings.cache_dir`): what a `spyre-ci` process
 would otherwise read or parse again from its source in every run, pickled once.
 
-Three uses, each in a folder of its own: the shipped trace (`traces/`, by
+Four uses, each in a folder of its own: the shipped trace (`traces/`, by
 `workflows.tracing.traces`: 0.24 s to load against 0.52 s from its JSON), the cached
 Inventory (`inventories/`, by `workflows.stores.inventory_cache`: 0.03 s against 0.12 s
 from its JSON) and the definitions of the Python and C++ files a change touches
 (`definitions/`, for `selector.definitions`: `torch/nn/functional.py` parses in about
-0.06 s, its kept form loads in under a millisecond). `keep_in` names the cache folder, once
+0.06 s, its kept form loads in under a millisecond), and whether a changed file compiles
+(`compiles/`, by `workflows.runner.change_overlay.prepare`: 30 ms for that file). `keep_in` names the cache folder, once
 per process (`spyre-ci`, a Celery worker); a process that never calls it keeps nothing and
 reads everything from its source.
 
