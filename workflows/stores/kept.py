@@ -7,9 +7,9 @@ Inventory (`inventories/`, by `workflows.stores.inventory_cache`: 0.03 s against
 from its JSON) and the definitions of the Python and C++ files a change touches
 (`definitions/`, for `selector.definitions`: `torch/nn/functional.py` parses in about
 0.06 s, its kept form loads in under a millisecond), and whether a changed file compiles
-(`compiles/`, by `workflows.runner.change_overlay.prepare`: 30 ms for that file). `keep_in` names the cache folder, once
-per process (`spyre-ci`, a Celery worker); a process that never calls it keeps nothing and
-reads everything from its source.
+(`compiles/`, by `workflows.runner.change_overlay.prepare`: 30 ms for that file).
+`keep_in` names the cache folder, once per process (`spyre-ci`, a Celery worker); a process
+that never calls it keeps nothing and reads everything from its source.
 
 A kept file's name is a digest of its key (the source it was made from), of the code that
 made it and of the Python that pickled it: another source, a change to that code or another
