@@ -100,7 +100,10 @@ class _Warm:
             _index_ahead(kept.ahead())
         if fresh or not self.modules:
             self.modules = frozenset(sys.modules)
-            self.files = [list(entry) for entry in loaded_files()]
+            # A file known before keeps the stamp and digest it was loaded with: one that
+            # changed since is still seen, however close to this look it changed.
+            known = {entry[0]: entry for entry in self.files}
+            self.files = [known.get(entry[0]) or list(entry) for entry in loaded_files()]
             gc.collect()
             gc.freeze()  # a fork's collections never walk (nor copy) what is here
             if fresh and (self.folder / warm_share.READY).exists():
