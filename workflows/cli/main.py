@@ -244,8 +244,11 @@ def entry() -> NoReturn:
     defaults, collections took 0.2-0.3 s of a second run's CPU here; with a first
     generation of 200,000 objects (as mypy sets for its own process) they take none, and
     cycles are still collected."""
-    gc.set_threshold(200_000, 30, 30)
+    gc.set_threshold(*GC_THRESHOLDS)
     exit_with(main(program=True))
+
+
+GC_THRESHOLDS = (200_000, 30, 30)  # the `spyre-ci` program's (`entry`; a warm fork's too)
 
 
 def exit_with(code: int) -> NoReturn:

@@ -246,6 +246,7 @@ def _child(
         signal.signal(signal.SIGINT, signal.default_int_handler)
         from workflows.cli import main as cli
 
+        gc.set_threshold(*cli.GC_THRESHOLDS)  # as `entry` sets it for its own process
         try:
             code = cli.main(sys.argv[1:], program=True)
         except SystemExit as exc:  # argparse's --help and usage errors: as the interpreter

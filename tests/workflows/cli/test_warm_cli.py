@@ -34,12 +34,20 @@ from workflows.stores import kept
 GLU_PATCH = REPO_ROOT / "examples" / "changes" / "glu_batch_check.patch"
 
 
+def short_folder(factory: pytest.TempPathFactory) -> Path:
+    """A place for warm processes whose sockets' paths fit in 107 bytes whatever the test's
+    name and pytest's run number (`warm_share.SOCKET_PATH_MAX`; a longer place is not shared,
+    and nothing would fork)."""
+    root = factory.mktemp("w", numbered=True)
+    root.chmod(0o700)
+    return root
+
+
 @pytest.fixture(scope="module")
 def warm_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A place of shared processes for this module alone (its warm `spyre-ci` process and
     zygotes), emptied at its end."""
-    root = tmp_path_factory.mktemp("warm-cli", numbered=True)
-    root.chmod(0o700)
+    root = short_folder(tmp_path_factory)
     yield root
     warm_share.stop_every(root)
 
@@ -320,7 +328,7 @@ def test_the_warm_process_indexes_an_inventory_loaded_ahead_for_its_forks(
     ],
 )
 def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
-    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
     answer: bytes,
@@ -332,7 +340,8 @@ def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
     from workflows.cli import warm_cli
     from workflows.settings import Settings
 
-    monkeypatch.setenv("SPYRE_CI_WARM_DIR", str(tmp_path / "warm"))
+    warm = short_folder(tmp_path_factory)
+    monkeypatch.setenv("SPYRE_CI_WARM_DIR", str(warm))
     monkeypatch.setattr(warm_cli, "FORK_TIMEOUT_S", 0.5)
     folder = warm_cli.folder(Settings.from_env())
     assert folder is not None
@@ -370,7 +379,7 @@ def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
     assert code == expected
     request = json.loads(got[0])
     assert request["argv"] == ["spyre-ci", "run", "--help"] and request["cwd"] == os.getcwd()
-    assert request["env"]["SPYRE_CI_WARM_DIR"] == str(tmp_path / "warm")
+    assert request["env"]["SPYRE_CI_WARM_DIR"] == str(warm)
     if expected is not None:
         assert (
             "the warm spyre-ci process ended before its fork (pid 999999)" in capfd.readouterr().err
@@ -378,7 +387,7 @@ def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
 
 
 def test_a_warm_process_steps_aside_when_a_module_it_loaded_changes(
-    warm_env: dict[str, str], tmp_path: Path
+    warm_env: dict[str, str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """End to end: a module the warm process imported (here one the last runs recorded,
     on the asker's PYTHONPATH) changes on disk; the warm process steps aside at once, the
@@ -388,8 +397,7 @@ def test_a_warm_process_steps_aside_when_a_module_it_loaded_changes(
     modules.mkdir()
     probe = modules / "warm_probe_module.py"
     probe.write_text("VALUE = 1\n")
-    root = tmp_path / "warm"
-    root.mkdir(mode=0o700)
+    root = short_folder(tmp_path_factory)
     env = {**warm_env, "SPYRE_CI_WARM_DIR": str(root), "PYTHONPATH": str(modules)}
     spyre("run", "--diff", str(tmp_path / "none.patch"), env=env)  # starts it
     first = ready_warm(root)
