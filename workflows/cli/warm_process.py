@@ -46,7 +46,7 @@ from workflows.cli import warm_cli
 from workflows.run import run_folder
 from workflows.runner import warm_share
 from workflows.runner.fork_server import Server, leave_parent, show_as
-from workflows.runner.zygote_process import loaded_files
+from workflows.runner.zygote_process import loaded_files, publish
 
 # What every run imports beyond the command line (the rest is learned from the forks).
 _RUN_MODULES = ("workflows.drivers.embedded", "workflows.run.finishing")
@@ -134,10 +134,7 @@ class _Warm:
         return imported
 
     def publish(self, pid: int) -> None:
-        ready = {"ready": True, "pid": pid, "keeper": pid, "files": self.files}
-        part = self.folder / (warm_share.READY + ".part")
-        part.write_text(json.dumps(ready))
-        os.replace(part, self.folder / warm_share.READY)
+        publish(self.folder, {"ready": True, "pid": pid, "keeper": pid, "files": self.files})
 
     def withdraw(self) -> None:
         """Leave the place to a new warm process (its forks run on): no `ready.json`, no

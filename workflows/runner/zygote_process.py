@@ -77,7 +77,7 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
     try:
         ready = {"ready": True, "pid": os.getpid(), "files": loaded_files()}
         if idle_s is not None:
-            _publish(Path(socket_path).parent, {**ready, "keeper": os.getppid()})
+            publish(Path(socket_path).parent, {**ready, "keeper": os.getppid()})
             # The process that started it may never read this line (a worker's plan task
             # warms the zygotes other processes fork from): the files, hundreds of KB, would
             # fill the pipe and block the zygote before it serves anyone. They are in
@@ -99,7 +99,7 @@ def serve(socket_path: str, plugin: str, specs: Sequence[str], idle_s: float | N
 READY_FILE = "ready.json"  # a shared zygote's: what a process attaching to it reads
 
 
-def _publish(folder: Path, ready: dict[str, Any]) -> None:
+def publish(folder: Path, ready: dict[str, Any]) -> None:
     """Write `ready.json` whole (a reader never sees half of it)."""
     part = folder / (READY_FILE + ".part")
     part.write_text(json.dumps(ready))
