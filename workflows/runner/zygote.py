@@ -77,6 +77,11 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 RUNTIME_VARS = (
     *THREAD_VARS,
     "PYTEST_CURRENT_TEST",
+    # pytest-xdist's name for the worker process that started `spyre-ci` (a test suite's):
+    # read by xdist in its workers only, never at import.
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
     change_imports.IMPORTS_VAR,  # each process's own log of the change's imports
     "PWD",
     "OLDPWD",
@@ -209,6 +214,7 @@ def key_for(
         python = os.path.abspath(python)
     else:
         return None
+    python = _one_name(python)
     wanted = import_env(env)
     # A change's edited upstream tests come with its mirror of TORCH_ROOT for TORCH_ROOT.
     from suites.loader import EDITED_TESTS_VAR
@@ -741,6 +747,19 @@ def _same_file(a: str, b: str) -> bool:
     except OSError:
         return False
     return _environment(a) == _environment(b)
+
+
+def _one_name(python: str) -> str:
+    """One name for one venv's interpreter: its `bin/python`, `bin/python3` and
+    `bin/python3.11` are one file in one environment, and `spyre-ci` (its script runs
+    `python3`), `python -m workflows` and a worker must fork from one zygote, not start one
+    each (a zygote is half a minute of CPU and a gigabyte)."""
+    folder = os.path.dirname(python)
+    for name in ("python", "python3"):
+        candidate = os.path.join(folder, name)
+        if candidate == python or _same_file(candidate, python):
+            return candidate
+    return python
 
 
 def _environment(python: str) -> str:

@@ -154,6 +154,10 @@ def test_key_follows_what_changes_imports_not_what_the_child_reads_at_run_time()
     assert key is not None
     runtime = {**base, "OMP_NUM_THREADS": "1", "PYTEST_CURRENT_TEST": "x", "SPYRE_CI_ZYGOTE": "1"}
     assert zygote.key_for(sys.executable, PLUGIN, (), runtime) == key
+    # Started from another xdist worker (a test suite's): the same zygote.
+    for worker in ("gw0", "gw1"):
+        xdist = {**base, "PYTEST_XDIST_WORKER": worker, "PYTEST_XDIST_WORKER_COUNT": "2"}
+        assert zygote.key_for(sys.executable, PLUGIN, (), xdist) == key
     # What importing inductor sets in the runner (a first run that expanded suites): the
     # next `spyre-ci` process, without it, must find the same shared zygote.
     inductor = {**base, "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_user"}
@@ -306,6 +310,22 @@ def test_a_warm_child_shows_the_cold_command_line(tmp_path: Path, contract_path:
     )
     assert result.warm_processes == 1
     assert [o.status for o in result.outcomes] == [Status.PASSED], result.outcomes
+
+
+def test_every_name_of_this_venv_s_interpreter_has_one_zygote(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`spyre-ci` runs `bin/python3`, `python -m workflows` `bin/python`: one environment,
+    one zygote (named by `bin/python`), whichever started the run."""
+    folder = Path(sys.executable).parent
+    names = [str(folder / n) for n in ("python", "python3") if (folder / n).exists()]
+    assert len(names) == 2 and os.path.samefile(names[0], names[1])
+    keys = set()
+    for runner in names:  # the process asking is started as either
+        monkeypatch.setattr(sys, "executable", runner)
+        keys |= {zygote.key_for(name, PLUGIN, (), dict(os.environ)) for name in names}
+    (key,) = keys
+    assert key is not None and key.python == str(folder / "python")
 
 
 def test_another_venv_of_the_same_interpreter_is_not_this_environment(tmp_path: Path) -> None:
