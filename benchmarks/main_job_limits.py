@@ -18,7 +18,8 @@ Inventory, the default holdout):
 * `pytest -n JOBS -p suites.pytest_plugin --spyre-ids` over the ids the run ran (its
   `run.json` results), what a user without spyre-ci would run: cold (its own processes, its
   own collection), `--repeat` times.
-Medians; the load average is recorded with every run (the machine is shared).
+Medians; the load average is recorded with every run (the machine is shared), and the
+machine's CPU and speed probe with the record (`benchmarks/machine.py`).
 Records `benchmarks/results/main_job_limits.json`.
 """
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import machine  # noqa: E402 - run as a script from the checkout
+
 RESULT = REPO / "benchmarks" / "results" / "main_job_limits.json"
 PATCH = REPO / "examples" / "changes" / "glu_batch_check.patch"
 PLUGIN = "suites.pytest_plugin"
@@ -129,7 +133,7 @@ def main() -> int:
         # The first run makes the kept trace (workflows.tracing.traces), as a new user's does.
         "SPYRE_CI_CACHE_DIR": str(work / "cache"),
     }
-    load_before = load()
+    machine_before = machine.describe()  # the CPU and its speed probe, before the runs
     try:
         runs = [main_job(env, work / f"out-{i}", args.holdout) for i in range(args.repeat + 1)]
         for i, run in enumerate(runs):
@@ -143,7 +147,6 @@ def main() -> int:
         theirs = [xdist(work, ids, args.jobs, env) for _ in range(args.repeat)]
         print(f"pytest -n {args.jobs}: {[t['wall_s'] for t in theirs]}", file=sys.stderr)
     finally:
-        sys.path.insert(0, str(REPO))
         from workflows.runner import warm_share
 
         warm_share.stop_every(work / "warm")
@@ -159,8 +162,7 @@ def main() -> int:
         "command": f".venv/bin/python benchmarks/main_job_limits.py --repeat {args.repeat} "
         f"--jobs {args.jobs}" + (f" --holdout {args.holdout}" if args.holdout else ""),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cpu, {platform.processor() or ''} "
-        f"Python {platform.python_version()}; load average {load_before} before, {load()} after",
+        "machine": {**machine_before, "load_after": load()},
         "value": round(again_s, 2),
         "unit": "s, median wall time of the main job run again (a new spyre-ci process, forked "
         "from the warm spyre-ci process; again_own_process_s: with SPYRE_CI_WARM_CLI=0)",
@@ -168,6 +170,7 @@ def main() -> int:
         "again_s": round(again_s, 2),
         "again_own_process_s": round(own_s, 2),
         "limit_s": round(limit, 2),
+        "again_in_probes": machine.relative(again_s, machine_before["probe_s"]),
         "ratio_to_limit": {
             "first": round(first["wall_s"] / limit, 1),
             "again": round(again_s / limit, 1),
