@@ -20,7 +20,7 @@ Inventory, the default holdout):
   own collection), `--repeat` times.
 Medians; the load average is recorded with every run (the machine is shared), and the
 machine's CPU and speed probe with the record (`benchmarks/machine.py`).
-Records `benchmarks/results/main_job_limits.json`.
+Records `benchmarks/results/main_job_limits.json` (the record it replaces under `before`).
 """
 
 from __future__ import annotations
@@ -193,6 +193,9 @@ def main() -> int:
         },
     }
     shutil.rmtree(work, ignore_errors=True)
+    if args.out.exists():  # the record this one replaces, without its runs
+        before = json.loads(args.out.read_text(encoding="utf-8"))
+        result["before"] = {k: v for k, v in before.items() if k != "runs"}
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
     return 0
