@@ -74,3 +74,25 @@ def test_a_run_on_a_build_warms_the_build_s_interpreter(
     event = TriggerEvent("push", "d1", "pytorch/pytorch", BUILD_SHA)
     request = RunRequest("r1", event, "out", "", diff_text=GLU)
     assert _started(monkeypatch, request, settings) == [{"python": str(build / "bin" / "python")}]
+
+
+def test_the_same_warm_up_again_at_once_is_not_done_twice_but_later_it_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`spyre-ci run` warms up before its Inventory, its driver again before the plan: the
+    second is a no-op (its keys cost the specs' digests and a look at every file the zygote
+    loaded). Another request warms at once; the same one later again (a worker's next run of
+    that change, after its zygote may have ended idle)."""
+    settings = Settings(state_dir=tmp_path, redis_url=None)
+    request = _request(GLU)
+    clock = [1000.0]
+    monkeypatch.setattr(pipeline.time, "monotonic", lambda: clock[0])
+    first = _started(monkeypatch, request, settings)
+    assert len(first) == 2
+    assert _started(monkeypatch, request, settings) == []  # the driver's, at once
+    assert _started(monkeypatch, _request(None), settings) == [{}]  # another request
+    assert len(_started(monkeypatch, request, settings)) == 2  # it was not the last one
+    clock[0] += pipeline.WARM_UP_AGAIN_S + 1
+    assert len(_started(monkeypatch, request, settings)) == 2  # later: again
+    other = Settings(state_dir=tmp_path / "other", redis_url=None)
+    assert len(_started(monkeypatch, request, other)) == 2  # another state directory
