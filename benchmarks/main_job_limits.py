@@ -162,7 +162,7 @@ def main() -> int:
         "command": f".venv/bin/python benchmarks/main_job_limits.py --repeat {args.repeat} "
         f"--jobs {args.jobs}" + (f" --holdout {args.holdout}" if args.holdout else ""),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": {**machine_before, "load_after": load()},
+        "machine": {**machine_before, "load_after": load(), "probe_after_s": machine.probe_s()},
         "value": round(again_s, 2),
         "unit": "s, median wall time of the main job run again (a new spyre-ci process, forked "
         "from the warm spyre-ci process; again_own_process_s: with SPYRE_CI_WARM_CLI=0)",

@@ -207,3 +207,12 @@ def test_the_translation_finder_finds_one() -> None:
     assert _translations(sample) == [
         "tests/workflows/data/translation_sample.py:11",
     ]
+
+
+def test_runs_resume_takes_the_run_s_no_progress_switch() -> None:
+    """`spyre-ci run --no-progress` stopped, then resumed the same way in a CI log."""
+    from workflows.cli.main import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["runs", "resume", "r1", "--no-progress"]).no_progress is True
+    assert parser.parse_args(["runs", "resume", "r1"]).no_progress is False

@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
     add_options(
         resume,
         "jobs",
+        "no_progress",
         help={"jobs": "embedded runs: pytest subprocesses at a time (default: CPU count)"},
     )
     resume.set_defaults(func=checked(resume_run))
@@ -190,6 +191,6 @@ def resume_run(args: argparse.Namespace, settings: Settings) -> int:
             print(f"run {args.run_id}: shards and finish re-enqueued for the workers")
             return ExitCode.OK
     ctx = RunContext.open(settings, history_store(settings))  # the run's services, built once here
-    finished = embedded.resume(args.run_id, ctx, jobs=args.jobs)
+    finished = embedded.resume(args.run_id, ctx, jobs=args.jobs, show_progress=not args.no_progress)
     print_summary(finished)
     return int(finished.exit_code)  # the run's verdict (`FinishedRun.exit_code`)
