@@ -49,10 +49,6 @@ PATCH = REPO / "examples" / "changes" / "glu_batch_check.patch"
 PLUGIN = "suites.pytest_plugin"
 
 
-def load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def bodies_s(out: Path) -> tuple[float, int]:
     """The sum of the test bodies a run ran (every JUnit file of its out directory) and how
     many test cases that is."""
@@ -90,7 +86,7 @@ def main_job(
         "selected": plan["totals"]["selected"],
         "holdout": plan["totals"]["holdout"],
         "ids": sorted(r["id"] for r in record["results"]),
-        "load": load(),
+        "load": machine.load(),
     }
 
 
@@ -107,7 +103,7 @@ def xdist(work: Path, ids: list[str], jobs: int, env: dict[str, str]) -> dict[st
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"pytest -n {jobs} exited {done.returncode}:\n{done.stdout[-3000:]}")
-    return {"wall_s": round(wall, 2), "exit_code": done.returncode, "load": load()}
+    return {"wall_s": round(wall, 2), "exit_code": done.returncode, "load": machine.load()}
 
 
 def main() -> int:
@@ -162,7 +158,11 @@ def main() -> int:
         "command": f".venv/bin/python benchmarks/main_job_limits.py --repeat {args.repeat} "
         f"--jobs {args.jobs}" + (f" --holdout {args.holdout}" if args.holdout else ""),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": {**machine_before, "load_after": load(), "probe_after_s": machine.probe_s()},
+        "machine": {
+            **machine_before,
+            "load_after": machine.load(),
+            "probe_after_s": machine.probe_s(),
+        },
         "value": round(again_s, 2),
         "unit": "s, median wall time of the main job run again (a new spyre-ci process, forked "
         "from the warm spyre-ci process; again_own_process_s: with SPYRE_CI_WARM_CLI=0)",
