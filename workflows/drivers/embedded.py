@@ -3,7 +3,9 @@
 Shards run as pytest subprocesses, `jobs` at a time (threads only wait on them), the longest
 (by the plan's History estimate) first; a runner with nothing left to start steals the tail
 of the shard with the most time left (`workflows/runner/stealing.py`), so the runners finish
-together. The warm runner's zygotes (`workflows/runner/zygote.py`: the changed torch's and the
+together. A runner with nothing left to run or steal reruns the failures reported so far
+(`workflows/drivers/early_reruns.py`): stage 4's rerun round then runs only what no runner
+took. The warm runner's zygotes (`workflows/runner/zygote.py`: the changed torch's and the
 base's, `pipeline.warm_up`) start warming before the plan is made and stop when the run ends;
 `SPYRE_CI_ZYGOTE=0` (the context's `settings.zygote`) starts every test process cold. A run
 holds its out directory from its plan to its last export (`run_folder.holding`): a second
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from suites.claims import Claims
 from suites.model import Outcome
+from workflows.drivers.early_reruns import RERUN, EarlyReruns
 from workflows.drivers.progress import Progress
 from workflows.run import finishing, pipeline, run_folder, run_model
 from workflows.run.context import RunContext
@@ -90,12 +93,29 @@ def _execute(
 
     stop = threading.Event()  # set on Ctrl-C / SIGTERM: every shard's process group dies
 
-    def execute(name: str, ids: Sequence[str]) -> ShardRun:
+    def run_alone(name: str, ids: Sequence[str]) -> ShardRun:
         if progress is not None:
             progress.start_phase(name, len(ids))
         return pipeline.execute_shard(
             request, name, ids, progress, settings=settings, parallel=1, stop=stop
         )
+
+    def rerun_early(ids: Sequence[str]) -> ShardRun:  # beside a shard still running
+        return pipeline.execute_shard(
+            request, RERUN, ids, None, settings=settings, parallel=jobs, stop=stop
+        )
+
+    early = EarlyReruns(rerun_early, stop)
+
+    def execute(name: str, ids: Sequence[str]) -> ShardRun:
+        if name == RERUN:
+            return early.answer(ids, lambda rest: run_alone(name, rest))
+        return run_alone(name, ids)
+
+    def report(outcome: Outcome) -> None:
+        early.seen(outcome)
+        if progress is not None:
+            progress(outcome)
 
     def run_part(
         name: str, ids: Sequence[str], claims: Claims, report: ProgressCallback
@@ -120,8 +140,9 @@ def _execute(
             work,
             warm=settings.zygote,
             stop=stop,
-            progress=progress,
+            progress=report,
             done={name: list(outcomes) for name, outcomes in done.items()},
+            idle=early.idle if request.rerun_failures else None,
         )
         outcomes = kept + pooled.outcomes
         faults = [run.fault for run in pooled.runs if run.fault is not None]

@@ -67,8 +67,13 @@ class Pool(Generic[R]):
         self.results: list[tuple[Work, R]] = []
 
     def run(
-        self, execute: Callable[[Work], R], stop: threading.Event | None = None
+        self,
+        execute: Callable[[Work], R],
+        stop: threading.Event | None = None,
+        idle: Callable[[], None] | None = None,
     ) -> list[tuple[Work, R]]:
+        """`idle()`: what a runner does once the scheduler has nothing more for it, before
+        it ends, while the other runners go on (the embedded run's early reruns)."""
         stop = stop or threading.Event()
 
         def runner() -> None:
@@ -76,6 +81,8 @@ class Pool(Generic[R]):
                 with self.lock:
                     work = self.scheduler.next_work()
                 if work is None:
+                    if idle is not None:
+                        idle()
                     return
                 result = execute(work)
                 with self.lock:

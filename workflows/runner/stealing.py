@@ -53,12 +53,14 @@ def run_pool(
     stop: threading.Event,
     progress: ProgressCallback | None = None,
     done: Mapping[str, Iterable[str]] | None = None,
+    idle: Callable[[], None] | None = None,
 ) -> Pooled:
     """Run `shards` ((name, ids, estimated seconds), longest first) on `jobs` runners.
 
     `run(name, ids, claims, progress)` runs ids of shard `name` as the runner `claims.token`.
     `work`: where the claims folder lives while the pool runs (removed after). `done`: ids
-    per shard already reported (a resumed run), neither run nor stolen.
+    per shard already reported (a resumed run), neither run nor stolen. `idle()`: what a
+    runner does when nothing is left to start or steal, before it ends (`Pool.run`).
     """
     folder = Path(tempfile.mkdtemp(prefix="claims-", dir=work))
     probe = Claims(folder, "")
@@ -86,7 +88,7 @@ def run_pool(
         return result
 
     try:
-        finished = pool.run(execute, stop)
+        finished = pool.run(execute, stop, idle)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     # In the plan's shard order, each owner before its thieves: faults read as before.
