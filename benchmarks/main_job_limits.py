@@ -11,7 +11,11 @@ Inventory, the default holdout):
   change again, each a new `spyre-ci` process (what a second push of it, or a re-run, costs);
 * its **limit**: the sum of every test body it ran (the JUnit `time` of each test case: the
   shards, selected and holdout, the reruns and the A/B base runs) divided by the cores
-  (`--jobs`): what the tests alone would take, perfectly spread;
+  (`--jobs`): what the tests alone would take, perfectly spread; and its **floor**, the
+  larger of the limit and the longest chain (one variant's first run, rerun and A/B base
+  bodies, which can only run one after another): no schedule of these tests ends sooner;
+* where each run's wall time went (`phases_s`, from its files): before its first test
+  process, the test processes, after the last one;
 * the same change again with `SPYRE_CI_WARM_CLI=0`, `--repeat` times: each run in a process
   of its own rather than forked from the warm `spyre-ci` process (`workflows.cli.warm_cli`),
   what the warm command line saves, measured beside it;
@@ -49,15 +53,39 @@ PATCH = REPO / "examples" / "changes" / "glu_batch_check.patch"
 PLUGIN = "suites.pytest_plugin"
 
 
-def bodies_s(out: Path) -> tuple[float, int]:
-    """The sum of the test bodies a run ran (every JUnit file of its out directory) and how
-    many test cases that is."""
+def bodies_s(out: Path) -> tuple[float, int, float]:
+    """The sum of the test bodies a run ran (every JUnit file of its out directory), how
+    many test cases that is, and its longest chain: the most time one variant's bodies take
+    (its first run, its rerun, its A/B base run, which can only run one after another). No
+    schedule on any number of cores ends before the longest chain does."""
     total, cases = 0.0, 0
+    chains: dict[str, float] = {}
     for path in sorted((out / "junit").glob("*.xml")):
         for case in ET.parse(path).getroot().iter("testcase"):
-            total += float(case.get("time") or 0.0)
+            seconds = float(case.get("time") or 0.0)
+            total += seconds
             cases += 1
-    return total, cases
+            name = case.get("name") or ""
+            chains[name] = chains.get(name, 0.0) + seconds
+    return total, cases, max(chains.values(), default=0.0)
+
+
+def phases_s(out: Path, started: float) -> dict[str, float]:
+    """Where a run's wall time went, from its files: from the command's start to its first
+    test process (`before_tests`: the process, the request, the plan), the test processes
+    (the first one started to the last JUnit file written: shards, reruns, A/B base), and
+    after them (the verdict's records, report and exports: `run.json` written)."""
+    work = out / "work"
+    starts = [float(p.read_text()) for p in work.glob("*/*/started_at")]
+    ends = [p.stat().st_mtime for p in work.glob("*/*/*.xml")]
+    record = (out / "run.json").stat().st_mtime
+    if not starts or not ends:
+        return {}
+    return {
+        "before_tests": round(min(starts) - started, 3),
+        "tests": round(max(ends) - min(starts), 3),
+        "after_tests": round(record - max(ends), 3),
+    }
 
 
 def main_job(
@@ -68,7 +96,7 @@ def main_job(
         command += ["--holdout", holdout]
     if not warm_cli:
         env = {**env, "SPYRE_CI_WARM_CLI": "0"}
-    started = time.perf_counter()
+    started, wall_clock = time.perf_counter(), time.time()
     done = subprocess.run(
         [*command, "--no-progress"], cwd=REPO, env=env, capture_output=True, text=True
     )
@@ -76,11 +104,13 @@ def main_job(
     if done.returncode != 1:  # the glu edit breaks 14 variants: exit 1
         raise SystemExit(f"spyre-ci run exited {done.returncode}:\n{done.stderr[-3000:]}")
     record = json.loads((out / "run.json").read_text(encoding="utf-8"))
-    body, cases = bodies_s(out)
+    body, cases, chain = bodies_s(out)
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
     return {
         "wall_s": round(wall, 2),
         "bodies_s": round(body, 2),
+        "longest_chain_s": round(chain, 3),
+        "phases_s": phases_s(out, wall_clock),
         "test_cases": cases,
         "results": len(record["results"]),
         "selected": plan["totals"]["selected"],
@@ -150,6 +180,8 @@ def main() -> int:
     again_s = statistics.median(r["wall_s"] for r in again)
     own_s = statistics.median(r["wall_s"] for r in own)
     limit = statistics.median(r["bodies_s"] for r in runs) / args.jobs
+    # No schedule beats the longest chain either: the floor is the larger of the two.
+    floor = max(limit, statistics.median(r["longest_chain_s"] for r in again))
     xdist_s = statistics.median(t["wall_s"] for t in theirs)
     result = {
         "name": "main_job_limits",
@@ -170,11 +202,19 @@ def main() -> int:
         "again_s": round(again_s, 2),
         "again_own_process_s": round(own_s, 2),
         "limit_s": round(limit, 2),
+        "floor_s": round(floor, 2),
+        "floor_note": "the larger of the limit and the longest chain (one variant's bodies: "
+        "first run, rerun, A/B base, which run one after another): no schedule ends sooner",
         "again_in_probes": machine.relative(again_s, machine_before["probe_s"]),
         "ratio_to_limit": {
             "first": round(first["wall_s"] / limit, 1),
             "again": round(again_s / limit, 1),
             "again_own_process": round(own_s / limit, 1),
+        },
+        "ratio_to_floor": {"again": round(again_s / floor, 1)},
+        "phases_again_s": {
+            phase: statistics.median(r["phases_s"].get(phase, 0.0) for r in again)
+            for phase in ("before_tests", "tests", "after_tests")
         },
         "xdist_s": xdist_s,
         "ratio_to_xdist": {
