@@ -13,9 +13,10 @@ A failure reaches the pool when its test process reports it: the plugin's device
 holds a failure back until a later test of the same process passes or the process ends, so
 a shard's failures are often known only at its end. A variant an early rerun brought back no
 result for (its process could not run it: an `InfraFault`) is left to the rerun round, where
-a fault is what it always was (the run ends as an infrastructure error). One early rerun runs
-at a time, as one rerun round does. A failure reported before the pool starts (a resumed
-run's kept outcomes) is rerun by the round.
+a fault is what it always was (the run ends as an infrastructure error); after one such
+fault no runner tries an early rerun again. One early rerun runs at a time, as one rerun
+round does. A failure reported before the pool starts (a resumed run's kept outcomes) is
+rerun by the round.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class EarlyReruns:
         self._failed: dict[str, None] = {}  # in the order reported
         self._taken: set[str] = set()
         self._reran: dict[str, Outcome] = {}
+        self._faulted = False  # an early rerun could not run: no runner tries again
 
     def seen(self, outcome: Outcome) -> None:
         """An outcome a shard reported: a failure is to be rerun."""
@@ -56,7 +58,7 @@ class EarlyReruns:
         if not self._one_at_a_time.acquire(blocking=False):
             return
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self._faulted:
                 with self._lock:
                     ids = [vid for vid in self._failed if vid not in self._taken]
                     self._taken.update(ids)
@@ -69,6 +71,7 @@ class EarlyReruns:
                     # what came back without a result is the round's: it meets any fault again
                     self._taken.difference_update(vid for vid in ids if vid not in came)
                 if result.fault is not None:
+                    self._faulted = True
                     return
         finally:
             self._one_at_a_time.release()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from workflows.drivers.early_reruns import RERUN, EarlyReruns
 from workflows.run import pipeline
 from workflows.runner.scheduling import InOrder, Pool, Work
 from workflows.runner.shard_runner import InfraFault, ShardRun
-from workflows.stores.history import SQLiteHistory
+from workflows.stores.history import RunState, SQLiteHistory
 
 
 class FakeReruns:
@@ -80,15 +80,19 @@ def test_with_everything_rerun_early_the_round_starts_no_process() -> None:
 
 
 def test_a_rerun_process_that_could_not_run_leaves_its_ids_to_the_round_and_its_fault() -> None:
-    early = EarlyReruns(FakeReruns(fault_on=["b"]), threading.Event())
+    faulty = FakeReruns(fault_on=["b"])
+    early = EarlyReruns(faulty, threading.Event())
     early.seen(failed("a"))
     early.seen(failed("b"))
     early.idle()
     assert set(early.reran) == {"a"}  # what did run is a rerun like any other
+    early.seen(failed("c"))
+    early.idle()  # another idle runner: no second try on a machine that just failed one
+    assert faulty.calls == [["a", "b"]]
     # The round meets the fault itself, as it would have without early reruns.
-    answer = early.answer(["a", "b"], FakeReruns(fault_on=["b"]))
+    answer = early.answer(["a", "b", "c"], FakeReruns(fault_on=["b"]))
     assert answer.fault is not None and answer.fault.unrun == ("b",)
-    assert [o.id for o in answer.outcomes] == ["a"]
+    assert [o.id for o in answer.outcomes] == ["a", "c"]
 
 
 def test_failures_reported_during_an_early_rerun_are_taken_next_by_the_same_runner() -> None:
@@ -231,3 +235,42 @@ def test_a_run_reruns_its_failures_beside_a_long_shard_with_the_verdict_of_a_rer
     assert sorted(reruns[0].read_text().split()) == sorted([flaky, broken])
     (long_end,) = layout.shard("shard-0").glob("*.xml")
     assert reruns[0].stat().st_mtime < long_end.stat().st_mtime - 1.0  # beside the long test
+
+
+def test_through_the_embedded_run_a_rerun_that_cannot_start_still_ends_it_as_infra_error(
+    tiny_inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded run with its early reruns: a rerun process that cannot start, tried
+    early by the idle runner and again by the round, ends the run as an infrastructure error
+    (exit 3), nothing learned, as without early reruns (test_infra_faults.py)."""
+    history = SQLiteHistory(tmp_path / "state" / "history.sqlite3")
+    ctx = run_context(history)
+    request = replace(_request(tiny_inventory, tmp_path / "out", "early-fault"), shards=2)
+    planned = pipeline.plan(request, ctx)
+    assert len(planned.shards) == 2
+    failing = planned.shards[0][0]
+    asked: list[str] = []
+
+    def fake_shard(
+        request: object,
+        name: str,
+        ids: Sequence[str],
+        progress: Callable[[Outcome], None] | None = None,
+        **kwargs: object,
+    ) -> ShardRun:
+        asked.append(name)
+        if name == RERUN:
+            return ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
+        outcomes = [Outcome(v, Status.FAILED if v == failing else Status.PASSED, 0.01) for v in ids]
+        for outcome in outcomes:  # as a test process reports them
+            if progress is not None:
+                progress(outcome)
+        return ShardRun(outcomes)
+
+    monkeypatch.setattr(pipeline, "execute_shard", fake_shard)
+    finished = embedded._execute(planned, ctx, jobs=2, show_progress=False, done={})
+
+    assert asked.count(RERUN) == 2  # early, then the round: the fault is the round's to meet
+    assert finished.exit_code == 3 and finished.faults[0].shard_id == RERUN
+    assert history.get_run("early-fault").state == RunState.INFRA_ERROR  # type: ignore[union-attr]
+    assert failing not in history.snapshot().variants  # nothing learned
