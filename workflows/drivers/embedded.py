@@ -100,9 +100,11 @@ def _execute(
             request, name, ids, progress, settings=settings, parallel=1, stop=stop
         )
 
-    def rerun_early(ids: Sequence[str]) -> ShardRun:  # beside a shard still running
+    def rerun_early(ids: Sequence[str]) -> ShardRun:
+        # Beside a shard still running, yet with the round's threads (`parallel=1`): a
+        # rerun's environment, hence its verdict, is the same whenever it runs.
         return pipeline.execute_shard(
-            request, RERUN, ids, None, settings=settings, parallel=jobs, stop=stop
+            request, RERUN, ids, None, settings=settings, parallel=1, stop=stop
         )
 
     early = EarlyReruns(rerun_early, stop)

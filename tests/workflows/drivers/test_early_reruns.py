@@ -4,6 +4,7 @@ here; a real run with real pytest processes in the `long` test at the end."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -21,7 +22,8 @@ from workflows.drivers import embedded
 from workflows.drivers.early_reruns import RERUN, EarlyReruns
 from workflows.run import pipeline
 from workflows.runner.scheduling import InOrder, Pool, Work
-from workflows.runner.shard_runner import InfraFault, ShardRun
+from workflows.runner.shard_runner import InfraFault, ShardRun, thread_env
+from workflows.settings import child_environment
 from workflows.stores.history import RunState, SQLiteHistory
 
 
@@ -184,8 +186,8 @@ class TestEarly(TestCase):
             open(MARK, "w").close()
             raise AssertionError("first run fails")
 
-    def test_broken(self, device):
-        raise AssertionError("always fails")
+    def test_broken(self, device):  # says the threads its process was given
+        raise AssertionError("always fails, OMP=" + os.environ.get("OMP_NUM_THREADS", "unset"))
 
 
 instantiate_device_type_tests(TestEarly, globals())
@@ -235,6 +237,17 @@ def test_a_run_reruns_its_failures_beside_a_long_shard_with_the_verdict_of_a_rer
     assert sorted(reruns[0].read_text().split()) == sorted([flaky, broken])
     (long_end,) = layout.shard("shard-0").glob("*.xml")
     assert reruns[0].stat().st_mtime < long_end.stat().st_mtime - 1.0  # beside the long test
+    # With the round's threads, though the long shard still ran beside it.
+    round_threads = thread_env(1).get("OMP_NUM_THREADS") or child_environment().get(
+        "OMP_NUM_THREADS", "unset"
+    )
+    reran = [
+        json.loads(line)
+        for path in layout.shard(RERUN).glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    (message,) = [e["message"] for e in reran if e["event"] == "end" and e["id"] == broken]
+    assert f"OMP={round_threads}" in message, message
 
 
 def test_through_the_embedded_run_a_rerun_that_cannot_start_still_ends_it_as_infra_error(
