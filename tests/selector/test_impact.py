@@ -76,3 +76,24 @@ def test_the_index_built_on_demand_answers_as_a_whole_inversion() -> None:
         }
         assert impact.executing_file(path) == expected
     assert impact.executing("torch/m2.py:f7") == by_function.get("torch/m2.py:f7", set())
+
+
+def test_a_prepared_map_and_its_overlays_answer_as_an_unprepared_one() -> None:
+    rng = random.Random(13)
+    ids = [f"v{i}" for i in range(200)]
+    traces = _random_map(rng, ids)
+
+    def build() -> ImpactMap:
+        return ImpactMap(
+            functions={v: t[0] for v, t in traces.items()},
+            aten_ops={v: t[1] for v, t in traces.items()},
+        )
+
+    prepared, plain = build(), build()
+    prepared.prepare()
+    assert prepared.inverted()[0]._names is not None and prepared.inverted()[1]._names is not None
+    newer = {v: (t[0], t[1], "fp2") for v, t in _random_map(rng, ids[:30]).items()}
+    for a, b in ((prepared, plain), (prepared.overlaid(newer), plain.overlaid(newer))):
+        assert a.inverted() == b.inverted()
+        assert a.executing("torch/m2.py:f7") == b.executing("torch/m2.py:f7")
+        assert a.executing_file("torch/m3.py") == b.executing_file("torch/m3.py")

@@ -168,13 +168,17 @@ _WARM: list[_Warm] = []
 def _index_ahead(values: list[object]) -> None:
     """The selector's index of each Inventory loaded ahead, built once here: a plan asks
     `InventoryIndex.build` for the index of the very Inventory object its fork took from
-    `kept`, and finds it built (with no extra families: a run's default)."""
+    `kept`, and finds it built (with no extra families: a run's default). The shipped trace
+    loaded ahead gets its lazily built names and hashes (`ImpactMap.prepare`) here too."""
+    from selector.impact import ImpactMap
     from selector.index import InventoryIndex
     from suites.model import Inventory
 
     for value in values:
         if isinstance(value, Inventory):
             InventoryIndex.build(value)
+        elif isinstance(value, ImpactMap):
+            value.prepare()
 
 
 def serve(folder: Path) -> int:

@@ -307,15 +307,19 @@ def test_a_kept_file_loaded_ahead_is_given_once_and_never_when_replaced(tmp_path
     assert kept.ahead() == []  # taken, found stale: given to nobody
 
 
-def test_the_warm_process_indexes_an_inventory_loaded_ahead_for_its_forks(
+def test_the_warm_process_indexes_an_inventory_and_a_trace_loaded_ahead_for_its_forks(
     bundled_inventory: Inventory,
 ) -> None:
+    from selector import ImpactMap
     from selector.index import InventoryIndex
 
-    warm_process._index_ahead([bundled_inventory, {"not": "an Inventory"}])
+    trace = ImpactMap(functions={"v": frozenset({"torch/a.py:f"})}, aten_ops={})
+    warm_process._index_ahead([bundled_inventory, trace, {"not": "an Inventory"}])
     built = InventoryIndex.build(bundled_inventory, {})  # what a plan asks, in a fork
     assert built.inventory is bundled_inventory
     assert InventoryIndex.build(bundled_inventory) is built
+    # The shipped trace loaded ahead: its names built here, not in every fork.
+    assert trace.inverted()[0]._names == {"torch/a.py:f": frozenset({"torch/a.py:f"})}
 
 
 @pytest.mark.parametrize(
