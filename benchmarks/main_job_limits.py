@@ -233,9 +233,9 @@ def main() -> int:
         },
     }
     shutil.rmtree(work, ignore_errors=True)
-    if args.out.exists():  # the record this one replaces, without its runs
+    if args.out.exists():  # the record this one replaces, without its runs (git keeps more)
         before = json.loads(args.out.read_text(encoding="utf-8"))
-        result["before"] = {k: v for k, v in before.items() if k != "runs"}
+        result["before"] = {k: v for k, v in before.items() if k not in ("runs", "before")}
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
     return 0
