@@ -27,8 +27,6 @@ from collections.abc import Callable, Sequence
 from suites.model import Outcome
 from workflows.runner.shard_runner import ShardRun
 
-RERUN = "rerun"  # the shard name stage 4 reruns under (`verification.verify`)
-
 RunIds = Callable[[Sequence[str]], ShardRun]
 
 
@@ -65,7 +63,8 @@ class EarlyReruns:
                 if not ids:
                     return
                 result = self._run(ids)
-                came = {o.id: o for o in result.outcomes if o.id in set(ids)}
+                asked = set(ids)
+                came = {o.id: o for o in result.outcomes if o.id in asked}
                 with self._lock:
                     self._reran.update(came)
                     # what came back without a result is the round's: it meets any fault again
@@ -86,7 +85,8 @@ class EarlyReruns:
         done = self.reran
         rest = [vid for vid in ids if vid not in done]
         fresh = run(rest) if rest else ShardRun([])
-        by_id = {**{o.id: o for o in fresh.outcomes}, **{v: done[v] for v in ids if v in done}}
+        by_id = {o.id: o for o in fresh.outcomes} | {v: done[v] for v in ids if v in done}
+        asked = set(ids)
         ordered = [by_id[vid] for vid in ids if vid in by_id]
-        extra = [o for o in fresh.outcomes if o.id not in set(ids)]
+        extra = [o for o in fresh.outcomes if o.id not in asked]
         return ShardRun(ordered + extra, fresh.fault, fresh.junit_paths)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from suites.claims import Claims
 from suites.model import Outcome
-from workflows.drivers.early_reruns import RERUN, EarlyReruns
+from workflows.drivers.early_reruns import EarlyReruns
 from workflows.drivers.progress import Progress
 from workflows.run import finishing, pipeline, run_folder, run_model
 from workflows.run.context import RunContext
-from workflows.run.layout import shard_name
+from workflows.run.layout import RERUN_SHARD, shard_name
 from workflows.runner import stealing, zygote
 from workflows.runner.shard_runner import ProgressCallback, ShardRun
 
@@ -104,13 +104,13 @@ def _execute(
         # Beside a shard still running, yet with the round's threads (`parallel=1`): a
         # rerun's environment, hence its verdict, is the same whenever it runs.
         return pipeline.execute_shard(
-            request, RERUN, ids, None, settings=settings, parallel=1, stop=stop
+            request, RERUN_SHARD, ids, None, settings=settings, parallel=1, stop=stop
         )
 
     early = EarlyReruns(rerun_early, stop)
 
     def execute(name: str, ids: Sequence[str]) -> ShardRun:
-        if name == RERUN:
+        if name == RERUN_SHARD:
             return early.answer(ids, lambda rest: run_alone(name, rest))
         return run_alone(name, ids)
 

@@ -26,6 +26,7 @@ BASE_SHARD = "base"  # the shard of the A/B comparison's runs on the base torch
 # The shard of a scheduled run on a build: its failures run again on the installed torch,
 # the torch the bundled expectations and History's baseline were written for.
 REFERENCE_SHARD = "reference"
+RERUN_SHARD = "rerun"  # stage 4's reruns of failures (`verification.verify`)
 
 
 def shard_name(index: int) -> str:

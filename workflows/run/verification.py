@@ -14,6 +14,7 @@ import selector
 from contracts.classification import Classification
 from contracts.tested import Tested
 from suites.model import Inventory, Outcome, Status
+from workflows.run.layout import RERUN_SHARD
 from workflows.run.run_model import PlannedRun
 
 Execute = Callable[[str, Sequence[str]], list[Outcome]]
@@ -95,7 +96,7 @@ def verify(
                 if vid not in {r.id for r in reruns}
             ]
             if again:
-                reruns.extend(execute("rerun", again))
+                reruns.extend(execute(RERUN_SHARD, again))
         return selector.verify(
             plan, list(outcomes.values()), reruns, history, inventory, on_baseline=on_baseline
         )

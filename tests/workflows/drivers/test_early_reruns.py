@@ -19,8 +19,9 @@ from tests.testing.cli import build_inventory
 from tests.workflows.run.test_infra_faults import _request
 from tests.workflows.run_context import run_context
 from workflows.drivers import embedded
-from workflows.drivers.early_reruns import RERUN, EarlyReruns
+from workflows.drivers.early_reruns import EarlyReruns
 from workflows.run import pipeline
+from workflows.run.layout import RERUN_SHARD
 from workflows.runner.scheduling import InOrder, Pool, Work
 from workflows.runner.shard_runner import InfraFault, ShardRun, thread_env
 from workflows.settings import child_environment
@@ -232,7 +233,7 @@ def test_a_run_reruns_its_failures_beside_a_long_shard_with_the_verdict_of_a_rer
     assert finished.new_failures == [broken]
     assert finished.classification == {flaky: Classification.FLAKY, broken: Classification.NEW}
     layout = ctx.layout(request)
-    reruns = sorted(layout.shard(RERUN).glob("*.ids"))
+    reruns = sorted(layout.shard(RERUN_SHARD).glob("*.ids"))
     assert len(reruns) == 1  # one process: the round found nothing left to run
     assert sorted(reruns[0].read_text().split()) == sorted([flaky, broken])
     (long_end,) = layout.shard("shard-0").glob("*.xml")
@@ -243,7 +244,7 @@ def test_a_run_reruns_its_failures_beside_a_long_shard_with_the_verdict_of_a_rer
     )
     reran = [
         json.loads(line)
-        for path in layout.shard(RERUN).glob("*.jsonl")
+        for path in layout.shard(RERUN_SHARD).glob("*.jsonl")
         for line in path.read_text().splitlines()
     ]
     (message,) = [e["message"] for e in reran if e["event"] == "end" and e["id"] == broken]
@@ -272,7 +273,7 @@ def test_through_the_embedded_run_a_rerun_that_cannot_start_still_ends_it_as_inf
         **kwargs: object,
     ) -> ShardRun:
         asked.append(name)
-        if name == RERUN:
+        if name == RERUN_SHARD:
             return ShardRun([], InfraFault(name, "exited with code 4", tuple(ids), 2))
         outcomes = [Outcome(v, Status.FAILED if v == failing else Status.PASSED, 0.01) for v in ids]
         for outcome in outcomes:  # as a test process reports them
@@ -283,7 +284,7 @@ def test_through_the_embedded_run_a_rerun_that_cannot_start_still_ends_it_as_inf
     monkeypatch.setattr(pipeline, "execute_shard", fake_shard)
     finished = embedded._execute(planned, ctx, jobs=2, show_progress=False, done={})
 
-    assert asked.count(RERUN) == 2  # early, then the round: the fault is the round's to meet
-    assert finished.exit_code == 3 and finished.faults[0].shard_id == RERUN
+    assert asked.count(RERUN_SHARD) == 2  # early, then the round: the fault is the round's to meet
+    assert finished.exit_code == 3 and finished.faults[0].shard_id == RERUN_SHARD
     assert history.get_run("early-fault").state == RunState.INFRA_ERROR  # type: ignore[union-attr]
     assert failing not in history.snapshot().variants  # nothing learned
