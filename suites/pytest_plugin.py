@@ -339,6 +339,28 @@ def preload(specs_opt: list[str] | None) -> None:
     _PRELOADED[_spec_key(specs_opt)] = (specs, refused, expanded)
 
 
+# Templates whose tests call torch.compile (suites/templates/ops.py).
+COMPILING_TEMPLATES = frozenset({"compile"})
+
+
+def compiles(specs_opt: list[str] | None) -> bool:
+    """Whether a test of these suites may call torch.compile: a file suite may (its test
+    files are upstream's), an OpInfo entry does when one of its templates compiles (a refused
+    spec runs nothing). The warm runner's zygote imports torch.compile's
+    modules for its forks only when they may need them (`workflows/runner/warm_imports.py`):
+    a test process of eager suites never imports them, warm or cold."""
+    specs, _refused = _loaded(specs_opt)
+    for spec in specs:
+        block = spec.get(("test_suite_config",)) or {}
+        if not isinstance(block, dict) or block.get("files"):
+            return True
+        for entry in block.get("opinfo") or ():
+            templates = entry.get("templates") if isinstance(entry, dict) else None
+            if not isinstance(templates, list) or COMPILING_TEMPLATES & set(map(str, templates)):
+                return True
+    return False
+
+
 def _spec_key(specs_opt: list[str] | None) -> tuple[str, ...]:
     import hashlib
 

@@ -158,3 +158,28 @@ def test_collect_only_counts_the_variants(tmp_path: Path) -> None:
     assert "3 tests collected" in result.stdout
     assert "plug::plug::compare_cpu::mul::float32" in result.stdout
     assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("suite", "expected"),
+    [
+        ("opinfo:\n  - {db: op_db, templates: [compare_cpu, out]}\n", False),
+        ("opinfo:\n  - {db: op_db, templates: [compare_cpu]}\n"
+         "  - {db: op_db, templates: [compile]}\n", True),
+    ],
+)  # fmt: skip
+def test_a_zygote_preloads_torch_compile_only_for_suites_that_may_compile(
+    tmp_path: Path, suite: str, expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from suites import pytest_plugin
+
+    spec = tmp_path / "s.yaml"
+    body = "version: 1\nname: s\n" + suite
+    spec.write_text(
+        "test_suite_config:\n" + "".join("  " + line + "\n" for line in body.splitlines())
+    )
+    assert pytest_plugin.compiles([str(spec)]) is expected
+    assert pytest_plugin.compiles(None) is True  # the bundled suites include compile.yaml
+    # A file suite's tests are upstream's, which may compile.
+    monkeypatch.setenv("TORCH_ROOT", str(UPSTREAM_LIKE))
+    assert pytest_plugin.compiles([str(UPSTREAM_LIKE / "tiny.yaml")]) is True

@@ -53,7 +53,8 @@ FIRST_COMPILE = (
 
 
 def compile_stack() -> None:
-    """Import torch.compile's modules once here, for every child, unless a run's change has
+    """Import torch.compile's modules once here, for every child (the zygote asks only when
+    its suites may compile: `suites.pytest_plugin.compiles`), unless a run's change has
     modules not imported yet (or deletes one): their import, and what it does, must happen
     where a cold test process would meet it, in the tests that compile, never in the
     zygote's warm-up, where it would be every test's failure. A failure here is logged, and

@@ -132,7 +132,11 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     preload = getattr(module, "preload", None)
     if callable(preload):
         preload(list(specs) or None)
-    warm_imports.compile_stack()
+    # torch.compile's modules only for suites that may compile (a plugin that cannot say:
+    # they may): 2-3 s of every warm-up, never used by the forks of eager suites.
+    compiles = getattr(module, "compiles", None)
+    if not callable(compiles) or compiles(list(specs) or None):
+        warm_imports.compile_stack()
     # What is loaded now stays as it is: the collector never walks it again, so a child's
     # collections neither take seconds over torch's objects nor copy every page they touch.
     gc.collect()

@@ -62,6 +62,13 @@ def test_a_warm_shard_has_the_outcomes_of_a_cold_one(tmp_path: Path) -> None:
 
     assert statuses(warm) == statuses(cold) and len(statuses(warm)) == 3
     assert all(p.exists() for p in warm.junit_paths)
+    # An eager suite's zygote leaves torch.compile's own modules to the tests that compile.
+    (one,) = zygote._POOL._zygotes.values()
+    loaded = {path for path, _stamp, _digest in one._files}
+    assert any(
+        path.endswith("torch/testing/_internal/common_methods_invocations.py") for path in loaded
+    )
+    assert not any(path.endswith("torch/_functorch/aot_autograd.py") for path in loaded)
     again = run_shard("s", TINY_IDS[:1], tmp_path / "again", specs=[str(TINY)], warm=True)
     assert again.warm_processes == 1 and again.outcomes[0].status is Status.PASSED
 
