@@ -97,8 +97,10 @@ def _shared_warm_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
         # run that plans and read by the others (in this process too), never in the user's
         # cache.
         patch.setenv("SPYRE_CI_CACHE_DIR", str(run_folder(tmp_path_factory) / "cache"))
-        # `SPYRE_CI_WARM_IDLE_S=0 pytest ...`: the suite without sharing.
-        patch.setenv("SPYRE_CI_WARM_IDLE_S", os.environ.get("SPYRE_CI_WARM_IDLE_S", "120"))
+        # `SPYRE_CI_WARM_IDLE_S=0 pytest ...`: the suite without sharing. Else the default
+        # (600 s): a zygote warmed by an early test serves a late one (they all end with the
+        # run).
+        patch.setenv("SPYRE_CI_WARM_IDLE_S", os.environ.get("SPYRE_CI_WARM_IDLE_S", "600"))
         _SESSION[:] = [Settings.from_env()]
         zygote.share(_SESSION[0])  # the tests that run shards in this process too
         kept.keep_in(_SESSION[0].cache_dir)

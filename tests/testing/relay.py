@@ -81,7 +81,10 @@ class RelayHTTP:
         self.relay = relay
         self._server = make_server("127.0.0.1", 0, create_app(relay.config, relay), threaded=True)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # Polled every 50 ms, not the default 0.5 s: `stop` waits for the loop to notice.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
         self.http = requests.Session()
 

@@ -541,7 +541,7 @@ def test_a_long_tmpdir_does_not_cost_the_zygote_its_socket(
 
 
 PRELOAD = """
-import sys
+import json, os, sys
 from workflows.runner import warm_imports
 
 class Finder:  # what a run's change puts on sys.meta_path (change_overlay.finder)
@@ -551,31 +551,37 @@ class Finder:  # what a run's change puts on sys.meta_path (change_overlay.finde
         return None
 
 import torch
-sys.meta_path.insert(0, Finder(sys.argv[1:]))
-warm_imports.compile_stack()
-print("torch._dynamo" in sys.modules)
-print(all(name in sys.modules for name in warm_imports.FIRST_COMPILE))
+for changed in json.loads(sys.argv[1]):  # each case in a fork of its own: a fresh sys.modules
+    sys.stdout.flush()
+    child = os.fork()
+    if child == 0:
+        sys.meta_path.insert(0, Finder(changed))
+        warm_imports.compile_stack()
+        print("torch._dynamo" in sys.modules, all(m in sys.modules for m in warm_imports.FIRST_COMPILE))
+        sys.stdout.flush()
+        os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
 """
 
+# (modules the change has, whether the stack is preloaded)
+PRELOAD_CASES = [
+    ((), True),  # no change, or one whose modules the warm-up imported: preloaded
+    (("torch.nn.functional",), True),
+    (("torch._dynamo.eval_frame",), False),  # its import stays in the compiling tests
+]
 
-@pytest.mark.parametrize(
-    ("changed", "preloaded"),
-    [
-        ((), "True"),  # no change, or one whose modules the warm-up imported: preloaded
-        (("torch.nn.functional",), "True"),
-        (("torch._dynamo.eval_frame",), "False"),  # its import stays in the compiling tests
-    ],
-)
-def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_to_import(
-    changed: tuple[str, ...], preloaded: str
-) -> None:
+
+def test_the_compile_stack_is_preloaded_only_when_the_change_has_no_module_left_to_import() -> None:
+    import json
     import subprocess
 
+    cases = json.dumps([list(changed) for changed, _ in PRELOAD_CASES])
     out = subprocess.run(
-        [sys.executable, "-c", PRELOAD, *changed], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PRELOAD, cases], capture_output=True, text=True, check=True
     )
     # What a first compile imports beyond the stack comes with it, or not at all.
-    assert out.stdout.split() == [preloaded, preloaded], out.stderr[-2000:]
+    expected = [f"{preloaded} {preloaded}" for _, preloaded in PRELOAD_CASES]
+    assert out.stdout.splitlines() == expected, out.stderr[-2000:]
 
 
 PLUGINS_PRELOAD = """
