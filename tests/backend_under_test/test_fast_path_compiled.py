@@ -141,6 +141,9 @@ def test_the_installed_build_is_of_this_source() -> None:
     assert hashlib.sha256(source.read_bytes()).hexdigest() == compiled.FASTPATH.SOURCE_SHA256
 
 
+# The fallback's own run of the small-op tests (12 s) is in the `long` run; the default run
+# tests the path in use (compiled where `pip install` built it) and the fallback's choice.
+@pytest.mark.long
 def test_the_python_path_passes_the_small_op_tests() -> None:
     """The fallback is a path of its own (its memory types too): its tests run on it."""
     env: dict[str, Any] = dict(os.environ, **{compiled.PYTHON_PATH_ENV: "1"})

@@ -75,7 +75,8 @@ for path in sys.argv[1:]:
 """
 
 
-@pytest.mark.parametrize("root", ["real", "symlink"])
+# The symbolic link in the `long` run; the default run keeps the real path.
+@pytest.mark.parametrize("root", ["real", pytest.param("symlink", marks=pytest.mark.long)])
 def test_an_edited_test_file_s_import_is_logged_as_the_change_s_code(
     tmp_path: Path, root: str
 ) -> None:

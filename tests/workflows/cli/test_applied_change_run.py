@@ -164,6 +164,9 @@ def test_a_diff_that_does_not_apply_is_bad_input(
     assert not (tmp_path / "out").exists()  # refused before anything was recorded
 
 
+# In the default run, a change failing at import is `test_hostile_imports.py`'s
+# `test_a_change_that_raises_at_import_is_its_failure_not_an_infrastructure_fault`.
+@pytest.mark.long
 def test_a_syntax_error_in_the_change_is_its_failure_not_an_infrastructure_fault(
     glu_inventory: Path, tmp_path: Path
 ) -> None:

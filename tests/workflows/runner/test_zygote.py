@@ -557,7 +557,8 @@ for changed in json.loads(sys.argv[1]):  # each case in a fork of its own: a fre
     if child == 0:
         sys.meta_path.insert(0, Finder(changed))
         warm_imports.compile_stack()
-        print("torch._dynamo" in sys.modules, all(m in sys.modules for m in warm_imports.FIRST_COMPILE))
+        first = all(m in sys.modules for m in warm_imports.FIRST_COMPILE)
+        print("torch._dynamo" in sys.modules, first)
         sys.stdout.flush()
         os._exit(0)
     assert os.waitpid(child, 0)[1] == 0
