@@ -200,6 +200,9 @@ def test_python_mutation_changes_the_function_only_in_the_subprocess(tmp_path: P
     assert (_digest(installed), {p: _digest(p) for p in cache}) == before
 
 
+# In the default run, a kernel mutation in a subprocess is
+# `test_kernel_override_keeps_python_scalars_working`.
+@pytest.mark.long
 def test_kernel_mutation_perturbs_the_cpu_result_not_the_device(tmp_path: Path) -> None:
     mutation = load_mutations(_write_set(tmp_path / "set.yaml", [_kernel_entry()]))[0]
     env = subprocess_env(mutation, tmp_path / "work")

@@ -189,6 +189,8 @@ def test_a_run_without_regressions_exits_0(tmp_path: Path) -> None:
     assert upgrade.exit_code(record) == 0
 
 
+# In the default run, exit 1 of an upgrade run is `test_a_run_that_found_a_regression_exits_1`.
+@pytest.mark.long
 def test_a_new_variant_failing_on_the_new_version_exits_1(tmp_path: Path) -> None:
     """Not a regression by category, but a new failure to the report and callback: the exit
     code follows their conclusion, not a count of its own."""
