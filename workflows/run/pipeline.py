@@ -300,7 +300,7 @@ def warm_up(request: RunRequest, settings: Settings) -> None:
             return  # `spyre-ci run` warmed these before its Inventory; its driver asks again
         _WARMED[:] = [(what, now)]
     for env, python in sides:
-        zygote.prestart(PLUGIN, request.specs, env, python)
+        zygote.prestart(PLUGIN, request.specs, env, python, request.memory_mb)
 
 
 # The last warm-up of this process and when. The same one again within WARM_UP_AGAIN_S is

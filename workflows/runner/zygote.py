@@ -251,8 +251,20 @@ def fork(
     (at most `output_bytes` of each, `workflows.runner.keeper.Capped`). `import_limit_s`:
     how long an import of a run's changed module may take in the zygote (a test's timeout);
     `ChangeFailed` when it takes longer, or fails."""
+    if not fits_warm(memory_mb):
+        raise ZygoteUnavailable(
+            f"the memory limit ({memory_mb} MB) leaves no room for a warm test process "
+            f"({MEMORY_HEADROOM_MB} MB to spare beyond what the zygote maps)"
+        )
     zygote = _POOL.get(key, _place())
     return zygote.fork(argv, cwd, env, stdout, stderr, memory_mb, import_limit_s, output_bytes)
+
+
+def fits_warm(memory_mb: int | None) -> bool:
+    """Whether a test process under this memory limit can be forked warm at all: a fork
+    starts with everything its zygote maps, and needs MEMORY_HEADROOM_MB beyond it. Below
+    that no zygote is worth warming (`fork` says so for the zygote it has, by its mapping)."""
+    return memory_mb is None or memory_mb > MEMORY_HEADROOM_MB
 
 
 def prestart(
@@ -260,10 +272,14 @@ def prestart(
     specs: Sequence[str],
     env: Mapping[str, str] | None = None,
     python: str | None = None,
+    memory_mb: int | None = None,
 ) -> None:
     """Start warming the zygote the shards of this process will use (returns at once);
     `env`: what the shards add to this process's environment (a run's change); `python`:
-    their interpreter (default: this one)."""
+    their interpreter (default: this one); nothing when `memory_mb` leaves no room for a warm
+    test process (`fits_warm`)."""
+    if not fits_warm(memory_mb):
+        return
     environment = child_environment(env)
     key = key_for(python or sys.executable, plugin, specs, environment)
     if key is not None:

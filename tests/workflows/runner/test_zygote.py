@@ -614,3 +614,20 @@ def test_the_pytest_plugins_a_child_configures_with_are_imported_once_in_the_zyg
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", installed_loaded, "False"], out.stderr[-2000:]
+
+
+def test_a_memory_limit_with_no_room_for_a_warm_process_starts_no_zygote(tmp_path: Path) -> None:
+    """Below MEMORY_HEADROOM_MB no fork can fit whatever its zygote maps: neither the warm-up
+    ahead of a run nor a shard's fork starts one (seconds of CPU for nothing); the shard's
+    processes start cold, as with a zygote that maps too much."""
+    limit = zygote.MEMORY_HEADROOM_MB
+    zygote.prestart(PLUGIN, [str(TINY)], memory_mb=limit)
+    key = zygote.key_for(sys.executable, PLUGIN, [str(TINY)], dict(os.environ))
+    assert key is not None
+    with pytest.raises(zygote.ZygoteUnavailable, match=f"memory limit \\({limit} MB\\)"):
+        zygote.fork(
+            key, ["-q"], cwd=tmp_path, env={}, stdout=tmp_path / "o", stderr=tmp_path / "e",
+            memory_mb=limit,
+        )  # fmt: skip
+    assert zygote_pids() == []
+    assert zygote.fits_warm(None) and zygote.fits_warm(limit + 1)
