@@ -402,6 +402,15 @@ def test_a_warm_process_steps_aside_when_a_module_it_loaded_changes(
     probe = modules / "warm_probe_module.py"
     probe.write_text("VALUE = 1\n")
     root = short_folder(tmp_path_factory)
+    try:
+        _steps_aside(root, modules, probe, warm_env, tmp_path)
+    finally:
+        warm_share.stop_every(root)  # its warm processes end with the test, not when idle
+
+
+def _steps_aside(
+    root: Path, modules: Path, probe: Path, warm_env: dict[str, str], tmp_path: Path
+) -> None:
     env = {**warm_env, "SPYRE_CI_WARM_DIR": str(root), "PYTHONPATH": str(modules)}
     spyre("run", "--diff", str(tmp_path / "none.patch"), env=env)  # starts it
     first = ready_warm(root)

@@ -26,7 +26,14 @@ def _started(
 ) -> list[dict[str, str]]:
     started: list[dict[str, str]] = []
 
-    def prestart(plugin: str, specs: Any, env: Any = None, python: str | None = None) -> None:
+    def prestart(
+        plugin: str,
+        specs: Any,
+        env: Any = None,
+        python: str | None = None,
+        memory_mb: int | None = None,
+    ) -> None:
+        assert memory_mb == request.memory_mb  # no zygote where no warm process fits
         started.append({**(env or {}), **({"python": python} if python else {})})
 
     monkeypatch.setattr(pipeline.zygote, "prestart", prestart)
