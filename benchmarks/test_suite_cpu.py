@@ -63,6 +63,8 @@ def kind(command: str) -> str:
     """The kind of process a command line is (see the module's docstring)."""
     if "workflows.runner.zygote_process" in command:
         return "zygotes (warm-ups, keepers)"
+    if "workflows.cli.warm_process" in command:
+        return "warm spyre-ci processes and their forks (runs)"
     if "exec(eval(sys.stdin.readline()))" in command:
         return "xdist workers (in-process tests, collection)"
     if " -m pytest " in command + " " and "--spyre-ids" in command:
@@ -100,6 +102,8 @@ def summarize(seen: dict[tuple[int, int], tuple[float, str]]) -> dict[str, Any]:
     by_kind: Counter[str] = Counter()
     count: Counter[str] = Counter()
     warmed: Counter[str] = Counter()
+    what_warmed: dict[str, str] = {}
+    other: Counter[str] = Counter()
     for cpu, command in seen.values():
         what = kind(command)
         by_kind[what] += cpu
@@ -107,6 +111,10 @@ def summarize(seen: dict[tuple[int, int], tuple[float, str]]) -> dict[str, Any]:
         folder = _ZYGOTE_FOLDER.search(command)
         if what.startswith("zygotes") and folder and cpu > 1.0:  # a warm-up, not a keeper
             warmed[folder.group(1)] += 1
+            # Where (its place) and what (plugin, specs): the command less its padding.
+            what_warmed[folder.group(1)] = command.split(" --pad=")[0].split(" -m ", 1)[-1]
+        if what == "other":
+            other[" ".join(command.split()[:3])[:120]] += cpu
     total = sum(by_kind.values())
     return {
         "cpu_s": round(total, 1),
@@ -115,7 +123,10 @@ def summarize(seen: dict[tuple[int, int], tuple[float, str]]) -> dict[str, Any]:
             for k, v in by_kind.most_common()
         },
         "zygote_warm_ups": sum(warmed.values()),
-        "zygote_keys_warmed_again": {k: n for k, n in warmed.items() if n > 1},
+        "zygote_keys_warmed_again": {
+            k: {"times": n, "zygote": what_warmed[k]} for k, n in warmed.items() if n > 1
+        },
+        "other_top": {k: round(v, 1) for k, v in other.most_common(8)},
     }
 
 

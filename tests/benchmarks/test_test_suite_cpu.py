@@ -28,6 +28,7 @@ def test_each_process_is_of_its_kind() -> None:
     assert bench.kind("redis-server *:6379 ") == "redis-server"
     assert bench.kind(f"{PY} -c import torch ") == "python -c subprocesses"
     assert bench.kind("/usr/sbin/nats-server ") == "other"
+    assert bench.kind(f"{PY} -B -m workflows.cli.warm_process /w/f ").startswith("warm spyre-ci")
 
 
 def test_warm_ups_are_counted_by_key_and_keepers_are_not() -> None:
@@ -40,6 +41,8 @@ def test_warm_ups_are_counted_by_key_and_keepers_are_not() -> None:
     summary = bench.summarize(seen)
     assert summary["cpu_s"] == 17.6
     assert summary["zygote_warm_ups"] == 2
-    assert summary["zygote_keys_warmed_again"] == {"0123456789abcdef": 2}
+    again = summary["zygote_keys_warmed_again"]
+    assert list(again) == ["0123456789abcdef"] and again["0123456789abcdef"]["times"] == 2
+    assert again["0123456789abcdef"]["zygote"].startswith("workflows.runner.zygote_process /w/")
     zygotes = summary["by_kind"]["zygotes (warm-ups, keepers)"]
     assert zygotes == {"cpu_s": 15.6, "share": 0.886, "processes": 3}
