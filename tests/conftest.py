@@ -101,6 +101,10 @@ def _shared_warm_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
         # (600 s): a zygote warmed by an early test serves a late one (they all end with the
         # run).
         patch.setenv("SPYRE_CI_WARM_IDLE_S", os.environ.get("SPYRE_CI_WARM_IDLE_S", "600"))
+        # The run warms more environments than a user's state directory (a change, a spec,
+        # a plugin of its own in many tests): room for eight at once (0.4-1 GB each), so
+        # that one is not stopped and warmed again while the run still uses it.
+        patch.setenv("SPYRE_CI_WARM_MAX", os.environ.get("SPYRE_CI_WARM_MAX", "8"))
         _SESSION[:] = [Settings.from_env()]
         zygote.share(_SESSION[0])  # the tests that run shards in this process too
         kept.keep_in(_SESSION[0].cache_dir)

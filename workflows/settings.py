@@ -65,6 +65,9 @@ class Settings:
     # folder per state directory under $XDG_RUNTIME_DIR or the temporary folder).
     warm_idle_s: float = 600.0
     warm_dir: Path | None = None
+    # SPYRE_CI_WARM_MAX: shared zygotes alive at once per place (0.4-1 GB each); beyond it the
+    # least recently used one not in use is stopped.
+    warm_max: int = 4
     # SPYRE_CI_WARM_CLI: `spyre-ci run` forks from a warm `spyre-ci` process kept in the
     # same place (`workflows.cli.warm_cli`: its imports done, the trace and the Inventory
     # loaded); `0` runs every one in its own process. Off with sharing off too.
@@ -110,6 +113,15 @@ class Settings:
                 env, "SPYRE_CI_WARM_IDLE_S", 600.0, lambda v: 0 <= v <= 86400, "seconds, 0-86400"
             ),
             warm_dir=_path(env, "SPYRE_CI_WARM_DIR"),
+            warm_max=int(
+                _number(
+                    env,
+                    "SPYRE_CI_WARM_MAX",
+                    4,
+                    lambda v: v.is_integer() and 1 <= v <= 64,
+                    "a whole number, 1-64",
+                )  # fmt: skip
+            ),
             warm_cli=_switch(env, "SPYRE_CI_WARM_CLI"),
             runtime_dir=absolute(env.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()),
             build_index=_build_index(env.get("SPYRE_CI_BUILD_INDEX", "")),

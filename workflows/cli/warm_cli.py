@@ -276,7 +276,7 @@ def ensure(settings: Settings) -> None:
             if warm_share.ready(where) is not None or warm_share.starting(where) is not None:
                 return
             warm_share.stop(where)  # what an ended one left, if anything
-            warm_share.make_room(where.parent)
+            warm_share.make_room(where.parent, settings.warm_max)
             warm_share.make_room_for_cli(where.parent)  # `python -m` from many folders
             where.mkdir(mode=0o700)
             (where / START).write_text(json.dumps({"path": search_path()}))

@@ -8,10 +8,11 @@ once instead of after the zygote's warm-up. Its folder is `ROOT/KEY/` (KEY: a di
 zygote's key), holding its socket, its log, `starting` (its keeper's pid while it warms up),
 `ready.json` (written by the zygote when it is ready: its pid, its keeper's pid, the files it
 loaded) and `used` (touched by each process that uses it: the least recently used goes first
-when more than `MAX_SHARED` would be alive). ROOT is `$SPYRE_CI_WARM_DIR`, else a folder per
-state directory in a private folder of this user (`$XDG_RUNTIME_DIR`, else the temporary
-folder): a Unix socket's path holds 107 bytes, a state directory's path may not. ROOT and its
-parent are this user's alone (mode 0700, not a symlink), else nothing is shared.
+when more than `$SPYRE_CI_WARM_MAX`, default `MAX_SHARED`, would be alive). ROOT is
+`$SPYRE_CI_WARM_DIR`, else a folder per state directory in a private folder of this user
+(`$XDG_RUNTIME_DIR`, else the temporary folder): a Unix socket's path holds 107 bytes, a
+state directory's path may not. ROOT and its parent are this user's alone (mode 0700, not a
+symlink), else nothing is shared.
 
 A zygote ends on its own once it has had nothing to do for `$SPYRE_CI_WARM_IDLE_S` seconds
 (`0`: no sharing, each process's zygotes end with it, as before).
@@ -40,7 +41,7 @@ from workflows.settings import Settings
 READY = READY_FILE
 STARTING = "starting"
 USED = USED_FILE
-MAX_SHARED = 4  # alive at once per ROOT; the least recently used goes first
+MAX_SHARED = 4  # alive at once per ROOT by default ($SPYRE_CI_WARM_MAX); the LRU goes first
 IN_USE_S = 30.0  # a zygote used this recently is never stopped to make room
 SOCKET_PATH_MAX = 100  # a Unix socket's path holds 107 bytes (Linux)
 # The processes that live in a place: zygotes, and warm `spyre-ci` processes
@@ -54,6 +55,7 @@ class Place:
 
     root: Path
     idle_s: float
+    max_shared: int = MAX_SHARED  # $SPYRE_CI_WARM_MAX
 
     def folder(self, key: object) -> Path:
         """The folder of the zygote of `key` (a frozen record: its repr is its content)."""
@@ -80,7 +82,7 @@ def place(settings: Settings) -> Place | None:
         _private_folder(root)
     if len(str(root)) + len("/0123456789abcdef/socket") > SOCKET_PATH_MAX:
         raise NotShared(f"{root} is too long a path for the shared zygotes' sockets")
-    return Place(root, settings.warm_idle_s)
+    return Place(root, settings.warm_idle_s, settings.warm_max)
 
 
 def _private_folder(path: Path) -> None:
@@ -234,10 +236,10 @@ def stop_every(root: Path) -> int:
     return count
 
 
-def make_room(root: Path) -> None:
+def make_room(root: Path, max_shared: int = MAX_SHARED) -> None:
     """Stop the zygotes whose loaded code changed on disk (their key is not the current
     one, so nobody would use them again), then the least recently used ones, so that one
-    more leaves at most MAX_SHARED; never one warming up or in use (used in the last
+    more leaves at most `max_shared`; never one warming up or in use (used in the last
     IN_USE_S seconds: a zygote with a test process running says so every few seconds), so
     more may be alive for a while when more are in use at once. A warm `spyre-ci` process
     (`workflows.cli.warm_cli`) is neither counted nor stopped: it is a fifth of a zygote's
@@ -253,7 +255,7 @@ def make_room(root: Path) -> None:
             folders.append(folder)
     folders.sort(key=_last_used)
     now = time.time()
-    for folder in folders[: max(0, len(folders) - MAX_SHARED + 1)]:
+    for folder in folders[: max(0, len(folders) - max_shared + 1)]:
         warming = ready(folder) is None and starting(folder) is not None
         if not warming and now - _last_used(folder) > IN_USE_S:
             stop(folder)

@@ -103,6 +103,7 @@ RUNTIME_VARS = (
     "SPYRE_CI_TRACE_SHARE",
     "SPYRE_CI_ZYGOTE",
     "SPYRE_CI_WARM_IDLE_S",
+    "SPYRE_CI_WARM_MAX",
     "SPYRE_CI_WARM_DIR",
     "SPYRE_CI_WARM_CLI",
     "SPYRE_CI_TORCH_BUILDS",
@@ -741,7 +742,7 @@ def _shared(key: ZygoteKey, place: warm_share.Place) -> Zygote:
         elif warm_share.starting(folder) is not None:
             return Zygote.attach(key, folder, None)
         warm_share.stop(folder)  # what a zygote that ended left, if anything
-        warm_share.make_room(place.root)
+        warm_share.make_room(place.root, place.max_shared)
         folder.mkdir(mode=0o700)
         from workflows.runner.change_overlay.prepare import CHANGE_VAR
 

@@ -390,6 +390,9 @@ def test_the_asking_side_runs_the_command_itself_unless_a_fork_ran_it(
         )
 
 
+# In the default run, a warm process whose loaded code changed refusing and stepping aside is
+# `test_a_warm_process_whose_loaded_code_changed_refuses_and_steps_aside`.
+@pytest.mark.long
 def test_a_warm_process_steps_aside_when_a_module_it_loaded_changes(
     warm_env: dict[str, str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

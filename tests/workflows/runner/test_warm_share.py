@@ -255,6 +255,11 @@ def test_the_place_is_this_user_s_alone_and_short_enough(tmp_path: Path) -> None
 def test_the_idle_time_setting() -> None:
     assert Settings.from_env({}).warm_idle_s == 600.0
     assert Settings.from_env({"SPYRE_CI_WARM_IDLE_S": "30"}).warm_idle_s == 30.0
+    assert Settings.from_env({}).warm_max == 4 == warm_share.MAX_SHARED
+    assert Settings.from_env({"SPYRE_CI_WARM_MAX": "8"}).warm_max == 8
+    for wrong_max in ("0", "2.5", "many", "65"):
+        with pytest.raises(SettingsError, match=r"SPYRE_CI_WARM_MAX.*whole number"):
+            Settings.from_env({"SPYRE_CI_WARM_MAX": wrong_max})
     for wrong in ("-1", "soon", "1e9"):
         with pytest.raises(SettingsError, match=r"SPYRE_CI_WARM_IDLE_S.*seconds"):
             Settings.from_env({"SPYRE_CI_WARM_IDLE_S": wrong})
@@ -289,6 +294,11 @@ def test_room_is_made_by_stopping_the_least_recently_used_never_one_in_use(
     warm_share.describe(root / "cli", {"kind": "cli"})
     warm_share.make_room(root)  # a, and the two most recent zygotes of the others
     assert sorted(p.name for p in root.iterdir()) == ["a", "cli", "e", "f"]
+    used("g", 50)
+    warm_share.make_room(root, max_shared=5)  # $SPYRE_CI_WARM_MAX=5: room for one more
+    assert sorted(p.name for p in root.iterdir()) == ["a", "cli", "e", "f", "g"]
+    warm_share.make_room(root, max_shared=3)
+    assert sorted(p.name for p in root.iterdir()) == ["a", "cli", "g"]
 
     # Warm `spyre-ci` processes have a bound of their own (`python -m` from many folders).
     for age, name in ((400, "cli2"), (20, "cli3")):
