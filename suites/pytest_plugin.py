@@ -346,9 +346,9 @@ COMPILING_TEMPLATES = frozenset({"compile"})
 def compiles(specs_opt: list[str] | None) -> bool:
     """Whether a test of these suites may call torch.compile: a file suite may (its test
     files are upstream's), an OpInfo entry does when one of its templates compiles (a refused
-    spec runs nothing). The warm runner's zygote imports torch.compile's
-    modules for its forks only when they may need them (`workflows/runner/warm_imports.py`):
-    a test process of eager suites never imports them, warm or cold."""
+    spec runs nothing). The warm runner's zygote imports torch.compile's own modules
+    (aot_autograd, what a first compile imports; `workflows/runner/warm_imports.py`) for its
+    forks only when they may need them."""
     specs, _refused = _loaded(specs_opt)
     for spec in specs:
         block = spec.get(("test_suite_config",)) or {}

@@ -132,8 +132,8 @@ def _warm_up(plugin: str, specs: Sequence[str]) -> None:
     preload = getattr(module, "preload", None)
     if callable(preload):
         preload(list(specs) or None)
-    # torch.compile's modules only for suites that may compile (a plugin that cannot say:
-    # they may): 2-3 s of every warm-up, never used by the forks of eager suites.
+    # torch.compile's own modules only for suites that may compile (a plugin that cannot
+    # say: they may): 0.8 s of CPU of each warm-up here, unused by the forks of eager suites.
     compiles = getattr(module, "compiles", None)
     if not callable(compiles) or compiles(list(specs) or None):
         warm_imports.compile_stack()
